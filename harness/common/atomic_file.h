@@ -1,0 +1,14 @@
+#pragma once
+// Files that must never be seen half-written (results, manifests, reports,
+// checkpoints) are written to a temporary sibling, flushed to disk, then renamed
+// over the target: a reader sees the old file or the new one, never a mix.
+
+#include <filesystem>
+#include <string>
+
+namespace sb {
+
+void write_file_atomic(const std::filesystem::path& path, const std::string& content);
+std::string read_file(const std::filesystem::path& path);
+
+}  // namespace sb

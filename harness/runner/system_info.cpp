@@ -1,0 +1,92 @@
+#include "harness/runner/system_info.h"
+
+#include <ATen/Parallel.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+#include <torch/version.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "harness/common/build_info.h"
+#include "harness/dist/process_group.h"
+
+namespace sb {
+namespace {
+
+std::string first_line_with(const std::string& path, const std::string& prefix) {
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(prefix, 0) == 0) return line;
+  }
+  return "";
+}
+
+std::string cpu_model() {
+  std::string line = first_line_with("/proc/cpuinfo", "model name");
+  auto colon = line.find(':');
+  return colon == std::string::npos ? "unknown" : line.substr(colon + 2);
+}
+
+double memory_gib() {
+  std::string line = first_line_with("/proc/meminfo", "MemTotal:");
+  if (line.empty()) return 0;
+  return std::stod(line.substr(9)) / (1024.0 * 1024.0);  // kB -> GiB
+}
+
+std::string host_name() {
+  char name[256] = {0};
+  if (::gethostname(name, sizeof(name) - 1) != 0) return "unknown";
+  return name;
+}
+
+std::string nvidia_driver() {
+  std::string line = first_line_with("/proc/driver/nvidia/version", "NVRM version");
+  return line.empty() ? "none" : line;
+}
+
+}  // namespace
+
+nlohmann::json collect_system_info() {
+  const auto& cuda = at::detail::getCUDAHooks();
+  nlohmann::json info;
+  info["host"] = host_name();
+  info["cpu_model"] = cpu_model();
+  info["cpu_cores"] = std::thread::hardware_concurrency();
+  info["memory_gib"] = memory_gib();
+  info["libtorch"] = TORCH_VERSION;
+  info["gpu_count"] = cuda.hasCUDA() ? cuda.getNumGPUs() : 0;
+  if (cuda.hasCUDART()) {
+    const long v = cuda.versionCUDART();  // major * 1000 + minor * 10
+    info["cuda_runtime"] = std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+  } else {
+    info["cuda_runtime"] = "none";
+  }
+  info["driver"] = nvidia_driver();
+  info["nccl"] = nccl_version_string();
+  info["gloo"] = "compiled in (c10d ProcessGroupGloo)";
+#ifdef __clang__
+  info["compiler"] = std::string("clang ") + __VERSION__;
+#else
+  info["compiler"] = std::string("gcc ") + __VERSION__;
+#endif
+  info["git_sha"] = build_git_sha();
+  info["git_dirty"] = build_git_dirty();
+  info["build_type"] = build_type();
+  info["sparsebalance_version"] = build_version();
+  info["intra_op_threads"] = at::get_num_threads();
+  return info;
+}
+
+std::string debug_build_warning() {
+#ifdef NDEBUG
+  return "";
+#else
+  return "WARNING: this is an unoptimised (" + std::string(build_type()) +
+         ") build; timings are not representative. Rebuild with -DCMAKE_BUILD_TYPE=Release.";
+#endif
+}
+
+}  // namespace sb

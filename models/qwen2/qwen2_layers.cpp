@@ -1,0 +1,84 @@
+#include <ATen/ATen.h>
+#include <torch/nn/options/linear.h>
+
+#include <cmath>
+
+#include "models/qwen2/qwen2_model.h"
+
+namespace sb {
+
+Qwen2RMSNormImpl::Qwen2RMSNormImpl(int64_t hidden_size, double eps) : eps_(eps) {
+  weight = register_parameter("weight", at::ones({hidden_size}));
+}
+
+at::Tensor Qwen2RMSNormImpl::forward(const at::Tensor& x) {
+  // HF upcasts to float32; promoting instead keeps float64 (test) runs in float64 and
+  // is the same thing for float32, float16 and bfloat16.
+  const at::ScalarType stat_type = at::promote_types(x.scalar_type(), at::kFloat);
+  const at::Tensor xf = x.to(stat_type);  // [..., H]
+  const at::Tensor inv_rms =
+      (xf.square().mean(/*dim=*/{-1}, /*keepdim=*/true) + eps_).rsqrt();  // [..., 1]
+  return weight * (xf * inv_rms).to(x.scalar_type());
+}
+
+Qwen2AttentionImpl::Qwen2AttentionImpl(const Qwen2Config& config)
+    : num_heads_(config.num_attention_heads),
+      num_kv_heads_(config.num_key_value_heads),
+      head_dim_(config.head_dim) {
+  const int64_t h = config.hidden_size;
+  using torch::nn::LinearOptions;
+  q_proj = register_module("q_proj",
+                           torch::nn::Linear(LinearOptions(h, num_heads_ * head_dim_).bias(true)));
+  k_proj = register_module(
+      "k_proj", torch::nn::Linear(LinearOptions(h, num_kv_heads_ * head_dim_).bias(true)));
+  v_proj = register_module(
+      "v_proj", torch::nn::Linear(LinearOptions(h, num_kv_heads_ * head_dim_).bias(true)));
+  o_proj = register_module("o_proj",
+                           torch::nn::Linear(LinearOptions(num_heads_ * head_dim_, h).bias(false)));
+}
+
+at::Tensor Qwen2AttentionImpl::forward(const at::Tensor& x, const at::Tensor& cos,
+                                       const at::Tensor& sin, const PackedSequences& sequences,
+                                       AttentionBackend& backend) {
+  const int64_t tokens = x.size(0);
+  const at::Tensor q = q_proj->forward(x).view({tokens, num_heads_, head_dim_});     // [T, Hq, D]
+  const at::Tensor k = k_proj->forward(x).view({tokens, num_kv_heads_, head_dim_});  // [T, Hkv, D]
+  const at::Tensor v = v_proj->forward(x).view({tokens, num_kv_heads_, head_dim_});  // [T, Hkv, D]
+  const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
+  const at::Tensor attended =
+      backend.forward(qwen2_apply_rotary(q, cos, sin), qwen2_apply_rotary(k, cos, sin), v,
+                      sequences, scale);  // [T, Hq, D]
+  return o_proj->forward(attended.reshape({tokens, num_heads_ * head_dim_}));  // [T, H]
+}
+
+Qwen2MLPImpl::Qwen2MLPImpl(const Qwen2Config& config) {
+  using torch::nn::LinearOptions;
+  const int64_t h = config.hidden_size;
+  const int64_t i = config.intermediate_size;
+  gate_proj = register_module("gate_proj", torch::nn::Linear(LinearOptions(h, i).bias(false)));
+  up_proj = register_module("up_proj", torch::nn::Linear(LinearOptions(h, i).bias(false)));
+  down_proj = register_module("down_proj", torch::nn::Linear(LinearOptions(i, h).bias(false)));
+}
+
+at::Tensor Qwen2MLPImpl::forward(const at::Tensor& x) {
+  return down_proj->forward(at::silu(gate_proj->forward(x)) * up_proj->forward(x));  // [T, H]
+}
+
+Qwen2DecoderLayerImpl::Qwen2DecoderLayerImpl(const Qwen2Config& config) {
+  input_layernorm =
+      register_module("input_layernorm", Qwen2RMSNorm(config.hidden_size, config.rms_norm_eps));
+  self_attn = register_module("self_attn", Qwen2Attention(config));
+  post_attention_layernorm = register_module("post_attention_layernorm",
+                                             Qwen2RMSNorm(config.hidden_size, config.rms_norm_eps));
+  mlp = register_module("mlp", Qwen2MLP(config));
+}
+
+at::Tensor Qwen2DecoderLayerImpl::forward(const at::Tensor& x, const at::Tensor& cos,
+                                          const at::Tensor& sin, const PackedSequences& sequences,
+                                          AttentionBackend& backend) {
+  const at::Tensor h =
+      x + self_attn->forward(input_layernorm->forward(x), cos, sin, sequences, backend);  // [T, H]
+  return h + mlp->forward(post_attention_layernorm->forward(h));                          // [T, H]
+}
+
+}  // namespace sb

@@ -1,0 +1,81 @@
+#include "models/qwen2/qwen2_model.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <c10/util/Exception.h>
+#include <torch/nn/options/embedding.h>
+#include <torch/nn/options/linear.h>
+
+#include <utility>
+
+namespace sb {
+namespace {
+
+// HF's Qwen2PreTrainedModel._init_weights: normal(0, initializer_range) weights for
+// linear and embedding layers, zero biases; RMSNorm weights are already ones.
+void qwen2_init_weights(torch::nn::Module& module, double std) {
+  c10::NoGradGuard no_grad;
+  // include_self=false: called from the constructor, before a shared_ptr owns `module`.
+  for (const auto& child : module.modules(/*include_self=*/false)) {
+    torch::nn::Module& m = *child;
+    if (auto* linear = m.as<torch::nn::Linear>()) {
+      linear->weight.normal_(0.0, std);
+      if (linear->bias.defined()) linear->bias.zero_();
+    } else if (auto* embedding = m.as<torch::nn::Embedding>()) {
+      embedding->weight.normal_(0.0, std);
+    }
+  }
+}
+
+}  // namespace
+
+Qwen2ForCausalLMImpl::Qwen2ForCausalLMImpl(Qwen2Config config,
+                                           std::shared_ptr<AttentionBackend> backend)
+    : config_(std::move(config)), backend_(std::move(backend)) {
+  config_.validate();
+  TORCH_CHECK(backend_ != nullptr, "Qwen2ForCausalLM: attention backend must not be null");
+  embed_tokens = register_module("embed_tokens", torch::nn::Embedding(torch::nn::EmbeddingOptions(
+                                                     config_.vocab_size, config_.hidden_size)));
+  layers = register_module("layers", torch::nn::ModuleList());
+  for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
+    layers->push_back(Qwen2DecoderLayer(config_));
+  }
+  norm = register_module("norm", Qwen2RMSNorm(config_.hidden_size, config_.rms_norm_eps));
+  if (!config_.tie_word_embeddings) {
+    lm_head = register_module(
+        "lm_head",
+        torch::nn::Linear(
+            torch::nn::LinearOptions(config_.hidden_size, config_.vocab_size).bias(false)));
+  }
+  qwen2_init_weights(*this, config_.initializer_range);
+}
+
+void Qwen2ForCausalLMImpl::set_attention_backend(std::shared_ptr<AttentionBackend> backend) {
+  TORCH_CHECK(backend != nullptr, "Qwen2ForCausalLM: attention backend must not be null");
+  backend_ = std::move(backend);
+}
+
+at::Tensor Qwen2ForCausalLMImpl::forward(const at::Tensor& tokens, const at::Tensor& position_ids,
+                                         const PackedSequences& sequences) {
+  TORCH_CHECK(tokens.dim() == 1 && tokens.scalar_type() == at::kLong,
+              "Qwen2ForCausalLM: tokens must be [T] int64, got ", tokens.sizes(), " ",
+              tokens.scalar_type());
+  TORCH_CHECK(position_ids.dim() == 1 && position_ids.scalar_type() == at::kLong &&
+                  position_ids.size(0) == tokens.size(0),
+              "Qwen2ForCausalLM: position_ids must be [T] int64 with T = ", tokens.size(0),
+              ", got ", position_ids.sizes(), " ", position_ids.scalar_type());
+  sequences.check(tokens.size(0));
+
+  const auto [cos, sin] =
+      qwen2_rotary_tables(position_ids, config_.head_dim, config_.rope_theta);  // [T, D] each
+  at::Tensor h = embed_tokens->forward(tokens);                                 // [T, H]
+  for (const auto& layer : *layers) {
+    h = layer->as<Qwen2DecoderLayer>()->forward(h, cos, sin, sequences, *backend_);
+  }
+  h = norm->forward(h);
+  const at::Tensor logits = lm_head ? lm_head->forward(h)                   // [T, V]
+                                    : at::linear(h, embed_tokens->weight);  // tied
+  return logits.to(at::kFloat);
+}
+
+}  // namespace sb

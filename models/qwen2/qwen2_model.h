@@ -1,0 +1,97 @@
+#pragma once
+// Qwen2 decoder-only language model (math only: parallelism lives in harness/).
+// Layout per layer: x + attn(rms_norm(x)), then h + mlp(rms_norm(h)); final norm;
+// lm_head tied to the embedding when config.tie_word_embeddings.
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/container/modulelist.h>
+
+#include <memory>
+
+#include "kernels/attention/attention_backend.h"
+#include "kernels/attention/packed_sequences.h"
+#include "models/qwen2/qwen2_config.h"
+
+namespace sb {
+
+// RMSNorm as Qwen2 computes it: statistics in float32, normalized value cast back
+// to the input dtype, then scaled by the weight.
+class Qwen2RMSNormImpl : public torch::nn::Module {
+ public:
+  Qwen2RMSNormImpl(int64_t hidden_size, double eps);
+  at::Tensor forward(const at::Tensor& x);  // [..., H] -> [..., H]
+  at::Tensor weight;
+
+ private:
+  double eps_;
+};
+TORCH_MODULE(Qwen2RMSNorm);
+
+class Qwen2AttentionImpl : public torch::nn::Module {
+ public:
+  explicit Qwen2AttentionImpl(const Qwen2Config& config);
+  // x [T, H]; cos, sin [T, head_dim] -> [T, H]
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
+                     const PackedSequences& sequences, AttentionBackend& backend);
+  torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+
+ private:
+  int64_t num_heads_, num_kv_heads_, head_dim_;
+};
+TORCH_MODULE(Qwen2Attention);
+
+class Qwen2MLPImpl : public torch::nn::Module {
+ public:
+  explicit Qwen2MLPImpl(const Qwen2Config& config);
+  at::Tensor forward(const at::Tensor& x);  // down(silu(gate(x)) * up(x)), [T, H] -> [T, H]
+  torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+};
+TORCH_MODULE(Qwen2MLP);
+
+class Qwen2DecoderLayerImpl : public torch::nn::Module {
+ public:
+  explicit Qwen2DecoderLayerImpl(const Qwen2Config& config);
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
+                     const PackedSequences& sequences, AttentionBackend& backend);
+  Qwen2RMSNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
+  Qwen2Attention self_attn{nullptr};
+  Qwen2MLP mlp{nullptr};
+};
+TORCH_MODULE(Qwen2DecoderLayer);
+
+class Qwen2ForCausalLMImpl : public torch::nn::Module {
+ public:
+  // Parameters are initialised as HF does (normal(0, initializer_range) for linear and
+  // embedding weights, zero biases, unit norms) from the current global torch seed.
+  Qwen2ForCausalLMImpl(Qwen2Config config, std::shared_ptr<AttentionBackend> backend);
+
+  // tokens, position_ids [T] int64 (positions restart at 0 in every packed sequence)
+  // -> logits [T, vocab_size] in float32.
+  at::Tensor forward(const at::Tensor& tokens, const at::Tensor& position_ids,
+                     const PackedSequences& sequences);
+
+  const Qwen2Config& config() const { return config_; }
+  AttentionBackend& attention_backend() { return *backend_; }
+  void set_attention_backend(std::shared_ptr<AttentionBackend> backend);
+
+  torch::nn::Embedding embed_tokens{nullptr};
+  torch::nn::ModuleList layers{nullptr};
+  Qwen2RMSNorm norm{nullptr};
+  torch::nn::Linear lm_head{nullptr};  // null when tied: logits use embed_tokens->weight
+
+ private:
+  Qwen2Config config_;
+  std::shared_ptr<AttentionBackend> backend_;
+};
+TORCH_MODULE(Qwen2ForCausalLM);
+
+// Rotary embedding tables for the given positions: cos, sin [T, head_dim] (float32),
+// the rotate-half (Llama) layout with inv_freq = theta^(-2i/head_dim).
+std::pair<at::Tensor, at::Tensor> qwen2_rotary_tables(const at::Tensor& position_ids,
+                                                      int64_t head_dim, double theta);
+// x [T, H, D] rotated by cos, sin [T, D].
+at::Tensor qwen2_apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
+
+}  // namespace sb

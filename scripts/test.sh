@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Sets up and builds what is missing, then runs every test: ctest (labels cpu, dist,
+# cuda, slow; CUDA tests report SKIPPED without a GPU) and the Python tests.
+# Extra arguments go to ctest, e.g.:  scripts/test.sh -L cpu
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+sb_prepare
+cd "$SB_BUILD_DIR"
+ctest --output-on-failure --timeout 900 -j "${SB_TEST_JOBS:-2}" "$@"
+cd "$SB_REPO"
+SB_BINARY="$SB_BUILD_DIR/sparsebalance" "$SB_VENV/bin/python" -m pytest -q tests/python

@@ -1,0 +1,165 @@
+// Manifest parsing: strict keys and types with JSON paths, filled defaults, the
+// resolved manifest's round trip, and the checked-in manifests parse.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "harness/common/errors.h"
+#include "harness/config/manifest.h"
+
+namespace sb {
+namespace {
+
+using nlohmann::json;
+
+json minimal_manifest() {
+  return json::parse(R"({
+    "name": "t",
+    "model": {"preset": "qwen2-test"},
+    "data": {"synthetic": {"length_mixture": [{"min_tokens": 8, "max_tokens": 16}]}},
+    "train": {"iterations": 3},
+    "methods": [{"name": "dense"}]
+  })");
+}
+
+std::string config_error_of(const json& j) {
+  try {
+    parse_manifest(j, "m.json");
+  } catch (const ConfigError& e) {
+    return e.json_path() + " | " + e.what();
+  }
+  return "";
+}
+
+TEST(Manifest, FillsDefaults) {
+  Manifest m = parse_manifest(minimal_manifest(), "m.json");
+  EXPECT_EQ(m.seed, 1234);
+  EXPECT_EQ(m.data.source, "synthetic");
+  EXPECT_EQ(m.data.synthetic.vocab_size, 128);  // qwen2-test's vocabulary
+  EXPECT_EQ(m.train.global_batch_size, 8);
+  EXPECT_EQ(m.methods.at(0).attention, "dense");
+  EXPECT_EQ(m.methods.at(0).batching, "sequential");
+  EXPECT_EQ(m.parallelism.dp, 1);
+}
+
+TEST(Manifest, UnknownKeyAtEveryLevelNamesItsPath) {
+  struct Case {
+    std::function<void(json&)> edit;
+    std::string path;
+  };
+  std::vector<Case> cases = {
+      {[](json& j) { j["nmae"] = "x"; }, "$.nmae"},
+      {[](json& j) { j["train"]["lerning_rate"] = 1; }, "$.train.lerning_rate"},
+      {[](json& j) { j["data"]["synthetic"]["length_mixture"][0]["mean"] = 3; },
+       "$.data.synthetic.length_mixture[0].mean"},
+      {[](json& j) { j["methods"][0]["budget"] = "dst"; }, "$.methods[0].budget"},
+      {[](json& j) { j["model"]["path"] = "/x"; }, "$.model.path"},
+  };
+  for (const auto& c : cases) {
+    json j = minimal_manifest();
+    c.edit(j);
+    std::string msg = config_error_of(j);
+    EXPECT_EQ(msg.rfind(c.path + " |", 0), 0u) << msg;
+    EXPECT_NE(msg.find("allowed keys"), std::string::npos) << msg;
+  }
+}
+
+TEST(Manifest, WrongTypeNamesPathAndType) {
+  json j = minimal_manifest();
+  j["train"]["iterations"] = "3";
+  std::string msg = config_error_of(j);
+  EXPECT_EQ(msg.rfind("$.train.iterations |", 0), 0u) << msg;
+  EXPECT_NE(msg.find("expected an integer"), std::string::npos) << msg;
+
+  j = minimal_manifest();
+  j["methods"] = json::object();
+  msg = config_error_of(j);
+  EXPECT_EQ(msg.rfind("$.methods |", 0), 0u) << msg;
+}
+
+TEST(Manifest, RejectsInvalidValuesWithPath) {
+  json j = minimal_manifest();
+  j["model"]["preset"] = "qwen2.5-05b";
+  std::string msg = config_error_of(j);
+  EXPECT_EQ(msg.rfind("$.model.preset |", 0), 0u) << msg;
+  EXPECT_NE(msg.find("qwen2.5-0.5b"), std::string::npos) << msg;  // lists the known presets
+
+  j = minimal_manifest();
+  j["methods"][0]["attention"] = "magic";
+  msg = config_error_of(j);
+  EXPECT_EQ(msg.rfind("$.methods[0].attention |", 0), 0u) << msg;
+
+  j = minimal_manifest();
+  j["methods"].push_back({{"name", "dense"}});
+  msg = config_error_of(j);
+  EXPECT_EQ(msg.rfind("$.methods[1].name |", 0), 0u) << msg;
+
+  j = minimal_manifest();
+  j["train"]["warmup_iterations"] = 3;
+  msg = config_error_of(j);
+  EXPECT_EQ(msg.rfind("$.train.warmup_iterations |", 0), 0u) << msg;
+
+  j = minimal_manifest();
+  j["data"]["synthetic"]["length_mixture"][0]["max_tokens"] = 4;
+  msg = config_error_of(j);
+  EXPECT_EQ(msg.rfind("$.data.synthetic.length_mixture[0].max_tokens |", 0), 0u) << msg;
+
+  j = minimal_manifest();
+  j["parallelism"] = {{"dp", 2}};
+  msg = config_error_of(j);
+  EXPECT_EQ(msg.rfind("$.parallelism.dp |", 0), 0u) << msg;
+
+  j = minimal_manifest();
+  j["name"] = "../escape";
+  msg = config_error_of(j);
+  EXPECT_EQ(msg.rfind("$.name |", 0), 0u) << msg;
+}
+
+TEST(Manifest, RoundTripThroughResolvedJson) {
+  json j = minimal_manifest();
+  j["methods"].push_back({{"name", "dense-2"}, {"batching", "sequential"}});
+  j["train"]["lr"] = 0.01;
+  const Manifest m = parse_manifest(j, "m.json");
+  const json resolved = manifest_to_json(m);
+  const Manifest again = parse_manifest(resolved, "resolved.json");
+  EXPECT_EQ(manifest_to_json(again), resolved);
+  EXPECT_DOUBLE_EQ(again.train.lr, 0.01);
+  EXPECT_EQ(again.methods.size(), 2u);
+  // Every default the parser filled is written out, so nothing is implicit.
+  EXPECT_TRUE(resolved["train"].contains("adam_beta2"));
+  EXPECT_EQ(resolved["data"]["synthetic"]["vocab_size"], 128);
+}
+
+TEST(Manifest, ExpandRunsNarrowsToOneMethodEach) {
+  json j = minimal_manifest();
+  j["methods"].push_back({{"name", "second"}});
+  const auto runs = expand_runs(parse_manifest(j, "m.json"));
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[1].name, "second");
+  ASSERT_EQ(runs[1].manifest.methods.size(), 1u);
+  EXPECT_EQ(runs[1].manifest.methods[0].name, "second");
+}
+
+TEST(Manifest, LoadReportsJsonSyntaxErrorWithLine) {
+  const auto path = std::filesystem::temp_directory_path() / "sb_bad_syntax.json";
+  std::ofstream(path) << "{\n  \"name\": \"x\",\n  oops\n}\n";
+  try {
+    load_manifest(path);
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(path.string() + ":3:"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove(path);
+}
+
+TEST(Manifest, CheckedInManifestsParse) {
+  for (const auto& entry : std::filesystem::directory_iterator(SB_SOURCE_DIR "/experiments")) {
+    if (entry.path().extension() != ".json") continue;
+    SCOPED_TRACE(entry.path().string());
+    EXPECT_NO_THROW(load_manifest(entry.path()));
+  }
+}
+
+}  // namespace
+}  // namespace sb
