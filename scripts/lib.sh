@@ -84,7 +84,6 @@ sb_build() {
     cmake -S "$SB_REPO" -B "$SB_BUILD_DIR" -G Ninja \
       -DCMAKE_BUILD_TYPE="$SB_BUILD_TYPE" \
       -DCMAKE_PREFIX_PATH="$prefix" \
-      -DPython3_EXECUTABLE="$SB_VENV/bin/python" \
       ${SB_CMAKE_ARGS:-} >"$SB_BUILD_DIR/configure.log" 2>&1 || {
         cat "$SB_BUILD_DIR/configure.log" >&2
         sb_log "error: CMake configure failed (log above, also in $SB_BUILD_DIR/configure.log)"
