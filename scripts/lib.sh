@@ -71,6 +71,7 @@ sb_torch_prefix() {
   "$SB_VENV/bin/python" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)' 2>/dev/null
 }
 
+# Arguments, if any, are the CMake targets to build (default: all).
 sb_build() {
   export CCACHE_BASEDIR="$SB_REPO"   # clones at different paths share the cache
   export CCACHE_NOHASHDIR=1
@@ -90,12 +91,15 @@ sb_build() {
         return 1
       }
   fi
-  sb_log "building (ninja; ccache in ${CCACHE_DIR:-~/.cache/ccache})"
-  cmake --build "$SB_BUILD_DIR" --parallel "${SB_BUILD_JOBS:-$(nproc)}"
+  local targets=()
+  [ $# -gt 0 ] && targets=(--target "$@")
+  sb_log "building ${*:-all targets} (ninja; ccache in ${CCACHE_DIR:-~/.cache/ccache})"
+  cmake --build "$SB_BUILD_DIR" --parallel "${SB_BUILD_JOBS:-$(nproc)}" "${targets[@]}"
 }
 
+# Arguments, if any, are the CMake targets to build (default: all).
 sb_prepare() {
   sb_install_system_packages
   sb_setup_venv
-  sb_build
+  sb_build "$@"
 }

@@ -3,9 +3,9 @@
 // comes fails within its timeout instead of hanging.
 #include <gtest/gtest.h>
 
-#include <netinet/in.h>
+#include <fcntl.h>
 #include <signal.h>
-#include <sys/socket.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +17,7 @@
 
 #include "harness/common/errors.h"
 #include "harness/dist/process_group.h"
+#include "tests/support/free_tcp_port.h"
 #include "tests/support/run_command.h"
 
 namespace sb {
@@ -24,37 +25,37 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-int free_tcp_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
 struct Worker {
   pid_t pid = -1;
   std::string log;
 };
 
+// posix_spawn rather than fork + setenv: the test process has LibTorch's threads, and
+// only async-signal-safe calls are allowed between fork and exec.
 Worker spawn_worker(const std::string& scenario, const std::map<std::string, std::string>& env,
                     const std::filesystem::path& log_dir, int index) {
   Worker w;
   w.log = (log_dir / ("worker" + std::to_string(index) + ".log")).string();
-  w.pid = ::fork();
-  if (w.pid == 0) {
-    for (const auto& [key, value] : env) ::setenv(key.c_str(), value.c_str(), 1);
-    FILE* out = std::freopen(w.log.c_str(), "w", stdout);
-    if (out == nullptr || ::dup2(::fileno(stdout), 2) < 0) ::_exit(127);
-    const std::string binary = SB_BINARY_DIR "/tests/sb_dist_worker";
-    ::execl(binary.c_str(), binary.c_str(), scenario.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    if (env.count(entry.substr(0, entry.find('='))) == 0) env_strings.push_back(entry);
   }
+  for (const auto& [key, value] : env) env_strings.push_back(key + "=" + value);
+  std::vector<char*> envp;
+  for (auto& entry : env_strings) envp.push_back(entry.data());
+  envp.push_back(nullptr);
+
+  std::string binary = SB_BINARY_DIR "/tests/sb_dist_worker";
+  std::string scenario_arg = scenario;
+  char* argv[] = {binary.data(), scenario_arg.data(), nullptr};
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, w.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  const int rc = ::posix_spawn(&w.pid, binary.c_str(), &actions, nullptr, argv, envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) throw std::runtime_error("posix_spawn " + binary + " failed: " + std::to_string(rc));
   return w;
 }
 
@@ -86,7 +87,7 @@ std::map<std::string, std::string> rank_env(int rank, int world, int port) {
 
 TEST(GlooProcessGroup, TwoProcessAllReduceAndBroadcastAreExact) {
   auto dir = test::fresh_temp_dir("dist_allreduce");
-  const int port = free_tcp_port();
+  const int port = test::free_tcp_port();
   std::vector<Worker> workers;
   for (int rank = 0; rank < 2; ++rank) {
     workers.push_back(spawn_worker("allreduce", rank_env(rank, 2, port), dir, rank));
@@ -103,7 +104,7 @@ TEST(GlooProcessGroup, TwoProcessAllReduceAndBroadcastAreExact) {
 
 TEST(GlooProcessGroup, MissingPeerFailsWithinTheTimeoutInsteadOfHanging) {
   auto dir = test::fresh_temp_dir("dist_missing_peer");
-  auto env = rank_env(0, 2, free_tcp_port());
+  auto env = rank_env(0, 2, test::free_tcp_port());
   env["SB_DIST_TIMEOUT_MS"] = "3000";
   const auto start = Clock::now();
   Worker lone = spawn_worker("connect", env, dir, 0);

@@ -1,0 +1,9 @@
+#pragma once
+
+namespace sb::test {
+
+// A loopback TCP port that was free a moment ago (bound to port 0 and released), for
+// rendezvous stores in tests. Throws if no socket can be bound.
+int free_tcp_port();
+
+}  // namespace sb::test
