@@ -79,7 +79,13 @@ sb_build() {
   local prefix
   prefix="$(sb_torch_prefix)"
   mkdir -p "$SB_BUILD_DIR"
-  if [ ! -f "$SB_BUILD_DIR/build.ninja" ]; then
+  # Configure when there is no build yet, or when the build type or the LibTorch
+  # location changed (a new requirements.txt means a new environment).
+  local cache="$SB_BUILD_DIR/CMakeCache.txt"
+  if [ ! -f "$SB_BUILD_DIR/build.ninja" ] ||
+     ! grep -qxF "CMAKE_BUILD_TYPE:STRING=$SB_BUILD_TYPE" "$cache" ||
+     ! grep -qxF "CMAKE_PREFIX_PATH:UNINITIALIZED=$prefix" "$cache"; then
+    rm -f "$cache"
     sb_log "configuring $SB_BUILD_DIR ($SB_BUILD_TYPE)"
     # shellcheck disable=SC2086
     cmake -S "$SB_REPO" -B "$SB_BUILD_DIR" -G Ninja \

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "harness/common/atomic_file.h"
+#include "harness/common/errors.h"
 #include "harness/train/iteration_record.h"
 
 namespace sb {
@@ -159,7 +160,8 @@ std::string report_to_markdown(const std::string& manifest_name,
 std::vector<RunSummary> write_report(const fs::path& manifest_dir) {
   std::vector<RunSummary> runs = summarize_manifest_results(manifest_dir);
   if (runs.empty()) {
-    throw std::runtime_error("no run results (records.jsonl) under " + manifest_dir.string());
+    throw ConfigError(manifest_dir.string(), "", "holds no run folders (<run>/records.jsonl)",
+                      "pass the results folder of one manifest, e.g. results/quickstart");
   }
   const std::string name = manifest_dir.filename().string();
   write_file_atomic(manifest_dir / "report.json", report_to_json(name, runs).dump(2) + "\n");

@@ -43,7 +43,7 @@ std::string report_to_csv(const std::vector<RunSummary>& runs);
 std::string report_to_markdown(const std::string& manifest_name, const std::vector<RunSummary>& runs);
 
 // Writes report.json, report.csv and report.md into manifest_dir (atomically) and
-// returns the summaries. Throws if the folder holds no run.
+// returns the summaries. A folder without runs is a ConfigError.
 std::vector<RunSummary> write_report(const std::filesystem::path& manifest_dir);
 
 double median_of(std::vector<double> values);

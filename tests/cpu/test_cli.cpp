@@ -83,9 +83,14 @@ TEST(Cli, OnlyWithUnknownRunExitsTwoListingRuns) {
   std::filesystem::remove_all(dir);
 }
 
-TEST(Cli, ReportOnMissingFolderExitsTwo) {
+TEST(Cli, ReportOnMissingOrEmptyFolderExitsTwo) {
   auto r = run_command(sparsebalance_binary() + " report /nonexistent/results/x");
   EXPECT_EQ(r.exit_code, 2) << r.output;
+  auto dir = test::fresh_temp_dir("cli_empty_report");
+  r = run_command(sparsebalance_binary() + " report " + dir.string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("holds no run folders"), std::string::npos) << r.output;
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Cli, VersionNamesLibTorchAndBuild) {
