@@ -22,10 +22,11 @@ sb_log() { printf '[sparsebalance] %s\n' "$*" >&2; }
 
 # Debian packages: compilers and build tools, and the C++ libraries of design.md.
 # libgloo-dev supplies the Gloo headers that LibTorch's ProcessGroupGloo.hpp includes
-# but the torch wheel does not ship (the wheel links Gloo statically).
+# but the torch wheel does not ship (the wheel links Gloo statically). PCRE2 and ICU
+# serve the tokenizer (Qwen2's split regex needs look-ahead; NFC).
 SB_DEBIAN_PACKAGES=(
-  cmake ninja-build g++ ccache git
-  nlohmann-json3-dev libgloo-dev libcli11-dev
+  cmake ninja-build g++ ccache git pkg-config
+  nlohmann-json3-dev libgloo-dev libcli11-dev libpcre2-dev libicu-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 

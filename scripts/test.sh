@@ -7,4 +7,4 @@ sb_prepare
 cd "$SB_BUILD_DIR"
 ctest --output-on-failure --timeout 900 -j "${SB_TEST_JOBS:-2}" "$@"
 cd "$SB_REPO"
-SB_BINARY="$SB_BUILD_DIR/sparsebalance" "$SB_VENV/bin/python" -m pytest -q tests/python
+SB_BINARY="$SB_BUILD_DIR/sparsebalance" SB_BUILD_DIR="$SB_BUILD_DIR" "$SB_VENV/bin/python" -m pytest -q tests/python

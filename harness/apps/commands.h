@@ -16,5 +16,8 @@ using Command = std::function<int()>;
 Command register_run(CLI::App& app);
 Command register_report(CLI::App& app);
 Command register_version(CLI::App& app);
+Command register_tokenize(CLI::App& app);
+Command register_eval(CLI::App& app);
+Command register_generate(CLI::App& app);
 
 }  // namespace sb::cli

@@ -27,6 +27,9 @@ int main(int argc, char** argv) {
   add(&sb::cli::register_run);
   add(&sb::cli::register_report);
   add(&sb::cli::register_version);
+  add(&sb::cli::register_tokenize);
+  add(&sb::cli::register_eval);
+  add(&sb::cli::register_generate);
 
   try {
     app.parse(argc, argv);

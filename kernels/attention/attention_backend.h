@@ -22,6 +22,13 @@ class AttentionBackend {
   // dtype. Differentiable through autograd with respect to q, k and v.
   virtual at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                              const PackedSequences& sequences, double scale) = 0;
+
+  // Incremental decoding of ONE sequence with a key/value cache: the n new queries
+  // sit at positions [L - n, L) and attend causally to the L keys of the cache (the
+  // cache already holds the new tokens' keys). q [n, Hq, D]; k, v [L, Hkv, D] with
+  // L >= n. Returns [n, Hq, D]. Used under no-grad for generation.
+  virtual at::Tensor forward_cached(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                    double scale) = 0;
 };
 
 // Known names: "dense". Throws std::invalid_argument naming the known backends.

@@ -8,15 +8,22 @@
 namespace sb {
 namespace {
 
+// cached: q holds the last q.size(0) of the k.size(0) positions (decoding with a
+// cache); otherwise q, k and v cover the same packed tokens.
 void dense_attention_check_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                  double scale) {
+                                  double scale, bool cached) {
   TORCH_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3,
               "dense attention: q, k, v must be [T, H, D]; got q ", q.sizes(), ", k ", k.sizes(),
               ", v ", v.sizes());
   TORCH_CHECK(k.sizes() == v.sizes(), "dense attention: k ", k.sizes(), " and v ", v.sizes(),
               " must have the same shape");
-  TORCH_CHECK(q.size(0) == k.size(0), "dense attention: q has ", q.size(0), " tokens but k has ",
-              k.size(0));
+  if (cached) {
+    TORCH_CHECK(q.size(0) <= k.size(0), "dense attention (cached): ", q.size(0),
+                " new queries but only ", k.size(0), " cached keys");
+  } else {
+    TORCH_CHECK(q.size(0) == k.size(0), "dense attention: q has ", q.size(0),
+                " tokens but k has ", k.size(0));
+  }
   TORCH_CHECK(q.size(2) == k.size(2), "dense attention: q head_dim ", q.size(2),
               " differs from k head_dim ", k.size(2));
   TORCH_CHECK(k.size(1) > 0 && q.size(1) % k.size(1) == 0, "dense attention: query heads (",
@@ -41,7 +48,7 @@ at::Tensor to_batch_heads_first(const at::Tensor& x) { return x.transpose(0, 1).
 at::Tensor DenseCausalAttention::forward(const at::Tensor& q, const at::Tensor& k,
                                          const at::Tensor& v, const PackedSequences& sequences,
                                          double scale) {
-  dense_attention_check_inputs(q, k, v, scale);
+  dense_attention_check_inputs(q, k, v, scale, /*cached=*/false);
   sequences.check(q.size(0));
   // enable_gqa makes SDPA map query head h to key/value head h / (Hq / Hkv), the
   // grouping the interface defines, without materialising repeated k and v.
@@ -63,6 +70,22 @@ at::Tensor DenseCausalAttention::forward(const at::Tensor& q, const at::Tensor& 
   if (outputs.empty()) return q.clone();
   if (outputs.size() == 1) return outputs.front().contiguous();
   return at::cat(outputs, 0);  // [T, Hq, D]
+}
+
+at::Tensor DenseCausalAttention::forward_cached(const at::Tensor& q, const at::Tensor& k,
+                                                const at::Tensor& v, double scale) {
+  dense_attention_check_inputs(q, k, v, scale, /*cached=*/true);
+  const int64_t n = q.size(0);
+  const int64_t cached = k.size(0);
+  // Query i (absolute position cached - n + i) may read keys 0 .. cached - n + i.
+  const auto index_options = at::TensorOptions().dtype(at::kLong).device(q.device());
+  const at::Tensor query_pos = at::arange(cached - n, cached, index_options).unsqueeze(1);  // [n, 1]
+  const at::Tensor key_pos = at::arange(0, cached, index_options).unsqueeze(0);             // [1, L]
+  const at::Tensor allowed = key_pos.le(query_pos);                                         // [n, L]
+  const at::Tensor out = at::scaled_dot_product_attention(
+      to_batch_heads_first(q), to_batch_heads_first(k), to_batch_heads_first(v), allowed,
+      /*dropout_p=*/0.0, /*is_causal=*/false, scale, /*enable_gqa=*/q.size(1) != k.size(1));
+  return out.squeeze(0).transpose(0, 1).contiguous();  // [n, Hq, D]
 }
 
 }  // namespace sb

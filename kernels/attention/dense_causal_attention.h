@@ -12,6 +12,8 @@ class DenseCausalAttention : public AttentionBackend {
   std::string name() const override { return "dense"; }
   at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                      const PackedSequences& sequences, double scale) override;
+  at::Tensor forward_cached(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            double scale) override;
 };
 
 }  // namespace sb

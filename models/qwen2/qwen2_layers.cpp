@@ -51,6 +51,22 @@ at::Tensor Qwen2AttentionImpl::forward(const at::Tensor& x, const at::Tensor& co
   return o_proj->forward(attended.reshape({tokens, num_heads_ * head_dim_}));  // [T, H]
 }
 
+at::Tensor Qwen2AttentionImpl::forward_cached(const at::Tensor& x, const at::Tensor& cos,
+                                              const at::Tensor& sin, at::Tensor& cache_k,
+                                              at::Tensor& cache_v, AttentionBackend& backend) {
+  const int64_t tokens = x.size(0);
+  const at::Tensor q = q_proj->forward(x).view({tokens, num_heads_, head_dim_});     // [n, Hq, D]
+  const at::Tensor k = k_proj->forward(x).view({tokens, num_kv_heads_, head_dim_});  // [n, Hkv, D]
+  const at::Tensor v = v_proj->forward(x).view({tokens, num_kv_heads_, head_dim_});  // [n, Hkv, D]
+  const at::Tensor k_rotated = qwen2_apply_rotary(k, cos, sin);
+  cache_k = cache_k.defined() ? at::cat({cache_k, k_rotated}, 0) : k_rotated;  // [L, Hkv, D]
+  cache_v = cache_v.defined() ? at::cat({cache_v, v}, 0) : v.contiguous();     // [L, Hkv, D]
+  const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
+  const at::Tensor attended =
+      backend.forward_cached(qwen2_apply_rotary(q, cos, sin), cache_k, cache_v, scale);
+  return o_proj->forward(attended.reshape({tokens, num_heads_ * head_dim_}));  // [n, H]
+}
+
 Qwen2MLPImpl::Qwen2MLPImpl(const Qwen2Config& config) {
   using torch::nn::LinearOptions;
   const int64_t h = config.hidden_size;
@@ -79,6 +95,14 @@ at::Tensor Qwen2DecoderLayerImpl::forward(const at::Tensor& x, const at::Tensor&
   const at::Tensor h =
       x + self_attn->forward(input_layernorm->forward(x), cos, sin, sequences, backend);  // [T, H]
   return h + mlp->forward(post_attention_layernorm->forward(h));                          // [T, H]
+}
+
+at::Tensor Qwen2DecoderLayerImpl::forward_cached(const at::Tensor& x, const at::Tensor& cos,
+                                                 const at::Tensor& sin, at::Tensor& cache_k,
+                                                 at::Tensor& cache_v, AttentionBackend& backend) {
+  const at::Tensor h = x + self_attn->forward_cached(input_layernorm->forward(x), cos, sin,
+                                                     cache_k, cache_v, backend);  // [n, H]
+  return h + mlp->forward(post_attention_layernorm->forward(h));                 // [n, H]
 }
 
 }  // namespace sb

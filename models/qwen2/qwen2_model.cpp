@@ -72,10 +72,37 @@ at::Tensor Qwen2ForCausalLMImpl::forward(const at::Tensor& tokens, const at::Ten
   for (const auto& layer : *layers) {
     h = layer->as<Qwen2DecoderLayer>()->forward(h, cos, sin, sequences, *backend_);
   }
-  h = norm->forward(h);
-  const at::Tensor logits = lm_head ? lm_head->forward(h)                   // [T, V]
-                                    : at::linear(h, embed_tokens->weight);  // tied
+  return logits_from_hidden(h);
+}
+
+at::Tensor Qwen2ForCausalLMImpl::logits_from_hidden(const at::Tensor& h) {
+  const at::Tensor normed = norm->forward(h);
+  const at::Tensor logits = lm_head ? lm_head->forward(normed)                   // [T, V]
+                                    : at::linear(normed, embed_tokens->weight);  // tied
   return logits.to(at::kFloat);
+}
+
+at::Tensor Qwen2ForCausalLMImpl::forward_cached(const at::Tensor& tokens, Qwen2KVCache& cache) {
+  TORCH_CHECK(tokens.dim() == 1 && tokens.scalar_type() == at::kLong && tokens.size(0) > 0,
+              "Qwen2ForCausalLM::forward_cached: tokens must be non-empty [n] int64, got ",
+              tokens.sizes(), " ", tokens.scalar_type());
+  const auto layer_count = static_cast<size_t>(config_.num_hidden_layers);
+  if (cache.keys.empty()) {
+    cache.keys.resize(layer_count);
+    cache.values.resize(layer_count);
+  }
+  TORCH_CHECK(cache.keys.size() == layer_count && cache.values.size() == layer_count,
+              "Qwen2ForCausalLM::forward_cached: cache has ", cache.keys.size(),
+              " layers, the model ", layer_count);
+  const int64_t start = cache.length();
+  const at::Tensor positions = at::arange(start, start + tokens.size(0), tokens.options());  // [n]
+  const auto [cos, sin] = qwen2_rotary_tables(positions, config_.head_dim, config_.rope_theta);
+  at::Tensor h = embed_tokens->forward(tokens);  // [n, H]
+  for (size_t i = 0; i < layer_count; ++i) {
+    h = layers[i]->as<Qwen2DecoderLayer>()->forward_cached(h, cos, sin, cache.keys[i],
+                                                           cache.values[i], *backend_);
+  }
+  return logits_from_hidden(h);
 }
 
 }  // namespace sb

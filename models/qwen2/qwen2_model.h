@@ -16,6 +16,13 @@
 
 namespace sb {
 
+// Keys and values of one sequence's past tokens, per layer, for incremental decoding.
+struct Qwen2KVCache {
+  std::vector<at::Tensor> keys;    // per layer [L, Hkv, D] (after rotary)
+  std::vector<at::Tensor> values;  // per layer [L, Hkv, D]
+  int64_t length() const { return keys.empty() || !keys[0].defined() ? 0 : keys[0].size(0); }
+};
+
 // RMSNorm as Qwen2 computes it: statistics in float32, normalized value cast back
 // to the input dtype, then scaled by the weight.
 class Qwen2RMSNormImpl : public torch::nn::Module {
@@ -35,6 +42,10 @@ class Qwen2AttentionImpl : public torch::nn::Module {
   // x [T, H]; cos, sin [T, head_dim] -> [T, H]
   at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
                      const PackedSequences& sequences, AttentionBackend& backend);
+  // x [n, H] new tokens of one sequence; appends their keys/values to cache_k/cache_v
+  // ([L, Hkv, D], undefined when empty) -> [n, H].
+  at::Tensor forward_cached(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
+                            at::Tensor& cache_k, at::Tensor& cache_v, AttentionBackend& backend);
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
 
  private:
@@ -55,6 +66,8 @@ class Qwen2DecoderLayerImpl : public torch::nn::Module {
   explicit Qwen2DecoderLayerImpl(const Qwen2Config& config);
   at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
                      const PackedSequences& sequences, AttentionBackend& backend);
+  at::Tensor forward_cached(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
+                            at::Tensor& cache_k, at::Tensor& cache_v, AttentionBackend& backend);
   Qwen2RMSNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
   Qwen2Attention self_attn{nullptr};
   Qwen2MLP mlp{nullptr};
@@ -72,6 +85,11 @@ class Qwen2ForCausalLMImpl : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& tokens, const at::Tensor& position_ids,
                      const PackedSequences& sequences);
 
+  // Incremental forward of ONE sequence: tokens [n] continue the cached prefix (their
+  // positions are cache.length() .. + n - 1); the cache grows by n. -> logits [n, V]
+  // float32. Meant for generation under no-grad.
+  at::Tensor forward_cached(const at::Tensor& tokens, Qwen2KVCache& cache);
+
   const Qwen2Config& config() const { return config_; }
   AttentionBackend& attention_backend() { return *backend_; }
   void set_attention_backend(std::shared_ptr<AttentionBackend> backend);
@@ -82,6 +100,9 @@ class Qwen2ForCausalLMImpl : public torch::nn::Module {
   torch::nn::Linear lm_head{nullptr};  // null when tied: logits use embed_tokens->weight
 
  private:
+  // h [T, H] -> logits [T, V] float32: final norm, then the (tied or own) head.
+  at::Tensor logits_from_hidden(const at::Tensor& h);
+
   Qwen2Config config_;
   std::shared_ptr<AttentionBackend> backend_;
 };

@@ -1,0 +1,92 @@
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <iostream>
+
+#include "harness/apps/commands.h"
+#include "harness/common/errors.h"
+#include "harness/eval/model_folder.h"
+#include "harness/eval/token_nll.h"
+
+namespace sb::cli {
+namespace {
+
+struct NllFlags {
+  std::string model;
+  std::string input;
+  std::string attention = "dense";
+};
+
+// One input line: {"input_ids": [...]} or {"text": "..."}; anything else names the
+// file and line.
+std::vector<int64_t> read_input_line(const nlohmann::json& line, const ModelFolder& folder,
+                                     const std::string& where) {
+  if (!line.is_object() || line.size() != 1 ||
+      !(line.contains("input_ids") || line.contains("text"))) {
+    throw ConfigError(where, "$", "expected {\"input_ids\": [...]} or {\"text\": \"...\"}",
+                      "give each line exactly one of the two keys");
+  }
+  if (line.contains("text")) {
+    if (!line["text"].is_string()) throw ConfigError(where, "$.text", "expected a string");
+    return folder.encode(line["text"].get<std::string>(), where + " $.text");
+  }
+  const auto& ids = line["input_ids"];
+  if (!ids.is_array()) throw ConfigError(where, "$.input_ids", "expected an array of integers");
+  std::vector<int64_t> out;
+  for (const auto& id : ids) {
+    if (!id.is_number_integer()) {
+      throw ConfigError(where, "$.input_ids", "expected integers, got " + id.dump());
+    }
+    out.push_back(id.get<int64_t>());
+  }
+  return out;
+}
+
+}  // namespace
+
+Command register_eval(CLI::App& app) {
+  CLI::App* eval = app.add_subcommand("eval", "Evaluate a model (nll)");
+  eval->require_subcommand(1);
+  auto flags = std::make_shared<NllFlags>();
+  CLI::App* nll = eval->add_subcommand(
+      "nll", "Mean token negative log-likelihood of each input line under a model");
+  nll->footer(
+      "Each line of --input is {\"input_ids\": [...]} or {\"text\": \"...\"} (text needs the "
+      "model folder's tokenizer.json). Prints one JSON line per input: {\"nll\": <mean over "
+      "the n-1 predicted tokens of -log p, natural log>, \"tokens\": <n-1>}.");
+  nll->add_option("--model", flags->model, "HF checkpoint folder (config.json + safetensors)")
+      ->required();
+  nll->add_option("--input", flags->input, "JSONL file of inputs")->required();
+  nll->add_option("--attention", flags->attention, "Attention backend")->capture_default_str();
+  return [flags, nll]() {
+    if (!nll->parsed()) return 2;
+    std::ifstream in(flags->input);
+    if (!in) throw ConfigError(flags->input, "", "cannot be opened", "check the --input path");
+    ModelFolder folder = load_model_folder(flags->model, flags->attention);
+    std::string text;
+    int64_t line_number = 0;
+    while (std::getline(in, text)) {
+      ++line_number;
+      if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
+      const std::string where = flags->input + ":" + std::to_string(line_number);
+      nlohmann::json line;
+      try {
+        line = nlohmann::json::parse(text);
+      } catch (const nlohmann::json::parse_error& e) {
+        throw ConfigError(where, "", std::string("invalid JSON: ") + e.what(), "fix that line");
+      }
+      std::vector<int64_t> ids = read_input_line(line, folder, where);
+      TokenNll result;
+      try {
+        result = token_nll(folder.model, ids);
+      } catch (const std::invalid_argument& e) {
+        throw ConfigError(where, "", e.what(), "fix that input");
+      }
+      std::cout << nlohmann::json{{"nll", result.nll}, {"tokens", result.tokens}}.dump() << "\n";
+    }
+    return 0;
+  };
+}
+
+}  // namespace sb::cli

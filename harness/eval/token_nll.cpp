@@ -1,0 +1,37 @@
+#include "harness/eval/token_nll.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace sb {
+
+TokenNll token_nll(Qwen2ForCausalLM& model, const std::vector<int64_t>& ids) {
+  const int64_t n = static_cast<int64_t>(ids.size());
+  if (n < 2) throw std::invalid_argument("token_nll: need at least 2 tokens, got " + std::to_string(n));
+  const Qwen2Config& config = model->config();
+  if (n > config.max_position_embeddings) {
+    throw std::invalid_argument("token_nll: " + std::to_string(n) + " tokens exceed the model's " +
+                                std::to_string(config.max_position_embeddings) + " positions");
+  }
+  for (int64_t id : ids) {
+    if (id < 0 || id >= config.vocab_size) {
+      throw std::invalid_argument("token_nll: token id " + std::to_string(id) +
+                                  " is outside the vocabulary [0, " +
+                                  std::to_string(config.vocab_size) + ")");
+    }
+  }
+  c10::NoGradGuard no_grad;
+  const auto device = model->parameters().front().device();
+  const at::Tensor tokens = at::tensor(ids, at::kLong).to(device);  // [n]
+  const at::Tensor logits = model->forward(tokens, at::arange(n, tokens.options()),
+                                           PackedSequences::from_lengths({n}));  // [n, V]
+  const at::Tensor loss = at::cross_entropy_loss(logits.narrow(0, 0, n - 1),
+                                                 tokens.narrow(0, 1, n - 1), /*weight=*/{},
+                                                 at::Reduction::Mean);
+  return TokenNll{loss.item<double>(), n - 1};
+}
+
+}  // namespace sb

@@ -1,0 +1,88 @@
+#include "models/qwen2/qwen2_hf_checkpoint.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include "models/qwen2/qwen2_hf_config.h"
+#include "models/safetensors/safetensors_checkpoint.h"
+#include "models/safetensors/safetensors_writer.h"
+
+namespace sb {
+namespace {
+
+namespace fs = std::filesystem;
+
+const char* kLmHead = "lm_head.weight";
+
+}  // namespace
+
+std::string qwen2_hf_tensor_name(const std::string& parameter_name) {
+  if (parameter_name == kLmHead) return parameter_name;
+  return "model." + parameter_name;
+}
+
+void qwen2_load_hf_weights(Qwen2ForCausalLM& model, const SafetensorsCheckpoint& checkpoint) {
+  const auto parameters = model->named_parameters(/*recurse=*/true);
+  std::vector<std::string> expected;
+  for (const auto& item : parameters) expected.push_back(qwen2_hf_tensor_name(item.key()));
+  std::set<std::string> optional;
+  if (model->config().tie_word_embeddings) optional.insert(kLmHead);
+  check_tensor_names(checkpoint, expected, optional);
+
+  c10::NoGradGuard no_grad;
+  for (const auto& item : parameters) {
+    const std::string name = qwen2_hf_tensor_name(item.key());
+    at::Tensor parameter = item.value();
+    const at::Tensor stored = checkpoint.tensor(name);
+    if (stored.sizes() != parameter.sizes()) {
+      std::ostringstream message;
+      message << checkpoint.dir().string() << ": tensor " << name << " has shape "
+              << stored.sizes() << " but the model (from config.json) needs "
+              << parameter.sizes();
+      throw std::runtime_error(message.str());
+    }
+    parameter.copy_(stored.to(parameter.scalar_type()));
+  }
+}
+
+Qwen2ForCausalLM qwen2_load_hf_model(const fs::path& dir,
+                                     std::shared_ptr<AttentionBackend> backend) {
+  const Qwen2Config config = qwen2_config_from_hf_file(dir / "config.json");
+  Qwen2ForCausalLM model(config, std::move(backend));
+  qwen2_load_hf_weights(model, SafetensorsCheckpoint::open(dir));
+  return model;
+}
+
+void qwen2_save_hf_checkpoint(Qwen2ForCausalLM& model, const fs::path& dir) {
+  if (fs::exists(dir)) {
+    throw std::runtime_error(dir.string() + " already exists; choose a new folder or remove it");
+  }
+  fs::path staging = dir;
+  staging += ".partial." + std::to_string(::getpid());
+  fs::remove_all(staging);
+  fs::create_directories(staging);
+  try {
+    std::vector<std::pair<std::string, at::Tensor>> tensors;
+    for (const auto& item : model->named_parameters(/*recurse=*/true)) {
+      tensors.emplace_back(qwen2_hf_tensor_name(item.key()),
+                           item.value().detach().to(at::kFloat));
+    }
+    write_safetensors(staging / "model.safetensors", tensors, {{"format", "pt"}});
+    std::ofstream config(staging / "config.json");
+    config << qwen2_config_to_hf_json(model->config()).dump(2) << "\n";
+    config.close();
+    if (!config) throw std::runtime_error("cannot write " + (staging / "config.json").string());
+    fs::rename(staging, dir);
+  } catch (...) {
+    fs::remove_all(staging);
+    throw;
+  }
+}
+
+}  // namespace sb
