@@ -13,6 +13,28 @@
 
 namespace sb {
 
+// What a sparse backend is asked to do for the next micro-batch: the budget that the
+// budget policy (fixed k, or DST) chose, and DST's coverage floor. Backends without a
+// budget (dense) ignore it.
+struct AttentionBudgetRequest {
+  // Budget k per sequence of the packed micro-batch; empty: the backend's own default.
+  std::vector<int64_t> top_k;
+  // DST's per-layer floor (docs: sparsebalance.md 1.5): when > 0, each layer uses
+  // max(top_k, k_floor) with k_floor the smallest k whose routing-score coverage over
+  // the micro-batch is >= coverage_floor_ratio * C(coverage_reference_k).
+  // coverage_floor_ratio = 1 - p; 0 disables the floor.
+  double coverage_floor_ratio = 0.0;
+  int64_t coverage_reference_k = 0;
+};
+
+// What a sparse backend did in one layer for the current micro-batch.
+struct AttentionLayerStats {
+  int64_t layer = -1;
+  std::vector<int64_t> top_k;    // effective budget per sequence (after the floor)
+  std::vector<double> coverage;  // routing-score coverage C(k) per sequence
+  double coverage_mean = 0.0;    // C(k) over all (head, query block) of the micro-batch
+};
+
 class AttentionBackend {
  public:
   virtual ~AttentionBackend() = default;
@@ -20,8 +42,18 @@ class AttentionBackend {
   // q [T, Hq, D]; k, v [T, Hkv, D] with Hq % Hkv == 0 (grouped-query attention:
   // query head h reads key/value head h / (Hq / Hkv)). Returns [T, Hq, D] in q's
   // dtype. Differentiable through autograd with respect to q, k and v.
+  // layer: the calling decoder layer's index in the whole model (statistics are kept
+  // per layer; a layer run again, e.g. recomputed under activation checkpointing,
+  // replaces its earlier entry).
   virtual at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                             const PackedSequences& sequences, double scale) = 0;
+                             const PackedSequences& sequences, double scale,
+                             int64_t layer) = 0;
+
+  // The budget for the micro-batches that follow (until the next call).
+  virtual void set_budget_request(const AttentionBudgetRequest& /*request*/) {}
+  // The statistics of the layers run since the last call, ordered by layer; empty for
+  // backends without a budget.
+  virtual std::vector<AttentionLayerStats> take_layer_stats() { return {}; }
 
   // Incremental decoding of ONE sequence with a key/value cache: the n new queries
   // sit at positions [L - n, L) and attend causally to the L keys of the cache (the

@@ -47,7 +47,7 @@ at::Tensor to_batch_heads_first(const at::Tensor& x) { return x.transpose(0, 1).
 
 at::Tensor DenseCausalAttention::forward(const at::Tensor& q, const at::Tensor& k,
                                          const at::Tensor& v, const PackedSequences& sequences,
-                                         double scale) {
+                                         double scale, int64_t /*layer*/) {
   dense_attention_check_inputs(q, k, v, scale, /*cached=*/false);
   sequences.check(q.size(0));
   // enable_gqa makes SDPA map query head h to key/value head h / (Hq / Hkv), the

@@ -11,7 +11,8 @@ class DenseCausalAttention : public AttentionBackend {
  public:
   std::string name() const override { return "dense"; }
   at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                     const PackedSequences& sequences, double scale) override;
+                     const PackedSequences& sequences, double scale,
+                     int64_t layer) override;
   at::Tensor forward_cached(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             double scale) override;
 };

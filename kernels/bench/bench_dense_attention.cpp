@@ -39,7 +39,7 @@ void BM_DenseAttentionForward(benchmark::State& state) {
   const double scale = 1.0 / std::sqrt(static_cast<double>(s.head_dim));
   c10::NoGradGuard no_grad;
   for (auto _ : state) {
-    at::Tensor out = backend->forward(q, k, v, packed, scale);
+    at::Tensor out = backend->forward(q, k, v, packed, scale, /*layer=*/0);
     benchmark::DoNotOptimize(out.data_ptr());
   }
   set_tokens_per_second(state, s.tokens());
@@ -56,7 +56,7 @@ void BM_DenseAttentionForwardBackward(benchmark::State& state) {
   const at::Tensor grad_out = at::randn({s.tokens(), s.q_heads, s.head_dim});
   const double scale = 1.0 / std::sqrt(static_cast<double>(s.head_dim));
   for (auto _ : state) {
-    at::Tensor out = backend->forward(q, k, v, packed, scale);
+    at::Tensor out = backend->forward(q, k, v, packed, scale, /*layer=*/0);
     out.backward(grad_out);
     benchmark::DoNotOptimize(q.grad().data_ptr());
     q.mutable_grad().reset();

@@ -21,10 +21,11 @@ at::Tensor Qwen2RMSNormImpl::forward(const at::Tensor& x) {
   return weight * (xf * inv_rms).to(x.scalar_type());
 }
 
-Qwen2AttentionImpl::Qwen2AttentionImpl(const Qwen2Config& config)
+Qwen2AttentionImpl::Qwen2AttentionImpl(const Qwen2Config& config, int64_t layer_index)
     : num_heads_(config.num_attention_heads),
       num_kv_heads_(config.num_key_value_heads),
-      head_dim_(config.head_dim) {
+      head_dim_(config.head_dim),
+      layer_index_(layer_index) {
   const int64_t h = config.hidden_size;
   using torch::nn::LinearOptions;
   q_proj = register_module("q_proj",
@@ -47,7 +48,7 @@ at::Tensor Qwen2AttentionImpl::forward(const at::Tensor& x, const at::Tensor& co
   const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
   const at::Tensor attended =
       backend.forward(qwen2_apply_rotary(q, cos, sin), qwen2_apply_rotary(k, cos, sin), v,
-                      sequences, scale);  // [T, Hq, D]
+                      sequences, scale, layer_index_);  // [T, Hq, D]
   return o_proj->forward(attended.reshape({tokens, num_heads_ * head_dim_}));  // [T, H]
 }
 
@@ -80,10 +81,10 @@ at::Tensor Qwen2MLPImpl::forward(const at::Tensor& x) {
   return down_proj->forward(at::silu(gate_proj->forward(x)) * up_proj->forward(x));  // [T, H]
 }
 
-Qwen2DecoderLayerImpl::Qwen2DecoderLayerImpl(const Qwen2Config& config) {
+Qwen2DecoderLayerImpl::Qwen2DecoderLayerImpl(const Qwen2Config& config, int64_t layer_index) {
   input_layernorm =
       register_module("input_layernorm", Qwen2RMSNorm(config.hidden_size, config.rms_norm_eps));
-  self_attn = register_module("self_attn", Qwen2Attention(config));
+  self_attn = register_module("self_attn", Qwen2Attention(config, layer_index));
   post_attention_layernorm = register_module("post_attention_layernorm",
                                              Qwen2RMSNorm(config.hidden_size, config.rms_norm_eps));
   mlp = register_module("mlp", Qwen2MLP(config));

@@ -38,7 +38,7 @@ Qwen2ForCausalLMImpl::Qwen2ForCausalLMImpl(Qwen2Config config,
                                                      config_.vocab_size, config_.hidden_size)));
   layers = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
-    layers->push_back(Qwen2DecoderLayer(config_));
+    layers->push_back(Qwen2DecoderLayer(config_, i));
   }
   norm = register_module("norm", Qwen2RMSNorm(config_.hidden_size, config_.rms_norm_eps));
   if (!config_.tie_word_embeddings) {

@@ -38,7 +38,8 @@ TORCH_MODULE(Qwen2RMSNorm);
 
 class Qwen2AttentionImpl : public torch::nn::Module {
  public:
-  explicit Qwen2AttentionImpl(const Qwen2Config& config);
+  // layer_index: this layer's position in the model, passed to the attention backend.
+  Qwen2AttentionImpl(const Qwen2Config& config, int64_t layer_index);
   // x [T, H]; cos, sin [T, head_dim] -> [T, H]
   at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
                      const PackedSequences& sequences, AttentionBackend& backend);
@@ -49,7 +50,7 @@ class Qwen2AttentionImpl : public torch::nn::Module {
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
 
  private:
-  int64_t num_heads_, num_kv_heads_, head_dim_;
+  int64_t num_heads_, num_kv_heads_, head_dim_, layer_index_;
 };
 TORCH_MODULE(Qwen2Attention);
 
@@ -63,7 +64,7 @@ TORCH_MODULE(Qwen2MLP);
 
 class Qwen2DecoderLayerImpl : public torch::nn::Module {
  public:
-  explicit Qwen2DecoderLayerImpl(const Qwen2Config& config);
+  Qwen2DecoderLayerImpl(const Qwen2Config& config, int64_t layer_index);
   at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
                      const PackedSequences& sequences, AttentionBackend& backend);
   at::Tensor forward_cached(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,

@@ -63,7 +63,7 @@ AttentionGrads run_with_grads(const at::Tensor& q, const at::Tensor& k, const at
     out = reference_attention(ql, kl, vl, lengths, scale);
   } else {
     out = make_attention_backend("dense")->forward(ql, kl, vl,
-                                                   PackedSequences::from_lengths(lengths), scale);
+                                                   PackedSequences::from_lengths(lengths), scale, 0);
   }
   (out * grad_out).sum().backward();
   return {out.detach(), ql.grad(), kl.grad(), vl.grad()};
@@ -123,7 +123,7 @@ TEST(DenseAttention, EmptySequenceInsidePackIsSkipped) {
   const at::Tensor k = at::randn({8, 2, 8}, at::kDouble);
   const at::Tensor v = at::randn({8, 2, 8}, at::kDouble);
   const at::Tensor out = make_attention_backend("dense")->forward(
-      q, k, v, PackedSequences::from_lengths(lengths), 0.3);
+      q, k, v, PackedSequences::from_lengths(lengths), 0.3, 0);
   EXPECT_LT(max_abs_diff(out, reference_attention(q, k, v, lengths, 0.3)), 1e-12);
 }
 
@@ -134,7 +134,7 @@ TEST(DenseAttention, FirstTokenOfEachSequenceReadsOnlyItsOwnValue) {
   const at::Tensor k = at::randn({6, 1, 4}, at::kDouble);
   const at::Tensor v = at::randn({6, 1, 4}, at::kDouble);
   const at::Tensor out = make_attention_backend("dense")->forward(
-      q, k, v, PackedSequences::from_lengths({2, 4}), 0.5);  // [6, 2, 4]
+      q, k, v, PackedSequences::from_lengths({2, 4}), 0.5, 0);  // [6, 2, 4]
   for (int64_t token : {0, 2}) {
     for (int64_t h = 0; h < 2; ++h) {
       EXPECT_LT(max_abs_diff(out[token][h], v[token][0]), 1e-15) << "token " << token;
@@ -147,12 +147,12 @@ TEST(DenseAttention, RejectsInconsistentInputs) {
   const at::Tensor q = at::randn({6, 4, 8});
   const at::Tensor k = at::randn({6, 2, 8});
   const auto packed = PackedSequences::from_lengths({6});
-  EXPECT_THROW(backend->forward(q, at::randn({6, 3, 8}), at::randn({6, 3, 8}), packed, 0.3),
+  EXPECT_THROW(backend->forward(q, at::randn({6, 3, 8}), at::randn({6, 3, 8}), packed, 0.3, 0),
                c10::Error);  // 4 query heads over 3 kv heads
-  EXPECT_THROW(backend->forward(q, k, at::randn({6, 2, 4}), packed, 0.3), c10::Error);
-  EXPECT_THROW(backend->forward(q, k, k.to(at::kDouble), packed, 0.3), c10::Error);
-  EXPECT_THROW(backend->forward(q.flatten(1), k, k, packed, 0.3), c10::Error);
-  EXPECT_THROW(backend->forward(q, k, k, PackedSequences::from_lengths({2, 3}), 0.3),
+  EXPECT_THROW(backend->forward(q, k, at::randn({6, 2, 4}), packed, 0.3, 0), c10::Error);
+  EXPECT_THROW(backend->forward(q, k, k.to(at::kDouble), packed, 0.3, 0), c10::Error);
+  EXPECT_THROW(backend->forward(q.flatten(1), k, k, packed, 0.3, 0), c10::Error);
+  EXPECT_THROW(backend->forward(q, k, k, PackedSequences::from_lengths({2, 3}), 0.3, 0),
                std::invalid_argument);  // offsets end at 5, tensors hold 6 tokens
 }
 

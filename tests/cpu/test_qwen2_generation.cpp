@@ -81,7 +81,7 @@ TEST(DenseAttentionCached, MatchesTheLastRowsOfFullCausalAttention) {
   const auto opts = at::TensorOptions().dtype(at::kDouble);
   const at::Tensor q = at::randn({9, 6, 4}, opts), k = at::randn({9, 2, 4}, opts),
                    v = at::randn({9, 2, 4}, opts);
-  const at::Tensor full = backend->forward(q, k, v, PackedSequences::from_lengths({9}), 0.5);
+  const at::Tensor full = backend->forward(q, k, v, PackedSequences::from_lengths({9}), 0.5, 0);
   const at::Tensor tail = backend->forward_cached(q.narrow(0, 6, 3), k, v, 0.5);
   EXPECT_TRUE(at::allclose(tail, full.narrow(0, 6, 3), 1e-12, 1e-12));
   EXPECT_THROW(backend->forward_cached(q, k.narrow(0, 0, 4), v.narrow(0, 0, 4), 0.5), c10::Error);
