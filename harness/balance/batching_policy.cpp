@@ -15,4 +15,19 @@ std::unique_ptr<BatchingPolicy> make_batching_policy(const std::string& name) {
   throw std::invalid_argument("unknown batching policy \"" + name + "\"; known: " + known);
 }
 
+void check_batching_input(const BatchingInput& input) {
+  if (input.dp < 1) throw std::invalid_argument("batching: dp must be >= 1");
+  if (input.max_tokens < 1) throw std::invalid_argument("batching: max_tokens must be >= 1");
+  for (size_t i = 0; i < input.sample_lengths.size(); ++i) {
+    if (input.sample_lengths[i] > input.max_tokens) {
+      throw std::invalid_argument(
+          "sample " + std::to_string(i) + " of the global batch has " +
+          std::to_string(input.sample_lengths[i]) +
+          " tokens, more than train.max_tokens_per_microbatch = " +
+          std::to_string(input.max_tokens) +
+          " (fix: raise train.max_tokens_per_microbatch or shorten the data)");
+    }
+  }
+}
+
 }  // namespace sb

@@ -1,29 +1,40 @@
 #pragma once
 // The batching-policy interface: given the samples of one global batch, decide which
-// samples go together into each micro-batch. Policies are chosen by name in the
-// manifest (methods[].batching): "sequential" now; LBB and SAB plug in here.
+// data-parallel rank trains each sample and how each rank's samples are packed into
+// micro-batches. Policies are chosen by name in the manifest (methods[].batching):
+// "sequential" now; LBB and SAB plug in here.
 
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "harness/balance/batch_plan.h"
+
 namespace sb {
 
-// Micro-batches as lists of positions in the global batch, in execution order.
-using MicroBatchPlan = std::vector<std::vector<int64_t>>;
+struct BatchingInput {
+  std::vector<int64_t> sample_lengths;  // tokens of each sample of the global batch
+  int64_t dp = 1;                       // data-parallel ranks
+  int64_t max_tokens = 0;               // capacity of one packed micro-batch
+};
 
 class BatchingPolicy {
  public:
   virtual ~BatchingPolicy() = default;
   virtual std::string name() const = 0;
-  // sample_lengths[i]: tokens of sample i. Every sample appears in exactly one
-  // micro-batch and no micro-batch exceeds max_tokens (a sample longer than
-  // max_tokens is an error: std::invalid_argument).
-  virtual MicroBatchPlan plan(const std::vector<int64_t>& sample_lengths, int64_t max_tokens) = 0;
+  // Every sample appears in exactly one micro-batch of one rank, no micro-batch exceeds
+  // max_tokens. A sample longer than max_tokens is an error (std::invalid_argument
+  // naming the sample), raised before anything is planned. Budgets are left at 0 (the
+  // budget policy sets them).
+  virtual GlobalBatchPlan plan(const BatchingInput& input) = 0;
 };
 
 std::unique_ptr<BatchingPolicy> make_batching_policy(const std::string& name);
 std::vector<std::string> batching_policy_names();
+
+// Throws std::invalid_argument naming the first sample longer than max_tokens, and for
+// dp < 1 or max_tokens < 1. Every policy calls it first.
+void check_batching_input(const BatchingInput& input);
 
 }  // namespace sb

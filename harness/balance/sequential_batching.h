@@ -1,6 +1,7 @@
 #pragma once
-// The unbalanced baseline: samples in data order, a new micro-batch whenever the next
-// sample would overflow max_tokens.
+// The unbalanced baseline: samples in data order, dealt round-robin to the DP ranks
+// (sample i to rank i mod dp); each rank fills micro-batches in that order, opening a
+// new one whenever the next sample would overflow max_tokens.
 
 #include "harness/balance/batching_policy.h"
 
@@ -9,7 +10,7 @@ namespace sb {
 class SequentialBatching : public BatchingPolicy {
  public:
   std::string name() const override { return "sequential"; }
-  MicroBatchPlan plan(const std::vector<int64_t>& sample_lengths, int64_t max_tokens) override;
+  GlobalBatchPlan plan(const BatchingInput& input) override;
 };
 
 }  // namespace sb

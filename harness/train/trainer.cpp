@@ -58,7 +58,8 @@ IterationRecord Trainer::train_iteration(int64_t iteration) {
   record.sequences = static_cast<int64_t>(batch.size());
 
   const auto balance_start = Clock::now();
-  const MicroBatchPlan plan = batching_->plan(lengths, train.max_tokens_per_microbatch);
+  const GlobalBatchPlan plan =
+      batching_->plan(BatchingInput{lengths, /*dp=*/1, train.max_tokens_per_microbatch});
   record.balance_overhead_ms = elapsed_ms(balance_start);
 
   optimizer_->zero_grad();
@@ -66,10 +67,10 @@ IterationRecord Trainer::train_iteration(int64_t iteration) {
   // the global count, so accumulated gradients equal those of one big batch.
   const double global_loss_tokens = static_cast<double>(record.loss_tokens);
   double loss_sum = 0;
-  for (const auto& positions : plan) {
+  for (const PlannedMicroBatch& planned : plan.ranks.at(0)) {
     const auto microbatch_start = Clock::now();
     std::vector<const Sample*> members;
-    for (int64_t p : positions) members.push_back(&batch[static_cast<size_t>(p)]);
+    for (int64_t p : planned.samples) members.push_back(&batch[static_cast<size_t>(p)]);
     PackedMicroBatch mb = pack_microbatch(members);
     at::Tensor logits = model_->forward(mb.tokens, mb.position_ids, mb.sequences);  // [T, V]
     at::Tensor summed = at::cross_entropy_loss(logits, mb.labels, /*weight=*/{},

@@ -1,0 +1,35 @@
+#pragma once
+// The plan of one global batch: which samples each data-parallel rank trains, how they
+// are packed into micro-batches (in execution order), and the attention budget of each
+// micro-batch. Every rank computes the same plan from the same inputs, so that both
+// ends of every pipeline send know the activation shapes.
+
+#include <cstdint>
+#include <vector>
+
+namespace sb {
+
+struct PlannedMicroBatch {
+  std::vector<int64_t> samples;  // positions in the global batch, packed in this order
+  int64_t tokens = 0;            // sum of the samples' lengths
+  // Attention budget (MoBA top-k) chosen by the budget policy; 0 = the attention
+  // backend's own default (and meaningless for dense attention).
+  int64_t budget = 0;
+  // Predicted forward + backward latency summed over pipeline stages (ms), from the
+  // latency predictor; negative when no predictor was used.
+  double predicted_ms = -1.0;
+};
+
+struct GlobalBatchPlan {
+  std::vector<std::vector<PlannedMicroBatch>> ranks;  // [dp rank][micro-batch]
+
+  int64_t dp() const { return static_cast<int64_t>(ranks.size()); }
+  int64_t microbatch_count() const;  // over all DP ranks
+
+  // Throws std::logic_error unless every one of num_samples samples appears exactly
+  // once, each micro-batch is non-empty, its `tokens` equals the sum of its samples'
+  // lengths and is at most max_tokens.
+  void validate(const std::vector<int64_t>& sample_lengths, int64_t max_tokens) const;
+};
+
+}  // namespace sb
