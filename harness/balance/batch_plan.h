@@ -15,6 +15,11 @@ struct PlannedMicroBatch {
   // Attention budget (MoBA top-k) chosen by the budget policy; 0 = the attention
   // backend's own default (and meaningless for dense attention).
   int64_t budget = 0;
+  // DST's per-layer coverage floor for this micro-batch (see AttentionBudgetRequest in
+  // kernels/attention/attention_backend.h): ratio 1 - p relative to the coverage at
+  // reference budget k0; ratio 0 = no floor.
+  double coverage_floor_ratio = 0.0;
+  int64_t coverage_reference_k = 0;
   // Predicted forward + backward latency summed over pipeline stages (ms), from the
   // latency predictor; negative when no predictor was used.
   double predicted_ms = -1.0;

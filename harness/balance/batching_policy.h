@@ -2,7 +2,7 @@
 // The batching-policy interface: given the samples of one global batch, decide which
 // data-parallel rank trains each sample and how each rank's samples are packed into
 // micro-batches. Policies are chosen by name in the manifest (methods[].batching):
-// "sequential" now; LBB and SAB plug in here.
+// "sequential", "lbb" (token balance) and "sab" (predicted-latency balance).
 
 #include <cstdint>
 #include <memory>
@@ -17,6 +17,7 @@ struct BatchingInput {
   std::vector<int64_t> sample_lengths;  // tokens of each sample of the global batch
   int64_t dp = 1;                       // data-parallel ranks
   int64_t max_tokens = 0;               // capacity of one packed micro-batch
+  int64_t max_samples = 0;              // samples per micro-batch at most; 0 = no limit
 };
 
 class BatchingPolicy {
@@ -30,7 +31,21 @@ class BatchingPolicy {
   virtual GlobalBatchPlan plan(const BatchingInput& input) = 0;
 };
 
-std::unique_ptr<BatchingPolicy> make_batching_policy(const std::string& name);
+class LatencyPredictor;
+class BudgetEstimator;
+
+// What some policies need: SAB needs a latency predictor and the budget estimator (both
+// must outlive the policy) and the model's decoder-layer count.
+struct BatchingDependencies {
+  const LatencyPredictor* predictor = nullptr;
+  const BudgetEstimator* estimator = nullptr;
+  int64_t total_layers = 1;
+};
+
+// Throws std::invalid_argument for an unknown name (listing the known ones) or a
+// policy whose dependencies are missing.
+std::unique_ptr<BatchingPolicy> make_batching_policy(const std::string& name,
+                                                     const BatchingDependencies& dependencies = {});
 std::vector<std::string> batching_policy_names();
 
 // Throws std::invalid_argument naming the first sample longer than max_tokens, and for

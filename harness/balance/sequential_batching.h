@@ -1,7 +1,7 @@
 #pragma once
 // The unbalanced baseline: samples in data order, dealt round-robin to the DP ranks
 // (sample i to rank i mod dp); each rank fills micro-batches in that order, opening a
-// new one whenever the next sample would overflow max_tokens.
+// new one whenever the next sample would overflow max_tokens (or max_samples).
 
 #include "harness/balance/batching_policy.h"
 

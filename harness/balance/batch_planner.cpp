@@ -1,0 +1,57 @@
+#include "harness/balance/batch_planner.h"
+
+#include <stdexcept>
+
+#include "harness/balance/dst_budget.h"
+
+namespace sb {
+
+BatchPlanner::BatchPlanner(const BatchPlannerOptions& options,
+                           std::shared_ptr<const LatencyPredictor> predictor)
+    : options_(options),
+      predictor_(std::move(predictor)),
+      estimator_(BudgetEstimatorOptions{options.sab_ema_alpha, options.budget.top_k}) {
+  BatchingDependencies dependencies{predictor_.get(), &estimator_, options_.budget.total_layers};
+  batching_ = make_batching_policy(options_.batching, dependencies);
+  budget_ = make_budget_policy(options_.budget, predictor_.get());
+}
+
+GlobalBatchPlan BatchPlanner::plan(const std::vector<int64_t>& sample_lengths) {
+  GlobalBatchPlan plan = batching_->plan(
+      BatchingInput{sample_lengths, options_.dp, options_.max_tokens, options_.max_samples});
+  budget_->assign(plan, sample_lengths);
+  return plan;
+}
+
+void BatchPlanner::observe(const GlobalBatchPlan& plan, const std::vector<int64_t>& sample_lengths,
+                           const std::vector<std::vector<double>>& realized_budgets) {
+  if (realized_budgets.size() != plan.ranks.size()) {
+    throw std::invalid_argument("BatchPlanner::observe: one budget list per DP rank needed");
+  }
+  for (size_t r = 0; r < plan.ranks.size(); ++r) {
+    if (realized_budgets[r].size() != plan.ranks[r].size()) {
+      throw std::invalid_argument("BatchPlanner::observe: one budget per micro-batch needed");
+    }
+    for (size_t m = 0; m < plan.ranks[r].size(); ++m) {
+      for (int64_t s : plan.ranks[r][m].samples) {
+        estimator_.observe(sample_lengths.at(static_cast<size_t>(s)), realized_budgets[r][m]);
+      }
+    }
+  }
+}
+
+double BatchPlanner::last_anchor_ms() const {
+  const auto* dst = dynamic_cast<const DstBudget*>(budget_.get());
+  return dst != nullptr ? dst->last_anchor_ms() : -1.0;
+}
+
+nlohmann::json BatchPlanner::state() const { return {{"budget_estimator", estimator_.to_json()}}; }
+
+void BatchPlanner::load_state(const nlohmann::json& state) {
+  if (!state.is_object() || !state.contains("budget_estimator")) {
+    throw std::invalid_argument("batch planner state: missing budget_estimator");
+  }
+  estimator_.load_json(state["budget_estimator"]);
+}
+
+}  // namespace sb

@@ -1,0 +1,63 @@
+#pragma once
+// Plans every global batch of a run: the batching policy (sequential | lbb | sab), then
+// the budget policy (fixed | dst), with the latency predictor when the method has a
+// profile. Keeps SAB's budget estimator and feeds it the budgets that ran. Every rank
+// owns one planner built from the same options and fed the same observations, so every
+// rank computes the same plans.
+
+#include <nlohmann/json.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "harness/balance/batching_policy.h"
+#include "harness/balance/budget_estimator.h"
+#include "harness/balance/budget_policy.h"
+#include "harness/latency/latency_predictor.h"
+
+namespace sb {
+
+struct BatchPlannerOptions {
+  std::string batching = "sequential";
+  BudgetOptions budget;       // budget.top_k is also SAB's default budget
+  double sab_ema_alpha = 0.2;
+  int64_t dp = 1;
+  int64_t max_tokens = 4096;  // per micro-batch
+  int64_t max_samples = 0;    // per micro-batch; 0 = no limit
+};
+
+class BatchPlanner {
+ public:
+  // predictor: null when the method has no latency profile (then sab and dst are errors:
+  // std::invalid_argument).
+  BatchPlanner(const BatchPlannerOptions& options, std::shared_ptr<const LatencyPredictor> predictor);
+
+  // Throws std::invalid_argument for a sample longer than max_tokens (before planning).
+  GlobalBatchPlan plan(const std::vector<int64_t>& sample_lengths);
+
+  // After the iteration ran: realized_budgets[r][m] is the budget micro-batch m of rank r
+  // ran with (its planned budget, or the mean effective budget over layers when the
+  // backend reported one). Updates SAB's budget estimator (kept for every batching
+  // policy, so that the state in a checkpoint never depends on which policy ran).
+  void observe(const GlobalBatchPlan& plan, const std::vector<int64_t>& sample_lengths,
+               const std::vector<std::vector<double>>& realized_budgets);
+
+  // DST's anchor of the last plan (ms), or negative when not DST.
+  double last_anchor_ms() const;
+
+  nlohmann::json state() const;           // for checkpoints
+  void load_state(const nlohmann::json& state);
+
+  const BatchPlannerOptions& options() const { return options_; }
+  const LatencyPredictor* predictor() const { return predictor_.get(); }
+
+ private:
+  BatchPlannerOptions options_;
+  std::shared_ptr<const LatencyPredictor> predictor_;
+  BudgetEstimator estimator_;
+  std::unique_ptr<BatchingPolicy> batching_;
+  std::unique_ptr<BudgetPolicy> budget_;
+};
+
+}  // namespace sb

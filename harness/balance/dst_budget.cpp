@@ -1,0 +1,92 @@
+#include "harness/balance/dst_budget.h"
+
+#include <algorithm>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+
+namespace sb {
+
+DstBudget::DstBudget(const BudgetOptions& options, const LatencyPredictor& predictor)
+    : options_(options), predictor_(predictor) {
+  const DstOptions& d = options_.dst;
+  if (d.k_min < 1 || d.k_min > d.k_max) throw std::invalid_argument("dst: need 1 <= k_min <= k_max");
+  if (options_.top_k < d.k_min || options_.top_k > d.k_max) {
+    throw std::invalid_argument("dst: the default budget top_k = " + std::to_string(options_.top_k) +
+                                " must lie in [k_min, k_max] = [" + std::to_string(d.k_min) + ", " +
+                                std::to_string(d.k_max) + "]");
+  }
+  if (!(d.p >= 0 && d.p <= 1)) throw std::invalid_argument("dst: p must be in [0, 1]");
+  if (options_.block_size < 1) throw std::invalid_argument("dst: block_size must be >= 1");
+}
+
+void DstBudget::assign(GlobalBatchPlan& plan, const std::vector<int64_t>& sample_lengths) {
+  const int64_t k0 = options_.top_k;
+  const DstOptions& d = options_.dst;
+  const int64_t layers = options_.total_layers;
+
+  // T(m, k0) for every micro-batch of the global batch.
+  std::vector<PlannedMicroBatch*> all;
+  std::vector<std::vector<int64_t>> lengths;
+  std::vector<double> at_k0;
+  for (auto& rank : plan.ranks) {
+    for (PlannedMicroBatch& mb : rank) {
+      all.push_back(&mb);
+      lengths.push_back(microbatch_lengths(mb, sample_lengths));
+      at_k0.push_back(predictor_.microbatch_ms(lengths.back(), k0, layers));
+    }
+  }
+  if (all.empty()) return;
+  double anchor = 0;
+  switch (d.anchor) {
+    case DstAnchor::kMean:
+      anchor = std::accumulate(at_k0.begin(), at_k0.end(), 0.0) / static_cast<double>(at_k0.size());
+      break;
+    case DstAnchor::kMin:
+      anchor = *std::min_element(at_k0.begin(), at_k0.end());
+      break;
+    case DstAnchor::kMax:
+      anchor = *std::max_element(at_k0.begin(), at_k0.end());
+      break;
+  }
+  last_anchor_ms_ = anchor;
+
+  for (size_t m = 0; m < all.size(); ++m) {
+    const auto cost = [&](int64_t k) { return predictor_.microbatch_ms(lengths[m], k, layers); };
+    int64_t k = k0;
+    if (at_k0[m] > anchor) {
+      k = d.k_min;  // best effort when even k_min is predicted above the anchor
+      if (d.bottleneck == DstBottleneckRule::kSmallest) {
+        for (int64_t candidate = d.k_min; candidate <= k0; ++candidate) {
+          if (cost(candidate) <= anchor) {
+            k = candidate;
+            break;
+          }
+        }
+      } else {
+        for (int64_t candidate = k0; candidate >= d.k_min; --candidate) {
+          if (cost(candidate) <= anchor) {
+            k = candidate;
+            break;
+          }
+        }
+      }
+    } else if (at_k0[m] < anchor) {
+      const int64_t longest = *std::max_element(lengths[m].begin(), lengths[m].end());
+      const int64_t blocks = (longest + options_.block_size - 1) / options_.block_size;
+      const int64_t ceiling = std::min(d.k_max, std::max(k0, blocks));
+      for (int64_t candidate = ceiling; candidate > k0; --candidate) {
+        if (cost(candidate) <= anchor) {
+          k = candidate;
+          break;
+        }
+      }
+    }
+    all[m]->budget = k;
+    all[m]->coverage_floor_ratio = 1.0 - d.p;
+    all[m]->coverage_reference_k = k0;
+    all[m]->predicted_ms = cost(k);
+  }
+}
+
+}  // namespace sb

@@ -1,0 +1,46 @@
+#pragma once
+// DST, workload-aware dynamic sparsity tuning (docs: sparsebalance.md 1.5), with this
+// project's rules where the paper is silent ([our rule], REPRODUCE.md):
+//   T(m, k)  predicted latency of micro-batch m at budget k, summed over all stages;
+//   A        the anchor: mean, min or max of T(m, k0) over every micro-batch of the
+//            global batch (all DP ranks: they synchronize at the gradient all-reduce);
+//   K(m)     blocks of m's longest sequence, ceil(max length / block size): budgets
+//            above it change nothing;
+//   bottleneck (T(m, k0) > A), rule "smallest" (the docs' rule as written, default):
+//            k_m = the smallest k in [k_min, k0] with T(m, k) <= A, or k_min when none
+//            is (best effort: the floor below then decides). T grows with k, so this is
+//            k_min whenever any k is feasible: the coverage floor alone sets how far a
+//            bottleneck drops, and the anchor only decides which micro-batches are
+//            bottlenecks;
+//            rule "largest" (dst.bottleneck = "largest"): the largest k in [k_min, k0]
+//            with T(m, k) <= A, the least compression that meets the anchor (k_min when
+//            none is);
+//   below the anchor (T(m, k0) < A):  k_m = the largest k in
+//            [k0, min(k_max, max(k0, K(m)))] with T(m, k) <= A;
+//   at the anchor (T(m, k0) == A): k_m = k0, so MIN never raises a budget and MAX never
+//            lowers one;
+//   every micro-batch carries the coverage floor ratio 1 - p relative to C(k0): each
+//            layer runs max(k_m, smallest k with C(k) >= (1 - p) C(k0)), so coverage
+//            never falls below (1 - p) C(k0) and p = 0 never lowers it.
+// Budgets are integers; k0 must lie in [k_min, k_max].
+
+#include "harness/balance/budget_policy.h"
+
+namespace sb {
+
+class DstBudget : public BudgetPolicy {
+ public:
+  DstBudget(const BudgetOptions& options, const LatencyPredictor& predictor);
+  std::string name() const override { return "dst"; }
+  void assign(GlobalBatchPlan& plan, const std::vector<int64_t>& sample_lengths) override;
+
+  // The anchor A of the last assign() (ms).
+  double last_anchor_ms() const { return last_anchor_ms_; }
+
+ private:
+  BudgetOptions options_;
+  const LatencyPredictor& predictor_;
+  double last_anchor_ms_ = -1;
+};
+
+}  // namespace sb

@@ -1,0 +1,52 @@
+#include "harness/balance/two_stage_lpt.h"
+
+#include <stdexcept>
+
+#include "harness/balance/lpt.h"
+
+namespace sb {
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+GlobalBatchPlan plan_two_stage_lpt(const BatchingInput& input, const std::vector<double>& sample_costs) {
+  check_batching_input(input);
+  if (sample_costs.size() != input.sample_lengths.size()) {
+    throw std::invalid_argument("plan_two_stage_lpt: one cost per sample needed");
+  }
+  const std::vector<int64_t> rank_of = lpt_assign(sample_costs, input.dp);
+  GlobalBatchPlan plan;
+  plan.ranks.resize(static_cast<size_t>(input.dp));
+  for (int64_t r = 0; r < input.dp; ++r) {
+    std::vector<int64_t> members;  // global positions, in data order
+    std::vector<double> costs;
+    std::vector<int64_t> sizes;
+    int64_t tokens = 0;
+    for (size_t i = 0; i < rank_of.size(); ++i) {
+      if (rank_of[i] != r) continue;
+      members.push_back(static_cast<int64_t>(i));
+      costs.push_back(sample_costs[i]);
+      sizes.push_back(input.sample_lengths[i]);
+      tokens += input.sample_lengths[i];
+    }
+    if (members.empty()) continue;
+    int64_t min_bins = ceil_div(tokens, input.max_tokens);
+    if (input.max_samples > 0) {
+      min_bins = std::max(min_bins, ceil_div(static_cast<int64_t>(members.size()), input.max_samples));
+    }
+    for (const auto& bin : lpt_pack(costs, sizes, input.max_tokens, input.max_samples, min_bins)) {
+      PlannedMicroBatch mb;
+      for (int64_t local : bin) {
+        const int64_t global = members[static_cast<size_t>(local)];
+        mb.samples.push_back(global);
+        mb.tokens += input.sample_lengths[static_cast<size_t>(global)];
+      }
+      plan.ranks[static_cast<size_t>(r)].push_back(std::move(mb));
+    }
+  }
+  return plan;
+}
+
+}  // namespace sb

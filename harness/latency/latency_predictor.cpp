@@ -1,0 +1,83 @@
+#include "harness/latency/latency_predictor.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace sb {
+
+LatencyPredictor::LatencyPredictor(LatencyProfile profile, LatencyPredictorOptions options)
+    : profile_(std::move(profile)), options_(options) {
+  profile_.validate();
+  const size_t lengths = profile_.seq_lens.size();
+  const size_t budgets = profile_.budgets.size();
+  layer_monotone_.assign(budgets, std::vector<double>(lengths, 0.0));
+  for (size_t i = 0; i < lengths; ++i) {
+    double running = 0;
+    for (size_t j = 0; j < budgets; ++j) {
+      running = std::max(running, profile_.layer_ms[i][j].median);
+      layer_monotone_[j][i] = running;
+    }
+    rest_.push_back(profile_.rest_ms[i].median);
+    head_.push_back(profile_.head_ms[i].median);
+  }
+}
+
+double LatencyPredictor::along_length(const std::vector<double>& series, int64_t length) const {
+  const std::vector<int64_t>& grid = profile_.seq_lens;
+  // Segment [grid[i], grid[i + 1]] containing length, or the nearest one outside.
+  size_t i = 0;
+  while (i + 2 < grid.size() && length > grid[i + 1]) ++i;
+  const double x0 = static_cast<double>(grid[i]), x1 = static_cast<double>(grid[i + 1]);
+  const double t = (static_cast<double>(length) - x0) / (x1 - x0);
+  return std::max(0.0, series[i] + t * (series[i + 1] - series[i]));
+}
+
+double LatencyPredictor::layer_ms(int64_t length, int64_t budget) const {
+  const std::vector<int64_t>& budgets = profile_.budgets;
+  const int64_t k = std::clamp(budget, budgets.front(), budgets.back());
+  size_t j = 0;
+  while (j + 1 < budgets.size() && k > budgets[j + 1]) ++j;
+  const double at_lo = along_length(layer_monotone_[j], length);
+  if (j + 1 == budgets.size() || k == budgets[j]) return at_lo;
+  const double at_hi = along_length(layer_monotone_[j + 1], length);
+  const double u = static_cast<double>(k - budgets[j]) / static_cast<double>(budgets[j + 1] - budgets[j]);
+  return at_lo + u * (at_hi - at_lo);
+}
+
+double LatencyPredictor::rest_ms(int64_t tokens) const { return along_length(rest_, tokens); }
+
+double LatencyPredictor::head_ms(int64_t tokens) const { return along_length(head_, tokens); }
+
+double LatencyPredictor::attention_ms(int64_t length, int64_t budget) const {
+  return std::max(0.0, layer_ms(length, budget) - rest_ms(length));
+}
+
+double LatencyPredictor::packed_layer_ms(const std::vector<int64_t>& lengths, int64_t budget) const {
+  if (lengths.empty()) throw std::invalid_argument("LatencyPredictor: empty micro-batch");
+  int64_t total = 0;
+  double attention = 0;
+  for (int64_t length : lengths) {
+    if (length < 1) throw std::invalid_argument("LatencyPredictor: sequence length must be >= 1");
+    total += length;
+    attention += attention_ms(length, budget);
+  }
+  return attention + rest_ms(total);
+}
+
+double LatencyPredictor::stage_ms(const std::vector<int64_t>& lengths, int64_t budget,
+                                  int64_t layers, bool last_stage) const {
+  double ms = static_cast<double>(layers) * packed_layer_ms(lengths, budget);
+  if (last_stage && options_.include_head) {
+    int64_t total = 0;
+    for (int64_t length : lengths) total += length;
+    ms += head_ms(total);
+  }
+  return ms;
+}
+
+double LatencyPredictor::microbatch_ms(const std::vector<int64_t>& lengths, int64_t budget,
+                                       int64_t total_layers) const {
+  return stage_ms(lengths, budget, total_layers, /*last_stage=*/true);
+}
+
+}  // namespace sb

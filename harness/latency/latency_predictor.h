@@ -1,0 +1,62 @@
+#pragma once
+// Predicts forward + backward latency from a latency profile (docs: sparsebalance.md
+// 1.2; each rule below is [our rule] there and in REPRODUCE.md):
+//   - one layer, one sequence: bilinear interpolation on the (length, budget) grid;
+//     outside the profiled lengths, linear extrapolation along the nearest grid segment
+//     (never below 0); budgets outside the profiled range are clamped to it;
+//   - latency never falls as the budget grows: each length's row is replaced by its
+//     running maximum along the budget axis before interpolating (measurement noise
+//     otherwise makes a larger budget look cheaper, which would mislead DST);
+//   - a packed micro-batch costs, per layer, the sum of its sequences' attention terms
+//     (layer - rest) plus the rest term of its total token count;
+//   - a stage costs its layer count x the per-layer latency; with include_head the last
+//     stage also pays the head term (final norm, lm_head, loss) of its tokens. The paper's
+//     rule leaves the head out, so include_head is off by default.
+
+#include <cstdint>
+#include <vector>
+
+#include "harness/latency/latency_profile.h"
+
+namespace sb {
+
+struct LatencyPredictorOptions {
+  bool include_head = false;
+};
+
+class LatencyPredictor {
+ public:
+  // Throws std::invalid_argument if the profile does not validate.
+  explicit LatencyPredictor(LatencyProfile profile, LatencyPredictorOptions options = {});
+
+  // One layer, one sequence (ms).
+  double layer_ms(int64_t length, int64_t budget) const;
+  double rest_ms(int64_t tokens) const;
+  double head_ms(int64_t tokens) const;
+  // layer_ms - rest_ms, never below 0.
+  double attention_ms(int64_t length, int64_t budget) const;
+
+  // One layer over a packed micro-batch of these sequence lengths.
+  double packed_layer_ms(const std::vector<int64_t>& lengths, int64_t budget) const;
+  // One pipeline stage holding `layers` decoder layers (the head term added when
+  // last_stage and include_head).
+  double stage_ms(const std::vector<int64_t>& lengths, int64_t budget, int64_t layers,
+                  bool last_stage) const;
+  // The micro-batch summed over all stages: total_layers layers plus the head term.
+  double microbatch_ms(const std::vector<int64_t>& lengths, int64_t budget,
+                       int64_t total_layers) const;
+
+  const LatencyProfile& profile() const { return profile_; }
+  const LatencyPredictorOptions& options() const { return options_; }
+
+ private:
+  // Piecewise-linear value over seq_lens at `length` of a per-length series.
+  double along_length(const std::vector<double>& series, int64_t length) const;
+
+  LatencyProfile profile_;
+  LatencyPredictorOptions options_;
+  std::vector<std::vector<double>> layer_monotone_;  // [budget][length], running max over budgets
+  std::vector<double> rest_, head_;                  // [length] medians
+};
+
+}  // namespace sb

@@ -1,0 +1,245 @@
+#include "harness/latency/latency_profile.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <stdexcept>
+
+#include "harness/common/atomic_file.h"
+#include "harness/common/errors.h"
+#include "harness/config/json_object_reader.h"
+
+namespace sb {
+namespace {
+
+const char* kFormat = "sparsebalance-latency-profile";
+constexpr int64_t kVersion = 1;
+
+double quantile_sorted(const std::vector<double>& sorted, double q) {
+  const double position = q * static_cast<double>(sorted.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(position));
+  const size_t hi = std::min(lo + 1, sorted.size() - 1);
+  return sorted[lo] + (position - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
+}
+
+nlohmann::json stat_table_to_json(const std::vector<LatencyStat>& row) {
+  nlohmann::json median = nlohmann::json::array(), spread = nlohmann::json::array(),
+                 samples = nlohmann::json::array();
+  for (const LatencyStat& s : row) {
+    median.push_back(s.median);
+    spread.push_back(s.spread);
+    samples.push_back(s.samples);
+  }
+  return {{"median", median}, {"spread", spread}, {"samples", samples}};
+}
+
+std::vector<double> read_numbers(const nlohmann::json& value, const std::string& path,
+                                 const std::string& file) {
+  std::vector<double> out;
+  for (size_t i = 0; i < expect_json_array(value, path, file).size(); ++i) {
+    const auto& v = value[i];
+    if (!v.is_number()) {
+      throw ConfigError(file, path + "[" + std::to_string(i) + "]", "expected a number, got " + v.dump());
+    }
+    out.push_back(v.get<double>());
+  }
+  return out;
+}
+
+// {"median": [n], "spread": [n], "samples": [n][reps]} -> n stats.
+std::vector<LatencyStat> read_stat_row(const nlohmann::json& value, const std::string& path,
+                                       const std::string& file, size_t expected) {
+  JsonObjectReader r(value, path, file);
+  const std::vector<double> median = read_numbers(r.required_value("median"), r.child_path("median"), file);
+  const std::vector<double> spread = read_numbers(r.required_value("spread"), r.child_path("spread"), file);
+  const nlohmann::json* samples = r.optional_value("samples");
+  r.finish();
+  if (median.size() != expected || spread.size() != expected) {
+    throw ConfigError(file, path, "expected " + std::to_string(expected) + " entries in median and spread",
+                      "regenerate the profile with `sparsebalance profile`");
+  }
+  std::vector<LatencyStat> row(expected);
+  for (size_t i = 0; i < expected; ++i) {
+    row[i].median = median[i];
+    row[i].spread = spread[i];
+  }
+  if (samples != nullptr) {
+    const std::string samples_path = r.child_path("samples");
+    if (expect_json_array(*samples, samples_path, file).size() != expected) {
+      throw ConfigError(file, samples_path, "expected " + std::to_string(expected) + " lists");
+    }
+    for (size_t i = 0; i < expected; ++i) {
+      row[i].samples = read_numbers((*samples)[i], samples_path + "[" + std::to_string(i) + "]", file);
+    }
+  }
+  return row;
+}
+
+std::vector<int64_t> read_grid(JsonObjectReader& r, const std::string& key) {
+  std::vector<int64_t> out;
+  const nlohmann::json& value = r.required_value(key);
+  for (size_t i = 0; i < expect_json_array(value, r.child_path(key), r.file()).size(); ++i) {
+    out.push_back(r.convert<int64_t>(value[i], r.child_path(key) + "[" + std::to_string(i) + "]"));
+  }
+  return out;
+}
+
+void check_ascending(const std::vector<int64_t>& grid, const std::string& name, int64_t lowest) {
+  for (size_t i = 0; i < grid.size(); ++i) {
+    if (grid[i] < lowest) {
+      throw std::invalid_argument("latency profile: " + name + "[" + std::to_string(i) +
+                                  "] = " + std::to_string(grid[i]) + " is below " +
+                                  std::to_string(lowest));
+    }
+    if (i > 0 && grid[i] <= grid[i - 1]) {
+      throw std::invalid_argument("latency profile: " + name + " must be strictly ascending");
+    }
+  }
+}
+
+void check_stat(const LatencyStat& s, const std::string& where) {
+  if (!std::isfinite(s.median) || s.median < 0 || !std::isfinite(s.spread) || s.spread < 0) {
+    throw std::invalid_argument("latency profile: " + where + " has a negative or non-finite latency");
+  }
+}
+
+}  // namespace
+
+LatencyStat latency_stat_from_samples(std::vector<double> samples) {
+  if (samples.empty()) throw std::invalid_argument("latency_stat_from_samples: no samples");
+  std::vector<double> sorted = samples;
+  std::sort(sorted.begin(), sorted.end());
+  LatencyStat stat;
+  stat.median = quantile_sorted(sorted, 0.5);
+  stat.spread = quantile_sorted(sorted, 0.75) - quantile_sorted(sorted, 0.25);
+  stat.samples = std::move(samples);
+  return stat;
+}
+
+void LatencyProfile::validate() const {
+  if (kind != "measured" && kind != "analytic") {
+    throw std::invalid_argument("latency profile: kind must be \"measured\" or \"analytic\"");
+  }
+  if (seq_lens.size() < 2) {
+    throw std::invalid_argument("latency profile: needs at least 2 sequence lengths to interpolate");
+  }
+  if (budgets.empty()) throw std::invalid_argument("latency profile: needs at least 1 budget");
+  check_ascending(seq_lens, "seq_lens", 1);
+  check_ascending(budgets, "budgets", 0);
+  if (layer_ms.size() != seq_lens.size() || rest_ms.size() != seq_lens.size() ||
+      head_ms.size() != seq_lens.size()) {
+    throw std::invalid_argument("latency profile: layer_ms, rest_ms and head_ms need one entry per sequence length");
+  }
+  for (size_t i = 0; i < seq_lens.size(); ++i) {
+    if (layer_ms[i].size() != budgets.size()) {
+      throw std::invalid_argument("latency profile: layer_ms[" + std::to_string(i) +
+                                  "] needs one entry per budget");
+    }
+    for (size_t j = 0; j < budgets.size(); ++j) {
+      check_stat(layer_ms[i][j], "layer_ms[" + std::to_string(i) + "][" + std::to_string(j) + "]");
+    }
+    check_stat(rest_ms[i], "rest_ms[" + std::to_string(i) + "]");
+    check_stat(head_ms[i], "head_ms[" + std::to_string(i) + "]");
+  }
+}
+
+nlohmann::json latency_profile_to_json(const LatencyProfile& p) {
+  nlohmann::json layer_median = nlohmann::json::array(), layer_spread = nlohmann::json::array(),
+                 layer_samples = nlohmann::json::array();
+  for (const auto& row : p.layer_ms) {
+    const nlohmann::json r = stat_table_to_json(row);
+    layer_median.push_back(r["median"]);
+    layer_spread.push_back(r["spread"]);
+    layer_samples.push_back(r["samples"]);
+  }
+  return {{"format", kFormat},
+          {"version", kVersion},
+          {"kind", p.kind},
+          {"model", p.model},
+          {"attention", {{"name", p.attention}, {"block_size", p.block_size}}},
+          {"device", p.device},
+          {"warmup", p.warmup},
+          {"repetitions", p.repetitions},
+          {"seq_lens", p.seq_lens},
+          {"budgets", p.budgets},
+          {"layer_ms", {{"median", layer_median}, {"spread", layer_spread}, {"samples", layer_samples}}},
+          {"rest_ms", stat_table_to_json(p.rest_ms)},
+          {"head_ms", stat_table_to_json(p.head_ms)},
+          {"context", p.context}};
+}
+
+LatencyProfile latency_profile_from_json(const nlohmann::json& json, const std::string& file) {
+  JsonObjectReader r(json, "$", file);
+  const std::string format = r.required<std::string>("format");
+  r.expect(format == kFormat, "format", "is \"" + format + "\", not a latency profile",
+           "pass a file written by `sparsebalance profile`");
+  const int64_t version = r.required<int64_t>("version");
+  r.expect(version == kVersion, "version", "unsupported version " + std::to_string(version),
+           "regenerate the profile with this build's `sparsebalance profile`");
+  LatencyProfile p;
+  p.kind = r.optional_choice("kind", "measured", {"measured", "analytic"});
+  if (const nlohmann::json* model = r.optional_value("model")) p.model = *model;
+  {
+    JsonObjectReader a(r.required_value("attention"), r.child_path("attention"), file);
+    p.attention = a.required<std::string>("name");
+    p.block_size = a.optional<int64_t>("block_size", 0);
+    a.finish();
+  }
+  p.device = r.optional<std::string>("device", "cpu");
+  p.warmup = r.optional<int64_t>("warmup", 0);
+  p.repetitions = r.optional<int64_t>("repetitions", 0);
+  p.seq_lens = read_grid(r, "seq_lens");
+  p.budgets = read_grid(r, "budgets");
+  const size_t n = p.seq_lens.size();
+  {
+    const std::string path = r.child_path("layer_ms");
+    JsonObjectReader t(r.required_value("layer_ms"), path, file);
+    const nlohmann::json& median = t.required_value("median");
+    const nlohmann::json& spread = t.required_value("spread");
+    const nlohmann::json* samples = t.optional_value("samples");
+    t.finish();
+    if (expect_json_array(median, path + ".median", file).size() != n ||
+        expect_json_array(spread, path + ".spread", file).size() != n ||
+        (samples != nullptr && expect_json_array(*samples, path + ".samples", file).size() != n)) {
+      throw ConfigError(file, path, "needs one row per sequence length (" + std::to_string(n) + ")",
+                        "regenerate the profile with `sparsebalance profile`");
+    }
+    for (size_t i = 0; i < n; ++i) {
+      nlohmann::json row{{"median", median[i]}, {"spread", spread[i]}};
+      if (samples != nullptr) row["samples"] = (*samples)[i];
+      p.layer_ms.push_back(read_stat_row(row, path + "[" + std::to_string(i) + "]", file, p.budgets.size()));
+    }
+  }
+  p.rest_ms = read_stat_row(r.required_value("rest_ms"), r.child_path("rest_ms"), file, n);
+  p.head_ms = read_stat_row(r.required_value("head_ms"), r.child_path("head_ms"), file, n);
+  if (const nlohmann::json* context = r.optional_value("context")) p.context = *context;
+  r.finish();
+  try {
+    p.validate();
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(file, "$", e.what(), "regenerate the profile with `sparsebalance profile`");
+  }
+  return p;
+}
+
+LatencyProfile load_latency_profile(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) {
+    throw ConfigError(path.string(), "", "cannot be opened",
+                      "check the path, or create it with `sparsebalance profile --out`");
+  }
+  nlohmann::json json;
+  try {
+    json = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw ConfigError(path.string(), "", std::string("invalid JSON: ") + e.what());
+  }
+  return latency_profile_from_json(json, path.string());
+}
+
+void save_latency_profile(const LatencyProfile& profile, const std::filesystem::path& path) {
+  profile.validate();
+  write_file_atomic(path, latency_profile_to_json(profile).dump(1) + "\n");
+}
+
+}  // namespace sb

@@ -1,0 +1,179 @@
+// DST (docs: sparsebalance.md 1.5) on the closed-form profile of analytic_test_profile.h
+// (block 64, 1 layer): T(L, k) = 0.01 L + 1e-5 L min(64 k, L), exact at these grid lengths
+// and linear in k between grid budgets, so expectations can be worked out by hand.
+#include <gtest/gtest.h>
+
+#include "harness/balance/batch_planner.h"
+#include "harness/balance/dst_budget.h"
+#include "harness/data/deterministic_rng.h"
+#include "tests/support/analytic_test_profile.h"
+
+namespace sb {
+namespace {
+
+LatencyPredictor analytic_predictor() {
+  return LatencyPredictor(test::analytic_test_profile({256, 512, 1024, 2048, 4096}, {1, 2, 4, 8, 16, 32, 64}, 64));
+}
+
+// Micro-batches of one sequence each: 4096 | 1024, 1024 | 512 over two ranks.
+GlobalBatchPlan four_microbatches(std::vector<int64_t>& lengths) {
+  lengths = {4096, 1024, 1024, 512};
+  GlobalBatchPlan plan;
+  plan.ranks = {{PlannedMicroBatch{{0}, 4096}, PlannedMicroBatch{{1}, 1024}},
+                {PlannedMicroBatch{{2}, 1024}, PlannedMicroBatch{{3}, 512}}};
+  return plan;
+}
+
+std::vector<int64_t> budgets_of(const GlobalBatchPlan& plan) {
+  std::vector<int64_t> out;
+  for (const auto& rank : plan.ranks) {
+    for (const auto& mb : rank) out.push_back(mb.budget);
+  }
+  return out;
+}
+
+BudgetOptions dst_options(DstAnchor anchor, double p) {
+  BudgetOptions o;
+  o.name = "dst";
+  o.top_k = 8;
+  o.block_size = 64;
+  o.total_layers = 1;
+  o.dst = DstOptions{anchor, p, 1, 64};
+  return o;
+}
+
+// T(., 8): 4096 -> 40.96 + 20.97 = 61.93; 1024 -> 10.24 + 5.24 = 15.48; 512 -> 5.12 + 2.62 = 7.74.
+TEST(DstBudget, MeanAnchorGolden) {
+  // A = (61.93 + 15.48 + 15.48 + 7.74) / 4 = 25.16.
+  // 4096 is the bottleneck; even k = 1 costs 40.96 + 2.62 > A: best effort k_min = 1.
+  // 1024 is below A: K = 16 blocks; T(1024, 16) = 10.24 + 10.49 = 20.73 <= A -> 16.
+  // 512 is below A but has only 8 blocks: stays at 8.
+  const LatencyPredictor predictor = analytic_predictor();
+  DstBudget dst(dst_options(DstAnchor::kMean, 0.1), predictor);
+  std::vector<int64_t> lengths;
+  GlobalBatchPlan plan = four_microbatches(lengths);
+  dst.assign(plan, lengths);
+  EXPECT_NEAR(dst.last_anchor_ms(), (61.9315 + 15.4829 + 15.4829 + 7.7414) / 4, 1e-3);
+  EXPECT_EQ(budgets_of(plan), (std::vector<int64_t>{1, 16, 16, 8}));
+  for (const auto& rank : plan.ranks) {
+    for (const auto& mb : rank) {
+      EXPECT_DOUBLE_EQ(mb.coverage_floor_ratio, 0.9);
+      EXPECT_EQ(mb.coverage_reference_k, 8);
+      EXPECT_NEAR(mb.predicted_ms, predictor.microbatch_ms({lengths[static_cast<size_t>(mb.samples[0])]}, mb.budget, 1), 1e-12);
+    }
+  }
+}
+
+TEST(DstBudget, BottleneckRuleSmallestOrLargestFeasibleBudget) {
+  // 1024 vs 512 tokens: A = (15.48 + 7.74) / 2 = 11.61; the 1024 one is the bottleneck and
+  // T(1024, k) = 10.24 + 0.655 k <= 11.61 for k <= 2.09: feasible budgets {1, 2}.
+  const LatencyPredictor predictor = analytic_predictor();
+  const std::vector<int64_t> lengths{1024, 512};
+  for (const auto& [rule, expected] : {std::pair{DstBottleneckRule::kSmallest, int64_t{1}},
+                                      std::pair{DstBottleneckRule::kLargest, int64_t{2}}}) {
+    BudgetOptions options = dst_options(DstAnchor::kMean, 0.2);
+    options.dst.bottleneck = rule;
+    DstBudget dst(options, predictor);
+    GlobalBatchPlan plan;
+    plan.ranks = {{PlannedMicroBatch{{0}, 1024}}, {PlannedMicroBatch{{1}, 512}}};
+    dst.assign(plan, lengths);
+    EXPECT_EQ(budgets_of(plan), (std::vector<int64_t>{expected, 8})) << dst_bottleneck_rule_name(rule);
+    EXPECT_DOUBLE_EQ(plan.ranks[0][0].coverage_floor_ratio, 0.8);
+  }
+  // With k_min 4 nothing in [4, 8] is feasible: both rules fall back to k_min.
+  BudgetOptions options = dst_options(DstAnchor::kMean, 0.2);
+  options.dst.k_min = 4;
+  options.dst.bottleneck = DstBottleneckRule::kLargest;
+  DstBudget dst(options, predictor);
+  GlobalBatchPlan plan;
+  plan.ranks = {{PlannedMicroBatch{{0}, 1024}}, {PlannedMicroBatch{{1}, 512}}};
+  dst.assign(plan, lengths);
+  EXPECT_EQ(budgets_of(plan), (std::vector<int64_t>{4, 8}));
+}
+
+TEST(DstBudget, MaxAnchorNeverLowersAndMinNeverRaises) {
+  const LatencyPredictor predictor = analytic_predictor();
+  std::vector<int64_t> lengths;
+  GlobalBatchPlan plan = four_microbatches(lengths);
+  DstBudget max_dst(dst_options(DstAnchor::kMax, 0.1), predictor);
+  max_dst.assign(plan, lengths);
+  // A = 61.93 (the 4096 one keeps 8); 1024 rises to its 16 blocks; 512 has 8 blocks.
+  EXPECT_EQ(budgets_of(plan), (std::vector<int64_t>{8, 16, 16, 8}));
+  DstBudget min_dst(dst_options(DstAnchor::kMin, 0.1), predictor);
+  min_dst.assign(plan, lengths);
+  // A = 7.74: everything else is a bottleneck with no feasible k -> k_min.
+  EXPECT_EQ(budgets_of(plan), (std::vector<int64_t>{1, 1, 1, 8}));
+
+  DeterministicRng rng(5);
+  for (int trial = 0; trial < 100; ++trial) {
+    std::vector<int64_t> ls(static_cast<size_t>(rng.uniform_int(1, 12)));
+    for (int64_t& l : ls) l = rng.uniform_int(16, 6000);
+    BatchPlannerOptions options;
+    options.batching = "lbb";
+    options.dp = rng.uniform_int(1, 3);
+    options.max_tokens = 8192;
+    options.budget = dst_options(DstAnchor::kMax, 0.1);
+    options.budget.top_k = rng.uniform_int(2, 48);
+    options.budget.dst.k_min = rng.uniform_int(1, options.budget.top_k);
+    options.budget.dst.k_max = rng.uniform_int(options.budget.top_k, 64);
+    auto predictor_ptr = std::make_shared<LatencyPredictor>(analytic_predictor());
+    for (DstAnchor anchor : {DstAnchor::kMax, DstAnchor::kMin, DstAnchor::kMean}) {
+      options.budget.dst.anchor = anchor;
+      options.budget.dst.bottleneck = trial % 2 == 0 ? DstBottleneckRule::kSmallest : DstBottleneckRule::kLargest;
+      BatchPlanner planner(options, predictor_ptr);
+      for (const auto& rank : planner.plan(ls).ranks) {
+        for (const auto& mb : rank) {
+          EXPECT_GE(mb.budget, options.budget.dst.k_min);
+          EXPECT_LE(mb.budget, options.budget.dst.k_max);
+          if (anchor == DstAnchor::kMax) EXPECT_GE(mb.budget, options.budget.top_k);
+          if (anchor == DstAnchor::kMin) EXPECT_LE(mb.budget, options.budget.top_k);
+        }
+      }
+    }
+  }
+}
+
+TEST(DstBudget, PZeroAsksForTheFullReferenceCoverage) {
+  const LatencyPredictor predictor = analytic_predictor();
+  DstBudget dst(dst_options(DstAnchor::kMean, 0.0), predictor);
+  std::vector<int64_t> lengths;
+  GlobalBatchPlan plan = four_microbatches(lengths);
+  dst.assign(plan, lengths);
+  for (const auto& rank : plan.ranks) {
+    for (const auto& mb : rank) {
+      EXPECT_DOUBLE_EQ(mb.coverage_floor_ratio, 1.0);  // layers never go below C(k0)
+      EXPECT_EQ(mb.coverage_reference_k, 8);
+    }
+  }
+}
+
+TEST(DstBudget, RejectsInconsistentOptions) {
+  const LatencyPredictor predictor = analytic_predictor();
+  BudgetOptions o = dst_options(DstAnchor::kMean, 0.1);
+  o.top_k = 80;  // above k_max 64
+  EXPECT_THROW(DstBudget(o, predictor), std::invalid_argument);
+  o = dst_options(DstAnchor::kMean, 1.5);
+  EXPECT_THROW(DstBudget(o, predictor), std::invalid_argument);
+  EXPECT_THROW(dst_anchor_from_name("median"), std::invalid_argument);
+  EXPECT_EQ(dst_anchor_name(dst_anchor_from_name("min")), "min");
+}
+
+TEST(FixedBudget, GivesEveryMicroBatchK0AndNoFloor) {
+  const LatencyPredictor predictor = analytic_predictor();
+  BudgetOptions o;
+  o.top_k = 4;
+  auto fixed = make_budget_policy(o, &predictor);
+  std::vector<int64_t> lengths;
+  GlobalBatchPlan plan = four_microbatches(lengths);
+  fixed->assign(plan, lengths);
+  EXPECT_EQ(budgets_of(plan), (std::vector<int64_t>{4, 4, 4, 4}));
+  EXPECT_DOUBLE_EQ(plan.ranks[0][0].coverage_floor_ratio, 0.0);
+  EXPECT_NEAR(plan.ranks[0][0].predicted_ms, 40.96 + 1e-5 * 4096 * 256, 1e-9);
+  auto without_profile = make_budget_policy(o, nullptr);
+  GlobalBatchPlan plain = four_microbatches(lengths);
+  without_profile->assign(plain, lengths);
+  EXPECT_LT(plain.ranks[0][0].predicted_ms, 0);  // unknown, not invented
+}
+
+}  // namespace
+}  // namespace sb

@@ -1,0 +1,125 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "harness/common/errors.h"
+#include "harness/latency/latency_predictor.h"
+#include "tests/support/analytic_test_profile.h"
+
+namespace sb {
+namespace {
+
+using test::analytic_attention_ms;
+using test::analytic_rest_ms;
+using test::analytic_test_profile;
+
+LatencyProfile grid_profile() { return analytic_test_profile({256, 512, 1024, 2048}, {1, 2, 4, 8}, 64); }
+
+TEST(LatencyPredictor, ExactOnGridPoints) {
+  const LatencyProfile profile = grid_profile();
+  const LatencyPredictor predictor(profile);
+  for (size_t i = 0; i < profile.seq_lens.size(); ++i) {
+    for (size_t j = 0; j < profile.budgets.size(); ++j) {
+      EXPECT_DOUBLE_EQ(predictor.layer_ms(profile.seq_lens[i], profile.budgets[j]),
+                       profile.layer_ms[i][j].median);
+    }
+    EXPECT_DOUBLE_EQ(predictor.rest_ms(profile.seq_lens[i]), profile.rest_ms[i].median);
+    EXPECT_DOUBLE_EQ(predictor.head_ms(profile.seq_lens[i]), profile.head_ms[i].median);
+  }
+}
+
+TEST(LatencyPredictor, BilinearBetweenGridPointsAndBoundedByCorners) {
+  const LatencyProfile profile = grid_profile();
+  const LatencyPredictor predictor(profile);
+  // (768, 3) lies in the cell [512, 1024] x [2, 4] at (0.5, 0.5): the mean of the corners.
+  const double corners = profile.layer_ms[1][1].median + profile.layer_ms[1][2].median +
+                         profile.layer_ms[2][1].median + profile.layer_ms[2][2].median;
+  EXPECT_NEAR(predictor.layer_ms(768, 3), corners / 4, 1e-12);
+  for (int64_t length = 256; length <= 2048; length += 37) {
+    for (int64_t k = 1; k <= 8; ++k) {
+      size_t i = 0, j = 0;
+      while (i + 2 < profile.seq_lens.size() && length > profile.seq_lens[i + 1]) ++i;
+      while (j + 2 < profile.budgets.size() && k > profile.budgets[j + 1]) ++j;
+      const double lo = std::min({profile.layer_ms[i][j].median, profile.layer_ms[i + 1][j].median,
+                                  profile.layer_ms[i][j + 1].median, profile.layer_ms[i + 1][j + 1].median});
+      const double hi = std::max({profile.layer_ms[i][j].median, profile.layer_ms[i + 1][j].median,
+                                  profile.layer_ms[i][j + 1].median, profile.layer_ms[i + 1][j + 1].median});
+      const double v = predictor.layer_ms(length, k);
+      EXPECT_GE(v, lo - 1e-12) << length << " " << k;
+      EXPECT_LE(v, hi + 1e-12) << length << " " << k;
+    }
+  }
+}
+
+TEST(LatencyPredictor, ExtrapolatesLinearlyInLengthAndClampsBudget) {
+  const LatencyProfile profile = grid_profile();
+  const LatencyPredictor predictor(profile);
+  // Beyond 2048: the line through (1024, .) and (2048, .) at budget 8.
+  const double a = profile.layer_ms[2][3].median, b = profile.layer_ms[3][3].median;
+  EXPECT_NEAR(predictor.layer_ms(4096, 8), b + 2 * (b - a), 1e-12);
+  // Below 256: the line through (256, .) and (512, .), never below 0.
+  const double c = profile.layer_ms[0][0].median, d = profile.layer_ms[1][0].median;
+  EXPECT_NEAR(predictor.layer_ms(128, 1), std::max(0.0, c - 0.5 * (d - c)), 1e-12);
+  EXPECT_GE(predictor.layer_ms(1, 1), 0.0);
+  // Budgets outside [1, 8] are clamped.
+  EXPECT_DOUBLE_EQ(predictor.layer_ms(1024, 100), predictor.layer_ms(1024, 8));
+  EXPECT_DOUBLE_EQ(predictor.layer_ms(1024, 0), predictor.layer_ms(1024, 1));
+}
+
+TEST(LatencyPredictor, NonMonotoneBudgetRowsBecomeTheirRunningMaximum) {
+  LatencyProfile profile = grid_profile();
+  profile.layer_ms[1][2].median = profile.layer_ms[1][1].median - 1.0;  // noise: k=4 "cheaper" than k=2
+  const LatencyPredictor predictor(profile);
+  EXPECT_DOUBLE_EQ(predictor.layer_ms(512, 4), profile.layer_ms[1][1].median);
+  for (int64_t k = 1; k < 8; ++k) EXPECT_LE(predictor.layer_ms(700, k), predictor.layer_ms(700, k + 1));
+}
+
+TEST(LatencyPredictor, PackedMicroBatchIsSumOfAttentionTermsPlusRestOfTotal) {
+  const LatencyPredictor predictor(grid_profile());
+  // On grid points the analytic terms are exact: rest is linear, so rest(256 + 512) is exact too.
+  const double expected = analytic_attention_ms(256, 4, 64) + analytic_attention_ms(512, 4, 64) +
+                          analytic_rest_ms(768);
+  EXPECT_NEAR(predictor.packed_layer_ms({256, 512}, 4), expected, 1e-12);
+  EXPECT_NEAR(predictor.stage_ms({256, 512}, 4, 3, /*last_stage=*/true), 3 * expected, 1e-12);
+  EXPECT_NEAR(predictor.microbatch_ms({256, 512}, 4, 5), 5 * expected, 1e-12);
+  EXPECT_THROW(predictor.packed_layer_ms({}, 4), std::invalid_argument);
+}
+
+TEST(LatencyPredictor, HeadTermOnlyOnTheLastStageWhenEnabled) {
+  const LatencyPredictor predictor(grid_profile(), LatencyPredictorOptions{/*include_head=*/true});
+  const double layer = predictor.packed_layer_ms({1024}, 2);
+  EXPECT_NEAR(predictor.stage_ms({1024}, 2, 2, false), 2 * layer, 1e-12);
+  EXPECT_NEAR(predictor.stage_ms({1024}, 2, 2, true), 2 * layer + 0.002 * 1024, 1e-12);
+}
+
+TEST(LatencyProfile, JsonRoundTripKeepsSamplesAndRejectsBadFiles) {
+  LatencyProfile profile = grid_profile();
+  profile.kind = "measured";
+  profile.layer_ms[0][0] = latency_stat_from_samples({3.0, 1.0, 2.0, 10.0});
+  EXPECT_DOUBLE_EQ(profile.layer_ms[0][0].median, 2.5);
+  EXPECT_DOUBLE_EQ(profile.layer_ms[0][0].spread, 4.75 - 1.75);  // Q3 - Q1 of 1 2 3 10, linear interpolation
+  const std::filesystem::path file =
+      std::filesystem::temp_directory_path() / ("sb_profile_" + std::to_string(::getpid()) + ".json");
+  save_latency_profile(profile, file);
+  const LatencyProfile loaded = load_latency_profile(file);
+  EXPECT_EQ(latency_profile_to_json(loaded), latency_profile_to_json(profile));
+  std::filesystem::remove(file);
+
+  nlohmann::json bad = latency_profile_to_json(profile);
+  bad["budgets"] = {1, 1, 4, 8};
+  EXPECT_THROW(latency_profile_from_json(bad, "<test>"), ConfigError);
+  bad = latency_profile_to_json(profile);
+  bad["layer_ms"]["median"][1] = {1.0};
+  try {
+    latency_profile_from_json(bad, "<test>");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.json_path(), "$.layer_ms[1]");
+  }
+  bad = latency_profile_to_json(profile);
+  bad["unexpected"] = 1;
+  EXPECT_THROW(latency_profile_from_json(bad, "<test>"), ConfigError);
+}
+
+}  // namespace
+}  // namespace sb
