@@ -7,6 +7,7 @@
 #include "harness/balance/batching_policy.h"
 #include "harness/common/atomic_file.h"
 #include "harness/config/json_object_reader.h"
+#include "harness/data/synthetic_dataset.h"
 #include "kernels/attention/attention_backend.h"
 #include "models/qwen2/qwen2_config.h"
 
@@ -53,45 +54,109 @@ LengthComponent parse_length_component(const json& j, const std::string& path,
   return c;
 }
 
+// Paths in a manifest are relative to the manifest's folder; the resolved manifest keeps
+// them absolute.
+std::string resolve_manifest_path(const std::string& manifest_file, const std::string& value) {
+  namespace fs = std::filesystem;
+  const fs::path given(value);
+  if (given.is_absolute()) return given.lexically_normal().string();
+  const fs::path manifest(manifest_file);
+  const fs::path base = fs::exists(manifest) ? manifest.parent_path() : fs::current_path();
+  return fs::absolute(base / given).lexically_normal().string();
+}
+
+void reject_unless(JsonObjectReader& r, const std::string& key, bool applies,
+                   const std::string& condition) {
+  if (r.has(key) && !applies) {
+    throw ConfigError(r.file(), r.child_path(key), "applies only when " + condition,
+                      "remove it, or change the setting it depends on");
+  }
+}
+
 SyntheticDataSection parse_synthetic(const json& j, const std::string& path,
                                      const std::string& file, int64_t model_vocab) {
   JsonObjectReader r(j, path, file);
   SyntheticDataSection s;
-  s.task = r.optional_choice("task", s.task, {"arithmetic"});
+  s.task = r.optional_choice("task", s.task, {"arithmetic", "retrieval"});
   s.vocab_size = r.optional<int64_t>("vocab_size", 0);
   if (s.vocab_size == 0) s.vocab_size = model_vocab;
-  s.prompt_tokens = r.optional<int64_t>("prompt_tokens", s.prompt_tokens);
-  s.max_stride = r.optional<int64_t>("max_stride", s.max_stride);
-  const json& mixture = expect_json_array(r.required_value("length_mixture"),
-                                          r.child_path("length_mixture"), file);
-  for (size_t i = 0; i < mixture.size(); ++i) {
-    s.length_mixture.push_back(parse_length_component(
-        mixture[i], r.child_path("length_mixture") + "[" + std::to_string(i) + "]", file));
+  const bool arithmetic = s.task == "arithmetic";
+  reject_unless(r, "prompt_tokens", arithmetic, "task is \"arithmetic\"");
+  reject_unless(r, "max_stride", arithmetic, "task is \"arithmetic\"");
+  reject_unless(r, "key_tokens", !arithmetic, "task is \"retrieval\"");
+  reject_unless(r, "answer_tokens", !arithmetic, "task is \"retrieval\"");
+  if (arithmetic) {
+    s.prompt_tokens = r.optional<int64_t>("prompt_tokens", s.prompt_tokens);
+    s.max_stride = r.optional<int64_t>("max_stride", s.max_stride);
+  } else {
+    s.key_tokens = r.optional<int64_t>("key_tokens", s.key_tokens);
+    s.answer_tokens = r.optional<int64_t>("answer_tokens", s.answer_tokens);
+  }
+  std::vector<std::string> length_choices{"mixture", "file"};
+  for (const std::string& name : length_profile_names()) length_choices.push_back(name);
+  s.lengths = r.optional_choice("lengths", s.lengths, length_choices);
+  s.length_scale = r.optional<double>("length_scale", s.length_scale);
+  reject_unless(r, "length_mixture", s.lengths == "mixture", "lengths is \"mixture\"");
+  reject_unless(r, "length_file", s.lengths == "file", "lengths is \"file\"");
+  if (s.lengths == "mixture") {
+    const json& mixture = expect_json_array(r.required_value("length_mixture"),
+                                            r.child_path("length_mixture"), file);
+    for (size_t i = 0; i < mixture.size(); ++i) {
+      s.length_mixture.push_back(parse_length_component(
+          mixture[i], r.child_path("length_mixture") + "[" + std::to_string(i) + "]", file));
+    }
+    r.expect(!s.length_mixture.empty(), "length_mixture", "must have at least one component",
+             "add {\"min_tokens\": 64, \"max_tokens\": 512}");
+  } else if (s.lengths == "file") {
+    s.length_file = resolve_manifest_path(file, r.required<std::string>("length_file"));
   }
   r.finish();
-  r.expect(s.vocab_size >= 2 && s.vocab_size <= model_vocab, "vocab_size",
-           "must be in [2, " + std::to_string(model_vocab) + "] (the model's vocab_size)",
+  r.expect(s.vocab_size >= 4 && s.vocab_size <= model_vocab, "vocab_size",
+           "must be in [4, " + std::to_string(model_vocab) + "] (the model's vocab_size)",
            "lower it or pick a model preset with a larger vocabulary");
-  r.expect(s.prompt_tokens >= 1, "prompt_tokens", "must be >= 1", "use 1 or more");
-  r.expect(s.max_stride >= 1 && s.max_stride < s.vocab_size, "max_stride",
-           "must be in [1, vocab_size)", "use a small stride such as 3");
-  r.expect(!s.length_mixture.empty(), "length_mixture", "must have at least one component",
-           "add {\"min_tokens\": 64, \"max_tokens\": 512}");
-  for (size_t i = 0; i < s.length_mixture.size(); ++i) {
-    r.expect(s.length_mixture[i].min_tokens > s.prompt_tokens, "length_mixture",
-             "component " + std::to_string(i) + " allows sequences no longer than the prompt",
-             "raise min_tokens above prompt_tokens");
+  r.expect(s.length_scale > 0, "length_scale", "must be > 0", "e.g. 0.015625 (1/64) for a CPU run");
+  if (arithmetic) {
+    r.expect(s.prompt_tokens >= 1, "prompt_tokens", "must be >= 1", "use 1 or more");
+    r.expect(s.max_stride >= 1 && s.max_stride < s.vocab_size, "max_stride",
+             "must be in [1, vocab_size)", "use a small stride such as 3");
+    for (size_t i = 0; i < s.length_mixture.size(); ++i) {
+      r.expect(s.length_mixture[i].min_tokens * s.length_scale > s.prompt_tokens, "length_mixture",
+               "component " + std::to_string(i) + " allows sequences no longer than the prompt",
+               "raise min_tokens above prompt_tokens");
+    }
+  } else {
+    r.expect(s.key_tokens >= 1, "key_tokens", "must be >= 1", "e.g. 2");
+    r.expect(s.answer_tokens >= 1, "answer_tokens", "must be >= 1", "e.g. 8");
+    r.expect(s.vocab_size > s.key_tokens + 2, "vocab_size", "must exceed key_tokens + 2",
+             "use a larger vocabulary");
   }
   return s;
+}
+
+JsonlDataSection parse_jsonl(const json& j, const std::string& path, const std::string& file) {
+  JsonObjectReader r(j, path, file);
+  JsonlDataSection d;
+  d.path = resolve_manifest_path(file, r.required<std::string>("path"));
+  d.tokenizer = resolve_manifest_path(file, r.required<std::string>("tokenizer"));
+  d.too_long = r.optional_choice("too_long", d.too_long, {"error", "skip", "truncate"});
+  d.shuffle = r.optional<bool>("shuffle", d.shuffle);
+  r.finish();
+  return d;
 }
 
 DataSection parse_data(const json& j, const std::string& path, const std::string& file,
                        int64_t model_vocab) {
   JsonObjectReader r(j, path, file);
   DataSection d;
-  d.source = r.optional_choice("source", d.source, {"synthetic"});
-  d.synthetic = parse_synthetic(r.required_value("synthetic"), r.child_path("synthetic"), file,
-                                model_vocab);
+  d.source = r.optional_choice("source", d.source, {"synthetic", "jsonl"});
+  reject_unless(r, "synthetic", d.source == "synthetic", "source is \"synthetic\"");
+  reject_unless(r, "jsonl", d.source == "jsonl", "source is \"jsonl\"");
+  if (d.source == "synthetic") {
+    d.synthetic = parse_synthetic(r.required_value("synthetic"), r.child_path("synthetic"), file,
+                                  model_vocab);
+  } else {
+    d.jsonl = parse_jsonl(r.required_value("jsonl"), r.child_path("jsonl"), file);
+  }
   r.finish();
   return d;
 }
@@ -162,12 +227,6 @@ MethodSection parse_method(const json& j, const std::string& path, const std::st
   return m;
 }
 
-int64_t longest_synthetic_sequence(const SyntheticDataSection& s) {
-  int64_t longest = 0;
-  for (const auto& c : s.length_mixture) longest = std::max(longest, c.max_tokens);
-  return longest;
-}
-
 }  // namespace
 
 std::vector<std::string> manifest_attention_choices() { return attention_backend_names(); }
@@ -202,18 +261,22 @@ Manifest parse_manifest(const json& j, const std::string& file) {
   r.finish();
   r.expect(!m.methods.empty(), "methods", "must list at least one method",
            "add {\"name\": \"dense\"}");
-  int64_t longest = longest_synthetic_sequence(m.data.synthetic);
-  if (longest > model.max_position_embeddings) {
-    throw ConfigError(file, "$.data.synthetic.length_mixture",
-                      "sequences up to " + std::to_string(longest) + " tokens exceed the model's " +
-                          std::to_string(model.max_position_embeddings) + " positions",
-                      "lower max_tokens or use a model with more positions");
-  }
-  if (longest > m.train.max_tokens_per_microbatch) {
-    throw ConfigError(file, "$.train.max_tokens_per_microbatch",
-                      "is smaller than the longest sequence (" + std::to_string(longest) +
-                          " tokens), which could never be scheduled",
-                      "raise it to at least " + std::to_string(longest));
+  if (m.data.source == "synthetic") {
+    // JSONL data is checked when it is tokenized, before training starts.
+    const int64_t longest = synthetic_longest_length(m.data.synthetic);
+    const std::string where = "$.data.synthetic";
+    if (longest > model.max_position_embeddings) {
+      throw ConfigError(file, where,
+                        "sequences up to " + std::to_string(longest) + " tokens exceed the model's " +
+                            std::to_string(model.max_position_embeddings) + " positions",
+                        "lower the lengths (or length_scale) or use a model with more positions");
+    }
+    if (longest > m.train.max_tokens_per_microbatch) {
+      throw ConfigError(file, "$.train.max_tokens_per_microbatch",
+                        "is smaller than the longest sequence (" + std::to_string(longest) +
+                            " tokens), which could never be scheduled",
+                        "raise it to at least " + std::to_string(longest));
+    }
   }
   return m;
 }
@@ -246,11 +309,42 @@ Manifest load_manifest(const std::filesystem::path& path) {
   return parse_manifest(j, path.string());
 }
 
-json manifest_to_json(const Manifest& m) {
-  json mixture = json::array();
-  for (const auto& c : m.data.synthetic.length_mixture) {
-    mixture.push_back({{"weight", c.weight}, {"min_tokens", c.min_tokens}, {"max_tokens", c.max_tokens}});
+namespace {
+
+json data_to_json(const DataSection& d) {
+  if (d.source == "jsonl") {
+    return {{"source", d.source},
+            {"jsonl",
+             {{"path", d.jsonl.path},
+              {"tokenizer", d.jsonl.tokenizer},
+              {"too_long", d.jsonl.too_long},
+              {"shuffle", d.jsonl.shuffle}}}};
   }
+  const SyntheticDataSection& s = d.synthetic;
+  json synthetic{{"task", s.task}, {"vocab_size", s.vocab_size}, {"lengths", s.lengths},
+                 {"length_scale", s.length_scale}};
+  if (s.task == "arithmetic") {
+    synthetic["prompt_tokens"] = s.prompt_tokens;
+    synthetic["max_stride"] = s.max_stride;
+  } else {
+    synthetic["key_tokens"] = s.key_tokens;
+    synthetic["answer_tokens"] = s.answer_tokens;
+  }
+  if (s.lengths == "mixture") {
+    json mixture = json::array();
+    for (const auto& c : s.length_mixture) {
+      mixture.push_back({{"weight", c.weight}, {"min_tokens", c.min_tokens}, {"max_tokens", c.max_tokens}});
+    }
+    synthetic["length_mixture"] = mixture;
+  } else if (s.lengths == "file") {
+    synthetic["length_file"] = s.length_file;
+  }
+  return {{"source", d.source}, {"synthetic", synthetic}};
+}
+
+}  // namespace
+
+json manifest_to_json(const Manifest& m) {
   json methods = json::array();
   for (const auto& method : m.methods) {
     methods.push_back({{"name", method.name}, {"attention", method.attention},
@@ -262,14 +356,7 @@ json manifest_to_json(const Manifest& m) {
       {"description", m.description},
       {"seed", m.seed},
       {"model", {{"preset", m.model.preset}}},
-      {"data",
-       {{"source", m.data.source},
-        {"synthetic",
-         {{"task", m.data.synthetic.task},
-          {"vocab_size", m.data.synthetic.vocab_size},
-          {"prompt_tokens", m.data.synthetic.prompt_tokens},
-          {"max_stride", m.data.synthetic.max_stride},
-          {"length_mixture", mixture}}}}},
+      {"data", data_to_json(m.data)},
       {"parallelism", {{"dp", m.parallelism.dp}, {"pp", m.parallelism.pp}}},
       {"train",
        {{"device", t.device},

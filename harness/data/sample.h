@@ -1,7 +1,11 @@
 #pragma once
-// One training sequence as token ids. The first prompt_tokens tokens are the prompt:
-// they are read but never predicted (SFT label masking), so the sample contributes
-// tokens.size() - prompt_tokens predicted tokens to the loss.
+// One training sequence as token ids, and which of its tokens are trained on (SFT label
+// masking). Two forms:
+//   - target_mask empty: the first prompt_tokens tokens are the prompt, read but never
+//     predicted; every later token is a target;
+//   - target_mask set (one entry per token, 1 = target): any tokens may be targets, e.g.
+//     every assistant turn of a multi-turn chat. Token 0 is never a target (nothing
+//     predicts it).
 
 #include <cstdint>
 #include <vector>
@@ -12,9 +16,20 @@ struct Sample {
   int64_t id = 0;  // global sample index: iteration * global_batch_size + slot
   std::vector<int64_t> tokens;
   int64_t prompt_tokens = 0;
+  std::vector<uint8_t> target_mask;
 
   int64_t length() const { return static_cast<int64_t>(tokens.size()); }
-  int64_t loss_tokens() const { return length() - prompt_tokens; }
+  // Whether token t (0 <= t < length) is predicted and carries loss.
+  bool is_target(int64_t t) const {
+    if (t <= 0) return false;
+    return target_mask.empty() ? t >= prompt_tokens : target_mask[static_cast<size_t>(t)] != 0;
+  }
+  int64_t loss_tokens() const {
+    if (target_mask.empty()) return length() - (prompt_tokens > 0 ? prompt_tokens : 1);
+    int64_t n = 0;
+    for (int64_t t = 1; t < length(); ++t) n += is_target(t) ? 1 : 0;
+    return n;
+  }
 };
 
 }  // namespace sb

@@ -1,31 +1,48 @@
 #pragma once
 // The synthetic SFT data of a manifest (data.synthetic): variable-length sequences of
-// a learnable arithmetic task. Every sample is a pure function of (seed, sample id),
-// so any rank can produce any sample without coordination and a rerun sees the same data.
+// the arithmetic or retrieval task with lengths from a mixture, a named profile or a
+// file (see SyntheticDataSection in harness/config/manifest.h). Every sample is a pure
+// function of (seed, sample id).
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "harness/config/manifest.h"
-#include "harness/data/sample.h"
+#include "harness/data/dataset.h"
 
 namespace sb {
 
-class SyntheticDataset {
+class DeterministicRng;
+
+// The shortest sequence the task can hold: prompt + 1 (arithmetic) or the retrieval
+// layout's minimum.
+int64_t synthetic_min_length(const SyntheticDataSection& config);
+// The length distribution as scaled mixture components (for lengths = "file": none).
+std::vector<LengthComponent> synthetic_length_components(const SyntheticDataSection& config);
+// Lengths listed in length_file, scaled (lengths = "file"). ConfigError naming the file
+// and line for anything that is not a positive integer.
+std::vector<int64_t> synthetic_file_lengths(const SyntheticDataSection& config);
+// The longest sequence the section can produce.
+int64_t synthetic_longest_length(const SyntheticDataSection& config);
+
+class SyntheticDataset : public Dataset {
  public:
   SyntheticDataset(SyntheticDataSection config, int64_t seed);
 
-  Sample sample(int64_t id) const;
-  // The samples of one optimizer step: ids iteration * size ... + size - 1.
-  std::vector<Sample> global_batch(int64_t iteration, int64_t global_batch_size) const;
+  Sample sample(int64_t id) const override;
+  int64_t max_length() const override;
+  std::string describe() const override;
 
   const SyntheticDataSection& config() const { return config_; }
 
  private:
-  int64_t draw_length(class DeterministicRng& rng) const;
+  int64_t draw_length(DeterministicRng& rng) const;
 
   SyntheticDataSection config_;
   int64_t seed_;
+  std::vector<LengthComponent> components_;
+  std::vector<int64_t> file_lengths_;
   double total_weight_ = 0;
 };
 

@@ -20,9 +20,8 @@ PackedMicroBatch pack_microbatch(const std::vector<const Sample*>& samples) {
     for (int64_t t = 0; t < length; ++t) {
       tokens[offset + t] = s->tokens[t];
       positions[offset + t] = t;
-      // Position t predicts token t + 1; only response tokens (index >= prompt) are
-      // predicted, so the first predicting position is prompt_tokens - 1.
-      if (t + 1 < length && t + 1 >= s->prompt_tokens) {
+      // Position t predicts token t + 1 when that token is a target (sample.h).
+      if (t + 1 < length && s->is_target(t + 1)) {
         labels[offset + t] = s->tokens[t + 1];
         ++mb.loss_tokens;
       }

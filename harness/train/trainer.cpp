@@ -24,7 +24,9 @@ double elapsed_ms(Clock::time_point since) {
 
 Trainer::Trainer(const RunSpec& run)
     : run_(run),
-      dataset_(run.manifest.data.synthetic, run.manifest.seed),
+      dataset_(make_dataset(run.manifest.data, run.manifest.seed,
+                            qwen2_preset(run.manifest.model.preset).vocab_size,
+                            run.manifest.train.max_tokens_per_microbatch)),
       batching_(make_batching_policy(run.manifest.methods.at(0).batching)) {
   const Manifest& m = run_.manifest;
   if (m.train.threads > 0) at::set_num_threads(static_cast<int>(m.train.threads));
@@ -48,7 +50,7 @@ IterationRecord Trainer::train_iteration(int64_t iteration) {
   record.warmup = iteration < train.warmup_iterations;
   const auto iteration_start = Clock::now();
 
-  const std::vector<Sample> batch = dataset_.global_batch(iteration, train.global_batch_size);
+  const std::vector<Sample> batch = dataset_->global_batch(iteration, train.global_batch_size);
   std::vector<int64_t> lengths;
   for (const Sample& s : batch) {
     lengths.push_back(s.length());

@@ -8,7 +8,7 @@
 
 #include "harness/balance/batching_policy.h"
 #include "harness/config/manifest.h"
-#include "harness/data/synthetic_dataset.h"
+#include "harness/data/dataset.h"
 #include "harness/train/iteration_record.h"
 #include "models/qwen2/qwen2_model.h"
 
@@ -31,7 +31,7 @@ class Trainer {
 
  private:
   RunSpec run_;
-  SyntheticDataset dataset_;
+  std::unique_ptr<Dataset> dataset_;
   std::unique_ptr<BatchingPolicy> batching_;
   Qwen2ForCausalLM model_{nullptr};
   std::unique_ptr<torch::optim::AdamW> optimizer_;

@@ -51,4 +51,23 @@ SftTokens encode_sft_chatml(const Tokenizer& tokenizer, const SftSample& sample)
   return tokens;
 }
 
+ConversationTokens encode_chatml_conversation(const Tokenizer& tokenizer,
+                                              const std::vector<ChatMessage>& messages) {
+  require_added_token(tokenizer, kImStart);
+  require_added_token(tokenizer, kImEnd);
+  ConversationTokens out;
+  const auto append = [&](const std::string& text, bool trained) {
+    for (int64_t id : tokenizer.encode(text)) {
+      out.ids.push_back(id);
+      out.target.push_back(trained ? 1 : 0);
+    }
+  };
+  for (const ChatMessage& message : messages) {
+    append(std::string(kImStart) + message.role + "\n", false);
+    append(message.content + kImEnd, message.role == "assistant");
+    append("\n", false);
+  }
+  return out;
+}
+
 }  // namespace sb

@@ -48,4 +48,17 @@ struct SftTokens {
 // as added tokens (the markers would silently become ordinary text).
 SftTokens encode_sft_chatml(const Tokenizer& tokenizer, const SftSample& sample);
 
+// A whole conversation for SFT, every assistant turn trained:
+//   for each message: "<|im_start|>{role}\n" (never trained), then "{content}<|im_end|>"
+//   (trained when role == "assistant"), then "\n" (never trained).
+// The three pieces are encoded separately (as encode_sft_chatml does), so token
+// boundaries match what a model sees at inference. target[i] = 1 when ids[i] is
+// trained. The same added-token requirements as encode_sft_chatml.
+struct ConversationTokens {
+  std::vector<int64_t> ids;
+  std::vector<uint8_t> target;
+};
+ConversationTokens encode_chatml_conversation(const Tokenizer& tokenizer,
+                                              const std::vector<ChatMessage>& messages);
+
 }  // namespace sb

@@ -1,0 +1,37 @@
+#pragma once
+// The dataset interface the training loop reads: samples addressed by a global sample id,
+// each a pure function of the data, the seed and the id, so that every rank can build any
+// sample without coordination, a rerun sees the same data, and a resumed run continues
+// from the same place (its cursor is simply the iteration).
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "harness/config/manifest.h"
+#include "harness/data/sample.h"
+
+namespace sb {
+
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  virtual Sample sample(int64_t id) const = 0;
+  // The longest sample this dataset can produce (checked against the micro-batch
+  // capacity before training starts).
+  virtual int64_t max_length() const = 0;
+  // One line for logs and the run's context: source, task, size.
+  virtual std::string describe() const = 0;
+
+  // The samples of one optimizer step: ids iteration * size ... + size - 1.
+  std::vector<Sample> global_batch(int64_t iteration, int64_t global_batch_size) const;
+};
+
+// model_vocab: the model's vocabulary (token ids must stay below it); max_tokens: the
+// micro-batch capacity (JSONL's too_long rule). Errors in the data are ConfigErrors
+// naming the file (and line).
+std::unique_ptr<Dataset> make_dataset(const DataSection& data, int64_t seed, int64_t model_vocab,
+                                      int64_t max_tokens);
+
+}  // namespace sb

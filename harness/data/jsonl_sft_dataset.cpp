@@ -1,0 +1,163 @@
+#include "harness/data/jsonl_sft_dataset.h"
+
+#include <ATen/Parallel.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <numeric>
+
+#include "harness/common/errors.h"
+#include "harness/data/deterministic_rng.h"
+#include "models/tokenizer/chat_template.h"
+#include "models/tokenizer/tokenizer.h"
+#include "models/tokenizer/tokenizer_error.h"
+
+namespace sb {
+namespace {
+
+// Reads one line's conversation; ConfigError naming `where` (file:line) otherwise.
+std::vector<ChatMessage> parse_conversation(const std::string& text, const std::string& where) {
+  nlohmann::json line;
+  try {
+    line = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw ConfigError(where, "", std::string("invalid JSON: ") + e.what(), "fix or remove that line");
+  }
+  if (!line.is_object() || !line.contains("messages") || !line["messages"].is_array()) {
+    throw ConfigError(where, "$", "expected {\"messages\": [{\"role\": ..., \"content\": ...}, ...]}",
+                      "write each conversation as a messages list");
+  }
+  std::vector<ChatMessage> messages;
+  bool has_assistant = false;
+  const auto& list = line["messages"];
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string path = "$.messages[" + std::to_string(i) + "]";
+    const auto& m = list[i];
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content") ||
+        !m["content"].is_string()) {
+      throw ConfigError(where, path, "expected {\"role\": string, \"content\": string}",
+                        "give every message a role and a text content");
+    }
+    messages.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
+    has_assistant = has_assistant || messages.back().role == "assistant";
+  }
+  if (!has_assistant) {
+    throw ConfigError(where, "$.messages", "has no assistant message, so nothing would be trained",
+                      "add the assistant's answer or remove the line");
+  }
+  return messages;
+}
+
+}  // namespace
+
+JsonlSftDataset::JsonlSftDataset(const JsonlDataSection& config, int64_t seed, int64_t model_vocab,
+                                 int64_t max_tokens)
+    : config_(config), seed_(seed) {
+  Tokenizer tokenizer = [&] {
+    try {
+      return Tokenizer::from_file(config_.tokenizer);
+    } catch (const TokenizerFileError& e) {
+      throw ConfigError(e.file(), e.json_path(), e.problem(), e.fix());
+    }
+  }();
+  if (tokenizer.vocab_size() > model_vocab) {
+    throw ConfigError(config_.tokenizer, "",
+                      "has ids up to " + std::to_string(tokenizer.vocab_size() - 1) + " but the model's vocabulary is " +
+                          std::to_string(model_vocab),
+                      "use the model's own tokenizer.json");
+  }
+  std::ifstream in(config_.path);
+  if (!in) throw ConfigError(config_.path, "", "cannot be opened", "check data.jsonl.path");
+  std::vector<std::string> lines;
+  std::vector<int64_t> line_numbers;
+  std::string text;
+  for (int64_t number = 1; std::getline(in, text); ++number) {
+    if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
+    lines.push_back(std::move(text));
+    line_numbers.push_back(number);
+  }
+  if (lines.empty()) throw ConfigError(config_.path, "", "holds no conversations", "check data.jsonl.path");
+
+  // Parse everything first (errors name the first bad line), then tokenize in parallel.
+  std::vector<std::vector<ChatMessage>> conversations;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    conversations.push_back(parse_conversation(lines[i], config_.path + ":" + std::to_string(line_numbers[i])));
+  }
+  std::vector<ConversationTokens> encoded(conversations.size());
+  at::parallel_for(0, static_cast<int64_t>(conversations.size()), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      encoded[static_cast<size_t>(i)] = encode_chatml_conversation(tokenizer, conversations[static_cast<size_t>(i)]);
+    }
+  });
+
+  for (size_t i = 0; i < encoded.size(); ++i) {
+    ConversationTokens& c = encoded[i];
+    const std::string where = config_.path + ":" + std::to_string(line_numbers[i]);
+    if (static_cast<int64_t>(c.ids.size()) > max_tokens) {
+      if (config_.too_long == "error") {
+        throw ConfigError(where, "",
+                          "the conversation has " + std::to_string(c.ids.size()) +
+                              " tokens, more than train.max_tokens_per_microbatch = " + std::to_string(max_tokens),
+                          "raise max_tokens_per_microbatch, or set data.jsonl.too_long to \"skip\" or \"truncate\"");
+      }
+      if (config_.too_long == "skip") {
+        ++skipped_;
+        continue;
+      }
+      c.ids.resize(static_cast<size_t>(max_tokens));
+      c.target.resize(static_cast<size_t>(max_tokens));
+      ++truncated_;
+    }
+    bool trains = false;
+    for (size_t t = 1; t < c.target.size(); ++t) trains = trains || c.target[t] != 0;
+    if (!trains) {
+      ++skipped_;  // only possible after truncation cut every assistant turn
+      continue;
+    }
+    max_length_ = std::max<int64_t>(max_length_, static_cast<int64_t>(c.ids.size()));
+    tokens_.emplace_back(c.ids.begin(), c.ids.end());
+    targets_.push_back(std::move(c.target));
+  }
+  if (tokens_.empty()) {
+    throw ConfigError(config_.path, "", "no conversation fits train.max_tokens_per_microbatch",
+                      "raise the capacity or use shorter data");
+  }
+}
+
+int64_t JsonlSftDataset::conversation_of(int64_t id) const {
+  const int64_t n = size();
+  const int64_t epoch = id / n;
+  if (!config_.shuffle) return id % n;
+  std::lock_guard<std::mutex> lock(order_mutex_);
+  if (order_epoch_ != epoch) {
+    // Fisher-Yates with a stream of its own per epoch.
+    order_.resize(static_cast<size_t>(n));
+    std::iota(order_.begin(), order_.end(), 0);
+    DeterministicRng rng = DeterministicRng::for_stream(static_cast<uint64_t>(seed_) ^ 0x6a736f6e6cULL,
+                                                        static_cast<uint64_t>(epoch));
+    for (int64_t i = n - 1; i > 0; --i) {
+      const auto j = static_cast<int64_t>(rng.uniform_below(static_cast<uint64_t>(i + 1)));
+      std::swap(order_[static_cast<size_t>(i)], order_[static_cast<size_t>(j)]);
+    }
+    order_epoch_ = epoch;
+  }
+  return order_[static_cast<size_t>(id % n)];
+}
+
+Sample JsonlSftDataset::sample(int64_t id) const {
+  if (id < 0) throw std::invalid_argument("JsonlSftDataset: negative sample id");
+  const auto c = static_cast<size_t>(conversation_of(id));
+  Sample s;
+  s.id = id;
+  s.tokens.assign(tokens_[c].begin(), tokens_[c].end());
+  s.target_mask = targets_[c];
+  return s;
+}
+
+std::string JsonlSftDataset::describe() const {
+  return "JSONL SFT " + config_.path + ": " + std::to_string(size()) + " conversations (" +
+         std::to_string(skipped_) + " skipped, " + std::to_string(truncated_) + " truncated), longest " +
+         std::to_string(max_length_) + " tokens";
+}
+
+}  // namespace sb
