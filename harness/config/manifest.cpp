@@ -216,17 +216,6 @@ TrainSection parse_train(const json& j, const std::string& path, const std::stri
   return t;
 }
 
-MethodSection parse_method(const json& j, const std::string& path, const std::string& file) {
-  JsonObjectReader r(j, path, file);
-  MethodSection m;
-  m.name = r.required<std::string>("name");
-  m.attention = r.optional_choice("attention", m.attention, manifest_attention_choices());
-  m.batching = r.optional_choice("batching", m.batching, manifest_batching_choices());
-  r.finish();
-  expect_safe_name(r, "name", m.name);
-  return m;
-}
-
 }  // namespace
 
 std::vector<std::string> manifest_attention_choices() { return attention_backend_names(); }
@@ -246,18 +235,27 @@ Manifest parse_manifest(const json& j, const std::string& file) {
     m.parallelism = parse_parallelism(*p, r.child_path("parallelism"), file);
   }
   m.train = parse_train(r.required_value("train"), r.child_path("train"), file);
+  const json* method_defaults = r.optional_value("method_defaults");
+  if (method_defaults != nullptr) check_method_defaults(*method_defaults, "$.method_defaults", file);
   const json& methods =
       expect_json_array(r.required_value("methods"), r.child_path("methods"), file);
   std::set<std::string> names;
   for (size_t i = 0; i < methods.size(); ++i) {
     std::string path = r.child_path("methods") + "[" + std::to_string(i) + "]";
-    m.methods.push_back(parse_method(methods[i], path, file));
+    m.methods.push_back(parse_method_section(methods[i], method_defaults, path, file));
+    {
+      JsonObjectReader name_check(methods[i], path, file);
+      expect_safe_name(name_check, "name", m.methods.back().name);
+    }
     if (!names.insert(m.methods.back().name).second) {
       throw ConfigError(file, path + ".name", "duplicate method name \"" +
                                                   m.methods.back().name + "\"",
                         "give every method a unique name (it names the run's folder)");
     }
   }
+  m.baseline = r.optional<std::string>("baseline", m.methods.empty() ? "" : m.methods.front().name);
+  r.expect(m.methods.empty() || names.count(m.baseline) == 1, "baseline",
+           "names no method (\"" + m.baseline + "\")", "use the name of one of the methods");
   r.finish();
   r.expect(!m.methods.empty(), "methods", "must list at least one method",
            "add {\"name\": \"dense\"}");
@@ -346,10 +344,7 @@ json data_to_json(const DataSection& d) {
 
 json manifest_to_json(const Manifest& m) {
   json methods = json::array();
-  for (const auto& method : m.methods) {
-    methods.push_back({{"name", method.name}, {"attention", method.attention},
-                       {"batching", method.batching}});
-  }
+  for (const auto& method : m.methods) methods.push_back(method_to_json(method));
   const auto& t = m.train;
   return json{
       {"name", m.name},
@@ -374,6 +369,7 @@ json manifest_to_json(const Manifest& m) {
         {"adam_eps", t.adam_eps},
         {"threads", t.threads}}},
       {"methods", methods},
+      {"baseline", m.baseline},
   };
 }
 

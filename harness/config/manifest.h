@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/config/method_spec.h"
 #include "harness/data/length_profiles.h"
 
 namespace sb {
@@ -78,13 +79,6 @@ struct TrainSection {
   int64_t threads = 0;  // intra-op CPU threads; 0 keeps LibTorch's default
 };
 
-// A named combination of the pluggable policies a run uses.
-struct MethodSection {
-  std::string name;
-  std::string attention = "dense";
-  std::string batching = "sequential";
-};
-
 struct Manifest {
   std::string name;  // results go to <results>/<name>/
   std::string description;
@@ -94,6 +88,8 @@ struct Manifest {
   ParallelismSection parallelism;
   TrainSection train;
   std::vector<MethodSection> methods;
+  // The method whose runs speedups are measured against (default: the first method).
+  std::string baseline;
 };
 
 // One run of a manifest: the manifest narrowed to a single method. Its resolved JSON

@@ -31,7 +31,7 @@ Trainer::Trainer(const RunSpec& run)
   const Manifest& m = run_.manifest;
   if (m.train.threads > 0) at::set_num_threads(static_cast<int>(m.train.threads));
   at::manual_seed(static_cast<uint64_t>(m.seed));
-  std::shared_ptr<AttentionBackend> backend = make_attention_backend(m.methods.at(0).attention);
+  std::shared_ptr<AttentionBackend> backend = make_attention_backend(m.methods.at(0).attention.name);
   model_ = Qwen2ForCausalLM(qwen2_preset(m.model.preset), std::move(backend));
   model_->train();
   torch::optim::AdamWOptions options(m.train.lr);

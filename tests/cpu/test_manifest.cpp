@@ -38,7 +38,7 @@ TEST(Manifest, FillsDefaults) {
   EXPECT_EQ(m.data.source, "synthetic");
   EXPECT_EQ(m.data.synthetic.vocab_size, 128);  // qwen2-test's vocabulary
   EXPECT_EQ(m.train.global_batch_size, 8);
-  EXPECT_EQ(m.methods.at(0).attention, "dense");
+  EXPECT_EQ(m.methods.at(0).attention.name, "dense");
   EXPECT_EQ(m.methods.at(0).batching, "sequential");
   EXPECT_EQ(m.parallelism.dp, 1);
 }
@@ -53,7 +53,7 @@ TEST(Manifest, UnknownKeyAtEveryLevelNamesItsPath) {
       {[](json& j) { j["train"]["lerning_rate"] = 1; }, "$.train.lerning_rate"},
       {[](json& j) { j["data"]["synthetic"]["length_mixture"][0]["mean"] = 3; },
        "$.data.synthetic.length_mixture[0].mean"},
-      {[](json& j) { j["methods"][0]["budget"] = "dst"; }, "$.methods[0].budget"},
+      {[](json& j) { j["methods"][0]["budgett"] = "dst"; }, "$.methods[0].budgett"},
       {[](json& j) { j["model"]["path"] = "/x"; }, "$.model.path"},
   };
   for (const auto& c : cases) {
@@ -88,7 +88,7 @@ TEST(Manifest, RejectsInvalidValuesWithPath) {
   j = minimal_manifest();
   j["methods"][0]["attention"] = "magic";
   msg = config_error_of(j);
-  EXPECT_EQ(msg.rfind("$.methods[0].attention |", 0), 0u) << msg;
+  EXPECT_EQ(msg.rfind("$.methods[0].attention.name |", 0), 0u) << msg;
 
   j = minimal_manifest();
   j["methods"].push_back({{"name", "dense"}});

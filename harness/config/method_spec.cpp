@@ -1,0 +1,242 @@
+#include "harness/config/method_spec.h"
+
+#include <filesystem>
+#include <map>
+
+#include "harness/balance/batching_policy.h"
+#include "harness/balance/budget_policy.h"
+#include "harness/common/errors.h"
+#include "harness/config/json_object_reader.h"
+
+namespace sb {
+namespace {
+
+using nlohmann::json;
+
+// Preset name -> the keys it sets. The rows of the paper's Table I.
+const std::map<std::string, json>& method_presets() {
+  static const std::map<std::string, json> presets{
+      {"dense", {{"attention", {{"name", "dense"}}}, {"batching", "sequential"}, {"budget", "fixed"}}},
+      {"baseline", {{"attention", {{"name", "moba"}}}, {"batching", "sequential"}, {"budget", "fixed"}}},
+      {"dst", {{"attention", {{"name", "moba"}}}, {"batching", "sequential"}, {"budget", "dst"}}},
+      {"sab", {{"attention", {{"name", "moba"}}}, {"batching", "sab"}, {"budget", "fixed"}}},
+      {"sab+dst", {{"attention", {{"name", "moba"}}}, {"batching", "sab"}, {"budget", "dst"}}},
+      {"lbb", {{"attention", {{"name", "moba"}}}, {"batching", "lbb"}, {"budget", "fixed"}}},
+      {"lbb+dst", {{"attention", {{"name", "moba"}}}, {"batching", "lbb"}, {"budget", "dst"}}},
+  };
+  return presets;
+}
+
+json attention_object(const json& value) {
+  return value.is_string() ? json{{"name", value}} : value;
+}
+
+// a's keys overridden by b's; objects merged key by key.
+json merge_over(json a, const json& b) {
+  for (const auto& [key, value] : b.items()) {
+    if (a.contains(key) && a[key].is_object() && value.is_object()) {
+      a[key] = merge_over(a[key], value);
+    } else {
+      a[key] = value;
+    }
+  }
+  return a;
+}
+
+std::string string_or(const json& j, const std::string& key, const std::string& fallback) {
+  return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : fallback;
+}
+
+std::string resolve_path(const std::string& manifest_file, const std::string& value) {
+  namespace fs = std::filesystem;
+  if (value.empty() || fs::path(value).is_absolute()) return value;
+  const fs::path manifest(manifest_file);
+  const fs::path base = fs::exists(manifest) ? manifest.parent_path() : fs::current_path();
+  return fs::absolute(base / value).lexically_normal().string();
+}
+
+// The method's own keys over its preset, then the applicable parts of the defaults.
+json effective_method_json(const json& own, const json* defaults, const std::string& path,
+                           const std::string& file) {
+  json merged = json::object();
+  if (own.is_object() && own.contains("preset")) {
+    const json& preset = own["preset"];
+    const auto it = preset.is_string() ? method_presets().find(preset.get<std::string>()) : method_presets().end();
+    if (it == method_presets().end()) {
+      std::string known;
+      for (const auto& [name, _] : method_presets()) known += (known.empty() ? "" : ", ") + name;
+      throw ConfigError(file, path + ".preset", "unknown method preset " + preset.dump(), "use one of: " + known);
+    }
+    merged = it->second;
+  }
+  json mine = own;
+  if (mine.is_object() && mine.contains("attention")) mine["attention"] = attention_object(mine["attention"]);
+  merged = merge_over(merged, mine);
+  if (defaults == nullptr) return merged;
+
+  json d = *defaults;
+  if (d.contains("attention")) d["attention"] = attention_object(d["attention"]);
+  // Names first (batching, budget, attention name), then the parameters that apply.
+  for (const char* key : {"batching", "budget", "profile"}) {
+    if (d.contains(key) && !merged.contains(key)) merged[key] = d[key];
+  }
+  if (d.contains("attention") && d["attention"].is_object()) {
+    json attention = merged.contains("attention") ? merged["attention"] : json::object();
+    if (!attention.contains("name") && d["attention"].contains("name")) attention["name"] = d["attention"]["name"];
+    if (string_or(attention, "name", "dense") == "moba") {
+      for (const char* key : {"block_size", "top_k"}) {
+        if (d["attention"].contains(key) && !attention.contains(key)) attention[key] = d["attention"][key];
+      }
+    }
+    merged["attention"] = attention;
+  }
+  if (d.contains("dst") && string_or(merged, "budget", "fixed") == "dst") {
+    merged["dst"] = merge_over(d["dst"], merged.contains("dst") ? merged["dst"] : json::object());
+  }
+  if (d.contains("sab") && string_or(merged, "batching", "sequential") == "sab") {
+    merged["sab"] = merge_over(d["sab"], merged.contains("sab") ? merged["sab"] : json::object());
+  }
+  return merged;
+}
+
+void reject_key_unless(JsonObjectReader& r, const std::string& key, bool applies, const std::string& condition) {
+  if (r.has(key) && !applies) {
+    throw ConfigError(r.file(), r.child_path(key), "applies only when " + condition,
+                      "remove it, or change the setting it depends on");
+  }
+}
+
+AttentionSection parse_attention(const json& j, const std::string& path, const std::string& file) {
+  JsonObjectReader r(j, path, file);
+  AttentionSection a;
+  a.name = r.required_choice("name", {"dense", "moba"});
+  const bool moba = a.name == "moba";
+  reject_key_unless(r, "block_size", moba, "name is \"moba\"");
+  reject_key_unless(r, "top_k", moba, "name is \"moba\"");
+  if (moba) {
+    a.block_size = r.optional<int64_t>("block_size", a.block_size);
+    a.top_k = r.optional<int64_t>("top_k", a.top_k);
+  }
+  r.finish();
+  r.expect(a.block_size >= 1, "block_size", "must be >= 1", "e.g. 256 (the paper) or 64 at CPU scale");
+  r.expect(a.top_k >= 1, "top_k", "must be >= 1", "e.g. 32 (the paper) or 8 at CPU scale");
+  return a;
+}
+
+DstSection parse_dst(const json& j, const std::string& path, const std::string& file, int64_t top_k) {
+  JsonObjectReader r(j, path, file);
+  DstSection d;
+  d.anchor = r.optional_choice("anchor", d.anchor, {"mean", "min", "max"});
+  d.p = r.optional<double>("p", d.p);
+  d.k_min = r.optional<int64_t>("k_min", d.k_min);
+  d.k_max = r.optional<int64_t>("k_max", 0);
+  if (d.k_max == 0) d.k_max = 2 * top_k;
+  d.bottleneck = r.optional_choice("bottleneck", d.bottleneck, {"smallest", "largest"});
+  r.finish();
+  r.expect(d.p >= 0 && d.p <= 1, "p", "must be in [0, 1]", "the paper uses 0.1 or 0.2");
+  r.expect(d.k_min >= 1 && d.k_min <= top_k, "k_min", "must be in [1, attention.top_k]",
+           "lower it to at most the default budget " + std::to_string(top_k));
+  r.expect(d.k_max >= top_k, "k_max", "must be >= attention.top_k", "raise it to at least " + std::to_string(top_k));
+  return d;
+}
+
+}  // namespace
+
+std::vector<std::string> method_preset_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, _] : method_presets()) names.push_back(name);
+  return names;
+}
+
+MethodSection parse_method_section(const json& own, const json* defaults, const std::string& path,
+                                   const std::string& file) {
+  const json j = effective_method_json(own, defaults, path, file);
+  JsonObjectReader r(j, path, file);
+  MethodSection m;
+  m.name = r.required<std::string>("name");
+  m.preset = r.optional<std::string>("preset", "");
+  if (const json* attention = r.optional_value("attention")) {
+    m.attention = parse_attention(*attention, r.child_path("attention"), file);
+  }
+  m.batching = r.optional_choice("batching", m.batching, batching_policy_names());
+  m.budget = r.optional_choice("budget", m.budget, budget_policy_names());
+  reject_key_unless(r, "dst", m.budget == "dst", "budget is \"dst\"");
+  reject_key_unless(r, "sab", m.batching == "sab", "batching is \"sab\"");
+  if (m.budget == "dst") {
+    const json* dst = r.optional_value("dst");
+    m.dst = parse_dst(dst != nullptr ? *dst : json::object(), r.child_path("dst"), file, m.attention.top_k);
+  }
+  if (m.batching == "sab") {
+    if (const json* sab = r.optional_value("sab")) {
+      JsonObjectReader s(*sab, r.child_path("sab"), file);
+      m.sab.ema_alpha = s.optional<double>("ema_alpha", m.sab.ema_alpha);
+      s.finish();
+      s.expect(m.sab.ema_alpha > 0 && m.sab.ema_alpha <= 1, "ema_alpha", "must be in (0, 1]", "e.g. 0.2");
+    }
+  }
+  m.profile = resolve_path(file, r.optional<std::string>("profile", ""));
+  r.finish();
+  r.expect(m.budget != "dst" || m.attention.name == "moba", "budget",
+           "dst tunes a sparse attention budget, and attention is \"" + m.attention.name + "\"",
+           "use attention \"moba\" or budget \"fixed\"");
+  const bool needs_profile = m.batching == "sab" || m.budget == "dst";
+  r.expect(!needs_profile || !m.profile.empty(), "profile",
+           "is required: batching \"" + m.batching + "\" with budget \"" + m.budget + "\" predicts latency",
+           "name a latency profile file (made by `sparsebalance profile`, or measured on first use when missing)");
+  return m;
+}
+
+void check_method_defaults(const json& defaults, const std::string& path, const std::string& file) {
+  JsonObjectReader r(defaults, path, file);
+  for (const char* forbidden : {"name", "preset"}) {
+    if (r.has(forbidden)) {
+      throw ConfigError(file, r.child_path(forbidden), "cannot be a default", "set it in each method");
+    }
+  }
+  if (const json* attention = r.optional_value("attention")) {
+    if (!attention->is_string()) {
+      JsonObjectReader a(*attention, r.child_path("attention"), file);
+      a.optional_choice("name", "moba", {"dense", "moba"});
+      a.optional<int64_t>("block_size", 0);
+      a.optional<int64_t>("top_k", 0);
+      a.finish();
+    }
+  }
+  r.optional_choice("batching", "sequential", batching_policy_names());
+  r.optional_choice("budget", "fixed", budget_policy_names());
+  if (const json* dst = r.optional_value("dst")) {
+    JsonObjectReader d(*dst, r.child_path("dst"), file);
+    d.optional_choice("anchor", "mean", {"mean", "min", "max"});
+    d.optional<double>("p", 0);
+    d.optional<int64_t>("k_min", 0);
+    d.optional<int64_t>("k_max", 0);
+    d.optional_choice("bottleneck", "smallest", {"smallest", "largest"});
+    d.finish();
+  }
+  if (const json* sab = r.optional_value("sab")) {
+    JsonObjectReader a(*sab, r.child_path("sab"), file);
+    a.optional<double>("ema_alpha", 0);
+    a.finish();
+  }
+  r.optional<std::string>("profile", "");
+  r.finish();
+}
+
+json method_to_json(const MethodSection& m) {
+  json attention{{"name", m.attention.name}};
+  if (m.attention.name == "moba") {
+    attention["block_size"] = m.attention.block_size;
+    attention["top_k"] = m.attention.top_k;
+  }
+  json j{{"name", m.name}, {"attention", attention}, {"batching", m.batching}, {"budget", m.budget}};
+  if (!m.preset.empty()) j["preset"] = m.preset;
+  if (m.budget == "dst") {
+    j["dst"] = {{"anchor", m.dst.anchor}, {"p", m.dst.p}, {"k_min", m.dst.k_min},
+                {"k_max", m.dst.k_max}, {"bottleneck", m.dst.bottleneck}};
+  }
+  if (m.batching == "sab") j["sab"] = {{"ema_alpha", m.sab.ema_alpha}};
+  if (!m.profile.empty()) j["profile"] = m.profile;
+  return j;
+}
+
+}  // namespace sb

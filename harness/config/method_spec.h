@@ -1,0 +1,71 @@
+#pragma once
+// Methods of a manifest (methods[]): named combinations of an attention backend, a
+// batching policy and a budget policy, with their parameters and the latency profile
+// the policies predict with. One run per method (times the sweep).
+//
+//   {"name": "sab_dst",                  folder name of the run
+//    "preset": "sab+dst",                optional, see method_preset_names()
+//    "attention": "moba" | {"name": "moba", "block_size": 256, "top_k": 32},
+//    "batching": "sequential" | "lbb" | "sab",
+//    "budget": "fixed" | "dst",
+//    "dst": {"anchor": "mean", "p": 0.1, "k_min": 1, "k_max": 2 x top_k, "bottleneck": "smallest"},
+//    "sab": {"ema_alpha": 0.2},
+//    "profile": "profiles/cpu.json"}     latency profile (needed by sab and dst)
+//
+// Precedence: the method's own keys, then its preset, then the manifest's
+// method_defaults (same keys, no name or preset), of which only the parts that apply
+// are taken (dst when the budget is dst, sab when batching is sab, block_size and top_k
+// when the attention is moba). In the method itself, keys that do not apply are errors.
+// The resolved form (method_to_json) spells every field out; it parses back to itself.
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sb {
+
+struct AttentionSection {
+  std::string name = "dense";  // "dense" | "moba"
+  int64_t block_size = 256;    // moba: tokens per key/value block (paper: 256)
+  int64_t top_k = 32;          // moba: the default budget k0 (paper: 32)
+};
+
+struct DstSection {
+  std::string anchor = "mean";        // "mean" | "min" | "max"
+  double p = 0.1;                     // coverage may fall to (1 - p) C(k0)
+  int64_t k_min = 1;
+  int64_t k_max = 0;                  // 0 in the file: 2 x top_k (resolved)
+  std::string bottleneck = "smallest";  // "smallest" (the docs' rule) | "largest"
+};
+
+struct SabSection {
+  double ema_alpha = 0.2;
+};
+
+struct MethodSection {
+  std::string name;
+  std::string preset;  // "" when none
+  AttentionSection attention;
+  std::string batching = "sequential";
+  std::string budget = "fixed";
+  DstSection dst;       // meaningful when budget == "dst"
+  SabSection sab;       // meaningful when batching == "sab"
+  std::string profile;  // absolute path once resolved; "" when none
+};
+
+std::vector<std::string> method_preset_names();
+
+// j: one methods[] entry; defaults: the manifest's method_defaults (or null); path:
+// "$.methods[i]"; manifest_file: the manifest (errors, relative paths).
+MethodSection parse_method_section(const nlohmann::json& j, const nlohmann::json* defaults,
+                                   const std::string& path, const std::string& manifest_file);
+nlohmann::json method_to_json(const MethodSection& method);
+
+// Checks the manifest's method_defaults: only method keys (no name or preset), each
+// of the right type; ConfigError naming the JSON path otherwise.
+void check_method_defaults(const nlohmann::json& defaults, const std::string& path,
+                           const std::string& manifest_file);
+
+}  // namespace sb

@@ -1,0 +1,112 @@
+// The manifest's methods: presets for the Table I rows, method_defaults applied only
+// where they apply, strictness on keys that do not apply, the profile requirement of
+// sab and dst, the baseline, and the resolved form's round trip.
+#include <gtest/gtest.h>
+
+#include "harness/common/errors.h"
+#include "harness/config/manifest.h"
+
+namespace sb {
+namespace {
+
+using nlohmann::json;
+
+json manifest_with(const json& methods, const json& defaults = nullptr) {
+  json j{{"name", "t"},
+         {"model", {{"preset", "qwen2-test"}}},
+         {"data", {{"synthetic", {{"length_mixture", {{{"min_tokens", 8}, {"max_tokens", 16}}}}}}}},
+         {"train", {{"iterations", 3}}},
+         {"methods", methods}};
+  if (!defaults.is_null()) j["method_defaults"] = defaults;
+  return j;
+}
+
+std::string error_path(const json& j) {
+  try {
+    parse_manifest(j, "m.json");
+  } catch (const ConfigError& e) {
+    return e.json_path();
+  }
+  return "(no error)";
+}
+
+TEST(ManifestMethods, PresetsAreTheTableOneRows) {
+  const json defaults{{"attention", {{"name", "moba"}, {"block_size", 64}, {"top_k", 8}}},
+                      {"profile", "/p.json"},
+                      {"dst", {{"p", 0.2}}},
+                      {"sab", {{"ema_alpha", 0.5}}}};
+  json methods = json::array();
+  for (const std::string preset : {"baseline", "dst", "sab", "sab+dst", "lbb", "lbb+dst", "dense"}) {
+    std::string name = preset;
+    for (char& c : name) c = c == '+' ? '_' : c;
+    methods.push_back({{"name", name}, {"preset", preset}});
+  }
+  const Manifest m = parse_manifest(manifest_with(methods, defaults), "m.json");
+  const auto row = [&](size_t i) {
+    const MethodSection& s = m.methods[i];
+    return s.attention.name + "/" + s.batching + "/" + s.budget;
+  };
+  EXPECT_EQ(row(0), "moba/sequential/fixed");
+  EXPECT_EQ(row(1), "moba/sequential/dst");
+  EXPECT_EQ(row(2), "moba/sab/fixed");
+  EXPECT_EQ(row(3), "moba/sab/dst");
+  EXPECT_EQ(row(4), "moba/lbb/fixed");
+  EXPECT_EQ(row(5), "moba/lbb/dst");
+  EXPECT_EQ(row(6), "dense/sequential/fixed");
+  EXPECT_EQ(m.methods[0].attention.block_size, 64);  // from method_defaults
+  EXPECT_EQ(m.methods[1].dst.p, 0.2);
+  EXPECT_EQ(m.methods[1].dst.k_max, 16);  // 2 x top_k
+  EXPECT_EQ(m.methods[3].sab.ema_alpha, 0.5);
+  EXPECT_EQ(m.methods[6].attention.top_k, 32);  // dense: moba parameters not taken
+  EXPECT_EQ(m.baseline, "baseline");  // the first method
+  const json resolved = manifest_to_json(m);
+  EXPECT_FALSE(resolved["methods"][0].contains("dst"));
+  EXPECT_FALSE(resolved.contains("method_defaults"));
+  EXPECT_EQ(manifest_to_json(parse_manifest(resolved, "resolved.json")), resolved);
+}
+
+TEST(ManifestMethods, OwnKeysOverrideThePresetAndMustApply) {
+  const json base{{"name", "x"}, {"preset", "sab+dst"}, {"profile", "/p.json"},
+                  {"attention", {{"name", "moba"}, {"top_k", 4}}}};
+  json j = base;
+  j["budget"] = "fixed";
+  const Manifest m = parse_manifest(manifest_with(json::array({j})), "m.json");
+  EXPECT_EQ(m.methods[0].budget, "fixed");
+  EXPECT_EQ(m.methods[0].batching, "sab");
+  j["dst"] = {{"p", 0.2}};  // dst parameters on a fixed budget
+  EXPECT_EQ(error_path(manifest_with(json::array({j}))), "$.methods[0].dst");
+  j = base;
+  j["sab"] = {{"ema_alpha", 0}};
+  EXPECT_EQ(error_path(manifest_with(json::array({j}))), "$.methods[0].sab.ema_alpha");
+  j = base;
+  j["dst"] = {{"k_min", 5}};  // above top_k 4
+  EXPECT_EQ(error_path(manifest_with(json::array({j}))), "$.methods[0].dst.k_min");
+  j = {{"name", "x"}, {"attention", {{"name", "dense"}, {"top_k", 4}}}};
+  EXPECT_EQ(error_path(manifest_with(json::array({j}))), "$.methods[0].attention.top_k");
+  j = {{"name", "x"}, {"preset", "sab+"}};
+  EXPECT_EQ(error_path(manifest_with(json::array({j}))), "$.methods[0].preset");
+}
+
+TEST(ManifestMethods, SabAndDstNeedAProfileAndDstNeedsMoba) {
+  EXPECT_EQ(error_path(manifest_with(json::array({{{"name", "x"}, {"preset", "sab"}}}))), "$.methods[0].profile");
+  EXPECT_EQ(error_path(manifest_with(json::array({{{"name", "x"}, {"budget", "dst"}, {"profile", "/p.json"}}}))),
+            "$.methods[0].budget");
+  EXPECT_EQ(error_path(manifest_with(json::array({{{"name", "x"}, {"preset", "lbb"}}}))), "(no error)");
+}
+
+TEST(ManifestMethods, BaselineMustNameAMethodAndDefaultsCannotNameOne) {
+  json j = manifest_with(json::array({{{"name", "a"}}, {{"name", "b"}}}));
+  j["baseline"] = "b";
+  EXPECT_EQ(parse_manifest(j, "m.json").baseline, "b");
+  j["baseline"] = "c";
+  EXPECT_EQ(error_path(j), "$.baseline");
+  EXPECT_EQ(error_path(manifest_with(json::array({{{"name", "a"}}}), {{"name", "x"}})), "$.method_defaults.name");
+  EXPECT_EQ(error_path(manifest_with(json::array({{{"name", "a"}}}), {{"budgett", "x"}})), "$.method_defaults.budgett");
+  EXPECT_EQ(error_path(manifest_with(json::array({{{"name", "a"}}}), {{"dst", {{"pp", 0.1}}}})),
+            "$.method_defaults.dst.pp");
+  EXPECT_EQ(error_path(manifest_with(json::array({{{"name", "a"}}}), {{"attention", {{"top_k", "8"}}}})),
+            "$.method_defaults.attention.top_k");
+}
+
+}  // namespace
+}  // namespace sb
