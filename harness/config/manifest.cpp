@@ -224,6 +224,8 @@ std::vector<std::string> manifest_batching_choices() { return batching_policy_na
 Manifest parse_manifest(const json& j, const std::string& file) {
   JsonObjectReader r(j, "$", file);
   Manifest m;
+  m.source = j;
+  m.file = file;
   m.name = r.required<std::string>("name");
   expect_safe_name(r, "name", m.name);
   m.description = r.optional<std::string>("description", "");
@@ -254,6 +256,7 @@ Manifest parse_manifest(const json& j, const std::string& file) {
     }
   }
   m.baseline = r.optional<std::string>("baseline", m.methods.empty() ? "" : m.methods.front().name);
+  if (const json* sweep = r.optional_value("sweep")) m.sweep = parse_sweep(*sweep, file);
   r.expect(m.methods.empty() || names.count(m.baseline) == 1, "baseline",
            "names no method (\"" + m.baseline + "\")", "use the name of one of the methods");
   r.finish();
@@ -276,6 +279,7 @@ Manifest parse_manifest(const json& j, const std::string& file) {
                         "raise it to at least " + std::to_string(longest));
     }
   }
+  if (!m.sweep.empty()) expand_runs(m);  // every grid point must parse: fail now, not mid-sweep
   return m;
 }
 
@@ -346,7 +350,7 @@ json manifest_to_json(const Manifest& m) {
   json methods = json::array();
   for (const auto& method : m.methods) methods.push_back(method_to_json(method));
   const auto& t = m.train;
-  return json{
+  json resolved{
       {"name", m.name},
       {"description", m.description},
       {"seed", m.seed},
@@ -371,16 +375,94 @@ json manifest_to_json(const Manifest& m) {
       {"methods", methods},
       {"baseline", m.baseline},
   };
+  if (!m.sweep.empty()) {
+    json sweep = json::object();
+    for (const SweepAxis& axis : m.sweep) sweep[axis.path] = axis.values;
+    resolved["sweep"] = sweep;
+  }
+  return resolved;
 }
+
+namespace {
+
+// The manifest narrowed to one method (which becomes its own baseline, so that the
+// narrowed manifest is valid on its own), without the sweep.
+Manifest narrow_to_method(const Manifest& manifest, const MethodSection& method) {
+  Manifest narrowed = manifest;
+  narrowed.methods = {method};
+  narrowed.baseline = method.name;
+  narrowed.sweep.clear();
+  return narrowed;
+}
+
+}  // namespace
 
 std::vector<RunSpec> expand_runs(const Manifest& manifest) {
   std::vector<RunSpec> runs;
-  for (const auto& method : manifest.methods) {
-    RunSpec run;
-    run.name = method.name;
-    run.manifest = manifest;
-    run.manifest.methods = {method};
-    runs.push_back(std::move(run));
+  if (manifest.sweep.empty()) {
+    for (const auto& method : manifest.methods) {
+      RunSpec run;
+      run.name = method.name;
+      run.manifest = narrow_to_method(manifest, method);
+      run.is_baseline = method.name == manifest.baseline;
+      runs.push_back(std::move(run));
+    }
+    return runs;
+  }
+  const std::vector<std::string> labels = sweep_labels(manifest.sweep);
+  const std::string method_prefix = "methods.";
+  for (size_t i = 0; i < manifest.methods.size(); ++i) {
+    const json method_json = method_to_json(manifest.methods[i]);
+    // The axes that apply to this method, in order.
+    std::vector<size_t> axes;
+    for (size_t a = 0; a < manifest.sweep.size(); ++a) {
+      const std::string& path = manifest.sweep[a].path;
+      if (path.rfind(method_prefix, 0) != 0 || has_json_path(method_json, path.substr(method_prefix.size()))) {
+        axes.push_back(a);
+      }
+    }
+    // Odometer over the applicable axes, the last one fastest.
+    std::vector<size_t> digit(axes.size(), 0);
+    while (true) {
+      json point = manifest.source;
+      point.erase("sweep");
+      json point_values = json::object();
+      std::string name = manifest.methods[i].name;
+      for (size_t d = 0; d < axes.size(); ++d) {
+        const SweepAxis& axis = manifest.sweep[axes[d]];
+        const json& value = axis.values[digit[d]];
+        try {
+          if (axis.path.rfind(method_prefix, 0) == 0) {
+            set_json_path(point["methods"][i], axis.path.substr(method_prefix.size()), value);
+          } else {
+            set_json_path(point, axis.path, value);
+          }
+        } catch (const std::invalid_argument& e) {
+          throw ConfigError(manifest.file, "$.sweep[\"" + axis.path + "\"]", e.what(), "fix the path");
+        }
+        point_values[axis.path] = value;
+        name += "__" + labels[axes[d]] + "=" + sweep_value_text(value);
+      }
+      point["methods"] = json::array({point["methods"][i]});
+      point["baseline"] = manifest.methods[i].name;
+      Manifest parsed;
+      try {
+        parsed = parse_manifest(point, manifest.file);
+      } catch (const ConfigError& e) {
+        throw ConfigError(e.file(), e.json_path(),
+                          e.problem() + " (in the sweep point " + point_values.dump() + " of run " + name + ")",
+                          e.fix());
+      }
+      RunSpec run;
+      run.name = name;
+      run.manifest = parsed;
+      run.sweep_point = point_values;
+      run.is_baseline = manifest.methods[i].name == manifest.baseline;
+      runs.push_back(std::move(run));
+      size_t d = axes.size();
+      while (d > 0 && ++digit[d - 1] == manifest.sweep[axes[d - 1]].values.size()) digit[--d] = 0;
+      if (d == 0) break;
+    }
   }
   return runs;
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "harness/config/method_spec.h"
+#include "harness/config/sweep.h"
 #include "harness/data/length_profiles.h"
 
 namespace sb {
@@ -90,6 +91,9 @@ struct Manifest {
   std::vector<MethodSection> methods;
   // The method whose runs speedups are measured against (default: the first method).
   std::string baseline;
+  std::vector<SweepAxis> sweep;  // empty: one run per method
+  nlohmann::json source;         // the manifest as written (sweep points are built from it)
+  std::string file;              // where it was read from (errors, relative paths)
 };
 
 // One run of a manifest: the manifest narrowed to a single method. Its resolved JSON
@@ -97,6 +101,11 @@ struct Manifest {
 struct RunSpec {
   std::string name;
   Manifest manifest;
+  // The sweep values this run uses, {"dotted.path": value} over the axes that apply to
+  // its method; empty without a sweep.
+  nlohmann::json sweep_point = nlohmann::json::object();
+  // Whether its method is the manifest's baseline.
+  bool is_baseline = false;
 };
 
 // file: shown in errors (the manifest's path, or a label such as "<test>").

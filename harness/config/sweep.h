@@ -1,0 +1,45 @@
+#pragma once
+// Sweeps: a grid over any manifest field (manifest key "sweep"), e.g.
+//   "sweep": {"seed": [1, 2, 3], "methods.dst.anchor": ["mean", "min", "max"],
+//             "methods.dst.p": [0.1, 0.2]}
+// Each key is a dotted path into the manifest (array elements by index:
+// "data.synthetic.length_mixture.0.max_tokens"). A path starting with "methods." is
+// applied inside each method, and only to the methods whose resolved form has that
+// field (here: the DST methods), so a baseline is run once per seed, not once per
+// anchor x p. Axes are taken in the key order of the sweep object as stored (sorted by
+// path). Every grid point is parsed as a whole manifest, so a bad path or value is an
+// error naming the sweep axis.
+//
+// Run names: "<method>" then "__<label>=<value>" for each axis that applies, label =
+// the last path component (the full path when two axes share one), values as JSON
+// without quotes, characters outside [A-Za-z0-9._-] replaced by '-':
+//   sab_dst__anchor=mean__p=0.1__seed=2
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace sb {
+
+struct SweepAxis {
+  std::string path;
+  std::vector<nlohmann::json> values;
+};
+
+// The axes of a manifest's "sweep" value; ConfigError naming the path for anything that
+// is not an object of non-empty arrays of scalars.
+std::vector<SweepAxis> parse_sweep(const nlohmann::json& sweep, const std::string& file);
+
+// Sets `value` at the dotted `path` inside `target` (creating objects on the way; a
+// method's "attention" string shorthand becomes {"name": ...} first). Throws
+// std::invalid_argument for an index into something that is not an array, or out of range.
+void set_json_path(nlohmann::json& target, const std::string& path, const nlohmann::json& value);
+// Whether the dotted path names an existing value in `target`.
+bool has_json_path(const nlohmann::json& target, const std::string& path);
+
+// "a=b" fragments for the axes, with labels as described above.
+std::vector<std::string> sweep_labels(const std::vector<SweepAxis>& axes);
+std::string sweep_value_text(const nlohmann::json& value);
+
+}  // namespace sb
