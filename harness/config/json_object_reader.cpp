@@ -1,6 +1,7 @@
 #include "harness/config/json_object_reader.h"
 
 #include <algorithm>
+#include <regex>
 
 namespace sb {
 namespace {
@@ -14,7 +15,20 @@ std::string join_quoted(const std::vector<std::string>& items) {
   return text;
 }
 
+thread_local JsonKeyRecorder* active_recorder = nullptr;
+
 }  // namespace
+
+JsonKeyRecorder::JsonKeyRecorder() : previous_(active_recorder) { active_recorder = this; }
+
+JsonKeyRecorder::~JsonKeyRecorder() { active_recorder = previous_; }
+
+void JsonKeyRecorder::record(const std::string& path, const std::set<std::string>& keys) {
+  if (active_recorder == nullptr) return;
+  static const std::regex index("\\[[0-9]+\\]");
+  auto& slot = active_recorder->keys_[std::regex_replace(path, index, "[]")];
+  slot.insert(keys.begin(), keys.end());
+}
 
 std::string json_type_name(const nlohmann::json& value) {
   switch (value.type()) {
@@ -77,6 +91,7 @@ const nlohmann::json* JsonObjectReader::optional_value(const std::string& key) {
 }
 
 void JsonObjectReader::finish() const {
+  JsonKeyRecorder::record(path_, allowed_);
   for (auto it = value_.begin(); it != value_.end(); ++it) {
     if (allowed_.count(it.key())) continue;
     std::vector<std::string> allowed(allowed_.begin(), allowed_.end());

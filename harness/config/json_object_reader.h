@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -55,7 +56,10 @@ class JsonObjectReader {
   const std::string& path() const { return path_; }
   const std::string& file() const { return file_; }
   std::string child_path(const std::string& key) const { return path_ + "." + key; }
+  // Marks key allowed and says whether it is present.
   bool has(const std::string& key);
+  // Whether key is present, without allowing it (for keys that are always rejected).
+  bool contains(const std::string& key) const { return value_.contains(key); }
 
   template <typename T>
   T required(const std::string& key) {
@@ -109,6 +113,25 @@ class JsonObjectReader {
   std::string path_;
   std::string file_;
   std::set<std::string> allowed_;
+};
+
+// A hook for the schema test and for documentation: while a recorder is alive on this
+// thread, every finish() records its object's path (array indices written "[]") and the
+// keys the parser asked for there. Recorders nest; the innermost one records.
+class JsonKeyRecorder {
+ public:
+  JsonKeyRecorder();
+  ~JsonKeyRecorder();
+  JsonKeyRecorder(const JsonKeyRecorder&) = delete;
+  JsonKeyRecorder& operator=(const JsonKeyRecorder&) = delete;
+
+  // Normalized path -> union of the allowed keys seen there.
+  const std::map<std::string, std::set<std::string>>& keys() const { return keys_; }
+  static void record(const std::string& path, const std::set<std::string>& keys);
+
+ private:
+  std::map<std::string, std::set<std::string>> keys_;
+  JsonKeyRecorder* previous_;
 };
 
 // Checks that value is an array and returns it; names path in the error.

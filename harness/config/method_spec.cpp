@@ -189,7 +189,7 @@ MethodSection parse_method_section(const json& own, const json* defaults, const 
 void check_method_defaults(const json& defaults, const std::string& path, const std::string& file) {
   JsonObjectReader r(defaults, path, file);
   for (const char* forbidden : {"name", "preset"}) {
-    if (r.has(forbidden)) {
+    if (r.contains(forbidden)) {
       throw ConfigError(file, r.child_path(forbidden), "cannot be a default", "set it in each method");
     }
   }

@@ -1,0 +1,132 @@
+// experiments/schema/manifest.schema.json and the parser agree: every key the parser
+// accepts at an object is a property of the schema there and the other way round, and
+// every object the schema describes is reached by the parser on some variant manifest.
+// (tests/python/test_manifest_schema.py validates the checked-in manifests with
+// jsonschema, an independent validator.)
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "harness/config/json_object_reader.h"
+#include "harness/config/manifest.h"
+
+namespace sb {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+json load_schema() {
+  std::ifstream in(SB_SOURCE_DIR "/experiments/schema/manifest.schema.json");
+  return json::parse(in);
+}
+
+// Follows $ref into $defs and picks the object (or array) alternative of anyOf/oneOf.
+const json& resolve(const json& schema, const json& node) {
+  if (node.contains("$ref")) {
+    const std::string ref = node["$ref"];
+    const std::string prefix = "#/$defs/";
+    return resolve(schema, schema["$defs"][ref.substr(prefix.size())]);
+  }
+  for (const char* key : {"anyOf", "oneOf"}) {
+    if (!node.contains(key)) continue;
+    for (const json& alternative : node[key]) {
+      const json& r = resolve(schema, alternative);
+      if (r.contains("properties") || r.contains("items")) return r;
+    }
+  }
+  return node;
+}
+
+// The schema node of a recorded path such as "$.methods[].dst".
+const json& node_at(const json& schema, const std::string& path) {
+  const json* node = &schema;
+  std::stringstream stream(path.substr(1));  // drop "$"
+  std::string part;
+  while (std::getline(stream, part, '.')) {
+    if (part.empty()) continue;
+    bool array = false;
+    if (part.size() > 2 && part.substr(part.size() - 2) == "[]") {
+      array = true;
+      part = part.substr(0, part.size() - 2);
+    }
+    const json& here = resolve(schema, *node);
+    if (!here.contains("properties") || !here["properties"].contains(part)) {
+      ADD_FAILURE() << "the schema has no \"" << part << "\" on the way to " << path;
+      static const json empty = json::object();
+      return empty;
+    }
+    node = &here["properties"][part];
+    if (array) node = &resolve(schema, *node)["items"];
+  }
+  return resolve(schema, *node);
+}
+
+// Every object node of the schema with "properties", by path.
+void schema_objects(const json& schema, const json& node, const std::string& path, std::set<std::string>& out) {
+  const json& here = resolve(schema, node);
+  if (here.contains("items")) schema_objects(schema, here["items"], path + "[]", out);
+  if (!here.contains("properties")) return;
+  out.insert(path);
+  for (const auto& [key, child] : here["properties"].items()) schema_objects(schema, child, path + "." + key, out);
+}
+
+std::vector<json> variant_manifests(const fs::path& dir) {
+  std::ofstream(dir / "lengths.txt") << "64\n";
+  const json base = json::parse(R"({
+    "name": "v", "description": "d", "seed": 1,
+    "model": {"preset": "qwen2-test"},
+    "data": {"source": "synthetic", "synthetic": {"task": "arithmetic", "vocab_size": 0, "prompt_tokens": 2,
+             "max_stride": 2, "lengths": "mixture", "length_scale": 1.0,
+             "length_mixture": [{"weight": 1, "min_tokens": 8, "max_tokens": 16}]}},
+    "parallelism": {"dp": 1, "pp": 1},
+    "train": {"iterations": 3},
+    "method_defaults": {"attention": {"name": "moba", "block_size": 4, "top_k": 2}, "batching": "sequential",
+                        "budget": "fixed", "dst": {"anchor": "mean", "p": 0.1, "k_min": 1, "k_max": 4,
+                        "bottleneck": "largest"}, "sab": {"ema_alpha": 0.3}, "profile": "/p.json"},
+    "methods": [{"name": "a", "preset": "sab+dst", "attention": {"name": "moba", "top_k": 2},
+                 "dst": {"p": 0.2}, "sab": {"ema_alpha": 0.1}, "profile": "/q.json"},
+                {"name": "b", "attention": "dense", "batching": "lbb", "budget": "fixed"}],
+    "baseline": "b",
+    "sweep": {"seed": [1, 2]}
+  })");
+  std::vector<json> variants{base};
+  json retrieval = base;
+  retrieval["data"]["synthetic"] = {{"task", "retrieval"}, {"key_tokens", 2}, {"answer_tokens", 3},
+                                    {"lengths", "file"}, {"length_file", (dir / "lengths.txt").string()}};
+  variants.push_back(retrieval);
+  json jsonl = base;
+  jsonl["data"] = {{"source", "jsonl"},
+                   {"jsonl", {{"path", "/d.jsonl"}, {"tokenizer", "/t.json"}, {"too_long", "skip"}, {"shuffle", false}}}};
+  variants.push_back(jsonl);
+  return variants;
+}
+
+TEST(ManifestSchema, ParserKeysAndSchemaPropertiesAgree) {
+  const json schema = load_schema();
+  const fs::path dir = fs::temp_directory_path() / ("sb_schema_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  JsonKeyRecorder recorder;
+  for (const json& manifest : variant_manifests(dir)) ASSERT_NO_THROW(parse_manifest(manifest, "variant.json"));
+  fs::remove_all(dir);
+
+  for (const auto& [path, keys] : recorder.keys()) {
+    const json& node = node_at(schema, path);
+    std::set<std::string> properties;
+    if (node.contains("properties")) {
+      for (const auto& [key, _] : node["properties"].items()) properties.insert(key);
+    }
+    EXPECT_EQ(keys, properties) << "at " << path;
+  }
+  std::set<std::string> objects;
+  schema_objects(schema, schema, "$", objects);
+  for (const std::string& path : objects) {
+    EXPECT_EQ(recorder.keys().count(path), 1u) << "the schema describes " << path << " but no variant reached it";
+  }
+}
+
+}  // namespace
+}  // namespace sb

@@ -1,0 +1,46 @@
+"""The checked-in manifests validate against experiments/schema/manifest.schema.json with
+the reference `jsonschema` validator, and typical mistakes do not.
+
+tests/cpu/test_manifest_schema.cpp keeps the schema's keys equal to the parser's; this
+test checks the schema itself is a valid draft 2020-12 schema that accepts what the
+project ships and rejects what the parser rejects.
+"""
+
+import copy
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCHEMA = json.loads((REPO / "experiments" / "schema" / "manifest.schema.json").read_text())
+MANIFESTS = sorted(p for p in (REPO / "experiments").rglob("*.json") if "schema" not in p.parts)
+
+
+def validator():
+    jsonschema.Draft202012Validator.check_schema(SCHEMA)
+    return jsonschema.Draft202012Validator(SCHEMA)
+
+
+@pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: str(p.relative_to(REPO)))
+def test_checked_in_manifest_validates(path):
+    errors = list(validator().iter_errors(json.loads(path.read_text())))
+    assert not errors, "\n".join(f"{list(e.absolute_path)}: {e.message}" for e in errors)
+
+
+def test_mistakes_the_parser_rejects_are_rejected():
+    base = json.loads((REPO / "experiments" / "quickstart.json").read_text())
+    v = validator()
+    assert v.is_valid(base)
+    for edit in (
+        lambda m: m["train"].update(lerning_rate=1),
+        lambda m: m["methods"][0].update(budget="dts"),
+        lambda m: m.update(sweep={"seed": []}),
+        lambda m: m["methods"][0].update(attention={"name": "moba", "top_k": 0}),
+        lambda m: m.update(name="../escape"),
+        lambda m: m.pop("train"),
+    ):
+        broken = copy.deepcopy(base)
+        edit(broken)
+        assert not v.is_valid(broken), broken
