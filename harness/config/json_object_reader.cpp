@@ -1,6 +1,7 @@
 #include "harness/config/json_object_reader.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <regex>
 
 namespace sb {
@@ -99,6 +100,21 @@ void JsonObjectReader::finish() const {
                       "remove it or use one of the allowed keys at " + path_ + ": " +
                           join_quoted(allowed));
   }
+}
+
+void JsonObjectReader::reject_unless(const std::string& key, bool applies, const std::string& condition) {
+  if (has(key) && !applies) {
+    throw ConfigError(file_, child_path(key), "applies only when " + condition,
+                      "remove it, or change the setting it depends on");
+  }
+}
+
+std::string resolve_manifest_path(const std::string& manifest_file, const std::string& value) {
+  namespace fs = std::filesystem;
+  if (value.empty() || fs::path(value).is_absolute()) return value;
+  const fs::path manifest(manifest_file);
+  const fs::path base = fs::exists(manifest) ? manifest.parent_path() : fs::current_path();
+  return fs::absolute(base / value).lexically_normal().string();
 }
 
 void JsonObjectReader::expect(bool condition, const std::string& key, const std::string& problem,

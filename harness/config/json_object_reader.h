@@ -94,6 +94,10 @@ class JsonObjectReader {
   // Rejects keys never asked for. Call after every key was read.
   void finish() const;
 
+  // A key that only applies under some condition (e.g. "task is \"retrieval\""): present
+  // while !applies -> ConfigError naming it and the condition.
+  void reject_unless(const std::string& key, bool applies, const std::string& condition);
+
   // Range checks that report the JSON path of the offending key.
   void expect(bool condition, const std::string& key, const std::string& problem,
               const std::string& fix) const;
@@ -133,6 +137,11 @@ class JsonKeyRecorder {
   std::map<std::string, std::set<std::string>> keys_;
   JsonKeyRecorder* previous_;
 };
+
+// A path written in a manifest, made absolute: relative paths are relative to the
+// manifest's folder (the current folder when manifest_file names no existing file).
+// Empty stays empty.
+std::string resolve_manifest_path(const std::string& manifest_file, const std::string& value);
 
 // Checks that value is an array and returns it; names path in the error.
 const nlohmann::json& expect_json_array(const nlohmann::json& value, const std::string& path,

@@ -54,25 +54,6 @@ LengthComponent parse_length_component(const json& j, const std::string& path,
   return c;
 }
 
-// Paths in a manifest are relative to the manifest's folder; the resolved manifest keeps
-// them absolute.
-std::string resolve_manifest_path(const std::string& manifest_file, const std::string& value) {
-  namespace fs = std::filesystem;
-  const fs::path given(value);
-  if (given.is_absolute()) return given.lexically_normal().string();
-  const fs::path manifest(manifest_file);
-  const fs::path base = fs::exists(manifest) ? manifest.parent_path() : fs::current_path();
-  return fs::absolute(base / given).lexically_normal().string();
-}
-
-void reject_unless(JsonObjectReader& r, const std::string& key, bool applies,
-                   const std::string& condition) {
-  if (r.has(key) && !applies) {
-    throw ConfigError(r.file(), r.child_path(key), "applies only when " + condition,
-                      "remove it, or change the setting it depends on");
-  }
-}
-
 SyntheticDataSection parse_synthetic(const json& j, const std::string& path,
                                      const std::string& file, int64_t model_vocab) {
   JsonObjectReader r(j, path, file);
@@ -81,10 +62,10 @@ SyntheticDataSection parse_synthetic(const json& j, const std::string& path,
   s.vocab_size = r.optional<int64_t>("vocab_size", 0);
   if (s.vocab_size == 0) s.vocab_size = model_vocab;
   const bool arithmetic = s.task == "arithmetic";
-  reject_unless(r, "prompt_tokens", arithmetic, "task is \"arithmetic\"");
-  reject_unless(r, "max_stride", arithmetic, "task is \"arithmetic\"");
-  reject_unless(r, "key_tokens", !arithmetic, "task is \"retrieval\"");
-  reject_unless(r, "answer_tokens", !arithmetic, "task is \"retrieval\"");
+  r.reject_unless("prompt_tokens", arithmetic, "task is \"arithmetic\"");
+  r.reject_unless("max_stride", arithmetic, "task is \"arithmetic\"");
+  r.reject_unless("key_tokens", !arithmetic, "task is \"retrieval\"");
+  r.reject_unless("answer_tokens", !arithmetic, "task is \"retrieval\"");
   if (arithmetic) {
     s.prompt_tokens = r.optional<int64_t>("prompt_tokens", s.prompt_tokens);
     s.max_stride = r.optional<int64_t>("max_stride", s.max_stride);
@@ -96,8 +77,8 @@ SyntheticDataSection parse_synthetic(const json& j, const std::string& path,
   for (const std::string& name : length_profile_names()) length_choices.push_back(name);
   s.lengths = r.optional_choice("lengths", s.lengths, length_choices);
   s.length_scale = r.optional<double>("length_scale", s.length_scale);
-  reject_unless(r, "length_mixture", s.lengths == "mixture", "lengths is \"mixture\"");
-  reject_unless(r, "length_file", s.lengths == "file", "lengths is \"file\"");
+  r.reject_unless("length_mixture", s.lengths == "mixture", "lengths is \"mixture\"");
+  r.reject_unless("length_file", s.lengths == "file", "lengths is \"file\"");
   if (s.lengths == "mixture") {
     const json& mixture = expect_json_array(r.required_value("length_mixture"),
                                             r.child_path("length_mixture"), file);
@@ -149,8 +130,8 @@ DataSection parse_data(const json& j, const std::string& path, const std::string
   JsonObjectReader r(j, path, file);
   DataSection d;
   d.source = r.optional_choice("source", d.source, {"synthetic", "jsonl"});
-  reject_unless(r, "synthetic", d.source == "synthetic", "source is \"synthetic\"");
-  reject_unless(r, "jsonl", d.source == "jsonl", "source is \"jsonl\"");
+  r.reject_unless("synthetic", d.source == "synthetic", "source is \"synthetic\"");
+  r.reject_unless("jsonl", d.source == "jsonl", "source is \"jsonl\"");
   if (d.source == "synthetic") {
     d.synthetic = parse_synthetic(r.required_value("synthetic"), r.child_path("synthetic"), file,
                                   model_vocab);

@@ -47,14 +47,6 @@ std::string string_or(const json& j, const std::string& key, const std::string& 
   return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : fallback;
 }
 
-std::string resolve_path(const std::string& manifest_file, const std::string& value) {
-  namespace fs = std::filesystem;
-  if (value.empty() || fs::path(value).is_absolute()) return value;
-  const fs::path manifest(manifest_file);
-  const fs::path base = fs::exists(manifest) ? manifest.parent_path() : fs::current_path();
-  return fs::absolute(base / value).lexically_normal().string();
-}
-
 // The method's own keys over its preset, then the applicable parts of the defaults.
 json effective_method_json(const json& own, const json* defaults, const std::string& path,
                            const std::string& file) {
@@ -99,20 +91,13 @@ json effective_method_json(const json& own, const json* defaults, const std::str
   return merged;
 }
 
-void reject_key_unless(JsonObjectReader& r, const std::string& key, bool applies, const std::string& condition) {
-  if (r.has(key) && !applies) {
-    throw ConfigError(r.file(), r.child_path(key), "applies only when " + condition,
-                      "remove it, or change the setting it depends on");
-  }
-}
-
 AttentionSection parse_attention(const json& j, const std::string& path, const std::string& file) {
   JsonObjectReader r(j, path, file);
   AttentionSection a;
   a.name = r.required_choice("name", {"dense", "moba"});
   const bool moba = a.name == "moba";
-  reject_key_unless(r, "block_size", moba, "name is \"moba\"");
-  reject_key_unless(r, "top_k", moba, "name is \"moba\"");
+  r.reject_unless("block_size", moba, "name is \"moba\"");
+  r.reject_unless("top_k", moba, "name is \"moba\"");
   if (moba) {
     a.block_size = r.optional<int64_t>("block_size", a.block_size);
     a.top_k = r.optional<int64_t>("top_k", a.top_k);
@@ -160,8 +145,8 @@ MethodSection parse_method_section(const json& own, const json* defaults, const 
   }
   m.batching = r.optional_choice("batching", m.batching, batching_policy_names());
   m.budget = r.optional_choice("budget", m.budget, budget_policy_names());
-  reject_key_unless(r, "dst", m.budget == "dst", "budget is \"dst\"");
-  reject_key_unless(r, "sab", m.batching == "sab", "batching is \"sab\"");
+  r.reject_unless("dst", m.budget == "dst", "budget is \"dst\"");
+  r.reject_unless("sab", m.batching == "sab", "batching is \"sab\"");
   if (m.budget == "dst") {
     const json* dst = r.optional_value("dst");
     m.dst = parse_dst(dst != nullptr ? *dst : json::object(), r.child_path("dst"), file, m.attention.top_k);
@@ -174,7 +159,7 @@ MethodSection parse_method_section(const json& own, const json* defaults, const 
       s.expect(m.sab.ema_alpha > 0 && m.sab.ema_alpha <= 1, "ema_alpha", "must be in (0, 1]", "e.g. 0.2");
     }
   }
-  m.profile = resolve_path(file, r.optional<std::string>("profile", ""));
+  m.profile = resolve_manifest_path(file, r.optional<std::string>("profile", ""));
   r.finish();
   r.expect(m.budget != "dst" || m.attention.name == "moba", "budget",
            "dst tunes a sparse attention budget, and attention is \"" + m.attention.name + "\"",
