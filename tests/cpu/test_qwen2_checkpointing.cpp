@@ -7,9 +7,11 @@
 #include <ATen/autocast_mode.h>
 #include <c10/core/GradMode.h>
 #include <gtest/gtest.h>
+#include <torch/csrc/autograd/function.h>
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -159,6 +161,37 @@ TEST(Qwen2Checkpointing, LayersRunAgainInBackwardWithTheirIndex) {
   const at::Tensor plain = model->forward(batch.tokens, batch.positions, batch.sequences);
   EXPECT_EQ(backend->layers, (std::vector<int64_t>{0, 1, 0, 1}));
   EXPECT_TRUE(at::equal(checkpointed, plain));
+}
+
+// Names of every node of the autograd graph behind `root`.
+std::multiset<std::string> graph_node_names(const at::Tensor& root) {
+  std::multiset<std::string> names;
+  std::set<const torch::autograd::Node*> seen;
+  std::vector<std::shared_ptr<torch::autograd::Node>> stack{root.grad_fn()};
+  while (!stack.empty()) {
+    const auto node = stack.back();
+    stack.pop_back();
+    if (!node || !seen.insert(node.get()).second) continue;
+    names.insert(node->name());
+    for (const auto& edge : node->next_edges()) stack.push_back(edge.function);
+  }
+  return names;
+}
+
+TEST(Qwen2Checkpointing, GraphKeepsNoLayerInternals) {
+  // A layer's internals (matmuls, attention, SiLU, norms) hold the activations; with
+  // checkpointing the graph has one node per layer in their place.
+  Qwen2ForCausalLM model = make_test_model("qwen2-test", 28);
+  const auto batch = make_test_batch({10}, 128, 29);
+  const auto plain = graph_node_names(test::summed_loss(model, batch));
+  model->set_activation_checkpointing(true);
+  const auto checkpointed = graph_node_names(test::summed_loss(model, batch));
+  EXPECT_EQ(checkpointed.count("Qwen2CheckpointedLayerBackward"), 2u);
+  EXPECT_EQ(plain.count("Qwen2CheckpointedLayerBackward"), 0u);
+  EXPECT_GT(plain.count("SiluBackward0"), 0u);
+  EXPECT_EQ(checkpointed.count("SiluBackward0"), 0u);
+  // What remains: embedding, final norm, head and loss, plus the leaves' accumulators.
+  EXPECT_LT(checkpointed.size() * 3, plain.size());
 }
 
 TEST(Qwen2Checkpointing, RetainedGraphCanBeDifferentiatedTwice) {
