@@ -1,5 +1,6 @@
 #include "harness/config/manifest.h"
 
+#include <algorithm>
 #include <regex>
 #include <set>
 #include <stdexcept>
@@ -8,8 +9,11 @@
 #include "harness/common/atomic_file.h"
 #include "harness/config/json_object_reader.h"
 #include "harness/data/synthetic_dataset.h"
+#include "harness/train/lr_schedule.h"
 #include "kernels/attention/attention_backend.h"
 #include "models/qwen2/qwen2_config.h"
+#include "models/qwen2/qwen2_lora.h"
+#include "models/qwen2/qwen2_precision.h"
 
 namespace sb {
 namespace {
@@ -158,6 +162,43 @@ ParallelismSection parse_parallelism(const json& j, const std::string& path,
   return p;
 }
 
+// "a", "b", "c" for messages.
+std::string join_choices(const std::vector<std::string>& choices) {
+  std::string text;
+  for (const auto& choice : choices) text += (text.empty() ? "\"" : ", \"") + choice + "\"";
+  return text;
+}
+
+LoraSection parse_lora(const json& j, const std::string& path, const std::string& file) {
+  JsonObjectReader r(j, path, file);
+  LoraSection l;
+  l.rank = r.required<int64_t>("rank");
+  l.alpha = r.required<double>("alpha");
+  l.dropout = r.optional<double>("dropout", l.dropout);
+  const json& targets = expect_json_array(r.required_value("target_modules"),
+                                          r.child_path("target_modules"), file);
+  r.finish();
+  r.expect(l.rank >= 1, "rank", "must be >= 1", "use e.g. 32 (the paper's 3B LoRA)");
+  r.expect(l.alpha > 0, "alpha", "must be > 0", "use e.g. 64 (scale alpha / rank = 2)");
+  r.expect(l.dropout >= 0 && l.dropout < 1, "dropout", "must be in [0, 1)", "use e.g. 0.05");
+  r.expect(!targets.empty(), "target_modules", "must name at least one projection",
+           "list some of: " + join_choices(qwen2_lora_module_names()));
+  const auto& known = qwen2_lora_module_names();
+  for (size_t i = 0; i < targets.size(); ++i) {
+    const std::string element_path = r.child_path("target_modules") + "[" + std::to_string(i) + "]";
+    const auto name = r.convert<std::string>(targets[i], element_path);
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      throw ConfigError(file, element_path, "unknown projection \"" + name + "\"",
+                        "use one of: " + join_choices(known));
+    }
+    if (std::find(l.target_modules.begin(), l.target_modules.end(), name) != l.target_modules.end()) {
+      throw ConfigError(file, element_path, "\"" + name + "\" is listed twice", "list it once");
+    }
+    l.target_modules.push_back(name);
+  }
+  return l;
+}
+
 TrainSection parse_train(const json& j, const std::string& path, const std::string& file) {
   JsonObjectReader r(j, path, file);
   TrainSection t;
@@ -176,6 +217,13 @@ TrainSection parse_train(const json& j, const std::string& path, const std::stri
   t.adam_beta2 = r.optional<double>("adam_beta2", t.adam_beta2);
   t.adam_eps = r.optional<double>("adam_eps", t.adam_eps);
   t.threads = r.optional<int64_t>("threads", t.threads);
+  t.lr_schedule = r.optional_choice("lr_schedule", t.lr_schedule, lr_schedule_names());
+  t.activation_checkpointing =
+      r.optional<bool>("activation_checkpointing", t.activation_checkpointing);
+  t.precision = r.optional_choice("precision", t.precision, qwen2_precision_names());
+  if (const json* lora = r.optional_value("lora")) {
+    t.lora = parse_lora(*lora, r.child_path("lora"), file);
+  }
   r.finish();
   r.expect(t.iterations >= 1, "iterations", "must be >= 1", "train for at least one iteration");
   r.expect(t.warmup_iterations >= 0 && t.warmup_iterations < t.iterations, "warmup_iterations",
@@ -331,6 +379,30 @@ json manifest_to_json(const Manifest& m) {
   json methods = json::array();
   for (const auto& method : m.methods) methods.push_back(method_to_json(method));
   const auto& t = m.train;
+  json train = {{"device", t.device},
+                {"iterations", t.iterations},
+                {"warmup_iterations", t.warmup_iterations},
+                {"global_batch_size", t.global_batch_size},
+                {"max_tokens_per_microbatch", t.max_tokens_per_microbatch},
+                {"lr", t.lr},
+                {"lr_warmup_fraction", t.lr_warmup_fraction},
+                {"min_lr_ratio", t.min_lr_ratio},
+                {"weight_decay", t.weight_decay},
+                {"grad_clip", t.grad_clip},
+                {"adam_beta1", t.adam_beta1},
+                {"adam_beta2", t.adam_beta2},
+                {"adam_eps", t.adam_eps},
+                {"threads", t.threads},
+                {"lr_schedule", t.lr_schedule},
+                {"activation_checkpointing", t.activation_checkpointing},
+                {"precision", t.precision}};
+  // Absent means full fine-tuning; there is no default adapter to write out.
+  if (t.lora) {
+    train["lora"] = {{"rank", t.lora->rank},
+                     {"alpha", t.lora->alpha},
+                     {"dropout", t.lora->dropout},
+                     {"target_modules", t.lora->target_modules}};
+  }
   json resolved{
       {"name", m.name},
       {"description", m.description},
@@ -338,21 +410,7 @@ json manifest_to_json(const Manifest& m) {
       {"model", {{"preset", m.model.preset}}},
       {"data", data_to_json(m.data)},
       {"parallelism", {{"dp", m.parallelism.dp}, {"pp", m.parallelism.pp}}},
-      {"train",
-       {{"device", t.device},
-        {"iterations", t.iterations},
-        {"warmup_iterations", t.warmup_iterations},
-        {"global_batch_size", t.global_batch_size},
-        {"max_tokens_per_microbatch", t.max_tokens_per_microbatch},
-        {"lr", t.lr},
-        {"lr_warmup_fraction", t.lr_warmup_fraction},
-        {"min_lr_ratio", t.min_lr_ratio},
-        {"weight_decay", t.weight_decay},
-        {"grad_clip", t.grad_clip},
-        {"adam_beta1", t.adam_beta1},
-        {"adam_beta2", t.adam_beta2},
-        {"adam_eps", t.adam_eps},
-        {"threads", t.threads}}},
+      {"train", train},
       {"methods", methods},
       {"baseline", m.baseline},
   };

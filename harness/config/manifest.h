@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,15 @@ struct ParallelismSection {
   int64_t pp = 1;
 };
 
+// LoRA fine-tuning (PEFT's LoRA: adapters on the named projections of every layer,
+// everything else frozen). The paper's 3B runs: rank 32, alpha 64, dropout 0.05.
+struct LoraSection {
+  int64_t rank = 0;
+  double alpha = 0.0;    // adapter output scaled by alpha / rank
+  double dropout = 0.0;  // on the adapter input
+  std::vector<std::string> target_modules;  // q_proj k_proj v_proj o_proj gate_proj up_proj down_proj
+};
+
 struct TrainSection {
   std::string device = "cpu";
   int64_t iterations = 0;
@@ -78,6 +88,10 @@ struct TrainSection {
   double adam_beta2 = 0.95;
   double adam_eps = 1e-8;
   int64_t threads = 0;  // intra-op CPU threads; 0 keeps LibTorch's default
+  std::string lr_schedule = "cosine";     // after warm-up: "cosine" | "constant"
+  bool activation_checkpointing = false;  // per decoder layer
+  std::string precision = "fp32";         // "fp32" | "bf16-mixed" (models/qwen2/qwen2_precision.h)
+  std::optional<LoraSection> lora;        // absent: full fine-tuning
 };
 
 struct Manifest {

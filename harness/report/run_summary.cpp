@@ -56,7 +56,7 @@ RunSummary summarize_run(const fs::path& run_dir) {
   RunSummary s;
   s.run = run_dir.filename().string();
   const json manifest = json::parse(read_file(run_dir / "manifest.resolved.json"));
-  s.attention = manifest.at("methods").at(0).at("attention").get<std::string>();
+  s.attention = manifest.at("methods").at(0).at("attention").at("name").get<std::string>();
   s.batching = manifest.at("methods").at(0).at("batching").get<std::string>();
   s.git_sha = "unknown";
   if (fs::exists(run_dir / "context.json")) {

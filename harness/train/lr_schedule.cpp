@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 namespace sb {
+
+std::vector<std::string> lr_schedule_names() { return {"cosine", "constant"}; }
 
 double learning_rate_at(int64_t iteration, const TrainSection& train) {
   const int64_t warmup =
@@ -11,11 +14,16 @@ double learning_rate_at(int64_t iteration, const TrainSection& train) {
   if (iteration < warmup) {
     return train.lr * static_cast<double>(iteration + 1) / static_cast<double>(warmup);
   }
-  const int64_t decay_steps = std::max<int64_t>(1, train.iterations - warmup - 1);
-  const double progress =
-      std::min(1.0, static_cast<double>(iteration - warmup) / static_cast<double>(decay_steps));
-  const double cosine = 0.5 * (1.0 + std::cos(M_PI * progress));
-  return train.lr * (train.min_lr_ratio + (1.0 - train.min_lr_ratio) * cosine);
+  if (train.lr_schedule == "constant") return train.lr;
+  if (train.lr_schedule == "cosine") {
+    const int64_t decay_steps = std::max<int64_t>(1, train.iterations - warmup - 1);
+    const double progress =
+        std::min(1.0, static_cast<double>(iteration - warmup) / static_cast<double>(decay_steps));
+    const double cosine = 0.5 * (1.0 + std::cos(M_PI * progress));
+    return train.lr * (train.min_lr_ratio + (1.0 - train.min_lr_ratio) * cosine);
+  }
+  throw std::invalid_argument("unknown train.lr_schedule \"" + train.lr_schedule +
+                              "\"; known: cosine, constant");
 }
 
 }  // namespace sb

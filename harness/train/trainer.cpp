@@ -8,6 +8,7 @@
 #include <chrono>
 
 #include "harness/train/lr_schedule.h"
+#include "harness/train/model_training_options.h"
 #include "harness/train/packed_microbatch.h"
 #include "kernels/attention/attention_backend.h"
 
@@ -38,7 +39,8 @@ Trainer::Trainer(const RunSpec& run)
   options.betas({m.train.adam_beta1, m.train.adam_beta2});
   options.eps(m.train.adam_eps);
   options.weight_decay(m.train.weight_decay);
-  optimizer_ = std::make_unique<torch::optim::AdamW>(model_->parameters(), options);
+  optimizer_ = std::make_unique<torch::optim::AdamW>(
+      apply_model_training_options(model_, m.train), options);
 }
 
 Trainer::~Trainer() = default;

@@ -2,14 +2,13 @@
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
-#include <unistd.h>
-
-#include <fstream>
 #include <set>
 #include <sstream>
 #include <stdexcept>
 
+#include "models/qwen2/qwen2_checkpoint_folder.h"
 #include "models/qwen2/qwen2_hf_config.h"
+#include "models/qwen2/qwen2_lora.h"
 #include "models/safetensors/safetensors_checkpoint.h"
 #include "models/safetensors/safetensors_writer.h"
 
@@ -28,6 +27,9 @@ std::string qwen2_hf_tensor_name(const std::string& parameter_name) {
 }
 
 void qwen2_load_hf_weights(Qwen2ForCausalLM& model, const SafetensorsCheckpoint& checkpoint) {
+  if (qwen2_has_lora(model)) {
+    throw std::logic_error("qwen2_load_hf_weights: load the base weights before adding LoRA adapters");
+  }
   const auto parameters = model->named_parameters(/*recurse=*/true);
   std::vector<std::string> expected;
   for (const auto& item : parameters) expected.push_back(qwen2_hf_tensor_name(item.key()));
@@ -60,29 +62,15 @@ Qwen2ForCausalLM qwen2_load_hf_model(const fs::path& dir,
 }
 
 void qwen2_save_hf_checkpoint(Qwen2ForCausalLM& model, const fs::path& dir) {
-  if (fs::exists(dir)) {
-    throw std::runtime_error(dir.string() + " already exists; choose a new folder or remove it");
+  std::vector<std::pair<std::string, at::Tensor>> tensors;
+  for (auto& [name, tensor] : qwen2_merged_named_parameters(model)) {
+    tensors.emplace_back(qwen2_hf_tensor_name(name), tensor.to(at::kFloat));
   }
-  fs::path staging = dir;
-  staging += ".partial." + std::to_string(::getpid());
-  fs::remove_all(staging);
-  fs::create_directories(staging);
-  try {
-    std::vector<std::pair<std::string, at::Tensor>> tensors;
-    for (const auto& item : model->named_parameters(/*recurse=*/true)) {
-      tensors.emplace_back(qwen2_hf_tensor_name(item.key()),
-                           item.value().detach().to(at::kFloat));
-    }
+  const std::string config = qwen2_config_to_hf_json(model->config()).dump(2) + "\n";
+  write_checkpoint_folder(dir, [&](const fs::path& staging) {
     write_safetensors(staging / "model.safetensors", tensors, {{"format", "pt"}});
-    std::ofstream config(staging / "config.json");
-    config << qwen2_config_to_hf_json(model->config()).dump(2) << "\n";
-    config.close();
-    if (!config) throw std::runtime_error("cannot write " + (staging / "config.json").string());
-    fs::rename(staging, dir);
-  } catch (...) {
-    fs::remove_all(staging);
-    throw;
-  }
+    write_checkpoint_text_file(staging / "config.json", config);
+  });
 }
 
 }  // namespace sb

@@ -24,6 +24,7 @@ std::string qwen2_hf_tensor_name(const std::string& parameter_name);
 // parameter's dtype). Missing or unexpected tensors and shape mismatches throw
 // std::runtime_error naming the checkpoint folder and the tensors. A checkpoint of a
 // tied model may still carry lm_head.weight; it is ignored, as transformers does.
+// The model must not have LoRA adapters yet (std::logic_error).
 void qwen2_load_hf_weights(Qwen2ForCausalLM& model, const SafetensorsCheckpoint& checkpoint);
 
 // config.json + weights of `dir` -> a model using `backend`.
@@ -32,7 +33,9 @@ Qwen2ForCausalLM qwen2_load_hf_model(const std::filesystem::path& dir,
 
 // Writes config.json and model.safetensors (float32, HF names) into `dir`, which must
 // not exist yet: everything is written into a temporary sibling folder that is renamed
-// into place at the end, so a reader never sees half a checkpoint.
+// into place at the end, so a reader never sees half a checkpoint. LoRA adapters are
+// merged into their projections' weights (qwen2_merged_named_parameters), so the
+// folder is a plain Qwen2 checkpoint.
 void qwen2_save_hf_checkpoint(Qwen2ForCausalLM& model, const std::filesystem::path& dir);
 
 }  // namespace sb

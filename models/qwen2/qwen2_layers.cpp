@@ -1,5 +1,4 @@
 #include <ATen/ATen.h>
-#include <torch/nn/options/linear.h>
 
 #include <cmath>
 
@@ -27,15 +26,10 @@ Qwen2AttentionImpl::Qwen2AttentionImpl(const Qwen2Config& config, int64_t layer_
       head_dim_(config.head_dim),
       layer_index_(layer_index) {
   const int64_t h = config.hidden_size;
-  using torch::nn::LinearOptions;
-  q_proj = register_module("q_proj",
-                           torch::nn::Linear(LinearOptions(h, num_heads_ * head_dim_).bias(true)));
-  k_proj = register_module(
-      "k_proj", torch::nn::Linear(LinearOptions(h, num_kv_heads_ * head_dim_).bias(true)));
-  v_proj = register_module(
-      "v_proj", torch::nn::Linear(LinearOptions(h, num_kv_heads_ * head_dim_).bias(true)));
-  o_proj = register_module("o_proj",
-                           torch::nn::Linear(LinearOptions(num_heads_ * head_dim_, h).bias(false)));
+  q_proj = register_module("q_proj", Qwen2Linear(h, num_heads_ * head_dim_, /*bias=*/true));
+  k_proj = register_module("k_proj", Qwen2Linear(h, num_kv_heads_ * head_dim_, /*bias=*/true));
+  v_proj = register_module("v_proj", Qwen2Linear(h, num_kv_heads_ * head_dim_, /*bias=*/true));
+  o_proj = register_module("o_proj", Qwen2Linear(num_heads_ * head_dim_, h, /*bias=*/false));
 }
 
 at::Tensor Qwen2AttentionImpl::forward(const at::Tensor& x, const at::Tensor& cos,
@@ -69,12 +63,11 @@ at::Tensor Qwen2AttentionImpl::forward_cached(const at::Tensor& x, const at::Ten
 }
 
 Qwen2MLPImpl::Qwen2MLPImpl(const Qwen2Config& config) {
-  using torch::nn::LinearOptions;
   const int64_t h = config.hidden_size;
   const int64_t i = config.intermediate_size;
-  gate_proj = register_module("gate_proj", torch::nn::Linear(LinearOptions(h, i).bias(false)));
-  up_proj = register_module("up_proj", torch::nn::Linear(LinearOptions(h, i).bias(false)));
-  down_proj = register_module("down_proj", torch::nn::Linear(LinearOptions(i, h).bias(false)));
+  gate_proj = register_module("gate_proj", Qwen2Linear(h, i, /*bias=*/false));
+  up_proj = register_module("up_proj", Qwen2Linear(h, i, /*bias=*/false));
+  down_proj = register_module("down_proj", Qwen2Linear(i, h, /*bias=*/false));
 }
 
 at::Tensor Qwen2MLPImpl::forward(const at::Tensor& x) {

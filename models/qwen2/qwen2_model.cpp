@@ -8,6 +8,8 @@
 
 #include <utility>
 
+#include "models/qwen2/qwen2_checkpointing.h"
+
 namespace sb {
 namespace {
 
@@ -18,7 +20,10 @@ void qwen2_init_weights(torch::nn::Module& module, double std) {
   // include_self=false: called from the constructor, before a shared_ptr owns `module`.
   for (const auto& child : module.modules(/*include_self=*/false)) {
     torch::nn::Module& m = *child;
-    if (auto* linear = m.as<torch::nn::Linear>()) {
+    if (auto* projection = m.as<Qwen2Linear>()) {
+      projection->weight.normal_(0.0, std);
+      if (projection->bias.defined()) projection->bias.zero_();
+    } else if (auto* linear = m.as<torch::nn::Linear>()) {
       linear->weight.normal_(0.0, std);
       if (linear->bias.defined()) linear->bias.zero_();
     } else if (auto* embedding = m.as<torch::nn::Embedding>()) {
@@ -66,13 +71,27 @@ at::Tensor Qwen2ForCausalLMImpl::forward(const at::Tensor& tokens, const at::Ten
               ", got ", position_ids.sizes(), " ", position_ids.scalar_type());
   sequences.check(tokens.size(0));
 
+  Qwen2AutocastGuard autocast(tokens.device().type(), precision_);
   const auto [cos, sin] =
       qwen2_rotary_tables(position_ids, config_.head_dim, config_.rope_theta);  // [T, D] each
   at::Tensor h = embed_tokens->forward(tokens);                                 // [T, H]
-  for (const auto& layer : *layers) {
-    h = layer->as<Qwen2DecoderLayer>()->forward(h, cos, sin, sequences, *backend_);
+  for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
+    h = forward_layer(i, h, cos, sin, sequences);
   }
   return logits_from_hidden(h);
+}
+
+at::Tensor Qwen2ForCausalLMImpl::forward_layer(int64_t index, const at::Tensor& h,
+                                               const at::Tensor& cos, const at::Tensor& sin,
+                                               const PackedSequences& sequences) {
+  TORCH_CHECK(index >= 0 && index < config_.num_hidden_layers, "Qwen2ForCausalLM: layer ", index,
+              " out of range [0, ", config_.num_hidden_layers, ")");
+  std::shared_ptr<Qwen2DecoderLayerImpl> layer =
+      layers->ptr<Qwen2DecoderLayerImpl>(static_cast<size_t>(index));
+  if (activation_checkpointing_ && c10::GradMode::is_enabled()) {
+    return qwen2_checkpointed_layer_forward(layer, h, cos, sin, sequences, backend_);
+  }
+  return layer->forward(h, cos, sin, sequences, *backend_);
 }
 
 at::Tensor Qwen2ForCausalLMImpl::logits_from_hidden(const at::Tensor& h) {
@@ -94,6 +113,7 @@ at::Tensor Qwen2ForCausalLMImpl::forward_cached(const at::Tensor& tokens, Qwen2K
   TORCH_CHECK(cache.keys.size() == layer_count && cache.values.size() == layer_count,
               "Qwen2ForCausalLM::forward_cached: cache has ", cache.keys.size(),
               " layers, the model ", layer_count);
+  Qwen2AutocastGuard autocast(tokens.device().type(), precision_);
   const int64_t start = cache.length();
   const at::Tensor positions = at::arange(start, start + tokens.size(0), tokens.options());  // [n]
   const auto [cos, sin] = qwen2_rotary_tables(positions, config_.head_dim, config_.rope_theta);

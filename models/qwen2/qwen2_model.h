@@ -13,6 +13,8 @@
 #include "kernels/attention/attention_backend.h"
 #include "kernels/attention/packed_sequences.h"
 #include "models/qwen2/qwen2_config.h"
+#include "models/qwen2/qwen2_linear.h"
+#include "models/qwen2/qwen2_precision.h"
 
 namespace sb {
 
@@ -47,7 +49,7 @@ class Qwen2AttentionImpl : public torch::nn::Module {
   // ([L, Hkv, D], undefined when empty) -> [n, H].
   at::Tensor forward_cached(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
                             at::Tensor& cache_k, at::Tensor& cache_v, AttentionBackend& backend);
-  torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  Qwen2Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
 
  private:
   int64_t num_heads_, num_kv_heads_, head_dim_, layer_index_;
@@ -58,7 +60,7 @@ class Qwen2MLPImpl : public torch::nn::Module {
  public:
   explicit Qwen2MLPImpl(const Qwen2Config& config);
   at::Tensor forward(const at::Tensor& x);  // down(silu(gate(x)) * up(x)), [T, H] -> [T, H]
-  torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+  Qwen2Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
 };
 TORCH_MODULE(Qwen2MLP);
 
@@ -82,9 +84,16 @@ class Qwen2ForCausalLMImpl : public torch::nn::Module {
   Qwen2ForCausalLMImpl(Qwen2Config config, std::shared_ptr<AttentionBackend> backend);
 
   // tokens, position_ids [T] int64 (positions restart at 0 in every packed sequence)
-  // -> logits [T, vocab_size] in float32.
+  // -> logits [T, vocab_size] in float32. Runs under the model's precision.
   at::Tensor forward(const at::Tensor& tokens, const at::Tensor& position_ids,
                      const PackedSequences& sequences);
+
+  // Decoder layer `index` on h [T, H] -> [T, H]: checkpointed when activation
+  // checkpointing is on and grad mode is enabled, plain otherwise. Code that runs
+  // layers one by one (pipeline stages) calls this so that the setting holds there
+  // too; it must run inside the model's precision (see Qwen2AutocastGuard).
+  at::Tensor forward_layer(int64_t index, const at::Tensor& h, const at::Tensor& cos,
+                           const at::Tensor& sin, const PackedSequences& sequences);
 
   // Incremental forward of ONE sequence: tokens [n] continue the cached prefix (their
   // positions are cache.length() .. + n - 1); the cache grows by n. -> logits [n, V]
@@ -94,6 +103,14 @@ class Qwen2ForCausalLMImpl : public torch::nn::Module {
   const Qwen2Config& config() const { return config_; }
   AttentionBackend& attention_backend() { return *backend_; }
   void set_attention_backend(std::shared_ptr<AttentionBackend> backend);
+
+  // Compute precision of forward and forward_cached (default fp32).
+  Qwen2Precision precision() const { return precision_; }
+  void set_precision(Qwen2Precision precision) { precision_ = precision; }
+  // Per-layer activation checkpointing (default off): each decoder layer keeps only
+  // its input and recomputes its activations in the backward pass.
+  bool activation_checkpointing() const { return activation_checkpointing_; }
+  void set_activation_checkpointing(bool enabled) { activation_checkpointing_ = enabled; }
 
   torch::nn::Embedding embed_tokens{nullptr};
   torch::nn::ModuleList layers{nullptr};
@@ -106,6 +123,8 @@ class Qwen2ForCausalLMImpl : public torch::nn::Module {
 
   Qwen2Config config_;
   std::shared_ptr<AttentionBackend> backend_;
+  Qwen2Precision precision_ = Qwen2Precision::kFloat32;
+  bool activation_checkpointing_ = false;
 };
 TORCH_MODULE(Qwen2ForCausalLM);
 

@@ -41,6 +41,79 @@ TEST(Manifest, FillsDefaults) {
   EXPECT_EQ(m.methods.at(0).attention.name, "dense");
   EXPECT_EQ(m.methods.at(0).batching, "sequential");
   EXPECT_EQ(m.parallelism.dp, 1);
+  EXPECT_EQ(m.train.lr_schedule, "cosine");
+  EXPECT_FALSE(m.train.activation_checkpointing);
+  EXPECT_EQ(m.train.precision, "fp32");
+  EXPECT_FALSE(m.train.lora.has_value());  // full fine-tuning
+}
+
+TEST(Manifest, TrainingOptionsAndLoraParseAndRoundTrip) {
+  json j = minimal_manifest();
+  j["train"]["lr_schedule"] = "constant";
+  j["train"]["activation_checkpointing"] = true;
+  j["train"]["precision"] = "bf16-mixed";
+  j["train"]["lora"] = {{"rank", 32}, {"alpha", 64}, {"target_modules", {"q_proj", "down_proj"}}};
+  const Manifest m = parse_manifest(j, "m.json");
+  EXPECT_EQ(m.train.lr_schedule, "constant");
+  EXPECT_TRUE(m.train.activation_checkpointing);
+  EXPECT_EQ(m.train.precision, "bf16-mixed");
+  ASSERT_TRUE(m.train.lora.has_value());
+  EXPECT_EQ(m.train.lora->rank, 32);
+  EXPECT_DOUBLE_EQ(m.train.lora->alpha, 64.0);
+  EXPECT_DOUBLE_EQ(m.train.lora->dropout, 0.0);  // default
+  EXPECT_EQ(m.train.lora->target_modules, (std::vector<std::string>{"q_proj", "down_proj"}));
+
+  const json resolved = manifest_to_json(m);
+  EXPECT_EQ(resolved["train"]["lora"]["dropout"], 0.0);
+  EXPECT_EQ(resolved["train"]["precision"], "bf16-mixed");
+  EXPECT_EQ(manifest_to_json(parse_manifest(resolved, "resolved.json")), resolved);
+  EXPECT_FALSE(manifest_to_json(parse_manifest(minimal_manifest(), "m.json"))["train"].contains("lora"));
+}
+
+TEST(Manifest, BadTrainingOptionsNameTheirPath) {
+  struct Case {
+    std::function<void(json&)> edit;
+    std::string path;
+    std::string mentions;
+  };
+  const json lora = {{"rank", 8}, {"alpha", 16}, {"dropout", 0.05}, {"target_modules", {"q_proj"}}};
+  std::vector<Case> cases = {
+      {[](json& j) { j["train"]["lr_schedule"] = "linear"; }, "$.train.lr_schedule", "constant"},
+      {[](json& j) { j["train"]["precision"] = "fp16"; }, "$.train.precision", "bf16-mixed"},
+      {[](json& j) { j["train"]["activation_checkpointing"] = 1; },
+       "$.train.activation_checkpointing", "true or false"},
+      {[&](json& j) { j["train"]["lora"] = lora; j["train"]["lora"]["rank"] = 0; },
+       "$.train.lora.rank", ">= 1"},
+      {[&](json& j) { j["train"]["lora"] = lora; j["train"]["lora"]["alpha"] = -1; },
+       "$.train.lora.alpha", "> 0"},
+      {[&](json& j) { j["train"]["lora"] = lora; j["train"]["lora"]["dropout"] = 1.0; },
+       "$.train.lora.dropout", "[0, 1)"},
+      {[&](json& j) { j["train"]["lora"] = lora; j["train"]["lora"].erase("alpha"); },
+       "$.train.lora.alpha", "missing"},
+      {[&](json& j) { j["train"]["lora"] = lora; j["train"]["lora"]["target_modules"] = json::array(); },
+       "$.train.lora.target_modules", "gate_proj"},
+      {[&](json& j) {
+         j["train"]["lora"] = lora;
+         j["train"]["lora"]["target_modules"] = {"q_proj", "qkv"};
+       },
+       "$.train.lora.target_modules[1]", "down_proj"},
+      {[&](json& j) {
+         j["train"]["lora"] = lora;
+         j["train"]["lora"]["target_modules"] = {"v_proj", "v_proj"};
+       },
+       "$.train.lora.target_modules[1]", "twice"},
+      {[&](json& j) { j["train"]["lora"] = lora; j["train"]["lora"]["target_modules"] = {3}; },
+       "$.train.lora.target_modules[0]", "expected a string"},
+      {[&](json& j) { j["train"]["lora"] = lora; j["train"]["lora"]["r"] = 8; },
+       "$.train.lora.r", "allowed keys"},
+  };
+  for (const auto& c : cases) {
+    json j = minimal_manifest();
+    c.edit(j);
+    const std::string msg = config_error_of(j);
+    EXPECT_EQ(msg.rfind(c.path + " |", 0), 0u) << msg;
+    EXPECT_NE(msg.find(c.mentions), std::string::npos) << msg;
+  }
 }
 
 TEST(Manifest, UnknownKeyAtEveryLevelNamesItsPath) {

@@ -83,7 +83,7 @@ std::vector<json> variant_manifests(const fs::path& dir) {
              "max_stride": 2, "lengths": "mixture", "length_scale": 1.0,
              "length_mixture": [{"weight": 1, "min_tokens": 8, "max_tokens": 16}]}},
     "parallelism": {"dp": 1, "pp": 1},
-    "train": {"iterations": 3},
+    "train": {"iterations": 3, "lora": {"rank": 2, "alpha": 4, "dropout": 0.1, "target_modules": ["q_proj"]}},
     "method_defaults": {"attention": {"name": "moba", "block_size": 4, "top_k": 2}, "batching": "sequential",
                         "budget": "fixed", "dst": {"anchor": "mean", "p": 0.1, "k_min": 1, "k_max": 4,
                         "bottleneck": "largest"}, "sab": {"ema_alpha": 0.3}, "profile": "/p.json"},

@@ -43,7 +43,7 @@ TEST(RunSummary, ComputedFromRecordsExcludingWarmup) {
   fs::path run = root / "m" / "dense";
   fs::create_directories(run);
   write_file_atomic(run / "manifest.resolved.json",
-                    R"({"methods": [{"name": "dense", "attention": "dense", "batching": "sequential"}]})");
+                    R"({"methods": [{"name": "dense", "attention": {"name": "dense"}, "batching": "sequential"}]})");
   write_file_atomic(run / "context.json", R"({"git_sha": "abc123"})");
   std::ofstream out(run / "records.jsonl");
   out << iteration_record_to_json(record(0, true, 5.0, 1000, 900.0, {900.0})).dump() << "\n";

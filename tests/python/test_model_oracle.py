@@ -8,10 +8,15 @@ the test helper `sb_model_oracle` (gradients of one step, re-saving in HF layout
 - 20 greedy tokens identical;
 - gradients of a packed micro-batch of sequences equal those of transformers run on
   each sequence separately (positions restart per sequence);
-- a checkpoint re-saved by C++ loads in transformers with identical logits.
+- a checkpoint re-saved by C++ loads in transformers with identical logits;
+- LoRA: the merged checkpoint loads in transformers with the LoRA model's logits, and
+  the PEFT adapter applied by PEFT's definition (or by peft itself, when installed)
+  gives them too;
+- bf16-mixed is as close to fp32 as transformers under torch.autocast.
 """
 
 import json
+import re
 import os
 import subprocess
 from pathlib import Path
@@ -160,3 +165,110 @@ def test_bad_checkpoint_is_a_clear_error(checkpoints, tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert str(broken) in proc.stderr
+
+
+# --- LoRA: merged checkpoint and PEFT adapter ------------------------------------------
+
+ALL_LORA_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+PEFT_NAME = re.compile(r"base_model\.model\.(.+)\.lora_([AB])\.weight")
+
+
+def run_lora(checkpoint: Path, out: Path, targets, ids, rank=4, alpha=8.0):
+    options = out.parent / f"{out.name}_options.json"
+    options.write_text(json.dumps({"rank": rank, "alpha": alpha, "dropout": 0.05,
+                                   "target_modules": targets, "seed": 11, "ids": ids}))
+    run(ORACLE, "lora", checkpoint, options, out)
+    return load_file(out / "logits.safetensors")["logits"]
+
+
+@pytest.mark.parametrize("name,targets", [
+    ("gqa2_untied_sharded", ALL_LORA_MODULES),
+    ("gqa7_tied", ["q_proj", "v_proj", "down_proj"]),
+])
+def test_merged_lora_checkpoint_loads_in_transformers(checkpoints, tmp_path, name, targets):
+    ids = [3, 14, 15, 92, 65, 35, 89, 79, 32, 38, 46, 26, 43]
+    ours = run_lora(checkpoints[name], tmp_path / "lora", targets, ids)
+    merged, info = transformers.Qwen2ForCausalLM.from_pretrained(
+        tmp_path / "lora" / "merged", dtype=torch.float32, output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"], info
+    with torch.no_grad():
+        theirs = merged.eval()(torch.tensor([ids])).logits[0]
+        base = load_hf(checkpoints[name])(torch.tensor([ids])).logits[0]
+    # The adapters move the logits far more than the float32 merge rounding does.
+    assert (base - ours).abs().max() > 1e-3
+    torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-5)
+
+
+def test_peft_adapter_by_peft_definition_matches_the_lora_model(checkpoints, tmp_path):
+    """Applies adapter_model.safetensors to the transformers base model by PEFT's
+    definition (W += lora_alpha / r * B @ A on the module the name points at)."""
+    name, targets = "gqa2_untied_sharded", ["q_proj", "k_proj", "o_proj", "up_proj"]
+    ids = [7, 1, 88, 23, 5, 61, 2, 40]
+    ours = run_lora(checkpoints[name], tmp_path / "lora", targets, ids, rank=3, alpha=12.0)
+    adapter = tmp_path / "lora" / "adapter"
+    config = json.loads((adapter / "adapter_config.json").read_text())
+    assert config["peft_type"] == "LORA" and config["task_type"] == "CAUSAL_LM"
+    assert config["r"] == 3 and config["lora_alpha"] == 12.0 and config["lora_dropout"] == 0.05
+    assert config["target_modules"] == targets and config["bias"] == "none"
+    tensors = load_file(adapter / "adapter_model.safetensors")
+
+    model = load_hf(checkpoints[name])
+    modules = dict(model.named_modules())
+    pairs = {}
+    for tensor_name, value in tensors.items():
+        match = PEFT_NAME.fullmatch(tensor_name)
+        assert match, tensor_name
+        module_name, which = match.groups()
+        assert module_name.split(".")[-1] in targets, tensor_name
+        assert isinstance(modules[module_name], torch.nn.Linear), tensor_name
+        pairs.setdefault(module_name, {})[which] = value
+    assert len(pairs) == len(targets) * model.config.num_hidden_layers
+    with torch.no_grad():
+        for module_name, ab in pairs.items():
+            linear = modules[module_name]
+            assert ab["A"].shape == (3, linear.in_features)
+            assert ab["B"].shape == (linear.out_features, 3)
+            linear.weight += (config["lora_alpha"] / config["r"]) * ab["B"] @ ab["A"]
+        theirs = model(torch.tensor([ids])).logits[0]
+    torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-5)
+
+
+def test_peft_loads_the_adapter(checkpoints, tmp_path):
+    peft = pytest.importorskip("peft", reason="peft is not in requirements.txt")
+    name = "mha_tied"
+    ids = [5, 9, 13, 2, 77, 31]
+    ours = run_lora(checkpoints[name], tmp_path / "lora", ALL_LORA_MODULES, ids)
+    model = peft.PeftModel.from_pretrained(load_hf(checkpoints[name]), tmp_path / "lora" / "adapter")
+    with torch.no_grad():
+        theirs = model.eval()(torch.tensor([ids])).logits[0]
+        base = load_hf(checkpoints[name])(torch.tensor([ids])).logits[0]
+    assert (base - ours).abs().max() > 1e-3  # an adapter peft failed to load would show
+    torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-5)
+
+
+# --- bf16-mixed against transformers under torch.autocast ---------------------------------
+
+def test_bf16_mixed_is_as_close_to_fp32_as_transformers_autocast(checkpoints, tmp_path):
+    """Our bf16-mixed (CPU autocast, float32 weights) against transformers run under
+    torch.autocast("cpu", torch.bfloat16): both round matmul inputs to bf16, in
+    slightly different places (e.g. HF rotates q, k in float32), so they agree to bf16
+    precision rather than bitwise, and ours is no further from fp32 than theirs."""
+    name = "gqa2_untied_sharded"
+    gen = torch.Generator().manual_seed(3)
+    ids = torch.randint(0, 96, (120,), generator=gen).tolist()
+    ids_file = tmp_path / "ids.json"
+    ids_file.write_text(json.dumps(ids))
+    run(ORACLE, "logits", checkpoints[name], ids_file, "bf16-mixed", tmp_path / "mixed.safetensors")
+    ours = load_file(tmp_path / "mixed.safetensors")["logits"]
+    assert ours.dtype == torch.float32
+
+    model = load_hf(checkpoints[name])
+    with torch.no_grad():
+        fp32 = model(torch.tensor([ids])).logits[0]
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            theirs = model(torch.tensor([ids])).logits[0].float()
+    # Measured: both 2.2e-3 off fp32 (logits up to 0.47), 2.0e-3 apart.
+    ours_error = (ours - fp32).abs().max().item()
+    their_error = (theirs - fp32).abs().max().item()
+    assert 0 < ours_error <= 2 * their_error, (ours_error, their_error)
+    assert (ours - theirs).abs().max().item() <= 3 * their_error
