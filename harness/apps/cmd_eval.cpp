@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "harness/apps/commands.h"
+#include "harness/apps/eval_subcommands.h"
 #include "harness/common/errors.h"
 #include "harness/eval/model_folder.h"
 #include "harness/eval/token_nll.h"
@@ -45,11 +46,9 @@ std::vector<int64_t> read_input_line(const nlohmann::json& line, const ModelFold
 
 }  // namespace
 
-Command register_eval(CLI::App& app) {
-  CLI::App* eval = app.add_subcommand("eval", "Evaluate a model (nll)");
-  eval->require_subcommand(1);
+EvalSubcommand register_eval_nll(CLI::App& eval) {
   auto flags = std::make_shared<NllFlags>();
-  CLI::App* nll = eval->add_subcommand(
+  CLI::App* nll = eval.add_subcommand(
       "nll", "Mean token negative log-likelihood of each input line under a model");
   nll->footer(
       "Each line of --input is {\"input_ids\": [...]} or {\"text\": \"...\"} (text needs the "
@@ -59,8 +58,7 @@ Command register_eval(CLI::App& app) {
       ->required();
   nll->add_option("--input", flags->input, "JSONL file of inputs")->required();
   nll->add_option("--attention", flags->attention, "Attention backend")->capture_default_str();
-  return [flags, nll]() {
-    if (!nll->parsed()) return 2;
+  return {nll, [flags]() {
     std::ifstream in(flags->input);
     if (!in) throw ConfigError(flags->input, "", "cannot be opened", "check the --input path");
     ModelFolder folder = load_model_folder(flags->model, flags->attention);
@@ -86,6 +84,22 @@ Command register_eval(CLI::App& app) {
       std::cout << nlohmann::json{{"nll", result.nll}, {"tokens", result.tokens}}.dump() << "\n";
     }
     return 0;
+  }};
+}
+
+Command register_eval(CLI::App& app) {
+  CLI::App* eval = app.add_subcommand(
+      "eval", "Evaluate a model: LongBench (v1, -E, v2), needle-in-a-haystack, perplexity, NLL");
+  eval->require_subcommand(1);
+  auto subcommands = std::make_shared<std::vector<EvalSubcommand>>();
+  for (auto registrar : {&register_eval_nll, &register_eval_score}) {
+    subcommands->push_back(registrar(*eval));
+  }
+  return [subcommands]() {
+    for (auto& [sub, command] : *subcommands) {
+      if (sub->parsed()) return command();
+    }
+    return 2;
   };
 }
 
