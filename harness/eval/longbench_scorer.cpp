@@ -93,9 +93,20 @@ ordered_json summary_table(const std::map<std::string, double>& scores, const st
   return out;
 }
 
+// A language table needs a task of its own language: code tasks alone (LongBench-E has
+// no Chinese task) do not make a Chinese table.
+bool has_language_task(const std::map<std::string, double>& scores, const std::string& table) {
+  for (const auto& [task_name, score] : scores) {
+    const LongBenchTask* task = find_longbench_task(task_name);
+    if (task->language != LongBenchLanguage::kCode && task_in_table(*task, table) && !std::isnan(score)) return true;
+  }
+  return false;
+}
+
 ordered_json summary_of(const std::map<std::string, double>& scores) {
   ordered_json out = ordered_json::object();
   for (const char* table : {"english", "chinese", "overall"}) {
+    if (std::string(table) != "overall" && !has_language_task(scores, table)) continue;
     ordered_json t = summary_table(scores, table);
     if (!t.empty()) out[table] = std::move(t);
   }

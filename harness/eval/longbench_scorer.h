@@ -80,7 +80,8 @@ std::string longbench_result_json(const LongBenchScoreReport& report);
 //   english / chinese: per category the mean of its tasks of that language (lcc and
 //     repobench-p count in both), "average" the mean of the categories present;
 //   overall: per category the mean of all its tasks, "average" the mean of those.
-// Only categories with at least one task appear; -E: one such object per length bin.
+// Only categories with at least one task appear, and a language table only when it has a
+// task of that language; -E: one such object per length bin.
 nlohmann::ordered_json longbench_summary(const LongBenchScoreReport& report);
 
 // The summary as a table for people.
