@@ -46,6 +46,37 @@ std::vector<int64_t> read_input_line(const nlohmann::json& line, const ModelFold
 
 }  // namespace
 
+void add_eval_model_flags(CLI::App* sub, EvalModelFlags& flags) {
+  sub->add_option("--model", flags.model, "HF checkpoint folder (config.json, safetensors, tokenizer.json)")
+      ->required();
+  sub->add_option("--attention", flags.attention, "Attention backend")->capture_default_str();
+  sub->add_option("--device", flags.device, "cpu, cuda or cuda:N")->capture_default_str();
+  sub->add_option("--dtype", flags.dtype, "float32 or bfloat16")->capture_default_str();
+  sub->add_flag("--no-chat", flags.no_chat, "Prompt without the ChatML chat template (base models)");
+  auto* system = sub->add_option("--system-prompt", flags.system_prompt,
+                                 "System message of the chat template (default: the one Qwen2.5-Instruct's "
+                                 "template inserts when none is given)");
+  sub->add_flag("--no-system-prompt", flags.no_system_prompt, "Chat template without a system message")
+      ->excludes(system);
+}
+
+ModelFolder load_eval_model(const EvalModelFlags& flags) {
+  ModelFolder folder = load_model_folder(flags.model, flags.attention);
+  place_model(folder, flags.device, flags.dtype);
+  return folder;
+}
+
+ChatStyle chat_style_of(const EvalModelFlags& flags) {
+  ChatStyle style;
+  style.chat = !flags.no_chat;
+  if (flags.no_system_prompt) {
+    style.system_prompt.reset();
+  } else {
+    style.system_prompt = flags.system_prompt;
+  }
+  return style;
+}
+
 EvalSubcommand register_eval_nll(CLI::App& eval) {
   auto flags = std::make_shared<NllFlags>();
   CLI::App* nll = eval.add_subcommand(
@@ -92,7 +123,8 @@ Command register_eval(CLI::App& app) {
       "eval", "Evaluate a model: LongBench (v1, -E, v2), needle-in-a-haystack, perplexity, NLL");
   eval->require_subcommand(1);
   auto subcommands = std::make_shared<std::vector<EvalSubcommand>>();
-  for (auto registrar : {&register_eval_nll, &register_eval_score}) {
+  for (auto registrar : {&register_eval_nll, &register_eval_score, &register_eval_score_v2,
+                         &register_eval_longbench, &register_eval_longbench_v2}) {
     subcommands->push_back(registrar(*eval));
   }
   return [subcommands]() {

@@ -3,7 +3,10 @@
 #include <iostream>
 
 #include "harness/apps/eval_subcommands.h"
+#include "harness/eval/json_records.h"
 #include "harness/eval/longbench_scorer.h"
+#include "harness/eval/longbench_v2.h"
+#include "harness/eval/python_json.h"
 
 namespace sb::cli {
 
@@ -31,6 +34,20 @@ EvalSubcommand register_eval_score(CLI::App& eval) {
     const auto summary = score_and_write_longbench(flags->dir, flags->longbench_e, jieba);
     std::cout << format_longbench_summary(summary, flags->longbench_e);
     std::cout << "wrote " << (std::filesystem::path(flags->dir) / "result.json").string() << " and summary.json\n";
+    return 0;
+  }};
+}
+
+EvalSubcommand register_eval_score_v2(CLI::App& eval) {
+  auto file = std::make_shared<std::string>();
+  CLI::App* sub = eval.add_subcommand("score-v2", "Accuracy of LongBench v2 predictions (upstream's result.py)");
+  sub->footer(
+      "FILE holds one prediction per line (or a JSON array) with \"judge\", \"difficulty\" and \"length\", as "
+      "`eval longbench-v2` and upstream's pred.py write them. Prints accuracy in percent (one decimal): overall, "
+      "easy, hard, short, medium, long, and the counts.");
+  sub->add_option("FILE", *file, "Prediction file")->required();
+  return {sub, [file]() {
+    std::cout << python_json_dumps(score_longbench_v2_records(read_json_records(*file), *file), 4) << "\n";
     return 0;
   }};
 }

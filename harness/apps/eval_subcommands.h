@@ -2,9 +2,13 @@
 // The subcommands of `sparsebalance eval`, one registrar per file (cmd_eval_*.cpp);
 // cmd_eval.cpp creates the `eval` parent and runs whichever one was parsed.
 
+#include <memory>
+#include <string>
 #include <utility>
 
 #include "harness/apps/commands.h"
+#include "harness/eval/longbench_prompt.h"
+#include "harness/eval/model_folder.h"
 
 namespace CLI {
 class App;
@@ -13,6 +17,20 @@ class App;
 namespace sb::cli {
 
 using EvalSubcommand = std::pair<CLI::App*, Command>;
+
+// Flags of every subcommand that loads a model and prompts it.
+struct EvalModelFlags {
+  std::string model;
+  std::string attention = "dense";
+  std::string device = "cpu";
+  std::string dtype = "float32";
+  bool no_chat = false;
+  std::string system_prompt = kQwenDefaultSystemPrompt;
+  bool no_system_prompt = false;
+};
+void add_eval_model_flags(CLI::App* sub, EvalModelFlags& flags);
+ModelFolder load_eval_model(const EvalModelFlags& flags);
+ChatStyle chat_style_of(const EvalModelFlags& flags);
 
 EvalSubcommand register_eval_nll(CLI::App& eval);
 EvalSubcommand register_eval_score(CLI::App& eval);

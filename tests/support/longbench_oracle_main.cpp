@@ -15,6 +15,10 @@
 //   {"op": "dumps", "value": V, "indent": i}          -> {"text": python_json_dumps(V, i)}
 //   {"op": "task_score", "task": T, "items": [{pred, answers, all_classes, length}]}
 //                                                     -> {"score": s, "bins": [...]}
+//   {"op": "longbench_prompt", "tokenizer": tokenizer.json, "task": T, "template": S, "item": {...},
+//    "max_length": n, "chat": bool, "system_prompt": S | null}      -> {"ids": [...], "truncated": b}
+//   {"op": "v2_prompt", same keys without task}                      -> {"ids": [...]}
+//   {"op": "v2_extract", "text": T}                                   -> {"answer": "A".."D" | null}
 #include <iostream>
 #include <map>
 #include <memory>
@@ -24,6 +28,8 @@
 
 #include "harness/eval/jieba_segmenter.h"
 #include "harness/eval/longbench_metrics.h"
+#include "harness/eval/longbench_predict.h"
+#include "harness/eval/longbench_v2.h"
 #include "harness/eval/longbench_scorer.h"
 #include "harness/eval/longbench_tasks.h"
 #include "harness/eval/python_json.h"
@@ -40,6 +46,26 @@ sb::LazyJieba& jieba_for(const json& request) {
   auto& slot = g_jieba[dir];
   if (!slot) slot = std::make_unique<sb::LazyJieba>(dir);
   return *slot;
+}
+
+std::map<std::string, std::unique_ptr<sb::Tokenizer>> g_tokenizers;
+
+const sb::Tokenizer& tokenizer_for(const json& request) {
+  const std::string path = request.at("tokenizer");
+  auto& slot = g_tokenizers[path];
+  if (!slot) slot = std::make_unique<sb::Tokenizer>(sb::Tokenizer::from_file(path));
+  return *slot;
+}
+
+sb::ChatStyle chat_of(const json& request) {
+  sb::ChatStyle style;
+  style.chat = request.at("chat").get<bool>();
+  if (request.at("system_prompt").is_null()) {
+    style.system_prompt.reset();
+  } else {
+    style.system_prompt = request["system_prompt"].get<std::string>();
+  }
+  return style;
 }
 
 std::vector<std::string> strings(const json& j) {
@@ -121,6 +147,22 @@ json answer(const json& r) {
     }
     const auto s = sb::score_longbench_task(r.at("task"), items, jieba_for(r), "request");
     return {{"score", s.score}, {"bins", s.bins}};
+  }
+  if (op == "longbench_prompt") {
+    bool truncated = false;
+    const auto ids = sb::longbench_prompt_ids(tokenizer_for(r), r.at("task"), r.at("template"), r.at("item"),
+                                              r.at("max_length"), chat_of(r), "request", &truncated);
+    return {{"ids", ids}, {"truncated", truncated}};
+  }
+  if (op == "v2_prompt") {
+    const sb::Tokenizer& tok = tokenizer_for(r);
+    const std::string prompt = sb::truncate_middle_v2(tok, sb::longbench_v2_prompt(r.at("template"), r.at("item"), "request"),
+                                                      r.at("max_length"));
+    return {{"ids", tok.encode(sb::apply_chat_style(prompt, chat_of(r)))}};
+  }
+  if (op == "v2_extract") {
+    const auto answer = sb::longbench_v2_extract_answer(r.at("text"));
+    return {{"answer", answer ? json(*answer) : json(nullptr)}};
   }
   throw std::invalid_argument("unknown op " + op);
 }
