@@ -39,5 +39,6 @@ EvalSubcommand register_eval_longbench(CLI::App& eval);
 EvalSubcommand register_eval_longbench_v2(CLI::App& eval);
 EvalSubcommand register_eval_niah(CLI::App& eval);
 EvalSubcommand register_eval_ppl(CLI::App& eval);
+EvalSubcommand register_eval_suite(CLI::App& eval);
 
 }  // namespace sb::cli
