@@ -84,3 +84,9 @@ def make_model(folder, tok):
     return model
 
 
+
+
+def make_checkpoint(folder):
+    """tokenizer files + a random model saved in `folder`; returns (tokenizer, model)."""
+    tok = make_tokenizer(folder)
+    return tok, make_model(folder, tok)

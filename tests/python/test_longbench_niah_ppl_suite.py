@@ -19,7 +19,7 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 from longbench_oracle_client import BINARY, REPO  # noqa: E402
-from longbench_tiny_model import ENGLISH, make_model, make_tokenizer, sentence  # noqa: E402
+from longbench_tiny_model import ENGLISH, make_checkpoint, sentence  # noqa: E402
 
 PLOT = REPO / "scripts" / "plot_niah.py"
 CONFIG = REPO / "tests" / "data" / "longbench" / "config"
@@ -28,10 +28,8 @@ CONFIG = REPO / "tests" / "data" / "longbench" / "config"
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     root = tmp_path_factory.mktemp("niah_ppl_suite")
-    folder = root / "model"
-    tok = make_tokenizer(folder)
-    model = make_model(folder, tok)
-    return {"root": root, "dir": folder, "tok": tok, "model": model}
+    tok, model = make_checkpoint(root / "model")
+    return {"root": root, "dir": root / "model", "tok": tok, "model": model}
 
 
 def run_cli(*args):

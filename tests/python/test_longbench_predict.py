@@ -29,7 +29,7 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 from longbench_oracle_client import BINARY, REPO, cpp_values  # noqa: E402
-from longbench_tiny_model import ENGLISH, CHINESE, make_model, make_tokenizer, sentence  # noqa: E402
+from longbench_tiny_model import CHINESE, ENGLISH, make_checkpoint, sentence  # noqa: E402
 
 CONFIG = REPO / "tests" / "data" / "longbench" / "config"
 REFERENCE = Path(__file__).resolve().parent / "longbench_reference.py"
@@ -65,8 +65,7 @@ def make_items(task):
 def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("longbench_predict")
     model_dir = root / "model"
-    tok = make_tokenizer(model_dir)
-    model = make_model(model_dir, tok)
+    tok, model = make_checkpoint(model_dir)
     data = root / "data"
     data.mkdir()
     for task in TASKS:
