@@ -50,13 +50,20 @@ double numpy_percent_mean_round2(const std::vector<double>& scores) {
   return std::nearbyint((100 * mean) * 100) / 100;
 }
 
+// A list of strings; integers are taken as Python's str() of them (count_score compares
+// str(ground_truth), so an answer written as 12 scores as "12").
 std::vector<std::string> string_list(const nlohmann::json& value, const std::string& where,
                                      const std::string& key) {
   if (!value.is_array()) throw ConfigError(where, "$." + key, "expected a list of strings");
   std::vector<std::string> out;
   for (const auto& v : value) {
-    if (!v.is_string()) throw ConfigError(where, "$." + key, "expected strings, got " + v.dump());
-    out.push_back(v.get<std::string>());
+    if (v.is_string()) {
+      out.push_back(v.get<std::string>());
+    } else if (v.is_number_integer()) {
+      out.push_back(v.dump());
+    } else {
+      throw ConfigError(where, "$." + key, "expected strings, got " + v.dump());
+    }
   }
   return out;
 }

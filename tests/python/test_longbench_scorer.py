@@ -141,3 +141,15 @@ def test_bad_folders_are_clear_errors(tmp_path):
     (missing_jieba / "dureader.jsonl").write_text('{"pred": "北京", "answers": ["北京"], "all_classes": null}\n')
     proc = run_cli(missing_jieba, "--jieba-dir", tmp_path)
     assert proc.returncode == 2 and "--jieba-dir" in proc.stderr and "jieba" in proc.stderr
+
+
+def test_integer_answers_score_as_python_str(tmp_path):
+    """count_score compares str(ground_truth): an answer written as 12 counts as "12"."""
+    folder = tmp_path / "ints"
+    folder.mkdir()
+    lines = [{"pred": p, "answers": [12], "all_classes": None, "length": 10} for p in ("12", "12 and 13", "none")]
+    (folder / "passage_count.jsonl").write_text("".join(json.dumps(l) + "\n" for l in lines))
+    proc = run_cli(folder)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((folder / "result.json").read_text()) == reference_result(folder, tmp_path, False) == {
+        "passage_count": 50.0}
