@@ -58,6 +58,11 @@ void add_eval_model_flags(CLI::App* sub, EvalModelFlags& flags) {
                                  "template inserts when none is given)");
   sub->add_flag("--no-system-prompt", flags.no_system_prompt, "Chat template without a system message")
       ->excludes(system);
+  sub->add_option("--repetition-penalty", flags.repetition_penalty,
+                  "transformers' repetition penalty on greedy decoding (1: off; transformers' generate applies "
+                  "generation_config.json's, 1.05 for Qwen2.5-Instruct)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
 }
 
 ModelFolder load_eval_model(const EvalModelFlags& flags) {

@@ -27,6 +27,7 @@ struct EvalModelFlags {
   bool no_chat = false;
   std::string system_prompt = kQwenDefaultSystemPrompt;
   bool no_system_prompt = false;
+  double repetition_penalty = 1.0;
 };
 void add_eval_model_flags(CLI::App* sub, EvalModelFlags& flags);
 ModelFolder load_eval_model(const EvalModelFlags& flags);

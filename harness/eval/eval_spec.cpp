@@ -125,6 +125,8 @@ EvalSpec parse_eval_spec(const json& value, const std::string& path, const std::
       spec.chat.system_prompt = r.convert<std::string>(*system, r.child_path("system_prompt"));
     }
   }
+  spec.repetition_penalty = r.optional<double>("repetition_penalty", 1.0);
+  r.expect(spec.repetition_penalty > 0, "repetition_penalty", "must be > 0", "1 turns it off");
   if (r.has("jieba_dir")) spec.jieba_dir = resolve(base_dir, r.required<std::string>("jieba_dir")).string();
   if (const json* j = r.optional_value("longbench")) {
     spec.longbench = parse_longbench(*j, r.child_path("longbench"), file, base_dir);
@@ -147,6 +149,7 @@ json eval_spec_to_json(const EvalSpec& spec) {
   j["chat"] = spec.chat.chat;
   j["system_prompt"] = spec.chat.system_prompt ? json(*spec.chat.system_prompt) : json(nullptr);
   if (!spec.jieba_dir.empty()) j["jieba_dir"] = spec.jieba_dir;
+  j["repetition_penalty"] = spec.repetition_penalty;
   if (const auto& o = spec.longbench) {
     j["longbench"] = {{"data", o->data_dir.string()}, {"config", o->config_dir.string()}, {"tasks", o->tasks},
                       {"longbench_e", o->longbench_e}, {"max_length", o->max_length}, {"limit", o->limit}};

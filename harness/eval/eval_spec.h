@@ -7,6 +7,7 @@
 //     "chat": true,                    ChatML prompts (false: plain text, base models)
 //     "system_prompt": "...",          system message; null: none; default Qwen2.5's
 //     "jieba_dir": "...",              jieba's package folder (default: looked up)
+//     "repetition_penalty": 1.0,       greedy decoding's penalty (greedy_decoder.h; 1: off)
 //     "longbench": {"data": DIR, "config": DIR, "tasks": [...] (default upstream's),
 //                   "longbench_e": false, "max_length": 31500, "limit": 0},
 //     "longbench_v2": {"data": FILE, "config": DIR, "max_length": 31500,
@@ -33,6 +34,7 @@ namespace sb {
 struct EvalSpec {
   ChatStyle chat;
   std::string jieba_dir;  // empty: locate_jieba_dir's search
+  double repetition_penalty = 1.0;
   std::optional<LongBenchPredictOptions> longbench;  // out_dir is set by the suite
   std::optional<LongBenchV2Options> longbench_v2;
   std::optional<NiahOptions> niah;

@@ -30,6 +30,7 @@ ordered_json run_eval_suite(ModelFolder& model, const EvalSpec& spec, const std:
     LongBenchPredictOptions options = *spec.longbench;
     options.out_dir = out_dir / "longbench";
     options.chat = spec.chat;
+    options.repetition_penalty = spec.repetition_penalty;
     predict_longbench(model, options, progress);
     LazyJieba jieba(spec.jieba_dir, "$.eval.jieba_dir");
     const ordered_json summary = score_and_write_longbench(options.out_dir, options.longbench_e, jieba);
@@ -46,6 +47,7 @@ ordered_json run_eval_suite(ModelFolder& model, const EvalSpec& spec, const std:
     LongBenchV2Options options = *spec.longbench_v2;
     options.out_dir = out_dir / "longbench_v2";
     options.chat = spec.chat;
+    options.repetition_penalty = spec.repetition_penalty;
     const ordered_json result = predict_longbench_v2(model, options, progress);
     for (const auto& [key, value] : result.items()) {
       if (key != "counts") columns["longbench_v2_" + key] = value;
@@ -55,6 +57,7 @@ ordered_json run_eval_suite(ModelFolder& model, const EvalSpec& spec, const std:
     NiahOptions options = *spec.niah;
     options.out_dir = out_dir / "niah";
     options.chat = spec.chat;
+    options.repetition_penalty = spec.repetition_penalty;
     columns["niah_score"] = run_niah(model, options, progress)["mean"];
   }
   if (spec.heldout) {

@@ -3,6 +3,11 @@
 // LongBench: stop tokens end the output (and are kept in it), and min_new_tokens > 0
 // bans the stop tokens for the first steps (transformers' MinLengthLogitsProcessor, which
 // upstream's samsum call gets through min_length = context length + 1).
+// repetition_penalty != 1 is transformers' RepetitionPenaltyLogitsProcessor: the logit of
+// every token already in the sequence (prompt included) is multiplied by the penalty when
+// negative, divided by it otherwise. transformers applies generation_config.json's value
+// even to greedy generate() calls (Qwen2.5-Instruct ships 1.05); here it is off unless
+// asked for.
 
 #include <cstdint>
 #include <vector>
@@ -15,6 +20,7 @@ struct GreedyOptions {
   int64_t max_new_tokens = 0;
   std::vector<int64_t> stop_ids;
   int64_t min_new_tokens = 0;
+  double repetition_penalty = 1.0;
 };
 
 // Throws std::invalid_argument for an empty prompt, ids outside the vocabulary, or a

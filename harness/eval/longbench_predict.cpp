@@ -22,9 +22,11 @@ const Tokenizer& require_tokenizer(const ModelFolder& model) {
 }
 
 // Stops and minimum length of one task's generation (see the header).
-GreedyOptions generation_options(const ModelFolder& model, const std::string& task, int64_t max_new_tokens) {
+GreedyOptions generation_options(const ModelFolder& model, const std::string& task, int64_t max_new_tokens,
+                                 double repetition_penalty) {
   GreedyOptions options;
   options.max_new_tokens = max_new_tokens;
+  options.repetition_penalty = repetition_penalty;
   options.stop_ids = model.generation_eos_token_ids;
   if (task == "samsum") {
     const std::vector<int64_t> newline = require_tokenizer(model).encode("\n");
@@ -92,7 +94,8 @@ LongBenchPredictCounts predict_longbench(ModelFolder& model, const LongBenchPred
     counts.resumed += static_cast<int64_t>(out.existing().size());
     progress << task << ": " << items.size() << " items, " << out.existing().size() << " already predicted"
              << (out.cut_bytes() > 0 ? " (an unfinished last line was cut off)" : "") << "\n";
-    const GreedyOptions generation = generation_options(model, task, config.max_new_tokens.at(task));
+    const GreedyOptions generation = generation_options(model, task, config.max_new_tokens.at(task),
+                                                        options.repetition_penalty);
     const auto start = std::chrono::steady_clock::now();
     for (size_t i = out.existing().size(); i < items.size(); ++i) {
       const ordered_json& item = items[i];

@@ -33,6 +33,7 @@ struct LongBenchPredictOptions {
   int64_t max_length = 31500;      // prompt tokens before the chat template (upstream's 32K setting)
   int64_t limit = 0;               // > 0: only the first `limit` items of each task
   ChatStyle chat;
+  double repetition_penalty = 1.0;  // greedy_decoder.h; 1: off
 };
 
 struct LongBenchPredictCounts {

@@ -103,6 +103,7 @@ ordered_json predict_longbench_v2(ModelFolder& model, const LongBenchV2Options& 
   GreedyOptions generation;
   generation.max_new_tokens = options.max_new_tokens;
   generation.stop_ids = model.generation_eos_token_ids;
+  generation.repetition_penalty = options.repetition_penalty;
   for (size_t i = out.existing().size(); i < items.size(); ++i) {
     const ordered_json& item = items[i];
     const std::string where = options.data_file.string() + " item " + std::to_string(i + 1);

@@ -41,6 +41,7 @@ struct LongBenchV2Options {
   int64_t max_new_tokens = 128;
   int64_t limit = 0;                 // > 0: only the first `limit` questions
   ChatStyle chat;
+  double repetition_penalty = 1.0;  // greedy_decoder.h; 1: off
 };
 
 // Predicts (resuming), then scores; writes longbench_v2_result.json atomically and

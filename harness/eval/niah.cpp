@@ -147,6 +147,7 @@ ordered_json run_niah(ModelFolder& model, const NiahOptions& options, std::ostre
   GreedyOptions generation;
   generation.max_new_tokens = options.max_new_tokens;
   generation.stop_ids = model.generation_eos_token_ids;
+  generation.repetition_penalty = options.repetition_penalty;
   std::vector<std::vector<double>> sums(options.depths.size(), std::vector<double>(options.lengths.size(), 0.0));
   size_t index = 0;
   for (size_t li = 0; li < options.lengths.size(); ++li) {

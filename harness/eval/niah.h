@@ -39,6 +39,7 @@ struct NiahOptions {
   int64_t max_new_tokens = 16;
   uint64_t seed = 1234;
   ChatStyle chat;
+  double repetition_penalty = 1.0;  // greedy_decoder.h; 1: off
   std::filesystem::path out_dir;
 };
 

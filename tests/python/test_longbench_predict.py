@@ -90,9 +90,9 @@ def python_prompt_ids(tok, task, template, item, max_length, system=QWEN_SYSTEM)
     return tok(prompt).input_ids
 
 
-def python_prediction(model, tok, task, ids):
+def python_prediction(model, tok, task, ids, repetition_penalty=1.0):
     kwargs = {"max_new_tokens": MAX_NEW[task], "do_sample": False, "num_beams": 1,
-              "pad_token_id": tok.pad_token_id}
+              "pad_token_id": tok.pad_token_id, "repetition_penalty": repetition_penalty}
     if task == "samsum":
         kwargs["eos_token_id"] = [tok.eos_token_id, tok.encode("\n", add_special_tokens=False)[-1]]
         kwargs["min_length"] = len(ids) + 1
@@ -149,6 +149,24 @@ def test_predictions_equal_transformers_greedy_generate(setup, tmp_path):
     subprocess.run([sys.executable, str(REFERENCE), str(out), str(ref_out)], check=True, cwd=tmp_path)
     assert json.loads((out / "result.json").read_text()) == json.loads(ref_out.read_text())
     setup["predictions"] = out
+
+
+def test_repetition_penalty_equals_transformers(setup, tmp_path):
+    out = tmp_path / "pred"
+    tasks = ["hotpotqa", "samsum"]
+    proc = run_cli("longbench", "--model", setup["model_dir"], "--data", setup["data"], "--config", setup["config"],
+                   "--out", out, "--tasks", ",".join(tasks), "--max-length", MAX_LENGTH, "--repetition-penalty", 1.3)
+    assert proc.returncode == 0, proc.stderr
+    tok, model = setup["tok"], setup["model"]
+    differs = 0
+    for task in tasks:
+        lines = (out / f"{task}.jsonl").read_text(encoding="utf-8").split("\n")[:-1]
+        for line, item in zip(lines, make_items(task)):
+            ids = python_prompt_ids(tok, task, setup["prompts"][task], item, MAX_LENGTH)
+            expected = python_prediction(model, tok, task, ids, repetition_penalty=1.3)
+            assert json.loads(line)["pred"] == expected, task
+            differs += expected != python_prediction(model, tok, task, ids)
+    assert differs > 0  # the penalty changes some predictions: the comparison is not vacuous
 
 
 def test_resume_completes_a_cut_file_to_the_same_bytes(setup, tmp_path):
