@@ -41,8 +41,7 @@ EvalSubcommand register_eval_longbench(CLI::App& eval) {
     options.data_dir = flags->data;
     options.config_dir = flags->config;
     options.out_dir = flags->out;
-    options.chat = chat_style_of(flags->model);
-    options.repetition_penalty = flags->model.repetition_penalty;
+    apply_generation_flags(flags->model, options);
     ModelFolder model = load_eval_model(flags->model);
     const LongBenchPredictCounts counts = predict_longbench(model, options, std::cerr);
     std::cerr << "predicted " << counts.predicted << " items (" << counts.resumed << " resumed, " << counts.truncated
@@ -80,8 +79,7 @@ EvalSubcommand register_eval_longbench_v2(CLI::App& eval) {
     options.data_file = flags->data;
     options.config_dir = flags->config;
     options.out_dir = flags->out;
-    options.chat = chat_style_of(flags->model);
-    options.repetition_penalty = flags->model.repetition_penalty;
+    apply_generation_flags(flags->model, options);
     ModelFolder model = load_eval_model(flags->model);
     std::cout << python_json_dumps(predict_longbench_v2(model, options, std::cerr), 4) << "\n";
     return 0;

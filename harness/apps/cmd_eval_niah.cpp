@@ -34,8 +34,7 @@ EvalSubcommand register_eval_niah(CLI::App& eval) {
   return {sub, [flags]() {
     NiahOptions options = flags->options;
     options.out_dir = flags->out;
-    options.chat = chat_style_of(flags->model);
-    options.repetition_penalty = flags->model.repetition_penalty;
+    apply_generation_flags(flags->model, options);
     ModelFolder model = load_eval_model(flags->model);
     const auto grid = run_niah(model, options, std::cerr);
     std::cout << "niah mean score " << grid["mean"].get<double>() << " (" << (options.out_dir / "niah.json").string()

@@ -32,6 +32,12 @@ struct EvalModelFlags {
 void add_eval_model_flags(CLI::App* sub, EvalModelFlags& flags);
 ModelFolder load_eval_model(const EvalModelFlags& flags);
 ChatStyle chat_style_of(const EvalModelFlags& flags);
+// Sets the prompt style and decoding flags on LongBench, LongBench v2 or NIAH options.
+template <typename Options>
+void apply_generation_flags(const EvalModelFlags& flags, Options& options) {
+  options.chat = chat_style_of(flags);
+  options.repetition_penalty = flags.repetition_penalty;
+}
 
 EvalSubcommand register_eval_nll(CLI::App& eval);
 EvalSubcommand register_eval_score(CLI::App& eval);

@@ -153,3 +153,10 @@ def test_integer_answers_score_as_python_str(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert json.loads((folder / "result.json").read_text()) == reference_result(folder, tmp_path, False) == {
         "passage_count": 50.0}
+
+
+@pytest.mark.parametrize("sub", ["score", "score-v2", "longbench", "longbench-v2", "niah", "ppl", "suite", "nll"])
+def test_every_eval_subcommand_has_help_and_rejects_missing_flags(sub):
+    proc = subprocess.run([str(BINARY), "eval", sub, "--help"], capture_output=True, text=True)
+    assert proc.returncode == 0 and "Usage:" in proc.stdout
+    assert subprocess.run([str(BINARY), "eval", sub], capture_output=True, text=True).returncode == 2
