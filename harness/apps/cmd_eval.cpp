@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "harness/apps/commands.h"
+#include "harness/apps/eval_subcommands.h"
 #include "harness/common/errors.h"
 #include "harness/eval/model_folder.h"
 #include "harness/eval/token_nll.h"
@@ -45,11 +46,45 @@ std::vector<int64_t> read_input_line(const nlohmann::json& line, const ModelFold
 
 }  // namespace
 
-Command register_eval(CLI::App& app) {
-  CLI::App* eval = app.add_subcommand("eval", "Evaluate a model (nll)");
-  eval->require_subcommand(1);
+void add_eval_model_flags(CLI::App* sub, EvalModelFlags& flags) {
+  sub->add_option("--model", flags.model, "HF checkpoint folder (config.json, safetensors, tokenizer.json)")
+      ->required();
+  sub->add_option("--attention", flags.attention, "Attention backend")->capture_default_str();
+  sub->add_option("--device", flags.device, "cpu, cuda or cuda:N")->capture_default_str();
+  sub->add_option("--dtype", flags.dtype, "float32 or bfloat16")->capture_default_str();
+  sub->add_flag("--no-chat", flags.no_chat, "Prompt without the ChatML chat template (base models)");
+  auto* system = sub->add_option("--system-prompt", flags.system_prompt,
+                                 "System message of the chat template (default: the one Qwen2.5-Instruct's "
+                                 "template inserts when none is given)");
+  sub->add_flag("--no-system-prompt", flags.no_system_prompt, "Chat template without a system message")
+      ->excludes(system);
+  sub->add_option("--repetition-penalty", flags.repetition_penalty,
+                  "transformers' repetition penalty on greedy decoding (1: off; transformers' generate applies "
+                  "generation_config.json's, 1.05 for Qwen2.5-Instruct)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+}
+
+ModelFolder load_eval_model(const EvalModelFlags& flags) {
+  ModelFolder folder = load_model_folder(flags.model, flags.attention);
+  place_model(folder, flags.device, flags.dtype);
+  return folder;
+}
+
+ChatStyle chat_style_of(const EvalModelFlags& flags) {
+  ChatStyle style;
+  style.chat = !flags.no_chat;
+  if (flags.no_system_prompt) {
+    style.system_prompt.reset();
+  } else {
+    style.system_prompt = flags.system_prompt;
+  }
+  return style;
+}
+
+EvalSubcommand register_eval_nll(CLI::App& eval) {
   auto flags = std::make_shared<NllFlags>();
-  CLI::App* nll = eval->add_subcommand(
+  CLI::App* nll = eval.add_subcommand(
       "nll", "Mean token negative log-likelihood of each input line under a model");
   nll->footer(
       "Each line of --input is {\"input_ids\": [...]} or {\"text\": \"...\"} (text needs the "
@@ -59,8 +94,7 @@ Command register_eval(CLI::App& app) {
       ->required();
   nll->add_option("--input", flags->input, "JSONL file of inputs")->required();
   nll->add_option("--attention", flags->attention, "Attention backend")->capture_default_str();
-  return [flags, nll]() {
-    if (!nll->parsed()) return 2;
+  return {nll, [flags]() {
     std::ifstream in(flags->input);
     if (!in) throw ConfigError(flags->input, "", "cannot be opened", "check the --input path");
     ModelFolder folder = load_model_folder(flags->model, flags->attention);
@@ -86,6 +120,24 @@ Command register_eval(CLI::App& app) {
       std::cout << nlohmann::json{{"nll", result.nll}, {"tokens", result.tokens}}.dump() << "\n";
     }
     return 0;
+  }};
+}
+
+Command register_eval(CLI::App& app) {
+  CLI::App* eval = app.add_subcommand(
+      "eval", "Evaluate a model: LongBench (v1, -E, v2), needle-in-a-haystack, perplexity, NLL");
+  eval->require_subcommand(1);
+  auto subcommands = std::make_shared<std::vector<EvalSubcommand>>();
+  for (auto registrar : {&register_eval_nll, &register_eval_score, &register_eval_score_v2,
+                         &register_eval_longbench, &register_eval_longbench_v2, &register_eval_niah,
+                         &register_eval_ppl, &register_eval_suite}) {
+    subcommands->push_back(registrar(*eval));
+  }
+  return [subcommands]() {
+    for (auto& [sub, command] : *subcommands) {
+      if (sub->parsed()) return command();
+    }
+    return 2;
   };
 }
 

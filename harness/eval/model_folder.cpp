@@ -2,6 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+
 #include <fstream>
 
 #include "harness/common/errors.h"
@@ -14,6 +17,7 @@ namespace {
 namespace fs = std::filesystem;
 
 std::vector<int64_t> read_eos_token_ids(const fs::path& config_json) {
+  if (!fs::exists(config_json)) return {};
   std::ifstream in(config_json);
   const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   std::vector<int64_t> ids;
@@ -28,6 +32,23 @@ std::vector<int64_t> read_eos_token_ids(const fs::path& config_json) {
     }
   }
   return ids;
+}
+
+std::optional<int64_t> read_tokenizer_eos_id(const fs::path& tokenizer_config, const Tokenizer& tokenizer) {
+  if (!fs::exists(tokenizer_config)) return std::nullopt;
+  std::ifstream in(tokenizer_config);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("eos_token")) return std::nullopt;
+  const nlohmann::json& eos = j["eos_token"];
+  std::string text;
+  if (eos.is_string()) {
+    text = eos.get<std::string>();
+  } else if (eos.is_object() && eos.contains("content") && eos["content"].is_string()) {
+    text = eos["content"].get<std::string>();
+  } else {
+    return std::nullopt;
+  }
+  return tokenizer.find_token_id(text);
 }
 
 }  // namespace
@@ -62,7 +83,30 @@ ModelFolder load_model_folder(const fs::path& dir, const std::string& attention)
     folder.tokenizer = Tokenizer::from_file(dir / "tokenizer.json");
   }
   folder.eos_token_ids = read_eos_token_ids(dir / "config.json");
+  folder.generation_eos_token_ids = read_eos_token_ids(dir / "generation_config.json");
+  if (folder.generation_eos_token_ids.empty()) folder.generation_eos_token_ids = folder.eos_token_ids;
+  if (folder.tokenizer) {
+    folder.tokenizer_eos_token_id = read_tokenizer_eos_id(dir / "tokenizer_config.json", *folder.tokenizer);
+  }
   return folder;
+}
+
+void place_model(ModelFolder& folder, const std::string& device, const std::string& dtype) {
+  c10::ScalarType type;
+  if (dtype == "float32") {
+    type = c10::kFloat;
+  } else if (dtype == "bfloat16") {
+    type = c10::kBFloat16;
+  } else {
+    throw ConfigError("--dtype", "", "unknown dtype \"" + dtype + "\"", "use float32 or bfloat16");
+  }
+  c10::Device where(c10::kCPU);
+  try {
+    where = c10::Device(device);
+  } catch (const std::exception&) {
+    throw ConfigError("--device", "", "unknown device \"" + device + "\"", "use cpu, cuda or cuda:N");
+  }
+  folder.model->to(where, type);
 }
 
 }  // namespace sb

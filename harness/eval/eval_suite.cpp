@@ -1,0 +1,74 @@
+#include "harness/eval/eval_suite.h"
+
+#include "harness/common/atomic_file.h"
+#include "harness/eval/longbench_scorer.h"
+#include "harness/eval/python_json.h"
+
+namespace sb {
+namespace {
+
+using nlohmann::ordered_json;
+
+// Columns of a v1 summary (longbench_scorer.h): the overall average and categories, and
+// the English / Chinese table averages.
+void add_longbench_columns(const ordered_json& summary, ordered_json& columns) {
+  if (summary.contains("overall")) {
+    for (const auto& [key, value] : summary["overall"].items()) {
+      columns[key == "average" ? std::string("longbench_avg") : "longbench_" + key] = value;
+    }
+  }
+  if (summary.contains("english")) columns["longbench_en_avg"] = summary["english"]["average"];
+  if (summary.contains("chinese")) columns["longbench_zh_avg"] = summary["chinese"]["average"];
+}
+
+}  // namespace
+
+ordered_json run_eval_suite(ModelFolder& model, const EvalSpec& spec, const std::filesystem::path& out_dir,
+                            std::ostream& progress) {
+  ordered_json columns = ordered_json::object();
+  if (spec.longbench) {
+    LongBenchPredictOptions options = *spec.longbench;
+    options.out_dir = out_dir / "longbench";
+    options.chat = spec.chat;
+    options.repetition_penalty = spec.repetition_penalty;
+    predict_longbench(model, options, progress);
+    LazyJieba jieba(spec.jieba_dir, "$.eval.jieba_dir");
+    const ordered_json summary = score_and_write_longbench(options.out_dir, options.longbench_e, jieba);
+    if (options.longbench_e) {
+      for (const char* bin : kLongBenchEBins) {
+        const ordered_json& s = summary[bin];
+        if (s.contains("overall")) columns[std::string("longbench_e_avg_") + bin] = s["overall"]["average"];
+      }
+    } else {
+      add_longbench_columns(summary, columns);
+    }
+  }
+  if (spec.longbench_v2) {
+    LongBenchV2Options options = *spec.longbench_v2;
+    options.out_dir = out_dir / "longbench_v2";
+    options.chat = spec.chat;
+    options.repetition_penalty = spec.repetition_penalty;
+    const ordered_json result = predict_longbench_v2(model, options, progress);
+    for (const auto& [key, value] : result.items()) {
+      if (key != "counts") columns["longbench_v2_" + key] = value;
+    }
+  }
+  if (spec.niah) {
+    NiahOptions options = *spec.niah;
+    options.out_dir = out_dir / "niah";
+    options.chat = spec.chat;
+    options.repetition_penalty = spec.repetition_penalty;
+    columns["niah_score"] = run_niah(model, options, progress)["mean"];
+  }
+  if (spec.heldout) {
+    const ordered_json result = heldout_perplexity(model, *spec.heldout);
+    write_file_atomic(out_dir / "heldout.json", python_json_dumps(result, 2) + "\n");
+    columns["heldout_nll"] = result["nll"];
+    columns["heldout_ppl"] = result["ppl"];
+    columns["heldout_tokens"] = result["tokens"];
+  }
+  write_file_atomic(out_dir / "eval_columns.json", python_json_dumps(columns, 2) + "\n");
+  return columns;
+}
+
+}  // namespace sb

@@ -1,0 +1,90 @@
+"""Shared pieces of the plot scripts: reading a results folder, paper-sized figures,
+saving PNG and PDF side by side.
+
+A results folder is results/<manifest>/ as `sparsebalance run` writes it: report.json and
+one folder per run with manifest.resolved.json, records.jsonl and, for runs on the
+distributed runtime, timeline_events.jsonl (docs: README "Outputs", "Metrics").
+"""
+
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no display
+import matplotlib.pyplot as plt  # noqa: E402
+
+# Widths of a two-column paper (inches): one column, the full text width.
+SINGLE_COLUMN = 3.5
+DOUBLE_COLUMN = 7.0
+
+STYLE = {
+    "font.size": 8,
+    "axes.titlesize": 8,
+    "axes.labelsize": 8,
+    "legend.fontsize": 7,
+    "xtick.labelsize": 7,
+    "ytick.labelsize": 7,
+    "figure.dpi": 100,
+    "savefig.dpi": 300,
+    "savefig.bbox": "tight",
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+}
+
+
+def figure(width=SINGLE_COLUMN, height=2.3, **kwargs):
+    plt.rcParams.update(STYLE)
+    return plt.subplots(figsize=(width, height), **kwargs)
+
+
+def save(fig, out_base):
+    """Writes out_base.png and out_base.pdf; returns both paths."""
+    out_base = Path(out_base)
+    out_base.parent.mkdir(parents=True, exist_ok=True)
+    paths = [out_base.with_suffix(".png"), out_base.with_suffix(".pdf")]
+    for path in paths:
+        fig.savefig(path)
+    plt.close(fig)
+    return paths
+
+
+def read_jsonl(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def read_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+class Run:
+    """One run folder: its name, resolved manifest and records."""
+
+    def __init__(self, folder):
+        self.folder = Path(folder)
+        self.name = self.folder.name
+        self.manifest = read_json(self.folder / "manifest.resolved.json")
+        records = self.folder / "records.jsonl"
+        self.records = read_jsonl(records) if records.exists() else []
+
+    @property
+    def method(self):
+        return self.manifest["methods"][0]
+
+    @property
+    def measured(self):
+        """Records of the iterations the report measures (warm-up excluded)."""
+        return [r for r in self.records if not r.get("warmup", False)]
+
+    def timeline(self):
+        path = self.folder / "timeline_events.jsonl"
+        return read_jsonl(path) if path.exists() else []
+
+
+def runs_of(results_dir):
+    """Run folders of a results folder, by name (folders moved aside are skipped)."""
+    results_dir = Path(results_dir)
+    return [Run(p) for p in sorted(results_dir.iterdir())
+            if p.is_dir() and (p / "manifest.resolved.json").exists() and ".interrupted-" not in p.name]

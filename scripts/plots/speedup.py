@@ -1,0 +1,28 @@
+"""Speedup of every method over the manifest's baseline (report.json): bars at the median
+over seeds, whiskers spanning the runs' range, the count behind each bar under it."""
+
+import sb_plotting as sbp
+
+NAME = "speedup"
+
+
+def plot(results_dir, out_base, **_):
+    report_path = results_dir / "report.json"
+    if not report_path.exists():
+        return []
+    groups = [g for g in sbp.read_json(report_path).get("methods", []) if g.get("speedup") is not None]
+    if not groups:
+        return []
+    fig, ax = sbp.figure(width=max(sbp.SINGLE_COLUMN, 0.45 * len(groups) + 1))
+    xs = range(len(groups))
+    medians = [g["speedup"]["median"] for g in groups]
+    lows = [g["speedup"]["median"] - g["speedup"]["min"] for g in groups]
+    highs = [g["speedup"]["max"] - g["speedup"]["median"] for g in groups]
+    ax.bar(xs, medians, color="#4C72B0", yerr=[lows, highs], capsize=2, error_kw={"linewidth": 0.7})
+    for x, g in zip(xs, groups):
+        ax.text(x, 0.02, f"n={g['speedup']['count']}", ha="center", va="bottom", fontsize=5, color="white")
+    ax.axhline(1.0, color="black", linewidth=0.7)
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels([g["label"] for g in groups], rotation=30, ha="right")
+    ax.set_ylabel("speedup over baseline")
+    return sbp.save(fig, out_base)

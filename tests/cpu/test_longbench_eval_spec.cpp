@@ -1,0 +1,75 @@
+// The manifest's `eval` block: strict parsing (unknown keys and wrong types name their
+// JSON path), defaults, relative paths, and the round trip through JSON.
+#include <gtest/gtest.h>
+
+#include "harness/common/errors.h"
+#include "harness/eval/eval_spec.h"
+
+namespace sb {
+namespace {
+
+using nlohmann::json;
+
+EvalSpec parse(const json& j) { return parse_eval_spec(j, "$.eval", "m.json", "/base"); }
+
+std::string error_path(const json& j) {
+  try {
+    parse(j);
+  } catch (const ConfigError& e) {
+    return e.json_path() + " | " + e.problem();
+  }
+  return "no error";
+}
+
+TEST(EvalSpec, FullBlockWithDefaultsAndRelativePaths) {
+  const EvalSpec spec = parse(json::parse(R"({
+    "system_prompt": null,
+    "longbench": {"data": "lb/data", "config": "/abs/config", "tasks": ["qasper", "lcc"], "limit": 3},
+    "longbench_v2": {"data": "v2/data.json", "config": "cfg"},
+    "niah": {"lengths": [128, 256], "depths": [0, 50.5, 100], "samples": 2},
+    "heldout": {"data": "held.jsonl", "max_length": 512}
+  })"));
+  EXPECT_TRUE(spec.chat.chat);
+  EXPECT_FALSE(spec.chat.system_prompt.has_value());
+  ASSERT_TRUE(spec.longbench);
+  EXPECT_EQ(spec.longbench->data_dir, "/base/lb/data");
+  EXPECT_EQ(spec.longbench->config_dir, "/abs/config");
+  EXPECT_EQ(spec.longbench->tasks, (std::vector<std::string>{"qasper", "lcc"}));
+  EXPECT_EQ(spec.longbench->max_length, 31500);
+  EXPECT_EQ(spec.longbench->limit, 3);
+  EXPECT_EQ(spec.longbench_v2->max_new_tokens, 128);
+  EXPECT_EQ(spec.niah->haystack, "synthetic");
+  EXPECT_EQ(spec.niah->depths, (std::vector<double>{0, 50.5, 100}));
+  EXPECT_EQ(spec.heldout->window, 512);
+  const json resolved = eval_spec_to_json(spec);
+  EXPECT_EQ(eval_spec_to_json(parse(resolved)), resolved);
+  EXPECT_TRUE(resolved["system_prompt"].is_null());
+}
+
+TEST(EvalSpec, DefaultTaskListsAreUpstreams) {
+  const EvalSpec v1 = parse(json::parse(R"({"longbench": {"data": "d", "config": "c"}})"));
+  EXPECT_EQ(v1.longbench->tasks.size(), 21u);
+  EXPECT_EQ(v1.chat.system_prompt, std::string(kQwenDefaultSystemPrompt));
+  const EvalSpec e = parse(json::parse(R"({"longbench": {"data": "d", "config": "c", "longbench_e": true}})"));
+  EXPECT_EQ(e.longbench->tasks.size(), 13u);
+}
+
+TEST(EvalSpec, ErrorsNameTheJsonPath) {
+  EXPECT_EQ(error_path(json::parse(R"({"niah": {"lenghts": [1]}})")).substr(0, 20), "$.eval.niah.lenghts ");
+  EXPECT_NE(error_path(json::parse(R"({"niah": {"lengths": [1]}})")).find("$.eval.niah.lengths"), std::string::npos);
+  EXPECT_NE(error_path(json::parse(R"({"niah": {"lengths": ["x"]}})")).find("$.eval.niah.lengths[0]"), std::string::npos);
+  EXPECT_NE(error_path(json::parse(R"({"longbench": {"data": "d"}})")).find("$.eval.longbench.config"), std::string::npos);
+  EXPECT_NE(error_path(json::parse(R"({"longbench": {"data": "d", "config": "c", "tasks": ["nope"]}})"))
+                .find("$.eval.longbench.tasks[0]"), std::string::npos);
+  EXPECT_NE(error_path(json::parse(R"({"longbench": {"data": "d", "config": "c", "longbench_e": true,
+                                      "tasks": ["narrativeqa"]}})")).find("not a LongBench-E task"),
+            std::string::npos);
+  EXPECT_NE(error_path(json::parse(R"({"chat": "yes", "heldout": {"data": "x"}})")).find("$.eval.chat"),
+            std::string::npos);
+  EXPECT_NE(error_path(json::object()).find("nothing to evaluate"), std::string::npos);
+  EXPECT_NE(error_path(json::parse(R"({"heldout": {"data": "x", "limit": -1}})")).find("$.eval.heldout.limit"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace sb
