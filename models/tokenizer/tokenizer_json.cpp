@@ -246,15 +246,43 @@ void parse_decoder(const Node& node) {
   parse_byte_level_fields(node);
 }
 
+// A TemplateProcessing that adds no ids: "single" is exactly the sequence $A, "pair" only
+// sequences, no special tokens. transformers >= 5 writes one when a tokenizer had no
+// post-processor; anything that adds ids (BOS/EOS templates) is refused.
+bool is_identity_template(const Node& node) {
+  node.allow_keys({"type", "single", "pair", "special_tokens"});
+  const auto only_sequences = [](const json& items, size_t expected) {
+    if (!items.is_array() || items.size() != expected) return false;
+    for (const json& item : items) {
+      if (!item.is_object() || item.size() != 1 || !item.contains("Sequence")) return false;
+    }
+    return true;
+  };
+  const json& v = node.value();
+  const bool single_is_a = only_sequences(v.value("single", json()), 1) &&
+                           v["single"][0]["Sequence"].value("id", "") == "A";
+  const bool pair_ok = !v.contains("pair") || only_sequences(v["pair"], 2);
+  const bool no_special = !v.contains("special_tokens") ||
+                          (v["special_tokens"].is_object() && v["special_tokens"].empty());
+  return single_is_a && pair_ok && no_special;
+}
+
 void parse_post_processor(const Node& node) {
   if (node.is_null()) return;
   const std::string type = node_type(node);
-  if (type != "ByteLevel") {
-    node.child("type").fail(
-        "post_processor " + in_quotes(type) + " is not supported (it may add ids)",
-        "use null or ByteLevel, which only adjusts offsets");
+  const std::string fix = "use null, ByteLevel (offsets only) or a TemplateProcessing that adds no ids";
+  if (type == "ByteLevel") {
+    parse_byte_level_fields(node);
+  } else if (type == "TemplateProcessing") {
+    if (!is_identity_template(node)) node.fail("this TemplateProcessing adds ids, which is not supported", fix);
+  } else if (type == "Sequence") {
+    node.allow_keys({"type", "processors"});
+    const Node list = node.child("processors");
+    list.expect_array();
+    for (size_t i = 0; i < list.value().size(); ++i) parse_post_processor(list.element(i));
+  } else {
+    node.child("type").fail("post_processor " + in_quotes(type) + " is not supported (it may add ids)", fix);
   }
-  parse_byte_level_fields(node);
 }
 
 void parse_vocab(const Node& node, TokenizerSpec& spec) {

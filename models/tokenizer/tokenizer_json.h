@@ -15,7 +15,8 @@
 //                  with Isolated both give the same pieces) any number of times, then one
 //                  ByteLevel (add_prefix_space, use_regex = GPT-2's pattern; trim_offsets
 //                  only moves offsets); nested Sequences are flattened.
-//   post_processor null or ByteLevel (which only moves offsets).
+//   post_processor null, ByteLevel (which only moves offsets), a TemplateProcessing that
+//                  adds no ids (transformers >= 5 writes one), or a Sequence of those.
 //   decoder        ByteLevel.
 //   added_tokens   id, content, single_word, lstrip, rstrip, normalized, special.
 //   truncation, padding: null.

@@ -181,9 +181,26 @@ TEST(TokenizerFile, ErrorsNameTheJsonPath) {
   root["decoder"] = nullptr;
   EXPECT_EQ(load_error(root).json_path(), "$.decoder");
 
+  // A template that adds a BOS id is refused; transformers' identity template is read.
+  const json seq_a = json{{"Sequence", {{"id", "A"}, {"type_id", 0}}}};
+  const json seq_b = json{{"Sequence", {{"id", "B"}, {"type_id", 1}}}};
   root = tiny_tokenizer_json({});
-  root["post_processor"] = json{{"type", "TemplateProcessing"}};
+  root["post_processor"] = json{{"type", "TemplateProcessing"},
+                                {"single", json::array({json{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}}, seq_a})},
+                                {"pair", json::array({seq_a, seq_b})},
+                                {"special_tokens", json::object()}};
+  EXPECT_EQ(load_error(root).json_path(), "$.post_processor");
+  root = tiny_tokenizer_json({});
+  root["post_processor"] = json{{"type", "RobertaProcessing"}};
   EXPECT_EQ(load_error(root).json_path(), "$.post_processor.type");
+  root = tiny_tokenizer_json({});
+  const json identity{{"type", "TemplateProcessing"},
+                      {"single", json::array({seq_a})},
+                      {"pair", json::array({seq_a, seq_b})},
+                      {"special_tokens", json::object()}};
+  root["post_processor"] = json{{"type", "Sequence"},
+                                {"processors", json::array({root["post_processor"], identity})}};
+  EXPECT_EQ(Tokenizer::from_json(root, "<test>").encode("ab"), Tokenizer::from_json(tiny_tokenizer_json({}), "<test>").encode("ab"));
 
   root = tiny_tokenizer_json({});
   root["truncation"] = json{{"max_length", 8}};
