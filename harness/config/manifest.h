@@ -41,9 +41,23 @@ struct DataSection {
   SyntheticDataSection synthetic;
 };
 
+// Ranks: dp * pp processes (one per GPU, or CPU processes with Gloo).
 struct ParallelismSection {
   int64_t dp = 1;
   int64_t pp = 1;
+  // Decoder layers per pipeline stage (size pp, summing to the model's layers); the
+  // resolved manifest always lists it (the even split when the file does not).
+  std::vector<int64_t> stage_layers;
+  // A rank that crashes or hangs stops every rank within about this long.
+  double timeout_s = 60;
+  double bucket_mb = 25;  // size of the flat buffers of the DP gradient all-reduce
+};
+
+// Checkpoints of a run, for resuming it (results/<manifest>/<run>/checkpoints/).
+struct CheckpointSection {
+  int64_t every_iterations = 100;  // 0: no periodic checkpoints
+  int64_t keep_last = 1;           // older checkpoints are deleted
+  bool at_end = false;             // also save after the last iteration
 };
 
 struct TrainSection {
@@ -77,6 +91,7 @@ struct Manifest {
   ModelSection model;
   DataSection data;
   ParallelismSection parallelism;
+  CheckpointSection checkpoint;
   TrainSection train;
   std::vector<MethodSection> methods;
 };

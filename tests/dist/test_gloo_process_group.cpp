@@ -3,12 +3,6 @@
 // comes fails within its timeout instead of hanging.
 #include <gtest/gtest.h>
 
-#include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <fstream>
 #include <map>
@@ -19,70 +13,23 @@
 #include "harness/dist/process_group.h"
 #include "tests/support/free_tcp_port.h"
 #include "tests/support/run_command.h"
+#include "tests/support/worker_processes.h"
 
 namespace sb {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct Worker {
-  pid_t pid = -1;
-  std::string log;
-};
+using test::rank_env;
+using test::slurp;
+using test::wait_worker;
+using test::Worker;
 
-// posix_spawn rather than fork + setenv: the test process has LibTorch's threads, and
-// only async-signal-safe calls are allowed between fork and exec.
-Worker spawn_worker(const std::string& scenario, const std::map<std::string, std::string>& env,
+Worker spawn_worker(const std::string& scenario, std::map<std::string, std::string> env,
                     const std::filesystem::path& log_dir, int index) {
-  Worker w;
-  w.log = (log_dir / ("worker" + std::to_string(index) + ".log")).string();
-  std::vector<std::string> env_strings;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string entry = *e;
-    if (env.count(entry.substr(0, entry.find('='))) == 0) env_strings.push_back(entry);
-  }
-  for (const auto& [key, value] : env) env_strings.push_back(key + "=" + value);
-  std::vector<char*> envp;
-  for (auto& entry : env_strings) envp.push_back(entry.data());
-  envp.push_back(nullptr);
-
-  std::string binary = SB_BINARY_DIR "/tests/sb_dist_worker";
-  std::string scenario_arg = scenario;
-  char* argv[] = {binary.data(), scenario_arg.data(), nullptr};
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, w.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  const int rc = ::posix_spawn(&w.pid, binary.c_str(), &actions, nullptr, argv, envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) throw std::runtime_error("posix_spawn " + binary + " failed: " + std::to_string(rc));
-  return w;
-}
-
-// Exit code of the worker, or -1 after killing it when it outlives the deadline.
-int wait_worker(const Worker& w, Clock::time_point deadline) {
-  int status = 0;
-  while (Clock::now() < deadline) {
-    pid_t done = ::waitpid(w.pid, &status, WNOHANG);
-    if (done == w.pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  ::kill(w.pid, SIGKILL);
-  ::waitpid(w.pid, &status, 0);
-  return -1;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::map<std::string, std::string> rank_env(int rank, int world, int port) {
-  return {{"RANK", std::to_string(rank)},       {"WORLD_SIZE", std::to_string(world)},
-          {"LOCAL_RANK", std::to_string(rank)}, {"MASTER_ADDR", "127.0.0.1"},
-          {"MASTER_PORT", std::to_string(port)}, {"SB_DIST_TIMEOUT_MS", "30000"}};
+  env["SB_DIST_TIMEOUT_MS"] = env.count("SB_DIST_TIMEOUT_MS") ? env["SB_DIST_TIMEOUT_MS"] : "30000";
+  return test::spawn_worker({SB_BINARY_DIR "/tests/sb_dist_worker", scenario}, env,
+                            log_dir / ("worker" + std::to_string(index) + ".log"));
 }
 
 TEST(GlooProcessGroup, TwoProcessAllReduceAndBroadcastAreExact) {
