@@ -8,6 +8,7 @@
 #include "harness/dist/parallel_layout.h"
 #include "harness/dist/process_group.h"
 #include "harness/report/run_summary.h"
+#include "harness/runner/job_session.h"
 #include "harness/runner/local_launcher.h"
 #include "harness/runner/run_manifest.h"
 #include "models/qwen2/qwen2_config.h"
@@ -95,7 +96,12 @@ Command register_run(CLI::App& app) {
     if (!as_rank && manifest.parallelism.dp * manifest.parallelism.pp > 1) {
       return launch(manifest, *flags, options);
     }
-    const RunManifestResult result = run_manifest(manifest, options, std::cerr);
+    RunManifestResult result;
+    try {
+      result = run_manifest(manifest, options, std::cerr);
+    } catch (const RankFailure&) {
+      return 1;  // already printed, naming the rank
+    }
     // Under a launcher only rank 0 prints the report (the launcher prints its own).
     const bool prints_report = !as_rank || (DistEnv::from_environment().rank == 0 && !std::getenv("SB_LAUNCHER_PID"));
     if (prints_report) print_report(manifest, result);

@@ -1,5 +1,7 @@
 #include "harness/dist/gradient_sync.h"
 
+#include "harness/dist/error_text.h"
+
 #include <ATen/ATen.h>
 
 #include <stdexcept>
@@ -60,7 +62,7 @@ void GradientSync::all_reduce() {
       }
       for (auto& w : works) w->wait(timeout_);
     } catch (const std::exception& e) {
-      throw std::runtime_error(who_ + ": the data-parallel gradient all-reduce failed: " + e.what());
+      throw std::runtime_error(who_ + ": the data-parallel gradient all-reduce failed: " + error_text(e));
     }
   }
   if (embedding_) {
@@ -71,7 +73,7 @@ void GradientSync::all_reduce() {
       embedding_->allreduce(tensors, sum)->wait(timeout_);
     } catch (const std::exception& e) {
       throw std::runtime_error(who_ + ": summing the tied embedding gradient between the first and "
-                               "last stage failed: " + e.what());
+                               "last stage failed: " + error_text(e));
     }
   }
 }

@@ -1,5 +1,7 @@
 #include "harness/dist/pipeline_channel.h"
 
+#include "harness/dist/error_text.h"
+
 #include <stdexcept>
 
 namespace sb {
@@ -25,7 +27,7 @@ void PipelineChannel::fail(const Transfer& t, const std::exception& e) const {
                          ? "activation" : "activation gradient";
   throw std::runtime_error(describe_(stage_) + (is_send(t.op.kind) ? " could not send the " : " could not receive the ") +
                            what + " of micro-batch " + std::to_string(t.op.microbatch) +
-                           (is_send(t.op.kind) ? " to " : " from ") + describe_(peer) + ": " + e.what());
+                           (is_send(t.op.kind) ? " to " : " from ") + describe_(peer) + ": " + error_text(e));
 }
 
 void PipelineChannel::exchange(std::vector<Transfer>& transfers) {

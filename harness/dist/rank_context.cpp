@@ -1,5 +1,7 @@
 #include "harness/dist/rank_context.h"
 
+#include "harness/dist/error_text.h"
+
 #include <chrono>
 #include <stdexcept>
 
@@ -93,7 +95,7 @@ void RankContext::barrier() const {
   try {
     world->barrier()->wait(timeout);
   } catch (const std::exception& e) {
-    throw std::runtime_error(describe() + ": barrier failed: " + e.what());
+    throw std::runtime_error(describe() + ": barrier failed: " + error_text(e));
   }
 }
 

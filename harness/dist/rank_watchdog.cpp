@@ -1,5 +1,7 @@
 #include "harness/dist/rank_watchdog.h"
 
+#include "harness/dist/error_text.h"
+
 #include <cstdlib>
 #include <iostream>
 
@@ -96,11 +98,17 @@ void RankWatchdog::run() {
       if (stopping_) return;
     }
     fatal("stopping: lost the job's rendezvous store at " + options_.store_address +
-          ", which rank 0 serves: rank 0 exited or the network failed (" + e.what() + ")", 1);
+          ", which rank 0 serves: rank 0 exited or the network failed (" + error_text(e) + ")", 1);
   }
 }
 
 void RankWatchdog::report_failure(const std::string& message, int exit_code) {
+  {
+    // This rank is going down with its own message; the thread must not add another
+    // (e.g. "lost the store" when rank 0 exits first).
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
   try {
     main_store_->compareSet(key("failure"), {}, [&] {
       const std::string text = std::to_string(rank_) + ":" + std::to_string(exit_code) + ":" + message;
@@ -109,6 +117,19 @@ void RankWatchdog::report_failure(const std::string& message, int exit_code) {
     std::this_thread::sleep_for(2 * options_.interval);
   } catch (const std::exception&) {
     // The store is gone too; the caller reports the failure locally anyway.
+  }
+}
+
+std::optional<std::string> RankWatchdog::failure_of_another_rank() {
+  try {
+    if (!main_store_->check({key("failure")})) return std::nullopt;
+    const std::string failure = to_string(main_store_->get(key("failure")));
+    const size_t first = failure.find(':'), second = failure.find(':', first + 1);
+    const int who = std::atoi(failure.substr(0, first).c_str());
+    if (who == rank_) return std::nullopt;
+    return options_.describe_rank(who) + " failed: " + failure.substr(second + 1);
+  } catch (const std::exception&) {
+    return std::nullopt;
   }
 }
 

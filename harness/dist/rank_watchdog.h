@@ -18,6 +18,7 @@
 #include <condition_variable>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -54,6 +55,9 @@ class RankWatchdog {
   // others exit with `exit_code`.
   void report_failure(const std::string& message, int exit_code);
 
+  // The failure another rank published, as "<describe(rank)> failed: <message>".
+  std::optional<std::string> failure_of_another_rank();
+
   // Ranks whose heartbeat did not advance during the next `window`; blocks for it.
   std::vector<int> silent_peers(std::chrono::milliseconds window);
 
@@ -68,7 +72,7 @@ class RankWatchdog {
   RankWatchdogOptions options_;
   std::mutex mutex_;
   std::condition_variable wake_;
-  bool stopping_ = false;
+  bool stopping_ = false;  // also set once this rank reported its own failure
   std::thread thread_;
 };
 

@@ -1,5 +1,7 @@
 #include "harness/runner/job_session.h"
 
+#include "harness/dist/error_text.h"
+
 #include <cstdlib>
 
 #include "harness/common/errors.h"
@@ -31,7 +33,7 @@ std::unique_ptr<JobSession> JobSession::connect(const DistEnv& env, std::chrono:
     throw std::runtime_error("rank " + std::to_string(env.rank) + " could not meet the other " +
                              std::to_string(env.world_size - 1) + " ranks at " + env.master_addr + ":" +
                              std::to_string(env.master_port) + " within " +
-                             std::to_string(timeout.count() / 1000) + " s: " + e.what());
+                             std::to_string(timeout.count() / 1000) + " s: " + error_text(e));
   }
   RankWatchdogOptions options;
   options.timeout = timeout;
@@ -56,10 +58,10 @@ std::string JobSession::agree(const std::string& name, const std::function<std::
       store_->set(k, bytes_of("ok\n" + value));
       return value;
     } catch (const ConfigError& e) {
-      store_->set(k, bytes_of(std::string("config\n") + e.what()));
+      store_->set(k, bytes_of(std::string("config\n") + error_text(e)));
       throw;
     } catch (const std::exception& e) {
-      store_->set(k, bytes_of(std::string("error\n") + e.what()));
+      store_->set(k, bytes_of(std::string("error\n") + error_text(e)));
       throw;
     }
   }
@@ -78,13 +80,27 @@ RankContext JobSession::connect_run(const std::string& run, ParallelLayout layou
                               tied_embeddings, timeout_);
 }
 
-std::string JobSession::report_failure(const std::exception& error) {
-  std::string message = error.what();
+std::string JobSession::report_failure(const std::exception& error, std::ostream& log) {
+  if (reported_) return *reported_;
+  std::string message = error_text(error);
   if (!watchdog_) return message;
-  // A peer that died by a signal said nothing; a moment of watching names it.
-  const std::vector<int> silent = watchdog_->silent_peers(std::chrono::milliseconds(1500));
-  for (int peer : silent) message += "; " + describe_(peer) + " has stopped sending heartbeats";
-  watchdog_->report_failure(message, dynamic_cast<const ConfigError*>(&error) ? 2 : 1);
+  const bool config = dynamic_cast<const ConfigError*>(&error) != nullptr;
+  if (std::optional<std::string> first = watchdog_->failure_of_another_rank()) {
+    // This rank's error is a consequence (e.g. a connection the failed rank closed).
+    message = "stopping: " + *first;
+    log << "error: " << message << std::endl;
+    reported_ = message;
+    return message;
+  }
+  if (!config) {
+    // A peer that died by a signal said nothing; a moment of watching names it.
+    const std::vector<int> silent = watchdog_->silent_peers(std::chrono::milliseconds(1500));
+    for (int peer : silent) message += "; " + describe_(peer) + " has stopped sending heartbeats";
+    const std::string me = describe_(env_.rank);
+    log << "error: " << (message.rfind(me, 0) == 0 ? "" : me + ": ") << message << std::endl;
+  }
+  watchdog_->report_failure(message, config ? 2 : 1);
+  reported_ = message;
   return message;
 }
 

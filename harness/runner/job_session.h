@@ -10,7 +10,10 @@
 
 #include <chrono>
 #include <functional>
+#include <ostream>
 #include <memory>
+#include <optional>
+#include <stdexcept>
 #include <string>
 
 #include "harness/dist/process_group.h"
@@ -18,6 +21,12 @@
 #include "harness/dist/rank_watchdog.h"
 
 namespace sb {
+
+// A failure of this rank that JobSession::report_failure has already printed.
+class RankFailure : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 class JobSession {
  public:
@@ -40,10 +49,11 @@ class JobSession {
   RankContext connect_run(const std::string& run, ParallelLayout layout, c10::Device device,
                           bool tied_embeddings) const;
 
-  // Called with the exception that ends this rank: publishes it to the other ranks
-  // (who exit with the same code: 2 for a ConfigError, else 1) and returns the
-  // message to print, naming peers that have gone silent.
-  std::string report_failure(const std::exception& error);
+  // Called with the exception that ends this rank: prints it to `log` (a ConfigError is
+  // left to the caller, which prints it) naming peers that have gone silent, then
+  // publishes it to the other ranks, who stop with the same exit code (2 for a
+  // ConfigError, else 1). Returns the message.
+  std::string report_failure(const std::exception& error, std::ostream& log);
 
   // Clean end of the command: barrier, stop the watchdog, barrier (so that rank 0,
   // which serves the store, leaves last).
@@ -60,6 +70,7 @@ class JobSession {
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::Backend> world_;
   std::unique_ptr<RankWatchdog> watchdog_;
+  std::optional<std::string> reported_;  // report_failure runs once
 };
 
 }  // namespace sb

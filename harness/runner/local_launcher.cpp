@@ -45,6 +45,7 @@ struct Rank {
   pid_t pid = -1;
   int output = -1;      // read end of the rank's stdout+stderr pipe; -1 once closed
   std::string pending;  // a partial line
+  std::string last_line;
   bool running = true;
   int status = 0;
 };
@@ -132,11 +133,14 @@ void drain(Rank& r, int index, std::ostream& log, bool flush_partial) {
   }
   size_t newline;
   while ((newline = r.pending.find('\n')) != std::string::npos) {
-    log << "[rank " << index << "] " << r.pending.substr(0, newline) << '\n';
+    const std::string line = r.pending.substr(0, newline);
+    log << "[rank " << index << "] " << line << '\n';
+    if (!line.empty()) r.last_line = line;
     r.pending.erase(0, newline + 1);
   }
   if (flush_partial && !r.pending.empty()) {
     log << "[rank " << index << "] " << r.pending << '\n';
+    r.last_line = r.pending;
     r.pending.clear();
   }
   log.flush();
@@ -179,7 +183,9 @@ int launch_local_ranks(const LaunchOptions& options, std::ostream& log) {
   Clock::time_point kill_at;
   const auto stop_all = [&](int signal) {
     for (const Rank& r : ranks) {
-      if (r.running) ::kill(r.pid, signal);
+      if (!r.running) continue;
+      ::kill(r.pid, signal);
+      if (signal == SIGTERM) ::kill(r.pid, SIGCONT);  // a stopped rank acts on SIGTERM only once resumed
     }
   };
   try {
@@ -217,7 +223,9 @@ int launch_local_ranks(const LaunchOptions& options, std::ostream& log) {
         r.running = false;
         const bool ok = WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0;
         if (!ok && failure.empty()) {
+          drain(r, static_cast<int>(i), log, true);
           failure = options.describe_rank(static_cast<int>(i)) + " " + describe_status(r.status);
+          if (WIFEXITED(r.status) && !r.last_line.empty()) failure += " (last output: \"" + r.last_line + "\")";
           exit_code = WIFEXITED(r.status) && WEXITSTATUS(r.status) == 2 ? 2 : 1;
         }
       } else {

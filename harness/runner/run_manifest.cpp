@@ -62,36 +62,46 @@ void execute_run(JobSession& session, const RunSpec& run, const RunDecision& dec
                               m.parallelism.stage_layers);
   const RankContext context = session.connect_run(run.name, layout, c10::Device(m.train.device),
                                                   config.tie_word_embeddings);
-  Trainer trainer(run, context);
-  int64_t start = 0;
-  if (decision.disposition == Disposition::kResume) {
-    start = load_checkpoint(decision.checkpoint, run, context, trainer.stage(), trainer.optimizer()).iterations_done;
-  }
-  std::optional<RunFolderWriter> writer;
-  if (session.is_leader()) writer.emplace(run_dir);
-  const int64_t iterations = m.train.iterations;
-  const auto wall_start = std::chrono::steady_clock::now();
-  for (int64_t it = start; it < iterations; ++it) {
-    if (fault) fault->fire_if_due(context.rank, it);
-    std::optional<IterationOutcome> outcome = trainer.train_iteration(it);
-    if (outcome) {
-      writer->append(outcome->record, outcome->timeline);
-      if (it == start || (it + 1) % options.progress_every == 0 || it + 1 == iterations) {
-        log_progress(log, run, it, iterations, outcome->record);
+  // Failures are reported while this run's groups still exist: destroying them first
+  // would break the peers' connections and make them report before this rank.
+  try {
+    Trainer trainer(run, context);
+    int64_t start = 0;
+    if (decision.disposition == Disposition::kResume) {
+      start = load_checkpoint(decision.checkpoint, run, context, trainer.stage(), trainer.optimizer()).iterations_done;
+    }
+    std::optional<RunFolderWriter> writer;
+    if (session.is_leader()) writer.emplace(run_dir);
+    const int64_t iterations = m.train.iterations;
+    const auto wall_start = std::chrono::steady_clock::now();
+    for (int64_t it = start; it < iterations; ++it) {
+      if (fault) fault->fire_if_due(context.rank, it);
+      std::optional<IterationOutcome> outcome = trainer.train_iteration(it);
+      if (outcome) {
+        writer->append(outcome->record, outcome->timeline);
+        if (it == start || (it + 1) % options.progress_every == 0 || it + 1 == iterations) {
+          log_progress(log, run, it, iterations, outcome->record);
+        }
+      }
+      const int64_t done = it + 1;
+      const int64_t every = m.checkpoint.every_iterations;
+      if ((every > 0 && done % every == 0 && done < iterations) || (done == iterations && m.checkpoint.at_end)) {
+        save_checkpoint(run_dir, done, run, context, trainer.stage(), trainer.optimizer());
       }
     }
-    const int64_t done = it + 1;
-    const int64_t every = m.checkpoint.every_iterations;
-    if ((every > 0 && done % every == 0 && done < iterations) || (done == iterations && m.checkpoint.at_end)) {
-      save_checkpoint(run_dir, done, run, context, trainer.stage(), trainer.optimizer());
+    context.barrier();
+    if (writer) {
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+      writer->finish(iterations, seconds, decision.disposition == Disposition::kResume);
     }
+    context.barrier();
+  } catch (const ConfigError& e) {
+    session.report_failure(e, log);
+    throw;
+  } catch (const std::exception& e) {
+    if (session.world_size() == 1) throw;
+    throw RankFailure(session.report_failure(e, log));
   }
-  context.barrier();
-  if (writer) {
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-    writer->finish(iterations, seconds, decision.disposition == Disposition::kResume);
-  }
-  context.barrier();
 }
 
 }  // namespace
@@ -177,11 +187,14 @@ RunManifestResult run_manifest(const Manifest& manifest, const RunManifestOption
       return std::string("ok");
     });
     session->shutdown();
+  } catch (const RankFailure&) {
+    throw;
   } catch (const ConfigError& e) {
-    session->report_failure(e);
+    session->report_failure(e, log);
     throw;
   } catch (const std::exception& e) {
-    throw std::runtime_error(session->report_failure(e));
+    if (session->world_size() == 1) throw;
+    throw RankFailure(session->report_failure(e, log));
   }
   return result;
 }

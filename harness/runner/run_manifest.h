@@ -40,7 +40,8 @@ std::vector<RunSpec> select_runs(const Manifest& manifest, const RunManifestOpti
 std::vector<RunDecision> decide_runs(const Manifest& manifest, const RunManifestOptions& options);
 
 // In one process, or as one rank when DistEnv::started_as_rank() (then the
-// environment's world size must be dp x pp).
+// environment's world size must be dp x pp). A rank's runtime failure is printed to
+// `log` and then thrown as RankFailure (job_session.h).
 RunManifestResult run_manifest(const Manifest& manifest, const RunManifestOptions& options,
                                std::ostream& log);
 

@@ -1,5 +1,7 @@
 #include "harness/train/trainer.h"
 
+#include "harness/dist/error_text.h"
+
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
@@ -145,7 +147,7 @@ double Trainer::global_grad_norm() {
       context_.pipeline->allreduce(tensors, sum)->wait(context_.timeout);
     } catch (const std::exception& e) {
       throw std::runtime_error(context_.describe() + ": summing the gradient norm over the pipeline failed: " +
-                               e.what());
+                               error_text(e));
     }
   }
   return std::sqrt(squared.item<double>());
