@@ -24,11 +24,16 @@ struct RunFlags {
   int64_t progress_every = 10;
 };
 
-void print_report(const Manifest& manifest, const RunManifestResult& result) {
+// counts: whether `result` says what ran (the launcher only knows the folder).
+void print_report(const Manifest& manifest, const RunManifestResult& result, bool counts) {
   const std::vector<RunSummary> runs = summarize_manifest_results(result.manifest_dir);
   std::cout << report_to_markdown(manifest.name, runs);
-  std::cout << "\nwrote " << (result.manifest_dir / "report.md").string() << " (ran " << result.ran.size()
-            << ", skipped " << result.skipped.size() << ")\n";
+  std::cout << "\nwrote " << (result.manifest_dir / "report.md").string();
+  if (counts) {
+    std::cout << " (ran " << result.ran.size() << ", resumed " << result.resumed.size() << ", skipped "
+              << result.skipped.size() << ")";
+  }
+  std::cout << "\n";
 }
 
 // dp x pp > 1 without torchrun/srun: this process becomes the launcher of the ranks.
@@ -53,7 +58,7 @@ int launch(const Manifest& manifest, const RunFlags& flags, const RunManifestOpt
   if (code != 0) return code;
   RunManifestResult result;
   result.manifest_dir = options.results_root / manifest.name;
-  print_report(manifest, result);
+  print_report(manifest, result, false);
   return 0;
 }
 
@@ -104,7 +109,7 @@ Command register_run(CLI::App& app) {
     }
     // Under a launcher only rank 0 prints the report (the launcher prints its own).
     const bool prints_report = !as_rank || (DistEnv::from_environment().rank == 0 && !std::getenv("SB_LAUNCHER_PID"));
-    if (prints_report) print_report(manifest, result);
+    if (prints_report) print_report(manifest, result, true);
     return 0;
   };
 }

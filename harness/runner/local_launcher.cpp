@@ -182,11 +182,13 @@ int launch_local_ranks(const LaunchOptions& options, std::ostream& log) {
   bool stopping = false;
   Clock::time_point kill_at;
   const auto stop_all = [&](int signal) {
+    // The group reaches whatever the ranks started themselves, too.
+    if (group > 0) ::kill(-group, signal);
     for (const Rank& r : ranks) {
-      if (!r.running) continue;
-      ::kill(r.pid, signal);
-      if (signal == SIGTERM) ::kill(r.pid, SIGCONT);  // a stopped rank acts on SIGTERM only once resumed
+      if (r.running) ::kill(r.pid, signal);
     }
+    // A stopped rank acts on SIGTERM only once resumed.
+    if (signal == SIGTERM && group > 0) ::kill(-group, SIGCONT);
   };
   try {
     for (int rank = 0; rank < options.world_size; ++rank) {
@@ -244,9 +246,11 @@ int launch_local_ranks(const LaunchOptions& options, std::ostream& log) {
     if (stopping && any_running && Clock::now() >= kill_at) stop_all(SIGKILL);
     if (!any_running) break;
   }
+  // What the ranks wrote last; a process they left behind may hold a pipe open, so
+  // read what is there rather than wait for the end of the stream.
   for (size_t i = 0; i < ranks.size(); ++i) {
-    while (ranks[i].output >= 0) drain(ranks[i], static_cast<int>(i), log, false);  // until EOF
     drain(ranks[i], static_cast<int>(i), log, true);
+    if (ranks[i].output >= 0) ::close(ranks[i].output);
   }
   ::sigaction(SIGINT, &old_int, nullptr);
   ::sigaction(SIGTERM, &old_term, nullptr);

@@ -34,7 +34,7 @@ json run_context(const RunSpec& run, const RunManifestOptions& options, const Di
                       {"device", run.manifest.train.device},
                       {"collective_backend", run.manifest.train.device == "cpu" ? "gloo" : "nccl"},
                       {"launched_by", env.source},
-                      {"hosts_ranks_per_host", env.local_world_size}};
+                      {"ranks_per_host", env.local_world_size}};
   return context;
 }
 

@@ -91,5 +91,41 @@ TEST(DistEnv, ReadsTorchrunVariablesAndRejectsBadOnes) {
   EXPECT_THROW(DistEnv::from_environment(), ConfigError);
 }
 
+TEST(DistEnv, ReadsSrunVariablesInsideAJobStepOnly) {
+  for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}) {
+    ::unsetenv(name);
+  }
+  // A batch script has SLURM_PROCID but no job step: not a rank.
+  ::setenv("SLURM_PROCID", "0", 1);
+  ::setenv("SLURM_NTASKS", "8", 1);
+  ::unsetenv("SLURM_STEP_NUM_TASKS");
+  EXPECT_FALSE(DistEnv::started_as_rank());
+
+  ::setenv("SLURM_STEP_NUM_TASKS", "8", 1);
+  ::setenv("SLURM_PROCID", "5", 1);
+  ::setenv("SLURM_LOCALID", "1", 1);
+  ::setenv("SLURM_STEP_TASKS_PER_NODE", "4(x2)", 1);
+  EXPECT_TRUE(DistEnv::started_as_rank());
+  try {
+    DistEnv::from_environment();
+    FAIL() << "several tasks need MASTER_ADDR";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.json_path(), "MASTER_ADDR");
+  }
+  ::setenv("MASTER_ADDR", "node017", 1);
+  const DistEnv env = DistEnv::from_environment();
+  EXPECT_EQ(env.rank, 5);
+  EXPECT_EQ(env.world_size, 8);
+  EXPECT_EQ(env.local_rank, 1);
+  EXPECT_EQ(env.local_world_size, 4);
+  EXPECT_EQ(env.master_addr, "node017");
+  EXPECT_EQ(env.master_port, 29500);
+  EXPECT_EQ(env.source, "srun");
+  for (const char* name : {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID",
+                           "SLURM_STEP_TASKS_PER_NODE", "MASTER_ADDR"}) {
+    ::unsetenv(name);
+  }
+}
+
 }  // namespace
 }  // namespace sb
