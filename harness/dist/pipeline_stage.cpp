@@ -1,6 +1,7 @@
 #include "harness/dist/pipeline_stage.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
 
 #include <stdexcept>
@@ -12,18 +13,20 @@ bool starts_with(const std::string& text, const std::string& prefix) {
   return text.compare(0, prefix.size(), prefix) == 0;
 }
 
-Qwen2ForCausalLM build_on_device(const Qwen2Config& config, std::shared_ptr<AttentionBackend> backend,
-                                 c10::Device device) {
-  Qwen2ForCausalLM model(config, std::move(backend));
-  model->to(device);
-  return model;
-}
-
 }  // namespace
 
 PipelineStage::PipelineStage(const Qwen2Config& config, int64_t stage, int64_t stages, StageLayers layers,
                              std::shared_ptr<AttentionBackend> backend, c10::Device device)
-    : PipelineStage(build_on_device(config, backend, device), stage, stages, layers, backend) {}
+    : PipelineStage(Qwen2ForCausalLM(config, backend), stage, stages, layers, backend) {
+  // Built on the CPU; only this stage's parts move (in place: parameters keep their identity).
+  if (device == device_) return;
+  c10::NoGradGuard no_grad;
+  for (const StageParameter& p : parameters_) {
+    at::Tensor t = p.tensor;
+    t.set_data(t.to(device));
+  }
+  device_ = device;
+}
 
 PipelineStage::PipelineStage(Qwen2ForCausalLM model, int64_t stage, int64_t stages, StageLayers layers,
                              std::shared_ptr<AttentionBackend> backend)

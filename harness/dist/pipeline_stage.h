@@ -38,7 +38,8 @@ struct StageParameter {
 
 class PipelineStage {
  public:
-  // stage of stages, holding decoder layers [layers.first, layers.end).
+  // stage of stages, holding decoder layers [layers.first, layers.end); the model is
+  // built on the CPU and this stage's parameters are moved to `device`.
   PipelineStage(const Qwen2Config& config, int64_t stage, int64_t stages, StageLayers layers,
                 std::shared_ptr<AttentionBackend> backend, c10::Device device);
   // Keeps the parts of an existing model (its parameters are shared, not copied).
