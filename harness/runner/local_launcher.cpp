@@ -27,6 +27,8 @@ using Clock = std::chrono::steady_clock;
 volatile sig_atomic_t g_interrupted = 0;
 void on_interrupt(int) { g_interrupted = 1; }
 
+}  // namespace
+
 int free_loopback_port() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) throw std::runtime_error("launcher: socket() failed");
@@ -40,6 +42,18 @@ int free_loopback_port() {
   if (!ok) throw std::runtime_error("launcher: cannot find a free loopback port");
   return ntohs(addr.sin_port);
 }
+
+std::vector<std::string> environment_with(const std::map<std::string, std::string>& overrides) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    if (overrides.count(entry.substr(0, entry.find('='))) == 0) env.push_back(entry);
+  }
+  for (const auto& [key, value] : overrides) env.push_back(key + "=" + value);
+  return env;
+}
+
+namespace {
 
 struct Rank {
   pid_t pid = -1;
@@ -60,20 +74,14 @@ std::string describe_status(int status) {
 }
 
 Rank spawn_rank(const LaunchOptions& options, int rank, int port, pid_t group) {
-  std::vector<std::string> env;
-  const std::map<std::string, std::string> mine = {
+  std::vector<std::string> env = environment_with({
       {"RANK", std::to_string(rank)},
       {"WORLD_SIZE", std::to_string(options.world_size)},
       {"LOCAL_RANK", std::to_string(rank)},
       {"LOCAL_WORLD_SIZE", std::to_string(options.world_size)},
       {"MASTER_ADDR", "127.0.0.1"},
       {"MASTER_PORT", std::to_string(port)},
-      {"SB_LAUNCHER_PID", std::to_string(::getpid())}};
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string entry = *e;
-    if (mine.count(entry.substr(0, entry.find('='))) == 0) env.push_back(entry);
-  }
-  for (const auto& [key, value] : mine) env.push_back(key + "=" + value);
+      {"SB_LAUNCHER_PID", std::to_string(::getpid())}});
   std::vector<char*> envp, argv;
   for (auto& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <functional>
 #include <iosfwd>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -34,5 +35,12 @@ void arm_parent_death_signal();
 
 // The running executable's path (/proc/self/exe).
 std::string current_executable();
+
+// A loopback TCP port that was free a moment ago (bound to port 0 and released).
+int free_loopback_port();
+
+// This process's environment ("KEY=value" entries) with `overrides` set or replaced,
+// for posix_spawn.
+std::vector<std::string> environment_with(const std::map<std::string, std::string>& overrides);
 
 }  // namespace sb

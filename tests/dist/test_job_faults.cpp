@@ -70,12 +70,13 @@ TEST(JobFaults, CrashedRankStopsEveryRankAtOnce) {
 
 TEST(JobFaults, HungRankStopsEveryRankWithinTheTimeout) {
   // SIGSTOP freezes the rank (its heartbeat thread too); the others notice after the
-  // 5 s timeout, plus at most a heartbeat period and the launcher's reaction.
+  // 5 s timeout, plus a heartbeat period and the launcher's reaction (about 0.6 s;
+  // up to 10 s allowed for a loaded host).
   const FaultRun r = run_with_fault("hang", 5);
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("rank 1 (dp 0, stage 1) sent no heartbeat"), std::string::npos) << r.output;
   EXPECT_GT(r.seconds_after_fault, 4.0) << "stopped before the timeout could have passed?\n" << r.output;
-  EXPECT_LT(r.seconds_after_fault, 5.0 + 4.0) << r.output;
+  EXPECT_LT(r.seconds_after_fault, 5.0 + 10.0) << r.output;
 }
 
 TEST(JobFaults, FailingRankIsNamedByEveryOtherRank) {
@@ -127,7 +128,7 @@ TEST(JobFaults, RanksStartedLikeTorchrunExitWhenOneIsKilled) {
     const double seconds = seconds_since(killed);
     const std::string log = test::slurp(ranks[rank].log);
     EXPECT_EQ(code, 1) << "rank " << rank << ":\n" << log;
-    EXPECT_LT(seconds, 10.0 + 3.0) << "rank " << rank << ":\n" << log;
+    EXPECT_LT(seconds, 10.0 + 10.0) << "rank " << rank << ":\n" << log;
     EXPECT_NE(log.find("rank 1 (dp 0, stage 1)"), std::string::npos) << "rank " << rank << ":\n" << log;
   }
   fs::remove_all(dir);

@@ -1,5 +1,7 @@
 #include "tests/support/worker_processes.h"
 
+#include "harness/runner/local_launcher.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -12,20 +14,13 @@
 #include <stdexcept>
 #include <thread>
 
-extern char** environ;
-
 namespace sb::test {
 
 Worker spawn_worker(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
                     const std::filesystem::path& log) {
   Worker w;
   w.log = log.string();
-  std::vector<std::string> env_strings;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string entry = *e;
-    if (env.count(entry.substr(0, entry.find('='))) == 0) env_strings.push_back(entry);
-  }
-  for (const auto& [key, value] : env) env_strings.push_back(key + "=" + value);
+  std::vector<std::string> env_strings = environment_with(env);
   std::vector<char*> envp, args;
   for (auto& entry : env_strings) envp.push_back(entry.data());
   envp.push_back(nullptr);
