@@ -139,24 +139,34 @@ RunDecision decide_run(const fs::path& run_dir, const json& resolved, bool force
   return d;
 }
 
+namespace {
+
+void write_run_files(const fs::path& run_dir, const json& resolved, const json& context) {
+  fs::create_directories(run_dir);
+  write_file_atomic(run_dir / "manifest.resolved.json", resolved.dump(2) + "\n");
+  write_file_atomic(run_dir / "context.json", context.dump(2) + "\n");
+}
+
+}  // namespace
+
 void prepare_run_folder(const fs::path& run_dir, const RunDecision& decision, const json& resolved,
                         json context, std::ostream& log) {
   switch (decision.disposition) {
     case Disposition::kSkip:
       return;
     case Disposition::kFresh:
-      break;
+      return write_run_files(run_dir, resolved, context);
     case Disposition::kReplaceComplete:
       log << "replacing complete results in " << run_dir.string() << " (--force)\n";
       fs::remove_all(run_dir);
-      break;
+      return write_run_files(run_dir, resolved, context);
     case Disposition::kRestartIncomplete: {
       fs::path aside = run_dir;
       aside += ".interrupted-" + utc_timestamp("%Y%m%dT%H%M%SZ");
       fs::rename(run_dir, aside);
       log << "found an incomplete run in " << run_dir.string() << "; " << decision.reason << ", so moved it to "
           << aside.string() << " and starting again from iteration 0\n";
-      break;
+      return write_run_files(run_dir, resolved, context);
     }
     case Disposition::kResume: {
       log << "found an incomplete run in " << run_dir.string() << "; resuming from its checkpoint "
@@ -173,9 +183,7 @@ void prepare_run_folder(const fs::path& run_dir, const RunDecision& decision, co
       return;
     }
   }
-  fs::create_directories(run_dir);
-  write_file_atomic(run_dir / "manifest.resolved.json", resolved.dump(2) + "\n");
-  write_file_atomic(run_dir / "context.json", context.dump(2) + "\n");
+  throw std::logic_error("prepare_run_folder: unhandled disposition");
 }
 
 RunFolderWriter::RunFolderWriter(fs::path run_dir)
