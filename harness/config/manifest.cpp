@@ -146,7 +146,9 @@ CheckpointSection parse_checkpoint(const json& j, const std::string& path, const
   c.every_iterations = r.optional<int64_t>("every_iterations", c.every_iterations);
   c.keep_last = r.optional<int64_t>("keep_last", c.keep_last);
   c.at_end = r.optional<bool>("at_end", c.at_end);
+  c.write_timeout_s = r.optional<double>("write_timeout_s", c.write_timeout_s);
   r.finish();
+  r.expect(c.write_timeout_s >= 1, "write_timeout_s", "must be >= 1 (seconds)", "e.g. 1800");
   r.expect(c.every_iterations >= 0, "every_iterations", "must be >= 0", "use 0 for no periodic checkpoints");
   r.expect(c.keep_last >= 1, "keep_last", "must be >= 1", "keep at least the newest checkpoint");
   return c;
@@ -323,7 +325,8 @@ json manifest_to_json(const Manifest& m) {
       {"checkpoint",
        {{"every_iterations", m.checkpoint.every_iterations},
         {"keep_last", m.checkpoint.keep_last},
-        {"at_end", m.checkpoint.at_end}}},
+        {"at_end", m.checkpoint.at_end},
+        {"write_timeout_s", m.checkpoint.write_timeout_s}}},
       {"train",
        {{"device", t.device},
         {"iterations", t.iterations},

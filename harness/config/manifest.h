@@ -58,6 +58,7 @@ struct CheckpointSection {
   int64_t every_iterations = 100;  // 0: no periodic checkpoints
   int64_t keep_last = 1;           // older checkpoints are deleted
   bool at_end = false;             // also save after the last iteration
+  double write_timeout_s = 1800;   // how long ranks wait for each other while saving
 };
 
 struct TrainSection {

@@ -70,6 +70,8 @@ RankContext RankContext::connect(const DistEnv& env, ParallelLayout layout,
     return create_group(store, prefix + name + "/", index, static_cast<int>(members.size()), backend,
                         timeout, env.master_addr);
   };
+  c.store = store;
+  c.store_prefix = prefix;
   std::vector<int64_t> everyone;
   for (int64_t r = 0; r < c.layout.world_size(); ++r) everyone.push_back(r);
   c.world = group("world", everyone, CollectiveBackend::kGloo);
@@ -96,6 +98,24 @@ void RankContext::barrier() const {
     world->barrier()->wait(timeout);
   } catch (const std::exception& e) {
     throw std::runtime_error(describe() + ": barrier failed: " + error_text(e));
+  }
+}
+
+void RankContext::wait_for_all(const std::string& name, std::chrono::milliseconds limit) const {
+  if (!store) return;
+  const std::string base = store_prefix + "wait/" + name + "/";
+  store->set(base + std::to_string(rank), std::vector<uint8_t>{1});
+  std::vector<std::string> keys;
+  for (int64_t r = 0; r < layout.world_size(); ++r) keys.push_back(base + std::to_string(r));
+  try {
+    store->wait(keys, limit);
+  } catch (const std::exception& e) {
+    std::string missing;
+    for (int64_t r = 0; r < layout.world_size(); ++r) {
+      if (!store->check({keys[static_cast<size_t>(r)]})) missing += (missing.empty() ? "" : ", ") + layout.describe_rank(r);
+    }
+    throw std::runtime_error(describe() + ": " + (missing.empty() ? "some rank" : missing) + " did not reach \"" +
+                             name + "\" within " + std::to_string(limit.count() / 1000) + " s: " + error_text(e));
   }
 }
 

@@ -32,6 +32,8 @@ struct RankContext {
   CommonClock clock;
   double origin_unix_ms = 0;  // Unix time of common-clock 0 (rank 0's reading)
   c10::intrusive_ptr<c10d::Backend> world, pipeline, data_parallel, embedding;
+  c10::intrusive_ptr<c10d::Store> store;  // the job's store (null alone)
+  std::string store_prefix;               // this run's keys
 
   int64_t dp_rank() const { return layout.dp_rank_of(rank); }
   int64_t stage() const { return layout.stage_of(rank); }
@@ -48,8 +50,12 @@ struct RankContext {
                              const c10::intrusive_ptr<c10d::Store>& store, const std::string& prefix,
                              c10::Device device, bool tied_embeddings, std::chrono::milliseconds timeout);
 
-  // Barrier over all ranks (no-op alone); a failure names this rank.
+  // Barrier over all ranks (no-op alone) bounded by `timeout`; a failure names this rank.
   void barrier() const;
+  // Barrier for slow work such as writing checkpoints, bounded by `limit` instead: over
+  // the store, one key per rank under `name` (unique per use); on timeout the error
+  // names the ranks that have not arrived. Rank deaths are caught by the watchdog.
+  void wait_for_all(const std::string& name, std::chrono::milliseconds limit) const;
 };
 
 }  // namespace sb

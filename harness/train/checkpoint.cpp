@@ -154,11 +154,13 @@ void save_checkpoint(const fs::path& run_dir, int64_t iterations_done, const Run
                      const RankContext& context, PipelineStage& stage, torch::optim::AdamW& optimizer) {
   const fs::path root = checkpoints_root(run_dir);
   const fs::path partial = root / (checkpoint_name(iterations_done) + ".partial");
+  const std::string name = checkpoint_name(iterations_done);
+  const auto limit = std::chrono::milliseconds(static_cast<int64_t>(run.manifest.checkpoint.write_timeout_s * 1000));
   if (context.rank == 0) {
     fs::remove_all(partial);  // left by a crash during an earlier attempt
     fs::create_directories(partial);
   }
-  context.barrier();
+  context.wait_for_all(name + "/folder", limit);
 
   const int64_t pp = context.layout.pp();
   if (context.dp_rank() == 0) {
@@ -178,9 +180,9 @@ void save_checkpoint(const fs::path& run_dir, int64_t iterations_done, const Run
     write_safetensors(partial / numbered("optimizer", context.stage(), pp), moments);
   }
   write_safetensors(partial / rng_file(context.rank), generator_states());
-  context.barrier();
+  context.wait_for_all(name + "/written", limit);
   if (context.rank == 0) finish_checkpoint(root, partial, iterations_done, run, context);
-  context.barrier();
+  context.wait_for_all(name + "/complete", limit);
 }
 
 CheckpointState load_checkpoint(const fs::path& dir, const RunSpec& run, const RankContext& context,

@@ -46,6 +46,7 @@ TEST(Manifest, FillsDefaults) {
   EXPECT_EQ(m.checkpoint.every_iterations, 100);
   EXPECT_EQ(m.checkpoint.keep_last, 1);
   EXPECT_FALSE(m.checkpoint.at_end);
+  EXPECT_DOUBLE_EQ(m.checkpoint.write_timeout_s, 1800.0);
 }
 
 TEST(Manifest, ParallelismResolvesTheStageSplit) {
