@@ -94,7 +94,9 @@ void execute_run(JobSession& session, const RunSpec& run, const RunDecision& dec
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
       writer->finish(iterations, seconds, decision.disposition == Disposition::kResume);
     }
-    context.barrier();
+    // timeline.json of a long run takes a while to write: wait as for a checkpoint.
+    context.wait_for_all("finished",
+                         std::chrono::milliseconds(static_cast<int64_t>(m.checkpoint.write_timeout_s * 1000)));
   } catch (const ConfigError& e) {
     session.report_failure(e, log);
     throw;

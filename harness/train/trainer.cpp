@@ -6,6 +6,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <cmath>
 #include <thread>
 
 #include "harness/dist/object_exchange.h"
