@@ -5,8 +5,13 @@
 
 #include "harness/apps/commands.h"
 #include "harness/config/manifest.h"
+#include "harness/dist/parallel_layout.h"
+#include "harness/dist/process_group.h"
 #include "harness/report/run_summary.h"
+#include "harness/runner/job_session.h"
+#include "harness/runner/local_launcher.h"
 #include "harness/runner/run_manifest.h"
+#include "models/qwen2/qwen2_config.h"
 
 namespace sb::cli {
 namespace {
@@ -19,6 +24,44 @@ struct RunFlags {
   int64_t progress_every = 10;
 };
 
+// counts: whether `result` says what ran (the launcher only knows the folder).
+void print_report(const Manifest& manifest, const RunManifestResult& result, bool counts) {
+  const std::vector<RunSummary> runs = summarize_manifest_results(result.manifest_dir);
+  std::cout << report_to_markdown(manifest.name, runs);
+  std::cout << "\nwrote " << (result.manifest_dir / "report.md").string();
+  if (counts) {
+    std::cout << " (ran " << result.ran.size() << ", resumed " << result.resumed.size() << ", skipped "
+              << result.skipped.size() << ")";
+  }
+  std::cout << "\n";
+}
+
+// dp x pp > 1 without torchrun/srun: this process becomes the launcher of the ranks.
+int launch(const Manifest& manifest, const RunFlags& flags, const RunManifestOptions& options) {
+  decide_runs(manifest, options);  // conflicts are reported once, before any rank starts
+  const Qwen2Config& config = qwen2_preset(manifest.model.preset);
+  const ParallelLayout layout(manifest.parallelism.dp, manifest.parallelism.pp, config.num_hidden_layers,
+                              manifest.parallelism.stage_layers);
+  LaunchOptions launch;
+  launch.world_size = static_cast<int>(layout.world_size());
+  launch.describe_rank = [layout](int r) { return layout.describe_rank(r); };
+  launch.arguments = {current_executable(), "run", flags.manifest, "--results", flags.results,
+                      "--progress-every", std::to_string(flags.progress_every)};
+  if (!flags.only.empty()) {
+    launch.arguments.push_back("--only");
+    launch.arguments.push_back(flags.only);
+  }
+  if (flags.force) launch.arguments.push_back("--force");
+  std::cerr << "starting " << launch.world_size << " ranks (dp " << layout.dp() << " x pp " << layout.pp()
+            << ") on this machine\n";
+  const int code = launch_local_ranks(launch, std::cerr);
+  if (code != 0) return code;
+  RunManifestResult result;
+  result.manifest_dir = options.results_root / manifest.name;
+  print_report(manifest, result, false);
+  return 0;
+}
+
 }  // namespace
 
 Command register_run(CLI::App& app) {
@@ -26,21 +69,27 @@ Command register_run(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("run", "Run the runs of an experiment manifest");
   sub->footer(
       "Writes results/<manifest>/<run>/ (manifest.resolved.json, context.json, records.jsonl, "
-      "status.json) and results/<manifest>/report.{json,csv,md}.\n"
+      "timeline_events.jsonl, timeline.json, checkpoints/, status.json) and "
+      "results/<manifest>/report.{json,csv,md}.\n"
+      "Ranks: with parallelism dp x pp > 1 this command starts the dp x pp ranks on this machine "
+      "(output prefixed with the rank; all stop on the first failure or Ctrl-C). Started by "
+      "torchrun or srun (RANK/WORLD_SIZE or SLURM_PROCID in the environment) it runs as one rank.\n"
       "Reruns: a run that already completed with the same resolved manifest is SKIPPED; one "
       "that completed with a different manifest is an error (exit 2) unless --force, which "
-      "replaces it; an incomplete run is moved aside to <run>.interrupted-<time> and "
-      "restarted from iteration 0.");
+      "replaces it; an incomplete run resumes from its newest checkpoint, or, without one (or "
+      "with --force), is moved aside to <run>.interrupted-<time> and restarted from iteration 0.");
   sub->add_option("manifest", flags->manifest, "Experiment manifest (JSON)")->required();
   sub->add_option("--results", flags->results, "Folder that receives results/<manifest>/")
       ->capture_default_str();
   sub->add_option("--only", flags->only, "Run only the run with this name (a method name)");
-  sub->add_flag("--force", flags->force, "Rerun and replace runs that already completed");
-  sub->add_option("--progress-every", flags->progress_every,
-                  "Print a progress line every N iterations")
+  sub->add_flag("--force", flags->force,
+                "Rerun and replace runs that already completed; restart incomplete runs from iteration 0");
+  sub->add_option("--progress-every", flags->progress_every, "Print a progress line every N iterations")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   return [flags]() {
+    const bool as_rank = DistEnv::started_as_rank();
+    if (as_rank) arm_parent_death_signal();
     const Manifest manifest = load_manifest(flags->manifest);
     RunManifestOptions options;
     options.manifest_file = flags->manifest;
@@ -49,11 +98,18 @@ Command register_run(CLI::App& app) {
     options.force = flags->force;
     options.progress_every = flags->progress_every;
     options.command_line = "sparsebalance run " + flags->manifest;
-    const RunManifestResult result = run_manifest(manifest, options, std::cerr);
-    const std::vector<RunSummary> runs = summarize_manifest_results(result.manifest_dir);
-    std::cout << report_to_markdown(manifest.name, runs);
-    std::cout << "\nwrote " << (result.manifest_dir / "report.md").string() << " (ran "
-              << result.ran.size() << ", skipped " << result.skipped.size() << ")\n";
+    if (!as_rank && manifest.parallelism.dp * manifest.parallelism.pp > 1) {
+      return launch(manifest, *flags, options);
+    }
+    RunManifestResult result;
+    try {
+      result = run_manifest(manifest, options, std::cerr);
+    } catch (const RankFailure&) {
+      return 1;  // already printed, naming the rank
+    }
+    // Under a launcher only rank 0 prints the report (the launcher prints its own).
+    const bool prints_report = !as_rank || (DistEnv::from_environment().rank == 0 && !std::getenv("SB_LAUNCHER_PID"));
+    if (prints_report) print_report(manifest, result, true);
     return 0;
   };
 }

@@ -9,6 +9,7 @@
 #include "harness/common/atomic_file.h"
 #include "harness/config/json_object_reader.h"
 #include "harness/data/synthetic_dataset.h"
+#include "harness/dist/parallel_layout.h"
 #include "harness/train/lr_schedule.h"
 #include "kernels/attention/attention_backend.h"
 #include "models/qwen2/qwen2_config.h"
@@ -147,18 +148,45 @@ DataSection parse_data(const json& j, const std::string& path, const std::string
 }
 
 ParallelismSection parse_parallelism(const json& j, const std::string& path,
-                                     const std::string& file) {
+                                     const std::string& file, int64_t model_layers) {
   JsonObjectReader r(j, path, file);
   ParallelismSection p;
   p.dp = r.optional<int64_t>("dp", p.dp);
   p.pp = r.optional<int64_t>("pp", p.pp);
+  const int64_t tp = r.optional<int64_t>("tp", 1);
+  if (const json* split = r.optional_value("stage_layers")) {
+    const json& list = expect_json_array(*split, r.child_path("stage_layers"), file);
+    for (size_t i = 0; i < list.size(); ++i) {
+      const std::string item = r.child_path("stage_layers") + "[" + std::to_string(i) + "]";
+      if (!list[i].is_number_integer()) {
+        throw ConfigError(file, item, "must be an integer (layers of stage " + std::to_string(i) + ")",
+                          "list one layer count per pipeline stage");
+      }
+      p.stage_layers.push_back(list[i].get<int64_t>());
+    }
+  }
+  p.timeout_s = r.optional<double>("timeout_s", p.timeout_s);
+  p.bucket_mb = r.optional<double>("bucket_mb", p.bucket_mb);
   r.finish();
-  // The multi-rank runtime (DP x PP over c10d) is not part of this build yet; a
-  // manifest asking for it must fail loudly rather than silently run one process.
-  r.expect(p.dp == 1, "dp", "this build trains on one process only (dp = 1)",
-           "set dp to 1; data-parallel training arrives with the distributed runtime");
-  r.expect(p.pp == 1, "pp", "this build trains on one process only (pp = 1)",
-           "set pp to 1; pipeline-parallel training arrives with the distributed runtime");
+  r.expect(tp == 1, "tp", "tensor parallelism is reserved and not implemented",
+           "remove \"tp\" (or set it to 1); use dp and pp");
+  r.expect(p.dp >= 1, "dp", "must be >= 1", "use 1 for no data parallelism");
+  r.expect(p.pp >= 1, "pp", "must be >= 1", "use 1 for no pipeline parallelism");
+  r.expect(p.pp <= model_layers, "pp",
+           "is larger than the model's " + std::to_string(model_layers) + " decoder layers",
+           "every pipeline stage needs at least one layer; lower pp");
+  r.expect(p.timeout_s >= 1, "timeout_s", "must be >= 1 (seconds)", "e.g. 60");
+  r.expect(p.bucket_mb > 0, "bucket_mb", "must be > 0", "e.g. 25");
+  if (p.stage_layers.empty()) {
+    p.stage_layers = even_stage_split(model_layers, p.pp);
+  } else {
+    try {
+      ParallelLayout(p.dp, p.pp, model_layers, p.stage_layers);
+    } catch (const std::invalid_argument& e) {
+      throw ConfigError(file, r.child_path("stage_layers"), e.what(),
+                        "list pp layer counts, each >= 1, summing to the model's layers");
+    }
+  }
   return p;
 }
 
@@ -199,6 +227,20 @@ LoraSection parse_lora(const json& j, const std::string& path, const std::string
   return l;
 }
 
+CheckpointSection parse_checkpoint(const json& j, const std::string& path, const std::string& file) {
+  JsonObjectReader r(j, path, file);
+  CheckpointSection c;
+  c.every_iterations = r.optional<int64_t>("every_iterations", c.every_iterations);
+  c.keep_last = r.optional<int64_t>("keep_last", c.keep_last);
+  c.at_end = r.optional<bool>("at_end", c.at_end);
+  c.write_timeout_s = r.optional<double>("write_timeout_s", c.write_timeout_s);
+  r.finish();
+  r.expect(c.write_timeout_s >= 1, "write_timeout_s", "must be >= 1 (seconds)", "e.g. 1800");
+  r.expect(c.every_iterations >= 0, "every_iterations", "must be >= 0", "use 0 for no periodic checkpoints");
+  r.expect(c.keep_last >= 1, "keep_last", "must be >= 1", "keep at least the newest checkpoint");
+  return c;
+}
+
 TrainSection parse_train(const json& j, const std::string& path, const std::string& file) {
   JsonObjectReader r(j, path, file);
   TrainSection t;
@@ -208,6 +250,8 @@ TrainSection parse_train(const json& j, const std::string& path, const std::stri
   t.global_batch_size = r.optional<int64_t>("global_batch_size", t.global_batch_size);
   t.max_tokens_per_microbatch =
       r.optional<int64_t>("max_tokens_per_microbatch", t.max_tokens_per_microbatch);
+  t.max_samples_per_microbatch =
+      r.optional<int64_t>("max_samples_per_microbatch", t.max_samples_per_microbatch);
   t.lr = r.optional<double>("lr", t.lr);
   t.lr_warmup_fraction = r.optional<double>("lr_warmup_fraction", t.lr_warmup_fraction);
   t.min_lr_ratio = r.optional<double>("min_lr_ratio", t.min_lr_ratio);
@@ -229,6 +273,8 @@ TrainSection parse_train(const json& j, const std::string& path, const std::stri
   r.expect(t.warmup_iterations >= 0 && t.warmup_iterations < t.iterations, "warmup_iterations",
            "must be in [0, iterations)", "leave at least one measured iteration");
   r.expect(t.global_batch_size >= 1, "global_batch_size", "must be >= 1", "use 1 or more");
+  r.expect(t.max_samples_per_microbatch >= 0, "max_samples_per_microbatch", "must be >= 0",
+           "use 0 for no limit or 1 for one sequence per micro-batch");
   r.expect(t.max_tokens_per_microbatch >= 2, "max_tokens_per_microbatch", "must be >= 2",
            "use at least the longest sequence length");
   r.expect(t.lr > 0, "lr", "must be > 0", "use a positive learning rate");
@@ -262,8 +308,12 @@ Manifest parse_manifest(const json& j, const std::string& file) {
   m.model = parse_model(r.required_value("model"), r.child_path("model"), file);
   const auto& model = qwen2_preset(m.model.preset);
   m.data = parse_data(r.required_value("data"), r.child_path("data"), file, model.vocab_size);
-  if (const json* p = r.optional_value("parallelism")) {
-    m.parallelism = parse_parallelism(*p, r.child_path("parallelism"), file);
+  // Parsed even when absent: the stage split's default depends on the model.
+  const json* parallelism = r.optional_value("parallelism");
+  m.parallelism = parse_parallelism(parallelism ? *parallelism : json::object(),
+                                    r.child_path("parallelism"), file, model.num_hidden_layers);
+  if (const json* c = r.optional_value("checkpoint")) {
+    m.checkpoint = parse_checkpoint(*c, r.child_path("checkpoint"), file);
   }
   m.train = parse_train(r.required_value("train"), r.child_path("train"), file);
   const json* method_defaults = r.optional_value("method_defaults");
@@ -384,6 +434,7 @@ json manifest_to_json(const Manifest& m) {
                 {"warmup_iterations", t.warmup_iterations},
                 {"global_batch_size", t.global_batch_size},
                 {"max_tokens_per_microbatch", t.max_tokens_per_microbatch},
+                {"max_samples_per_microbatch", t.max_samples_per_microbatch},
                 {"lr", t.lr},
                 {"lr_warmup_fraction", t.lr_warmup_fraction},
                 {"min_lr_ratio", t.min_lr_ratio},
@@ -409,7 +460,17 @@ json manifest_to_json(const Manifest& m) {
       {"seed", m.seed},
       {"model", {{"preset", m.model.preset}}},
       {"data", data_to_json(m.data)},
-      {"parallelism", {{"dp", m.parallelism.dp}, {"pp", m.parallelism.pp}}},
+      {"parallelism",
+       {{"dp", m.parallelism.dp},
+        {"pp", m.parallelism.pp},
+        {"stage_layers", m.parallelism.stage_layers},
+        {"timeout_s", m.parallelism.timeout_s},
+        {"bucket_mb", m.parallelism.bucket_mb}}},
+      {"checkpoint",
+       {{"every_iterations", m.checkpoint.every_iterations},
+        {"keep_last", m.checkpoint.keep_last},
+        {"at_end", m.checkpoint.at_end},
+        {"write_timeout_s", m.checkpoint.write_timeout_s}}},
       {"train", train},
       {"methods", methods},
       {"baseline", m.baseline},

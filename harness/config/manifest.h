@@ -59,9 +59,24 @@ struct DataSection {
   JsonlDataSection jsonl;
 };
 
+// Ranks: dp * pp processes (one per GPU, or CPU processes with Gloo).
 struct ParallelismSection {
   int64_t dp = 1;
   int64_t pp = 1;
+  // Decoder layers per pipeline stage (size pp, summing to the model's layers); the
+  // resolved manifest always lists it (the even split when the file does not).
+  std::vector<int64_t> stage_layers;
+  // A rank that crashes or hangs stops every rank within about this long.
+  double timeout_s = 60;
+  double bucket_mb = 25;  // size of the flat buffers of the DP gradient all-reduce
+};
+
+// Checkpoints of a run, for resuming it (results/<manifest>/<run>/checkpoints/).
+struct CheckpointSection {
+  int64_t every_iterations = 100;  // 0: no periodic checkpoints
+  int64_t keep_last = 1;           // older checkpoints are deleted
+  bool at_end = false;             // also save after the last iteration
+  double write_timeout_s = 1800;   // how long ranks wait for each other while saving
 };
 
 // LoRA fine-tuning (PEFT's LoRA: adapters on the named projections of every layer,
@@ -79,6 +94,7 @@ struct TrainSection {
   int64_t warmup_iterations = 2;  // excluded from the report's medians and rates
   int64_t global_batch_size = 8;  // samples per iteration (optimizer step)
   int64_t max_tokens_per_microbatch = 4096;
+  int64_t max_samples_per_microbatch = 0;  // 0 = no limit; 1 = one sequence per micro-batch (the paper)
   double lr = 1e-3;
   double lr_warmup_fraction = 0.2;  // linear warm-up over this fraction of iterations
   double min_lr_ratio = 0.1;        // cosine decay to lr * min_lr_ratio at the last iteration
@@ -101,6 +117,7 @@ struct Manifest {
   ModelSection model;
   DataSection data;
   ParallelismSection parallelism;
+  CheckpointSection checkpoint;
   TrainSection train;
   std::vector<MethodSection> methods;
   // The method whose runs speedups are measured against (default: the first method).

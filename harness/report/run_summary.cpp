@@ -58,6 +58,10 @@ RunSummary summarize_run(const fs::path& run_dir) {
   const json manifest = json::parse(read_file(run_dir / "manifest.resolved.json"));
   s.attention = manifest.at("methods").at(0).at("attention").at("name").get<std::string>();
   s.batching = manifest.at("methods").at(0).at("batching").get<std::string>();
+  if (manifest.contains("parallelism")) {
+    s.dp = manifest.at("parallelism").value("dp", int64_t{1});
+    s.pp = manifest.at("parallelism").value("pp", int64_t{1});
+  }
   s.git_sha = "unknown";
   if (fs::exists(run_dir / "context.json")) {
     s.git_sha = json::parse(read_file(run_dir / "context.json")).value("git_sha", "unknown");
@@ -111,6 +115,8 @@ json report_to_json(const std::string& manifest_name, const std::vector<RunSumma
                     {"state", s.state},
                     {"attention", s.attention},
                     {"batching", s.batching},
+                    {"dp", s.dp},
+                    {"pp", s.pp},
                     {"git_sha", s.git_sha},
                     {"iterations_recorded", s.iterations_recorded},
                     {"iterations_measured", s.iterations_measured},
@@ -126,10 +132,10 @@ json report_to_json(const std::string& manifest_name, const std::vector<RunSumma
 
 std::string report_to_csv(const std::vector<RunSummary>& runs) {
   std::ostringstream out;
-  out << "run,state,attention,batching,git_sha,iterations_recorded,iterations_measured,median_iter_ms,"
+  out << "run,state,attention,batching,dp,pp,git_sha,iterations_recorded,iterations_measured,median_iter_ms,"
          "tokens_per_s,first_loss,last_loss,median_imbalance,mean_bubble_fraction\n";
   for (const auto& s : runs) {
-    out << s.run << ',' << s.state << ',' << s.attention << ',' << s.batching << ','
+    out << s.run << ',' << s.state << ',' << s.attention << ',' << s.batching << ',' << s.dp << ',' << s.pp << ','
         << s.git_sha << ','
         << s.iterations_recorded << ',' << s.iterations_measured << ','
         << fixed(s.median_iter_ms, 3) << ',' << fixed(s.tokens_per_s, 1) << ','
@@ -143,12 +149,12 @@ std::string report_to_markdown(const std::string& manifest_name,
                                const std::vector<RunSummary>& runs) {
   std::ostringstream out;
   out << "# " << manifest_name << "\n\n"
-      << "| run | state | attention | batching | iterations measured | median iteration ms "
+      << "| run | state | attention | batching | dp x pp | iterations measured | median iteration ms "
          "| tokens/s | first loss | last loss | imbalance (median) | bubble fraction (mean) |\n"
-      << "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n";
+      << "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const auto& s : runs) {
-    out << "| " << s.run << " | " << s.state << " | " << s.attention << " | " << s.batching
-        << " | " << s.iterations_measured << " | " << fixed(s.median_iter_ms, 2) << " | "
+    out << "| " << s.run << " | " << s.state << " | " << s.attention << " | " << s.batching << " | " << s.dp
+        << " x " << s.pp << " | " << s.iterations_measured << " | " << fixed(s.median_iter_ms, 2) << " | "
         << fixed(s.tokens_per_s, 0) << " | " << fixed(s.first_loss, 4) << " | "
         << fixed(s.last_loss, 4) << " | " << fixed(s.median_imbalance, 3) << " | "
         << fixed(s.mean_bubble_fraction, 3) << " |\n";

@@ -21,6 +21,8 @@ struct RunSummary {
   std::string state;  // "complete" or "incomplete"
   std::string attention;
   std::string batching;
+  int64_t dp = 1;  // parallelism of the run (from its resolved manifest)
+  int64_t pp = 1;
   std::string git_sha;  // from the run's context.json
   int64_t iterations_recorded = 0;
   int64_t iterations_measured = 0;

@@ -2,14 +2,14 @@
 
 #include <chrono>
 #include <cstdio>
-#include <ctime>
-#include <fstream>
 #include <ostream>
 
-#include "harness/common/atomic_file.h"
 #include "harness/common/errors.h"
 #include "harness/report/run_summary.h"
+#include "harness/runner/fault_injection.h"
+#include "harness/runner/job_session.h"
 #include "harness/runner/system_info.h"
+#include "harness/train/checkpoint.h"
 #include "harness/train/trainer.h"
 
 namespace sb {
@@ -18,69 +18,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string utc_timestamp(const char* format) {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buffer[64];
-  std::strftime(buffer, sizeof(buffer), format, &tm);
-  return buffer;
-}
-
-// What decides whether stored results answer the same question: the resolved run
-// manifest without its free-text description.
-json comparable_manifest(json manifest) {
-  manifest.erase("description");
-  return manifest;
-}
-
-// First JSON pointer at which two documents differ, for the error message.
-std::string first_difference(const json& stored, const json& current) {
-  const json patch = json::diff(stored, current);
-  if (patch.empty()) return "";
-  return patch.at(0).value("path", "");
-}
-
-enum class Disposition { kFresh, kSkip, kReplaceComplete, kRestartIncomplete };
-
-// Decides what to do with an existing run folder without touching it, so that a
-// conflict in any run stops the command before any run starts.
-Disposition decide_disposition(const fs::path& run_dir, const json& resolved,
-                               const RunManifestOptions& options) {
-  if (!fs::exists(run_dir)) return Disposition::kFresh;
-  if (!fs::exists(run_dir / "status.json")) return Disposition::kRestartIncomplete;
-  if (options.force) return Disposition::kReplaceComplete;
-  json stored = json::parse(read_file(run_dir / "manifest.resolved.json"));
-  if (comparable_manifest(stored) == comparable_manifest(resolved)) return Disposition::kSkip;
-  throw ConfigError(options.manifest_file.string(), first_difference(stored, resolved),
-                    "differs from the manifest that produced the complete results in " +
-                        run_dir.string(),
-                    "pass --force to replace those results, or rename the manifest "
-                    "(\"name\") to keep both");
-}
-
-void clear_run_dir(const fs::path& run_dir, Disposition disposition, std::ostream& log) {
-  switch (disposition) {
-    case Disposition::kFresh:
-    case Disposition::kSkip:
-      return;
-    case Disposition::kReplaceComplete:
-      log << "replacing complete results in " << run_dir.string() << " (--force)\n";
-      fs::remove_all(run_dir);
-      return;
-    case Disposition::kRestartIncomplete: {
-      fs::path aside = run_dir;
-      aside += ".interrupted-" + utc_timestamp("%Y%m%dT%H%M%SZ");
-      fs::rename(run_dir, aside);
-      log << "found an incomplete run in " << run_dir.string() << "; moved it to "
-          << aside.string() << " and starting again from iteration 0\n";
-      return;
-    }
-  }
-  throw std::logic_error("clear_run_dir: unhandled disposition");
-}
-
-json run_context(const RunSpec& run, const RunManifestOptions& options) {
+json run_context(const RunSpec& run, const RunManifestOptions& options, const DistEnv& env) {
   json context = collect_system_info();
   context["seed"] = run.manifest.seed;
   context["run"] = run.name;
@@ -88,90 +26,184 @@ json run_context(const RunSpec& run, const RunManifestOptions& options) {
   context["manifest_file"] = options.manifest_file.string();
   context["command_line"] = options.command_line;
   context["started_at_utc"] = utc_timestamp("%Y-%m-%dT%H:%M:%SZ");
-  context["world"] = {{"world_size", run.manifest.parallelism.dp * run.manifest.parallelism.pp},
-                      {"dp", run.manifest.parallelism.dp},
-                      {"pp", run.manifest.parallelism.pp},
-                      {"device", run.manifest.train.device}};
+  const ParallelismSection& p = run.manifest.parallelism;
+  context["world"] = {{"world_size", p.dp * p.pp},
+                      {"dp", p.dp},
+                      {"pp", p.pp},
+                      {"stage_layers", p.stage_layers},
+                      {"device", run.manifest.train.device},
+                      {"collective_backend", run.manifest.train.device == "cpu" ? "gloo" : "nccl"},
+                      {"launched_by", env.source},
+                      {"ranks_per_host", env.local_world_size}};
   return context;
 }
 
-void execute_run(const RunSpec& run, const fs::path& run_dir, const json& resolved,
-                 const RunManifestOptions& options, std::ostream& log) {
-  fs::create_directories(run_dir);
-  write_file_atomic(run_dir / "manifest.resolved.json", resolved.dump(2) + "\n");
-  write_file_atomic(run_dir / "context.json", run_context(run, options).dump(2) + "\n");
+void log_progress(std::ostream& log, const RunSpec& run, int64_t it, int64_t iterations,
+                  const IterationRecord& record) {
+  char line[256];
+  std::snprintf(line, sizeof(line), "[%s/%s] iteration %lld/%lld  loss %.4f  %.1f ms  bubble %.3f  %lld tokens\n",
+                run.manifest.name.c_str(), run.name.c_str(), static_cast<long long>(it + 1),
+                static_cast<long long>(iterations), record.loss, record.iter_ms, record.bubble_fraction,
+                static_cast<long long>(record.tokens));
+  log << line << std::flush;
+}
 
-  Trainer trainer(run);
-  // Appended and flushed line by line: an interrupted run keeps what it measured.
-  std::ofstream records(run_dir / "records.jsonl", std::ios::out | std::ios::trunc);
-  if (!records) throw std::runtime_error("cannot write " + (run_dir / "records.jsonl").string());
-  const int64_t iterations = run.manifest.train.iterations;
-  const auto start = std::chrono::steady_clock::now();
-  for (int64_t it = 0; it < iterations; ++it) {
-    IterationRecord record = trainer.train_iteration(it);
-    records << iteration_record_to_json(record).dump() << '\n';
-    records.flush();
-    if (!records) throw std::runtime_error("write failed: " + (run_dir / "records.jsonl").string());
-    if (it == 0 || (it + 1) % options.progress_every == 0 || it + 1 == iterations) {
-      char line[256];
-      std::snprintf(line, sizeof(line), "[%s/%s] iteration %lld/%lld  loss %.4f  %.1f ms  %lld tokens\n",
-                    run.manifest.name.c_str(), run.name.c_str(), static_cast<long long>(it + 1),
-                    static_cast<long long>(iterations), record.loss, record.iter_ms,
-                    static_cast<long long>(record.tokens));
-      log << line << std::flush;
+void execute_run(JobSession& session, const RunSpec& run, const RunDecision& decision, const fs::path& run_dir,
+                 const RunManifestOptions& options, const std::optional<FaultInjection>& fault,
+                 std::ostream& log) {
+  const Manifest& m = run.manifest;
+  const json resolved = manifest_to_json(m);
+  session.agree("prepared/" + run.name, [&] {
+    prepare_run_folder(run_dir, decision, resolved, run_context(run, options, session.env()), log);
+    return std::string("ok");
+  });
+  const Qwen2Config& config = qwen2_preset(m.model.preset);
+  const ParallelLayout layout(m.parallelism.dp, m.parallelism.pp, config.num_hidden_layers,
+                              m.parallelism.stage_layers);
+  const RankContext context = session.connect_run(run.name, layout, c10::Device(m.train.device),
+                                                  config.tie_word_embeddings);
+  // Failures are reported while this run's groups still exist: destroying them first
+  // would break the peers' connections and make them report before this rank.
+  try {
+    Trainer trainer(run, context);
+    int64_t start = 0;
+    if (decision.disposition == Disposition::kResume) {
+      const CheckpointState loaded =
+          load_checkpoint(decision.checkpoint, run, context, trainer.stage(), trainer.optimizer());
+      start = loaded.iterations_done;
+      if (trainer.planner() != nullptr && !loaded.planner_state.is_null()) {
+        trainer.planner()->load_state(loaded.planner_state);
+      }
     }
+    std::optional<RunFolderWriter> writer;
+    if (session.is_leader()) writer.emplace(run_dir);
+    const int64_t iterations = m.train.iterations;
+    const auto wall_start = std::chrono::steady_clock::now();
+    for (int64_t it = start; it < iterations; ++it) {
+      if (fault) fault->fire_if_due(context.rank, it);
+      std::optional<IterationOutcome> outcome = trainer.train_iteration(it);
+      if (outcome) {
+        writer->append(outcome->record, outcome->timeline);
+        if (it == start || (it + 1) % options.progress_every == 0 || it + 1 == iterations) {
+          log_progress(log, run, it, iterations, outcome->record);
+        }
+      }
+      const int64_t done = it + 1;
+      const int64_t every = m.checkpoint.every_iterations;
+      if ((every > 0 && done % every == 0 && done < iterations) || (done == iterations && m.checkpoint.at_end)) {
+        save_checkpoint(run_dir, done, run, context, trainer.stage(), trainer.optimizer(),
+                        trainer.planner() != nullptr ? trainer.planner()->state() : nlohmann::json());
+      }
+    }
+    context.barrier();
+    if (writer) {
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+      writer->finish(iterations, seconds, decision.disposition == Disposition::kResume);
+    }
+    // timeline.json of a long run takes a while to write: wait as for a checkpoint.
+    context.wait_for_all("finished",
+                         std::chrono::milliseconds(static_cast<int64_t>(m.checkpoint.write_timeout_s * 1000)));
+  } catch (const ConfigError& e) {
+    session.report_failure(e, log);
+    throw;
+  } catch (const std::exception& e) {
+    if (session.world_size() == 1) throw;
+    throw RankFailure(session.report_failure(e, log));
   }
-  records.close();
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  write_file_atomic(run_dir / "status.json",
-                    json{{"state", "complete"},
-                         {"iterations", iterations},
-                         {"wall_seconds", seconds},
-                         {"finished_at_utc", utc_timestamp("%Y-%m-%dT%H:%M:%SZ")}}
-                            .dump(2) + "\n");
 }
 
 }  // namespace
 
-RunManifestResult run_manifest(const Manifest& manifest, const RunManifestOptions& options,
-                               std::ostream& log) {
+std::vector<RunSpec> select_runs(const Manifest& manifest, const RunManifestOptions& options) {
   std::vector<RunSpec> runs = expand_runs(manifest);
-  if (options.only) {
-    std::vector<RunSpec> selected;
-    std::string names;
-    for (auto& run : runs) {
-      names += (names.empty() ? "" : ", ") + run.name;
-      if (run.name == *options.only) selected.push_back(run);
-    }
-    if (selected.empty()) {
-      throw ConfigError("--only", "", "no run named \"" + *options.only + "\" in " +
-                                          options.manifest_file.string(),
-                        "use one of: " + names);
-    }
-    runs = std::move(selected);
+  if (!options.only) return runs;
+  std::vector<RunSpec> selected;
+  std::string names;
+  for (auto& run : runs) {
+    names += (names.empty() ? "" : ", ") + run.name;
+    if (run.name == *options.only) selected.push_back(run);
   }
+  if (selected.empty()) {
+    throw ConfigError("--only", "", "no run named \"" + *options.only + "\" in " + options.manifest_file.string(),
+                      "use one of: " + names);
+  }
+  return selected;
+}
+
+std::vector<RunDecision> decide_runs(const Manifest& manifest, const RunManifestOptions& options) {
+  std::vector<RunDecision> decisions;
+  const fs::path manifest_dir = options.results_root / manifest.name;
+  for (const RunSpec& run : select_runs(manifest, options)) {
+    decisions.push_back(decide_run(manifest_dir / run.name, manifest_to_json(run.manifest), options.force,
+                                   options.manifest_file.string()));
+  }
+  return decisions;
+}
+
+RunManifestResult run_manifest(const Manifest& manifest, const RunManifestOptions& options, std::ostream& log) {
+  const int64_t world = manifest.parallelism.dp * manifest.parallelism.pp;
+  const std::optional<FaultInjection> fault = FaultInjection::from_environment();
+  std::unique_ptr<JobSession> session;
+  if (DistEnv::started_as_rank()) {
+    const DistEnv env = DistEnv::from_environment();
+    if (env.world_size != world) {
+      throw ConfigError(options.manifest_file.string(), "$.parallelism",
+                        "needs dp x pp = " + std::to_string(world) + " ranks but " + env.source + " started " +
+                            std::to_string(env.world_size),
+                        "start " + std::to_string(world) + " ranks, or change dp and pp");
+    }
+    const Qwen2Config& config = qwen2_preset(manifest.model.preset);
+    const ParallelLayout layout(manifest.parallelism.dp, manifest.parallelism.pp, config.num_hidden_layers,
+                                manifest.parallelism.stage_layers);
+    const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(manifest.parallelism.timeout_s * 1000));
+    session = JobSession::connect(env, timeout, [layout](int r) { return layout.describe_rank(r); });
+  } else if (world != 1) {
+    throw std::logic_error("run_manifest: " + std::to_string(world) +
+                           " ranks are needed; start them with the local launcher, torchrun or srun");
+  } else {
+    session = JobSession::single_process();
+  }
+
   RunManifestResult result;
   result.manifest_dir = options.results_root / manifest.name;
-  if (std::string warning = debug_build_warning(); !warning.empty()) log << warning << "\n";
-  std::vector<Disposition> dispositions;
-  for (const RunSpec& run : runs) {
-    dispositions.push_back(decide_disposition(result.manifest_dir / run.name,
-                                              manifest_to_json(run.manifest), options));
-  }
-  for (size_t i = 0; i < runs.size(); ++i) {
-    const RunSpec& run = runs[i];
-    const fs::path run_dir = result.manifest_dir / run.name;
-    if (dispositions[i] == Disposition::kSkip) {
-      log << "skipping " << run_dir.string() << ": already complete (pass --force to rerun)\n";
-      result.skipped.push_back(run.name);
-      continue;
+  try {
+    if (session->is_leader()) {
+      if (std::string warning = debug_build_warning(); !warning.empty()) log << warning << "\n";
     }
-    clear_run_dir(run_dir, dispositions[i], log);
-    execute_run(run, run_dir, manifest_to_json(run.manifest), options, log);
-    result.ran.push_back(run.name);
+    const json shared = json::parse(session->agree("decisions", [&] {
+      json list = json::array();
+      for (const RunDecision& d : decide_runs(manifest, options)) list.push_back(run_decision_to_json(d));
+      return list.dump();
+    }));
+    const std::vector<RunSpec> runs = select_runs(manifest, options);
+    for (size_t i = 0; i < runs.size(); ++i) {
+      const RunDecision decision = run_decision_from_json(shared.at(i));
+      const fs::path run_dir = result.manifest_dir / runs[i].name;
+      if (decision.disposition == Disposition::kSkip) {
+        if (session->is_leader()) {
+          log << "skipping " << run_dir.string() << ": already complete (pass --force to rerun)\n";
+        }
+        result.skipped.push_back(runs[i].name);
+        continue;
+      }
+      execute_run(*session, runs[i], decision, run_dir, options, fault, log);
+      result.ran.push_back(runs[i].name);
+      if (decision.disposition == Disposition::kResume) result.resumed.push_back(runs[i].name);
+    }
+    session->agree("report", [&] {
+      write_report(result.manifest_dir);
+      return std::string("ok");
+    });
+    session->shutdown();
+  } catch (const RankFailure&) {
+    throw;
+  } catch (const ConfigError& e) {
+    session->report_failure(e, log);
+    throw;
+  } catch (const std::exception& e) {
+    if (session->world_size() == 1) throw;
+    throw RankFailure(session->report_failure(e, log));
   }
-  write_report(result.manifest_dir);
   return result;
 }
 

@@ -1,15 +1,10 @@
 #pragma once
-// Runs every run of a manifest on this process and writes, per run,
-//   <results>/<manifest>/<run>/manifest.resolved.json  the manifest narrowed to this run
-//                              context.json            hardware, versions, git SHA, seed, layout
-//                              records.jsonl           one IterationRecord per line
-//                              status.json             written last: the run is complete
-// and then <results>/<manifest>/report.{json,csv,md} over all runs found there.
-//
-// Reruns never overwrite silently: a complete run with the same resolved manifest is
-// skipped; a complete run produced by a different manifest is a ConfigError unless
-// force; an incomplete run (no status.json, e.g. interrupted) is moved aside to
-// <run>.interrupted-<UTC time> and started again from iteration 0.
+// Runs the runs of a manifest as this process's part of the job: one process alone
+// (dp = pp = 1), or one rank of dp x pp ranks started by the local launcher
+// (local_launcher.h), torchrun or srun. Rank 0 owns the results folder (see
+// run_folder.h for what a rerun does) and writes, per run, records.jsonl,
+// timeline_events.jsonl, timeline.json, checkpoints and status.json, and at the end
+// <results>/<manifest>/report.{json,csv,md} over all runs found there.
 
 #include <filesystem>
 #include <iosfwd>
@@ -18,6 +13,7 @@
 #include <vector>
 
 #include "harness/config/manifest.h"
+#include "harness/runner/run_folder.h"
 
 namespace sb {
 
@@ -25,7 +21,7 @@ struct RunManifestOptions {
   std::filesystem::path manifest_file;  // for messages and context.json
   std::filesystem::path results_root = "results";
   std::optional<std::string> only;  // run just this run
-  bool force = false;               // replace complete runs
+  bool force = false;               // replace complete runs, restart incomplete ones
   std::string command_line;         // recorded in context.json
   int64_t progress_every = 10;      // iterations between progress lines
 };
@@ -33,9 +29,19 @@ struct RunManifestOptions {
 struct RunManifestResult {
   std::vector<std::string> ran;
   std::vector<std::string> skipped;
+  std::vector<std::string> resumed;  // also in `ran`
   std::filesystem::path manifest_dir;
 };
 
+// The runs `options` selects (ConfigError for an unknown --only).
+std::vector<RunSpec> select_runs(const Manifest& manifest, const RunManifestOptions& options);
+
+// What would happen to each selected run; throws ConfigError on a conflict.
+std::vector<RunDecision> decide_runs(const Manifest& manifest, const RunManifestOptions& options);
+
+// In one process, or as one rank when DistEnv::started_as_rank() (then the
+// environment's world size must be dp x pp). A rank's runtime failure is printed to
+// `log` and then thrown as RankFailure (job_session.h).
 RunManifestResult run_manifest(const Manifest& manifest, const RunManifestOptions& options,
                                std::ostream& log);
 

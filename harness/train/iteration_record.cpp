@@ -1,29 +1,23 @@
 #include "harness/train/iteration_record.h"
 
-#include <algorithm>
 #include <numeric>
+
+#include "harness/trace/iteration_metrics.h"
 
 namespace sb {
 
-double max_over_mean(const std::vector<double>& values) {
-  if (values.empty()) return 1.0;
-  const double mean =
-      std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
-  if (mean <= 0) return 1.0;
-  return *std::max_element(values.begin(), values.end()) / mean;
-}
-
 void IterationRecord::derive_single_stage_metrics() {
+  PipelineMetrics m;
+  derive_bubbles({std::accumulate(microbatch_ms.begin(), microbatch_ms.end(), 0.0)}, iter_ms, m);
   imbalance = max_over_mean(microbatch_ms);
-  const double busy = std::accumulate(microbatch_ms.begin(), microbatch_ms.end(), 0.0);
-  per_stage_busy_ms = {busy};
-  per_stage_idle_ms = {std::max(0.0, iter_ms - busy)};
-  bubble_fraction = iter_ms > 0 ? per_stage_idle_ms[0] / iter_ms : 0.0;
-  bubble_fraction_max = bubble_fraction;
+  per_stage_busy_ms = m.busy_ms;
+  per_stage_idle_ms = m.idle_ms;
+  bubble_fraction = m.bubble_fraction;
+  bubble_fraction_max = m.bubble_fraction_max;
 }
 
 nlohmann::json iteration_record_to_json(const IterationRecord& r) {
-  return nlohmann::json{
+  nlohmann::json j{
       {"iteration", r.iteration},
       {"warmup", r.warmup},
       {"loss", r.loss},
@@ -35,13 +29,21 @@ nlohmann::json iteration_record_to_json(const IterationRecord& r) {
       {"iter_ms", r.iter_ms},
       {"microbatch_ms", r.microbatch_ms},
       {"microbatch_tokens", r.microbatch_tokens},
+      {"microbatch_dp_rank", r.microbatch_dp_rank},
       {"imbalance", r.imbalance},
       {"per_stage_busy_ms", r.per_stage_busy_ms},
       {"per_stage_idle_ms", r.per_stage_idle_ms},
       {"bubble_fraction", r.bubble_fraction},
       {"bubble_fraction_max", r.bubble_fraction_max},
       {"balance_overhead_ms", r.balance_overhead_ms},
+      {"allreduce_ms", r.allreduce_ms},
   };
+  if (!r.microbatch_pred_ms.empty()) j["microbatch_pred_ms"] = r.microbatch_pred_ms;
+  if (!r.budgets.empty()) j["budgets"] = r.budgets;
+  if (!r.coverage.empty()) j["coverage"] = r.coverage;
+  if (!r.layer_budgets.empty()) j["layer_budgets"] = r.layer_budgets;
+  if (!r.layer_coverage.empty()) j["layer_coverage"] = r.layer_coverage;
+  return j;
 }
 
 IterationRecord iteration_record_from_json(const nlohmann::json& j) {
@@ -57,12 +59,19 @@ IterationRecord iteration_record_from_json(const nlohmann::json& j) {
   r.iter_ms = j.at("iter_ms").get<double>();
   r.microbatch_ms = j.at("microbatch_ms").get<std::vector<double>>();
   r.microbatch_tokens = j.at("microbatch_tokens").get<std::vector<int64_t>>();
+  r.microbatch_dp_rank = j.value("microbatch_dp_rank", std::vector<int64_t>{});
   r.imbalance = j.at("imbalance").get<double>();
   r.per_stage_busy_ms = j.at("per_stage_busy_ms").get<std::vector<double>>();
   r.per_stage_idle_ms = j.at("per_stage_idle_ms").get<std::vector<double>>();
   r.bubble_fraction = j.at("bubble_fraction").get<double>();
   r.bubble_fraction_max = j.at("bubble_fraction_max").get<double>();
   r.balance_overhead_ms = j.at("balance_overhead_ms").get<double>();
+  r.allreduce_ms = j.value("allreduce_ms", 0.0);
+  r.microbatch_pred_ms = j.value("microbatch_pred_ms", std::vector<double>{});
+  r.budgets = j.value("budgets", std::vector<int64_t>{});
+  r.coverage = j.value("coverage", std::vector<double>{});
+  r.layer_budgets = j.value("layer_budgets", std::vector<std::vector<double>>{});
+  r.layer_coverage = j.value("layer_coverage", std::vector<std::vector<double>>{});
   return r;
 }
 

@@ -1,17 +1,29 @@
 #pragma once
-// One line of records.jsonl: what one training iteration did and how long it took.
-// Field definitions (docs: README "Metrics"; one definition each, here in code):
-//   iter_ms              wall time from iteration start to the end of the optimizer step
-//   microbatch_ms[m]     measured forward + backward time of micro-batch m, summed over stages
+// One line of records.jsonl: what one training iteration did and how long it took,
+// over all ranks (written by rank 0). Field definitions (docs: README "Metrics"); the
+// timing formulas are written once, in harness/trace/iteration_metrics.h:
+//   iter_ms              max over ranks of the wall time from iteration start to the end
+//                        of the optimizer step
+//   microbatch_ms[k]     measured forward + backward time of micro-batch k, summed over
+//                        the stages of its pipeline; k in plan order (DP rank 0's
+//                        micro-batches, then DP rank 1's, ...); microbatch_dp_rank[k]
+//                        the DP rank that trained it, microbatch_tokens[k] its tokens
 //   imbalance            max / mean of microbatch_ms over the global batch
-//   per_stage_busy_ms[s] compute (forward + backward) time of pipeline stage s
-//   per_stage_idle_ms[s] iter_ms - per_stage_busy_ms[s]
-//   bubble_fraction      mean over stages of idle / iter_ms; bubble_fraction_max the max
-//   balance_overhead_ms  time spent deciding the batching (and budgets) of the iteration
+//   per_stage_busy_ms[r] compute (forward + backward) time of world rank r = dp_rank * pp
+//                        + stage: one entry per (DP rank, stage)
+//   per_stage_idle_ms[r] iter_ms - per_stage_busy_ms[r]
+//   bubble_fraction      mean over entries of idle / iter_ms; bubble_fraction_max the max
+//   balance_overhead_ms  time spent deciding the batching (and budgets), max over ranks
+//   allreduce_ms         time in the data-parallel gradient all-reduce, max over ranks
 //   loss                 token mean of the cross-entropy over every predicted token of
 //                        the global batch (sum of token losses / loss_tokens)
-// Fields that are not meaningful for a run (e.g. budgets with dense attention) are
-// absent from the JSON, never filled with made-up values.
+// Present only when meaningful, never made up:
+//   microbatch_pred_ms[k] the latency predictor's estimate (when the plan carries one)
+//   budgets[k]           the attention budget requested for micro-batch k (0 = the
+//                        backend's default), when the attention backend reports statistics
+//   coverage[k]          routing-score coverage of micro-batch k, mean over its layers
+//   layer_budgets[k][l]  effective budget of layer l (mean over the micro-batch's sequences)
+//   layer_coverage[k][l] coverage of layer l (the backend's coverage_mean)
 
 #include <nlohmann/json.hpp>
 
@@ -32,22 +44,27 @@ struct IterationRecord {
   double iter_ms = 0;
   std::vector<double> microbatch_ms;
   std::vector<int64_t> microbatch_tokens;
+  std::vector<int64_t> microbatch_dp_rank;
   double imbalance = 0;
   std::vector<double> per_stage_busy_ms;
   std::vector<double> per_stage_idle_ms;
   double bubble_fraction = 0;
   double bubble_fraction_max = 0;
   double balance_overhead_ms = 0;
+  double allreduce_ms = 0;
+  // Absent from the JSON when empty (see above).
+  std::vector<double> microbatch_pred_ms;
+  std::vector<int64_t> budgets;
+  std::vector<double> coverage;
+  std::vector<std::vector<double>> layer_budgets;
+  std::vector<std::vector<double>> layer_coverage;
 
   // Fills imbalance, per-stage busy/idle and bubble fractions from iter_ms and
-  // microbatch_ms for a single pipeline stage.
+  // microbatch_ms for one process running one pipeline stage.
   void derive_single_stage_metrics();
 };
 
 nlohmann::json iteration_record_to_json(const IterationRecord& record);
 IterationRecord iteration_record_from_json(const nlohmann::json& json);
-
-// max / mean of the values; 1 for an empty list or a zero mean.
-double max_over_mean(const std::vector<double>& values);
 
 }  // namespace sb

@@ -1,100 +1,275 @@
 #include "harness/train/trainer.h"
 
+#include "harness/dist/error_text.h"
+
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <torch/nn/utils/clip_grad.h>
-#include <torch/optim/adamw.h>
 
-#include <chrono>
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <set>
+#include <thread>
 
+#include "harness/common/errors.h"
+#include "harness/dist/object_exchange.h"
+#include "harness/dist/pipeline_engine.h"
 #include "harness/train/lr_schedule.h"
 #include "harness/train/model_training_options.h"
 #include "harness/train/packed_microbatch.h"
-#include "kernels/attention/attention_backend.h"
 
 namespace sb {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+// Intra-op threads: the manifest's choice, else the cores shared among this host's ranks.
+void set_thread_count(int64_t configured, int64_t local_ranks) {
+  if (configured > 0) {
+    at::set_num_threads(static_cast<int>(configured));
+  } else if (local_ranks > 1) {
+    const auto cores = static_cast<int64_t>(std::max(1u, std::thread::hardware_concurrency()));
+    at::set_num_threads(static_cast<int>(std::max<int64_t>(1, cores / local_ranks)));
+  }
+}
 
-double elapsed_ms(Clock::time_point since) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - since).count();
+AttentionBudgetRequest budget_request(const PlannedMicroBatch& planned) {
+  AttentionBudgetRequest request;
+  if (planned.budget > 0) request.top_k.assign(planned.samples.size(), planned.budget);
+  request.coverage_floor_ratio = planned.coverage_floor_ratio;
+  request.coverage_reference_k = planned.coverage_reference_k;
+  return request;
+}
+
+// The method's planning options (harness/balance/batch_planner.h).
+BatchPlannerOptions planner_options(const Manifest& m, int64_t dp) {
+  const MethodSection& method = m.methods.at(0);
+  BatchPlannerOptions o;
+  o.batching = method.batching;
+  o.budget.name = method.budget;
+  o.budget.top_k = method.attention.top_k;
+  o.budget.block_size = method.attention.block_size;
+  o.budget.total_layers = qwen2_preset(m.model.preset).num_hidden_layers;
+  o.budget.dst.anchor = dst_anchor_from_name(method.dst.anchor);
+  o.budget.dst.p = method.dst.p;
+  o.budget.dst.k_min = method.dst.k_min;
+  o.budget.dst.k_max = method.dst.k_max;
+  o.budget.dst.bottleneck = dst_bottleneck_rule_from_name(method.dst.bottleneck);
+  o.sab_ema_alpha = method.sab.ema_alpha;
+  o.dp = dp;
+  o.max_tokens = m.train.max_tokens_per_microbatch;
+  o.max_samples = m.train.max_samples_per_microbatch;
+  return o;
+}
+
+// The budget each planned micro-batch ran with, in plan order per DP rank: the mean
+// effective budget over its layers when the backend reported statistics (DST's floor
+// may have raised it), the planned budget otherwise.
+std::vector<std::vector<double>> realized_budgets(const GlobalBatchPlan& plan, const IterationRecord& record) {
+  std::vector<std::vector<double>> out;
+  size_t k = 0;
+  for (const auto& rank : plan.ranks) {
+    out.emplace_back();
+    for (const PlannedMicroBatch& mb : rank) {
+      if (k < record.layer_budgets.size()) {
+        const auto& layers = record.layer_budgets[k];
+        out.back().push_back(std::accumulate(layers.begin(), layers.end(), 0.0) / static_cast<double>(layers.size()));
+      } else {
+        out.back().push_back(static_cast<double>(mb.budget));
+      }
+      ++k;
+    }
+  }
+  return out;
+}
+
+PackedMicroBatch to_device(PackedMicroBatch mb, const c10::Device& device) {
+  if (device.is_cpu()) return mb;
+  mb.tokens = mb.tokens.to(device);
+  mb.position_ids = mb.position_ids.to(device);
+  mb.labels = mb.labels.to(device);
+  return mb;
 }
 
 }  // namespace
 
-Trainer::Trainer(const RunSpec& run)
+Trainer::Trainer(const RunSpec& run, const RankContext& context, TrainerOptions options)
     : run_(run),
-      dataset_(make_dataset(run.manifest.data, run.manifest.seed,
-                            qwen2_preset(run.manifest.model.preset).vocab_size,
-                            run.manifest.train.max_tokens_per_microbatch)),
-      batching_(make_batching_policy(run.manifest.methods.at(0).batching)) {
+      context_(context),
+      timeline_(context.clock, context.rank, context.dp_rank(), context.stage()) {
   const Manifest& m = run_.manifest;
-  if (m.train.threads > 0) at::set_num_threads(static_cast<int>(m.train.threads));
+  const Qwen2Config& config = qwen2_preset(m.model.preset);
+  set_thread_count(m.train.threads, context_.local_world_size);
+  dataset_ = make_dataset(m.data, m.seed, config.vocab_size, m.train.max_tokens_per_microbatch);
+  if (dataset_->max_length() > m.train.max_tokens_per_microbatch) {
+    throw ConfigError(m.file, "$.train.max_tokens_per_microbatch",
+                      "is smaller than the longest sample (" + std::to_string(dataset_->max_length()) + " tokens)",
+                      "raise it to at least " + std::to_string(dataset_->max_length()));
+  }
+  if (options.make_batching) {
+    test_batching_ = options.make_batching(m.methods.at(0).batching);
+  } else {
+    planner_ = std::make_unique<BatchPlanner>(planner_options(m, context_.layout.dp()), options.predictor);
+  }
+  if (!options.make_backend) {
+    options.make_backend = [](const std::string& name) {
+      return std::shared_ptr<AttentionBackend>(make_attention_backend(name));
+    };
+  }
+  const std::shared_ptr<AttentionBackend> backend = options.make_backend(m.methods.at(0).attention.name);
+  // The whole model from the seed, patched by the training options (LoRA draws its A
+  // matrices here too), before the stage keeps its parts: every layout starts from the
+  // one-process run's weights.
   at::manual_seed(static_cast<uint64_t>(m.seed));
-  std::shared_ptr<AttentionBackend> backend = make_attention_backend(m.methods.at(0).attention.name);
-  model_ = Qwen2ForCausalLM(qwen2_preset(m.model.preset), std::move(backend));
-  model_->train();
-  torch::optim::AdamWOptions options(m.train.lr);
-  options.betas({m.train.adam_beta1, m.train.adam_beta2});
-  options.eps(m.train.adam_eps);
-  options.weight_decay(m.train.weight_decay);
-  optimizer_ = std::make_unique<torch::optim::AdamW>(
-      apply_model_training_options(model_, m.train), options);
+  Qwen2ForCausalLM model(config, backend);
+  const std::vector<at::Tensor> trainable = apply_model_training_options(model, m.train);
+  const int64_t stage = context_.stage();
+  stage_ = std::make_unique<PipelineStage>(model, stage, context_.layout.pp(), context_.layout.layers_of_stage(stage),
+                                           backend);
+  stage_->move_to(context_.device);
+  stage_->set_training(true);
+  if (context_.pipeline) {
+    const ParallelLayout& layout = context_.layout;
+    const int64_t dp_rank = context_.dp_rank();
+    channel_ = std::make_unique<PipelineChannel>(
+        context_.pipeline, stage, context_.timeout,
+        [layout, dp_rank](int64_t s) { return layout.describe_rank(layout.rank_of(dp_rank, s)); });
+  }
+  // Only what trains has gradients to sum and an optimizer state (LoRA freezes the rest).
+  std::set<const c10::TensorImpl*> trains;
+  for (const at::Tensor& t : trainable) trains.insert(t.unsafeGetTensorImpl());
+  for (const StageParameter& p : stage_->parameters()) {
+    if (trains.count(p.tensor.unsafeGetTensorImpl()) != 0) trained_.push_back(p);
+  }
+  const auto bucket_bytes = static_cast<int64_t>(m.parallelism.bucket_mb * 1024 * 1024);
+  gradients_ = std::make_unique<GradientSync>(trained_, std::max<int64_t>(1, bucket_bytes), context_.data_parallel,
+                                              context_.embedding, context_.timeout, context_.describe());
+  std::vector<at::Tensor> params;
+  for (const StageParameter& p : trained_) params.push_back(p.tensor);
+  torch::optim::AdamWOptions adam(m.train.lr);
+  adam.betas({m.train.adam_beta1, m.train.adam_beta2});
+  adam.eps(m.train.adam_eps);
+  adam.weight_decay(m.train.weight_decay);
+  optimizer_ = std::make_unique<torch::optim::AdamW>(params, adam);
 }
 
 Trainer::~Trainer() = default;
 
-IterationRecord Trainer::train_iteration(int64_t iteration) {
+GradientPass Trainer::compute_gradients(int64_t iteration) {
   const TrainSection& train = run_.manifest.train;
-  IterationRecord record;
-  record.iteration = iteration;
-  record.warmup = iteration < train.warmup_iterations;
-  const auto iteration_start = Clock::now();
+  GradientPass pass;
+  timeline_.begin_iteration();
 
+  double start = timeline_.now_ms();
   const std::vector<Sample> batch = dataset_->global_batch(iteration, train.global_batch_size);
   std::vector<int64_t> lengths;
   for (const Sample& s : batch) {
     lengths.push_back(s.length());
-    record.tokens += s.length();
-    record.loss_tokens += s.loss_tokens();
+    pass.tokens += s.length();
+    pass.loss_tokens += s.loss_tokens();
   }
-  record.sequences = static_cast<int64_t>(batch.size());
+  pass.sequences = static_cast<int64_t>(batch.size());
+  timeline_.record(EventKind::kData, -1, start, timeline_.now_ms());
 
-  const auto balance_start = Clock::now();
-  const GlobalBatchPlan plan =
-      batching_->plan(BatchingInput{lengths, /*dp=*/1, train.max_tokens_per_microbatch});
-  record.balance_overhead_ms = elapsed_ms(balance_start);
+  start = timeline_.now_ms();
+  pass.lengths = lengths;
+  pass.plan = test_batching_ ? test_batching_->plan(BatchingInput{lengths, context_.layout.dp(),
+                                                                  train.max_tokens_per_microbatch,
+                                                                  train.max_samples_per_microbatch})
+                             : planner_->plan(lengths);
+  pass.plan.validate(lengths, train.max_tokens_per_microbatch);
+  const double planned = timeline_.now_ms();
+  pass.report.balance_ms = planned - start;
+  timeline_.record(EventKind::kPlan, -1, start, planned);
 
-  optimizer_->zero_grad();
-  // Token mean over the global batch: every micro-batch's summed loss is divided by
-  // the global count, so accumulated gradients equal those of one big batch.
-  const double global_loss_tokens = static_cast<double>(record.loss_tokens);
-  double loss_sum = 0;
-  for (const PlannedMicroBatch& planned : plan.ranks.at(0)) {
-    const auto microbatch_start = Clock::now();
+  start = timeline_.now_ms();
+  std::vector<StageMicroBatch> mine;
+  for (const PlannedMicroBatch& planned_mb : pass.plan.ranks.at(static_cast<size_t>(context_.dp_rank()))) {
     std::vector<const Sample*> members;
-    for (int64_t p : planned.samples) members.push_back(&batch[static_cast<size_t>(p)]);
-    PackedMicroBatch mb = pack_microbatch(members);
-    at::Tensor logits = model_->forward(mb.tokens, mb.position_ids, mb.sequences);  // [T, V]
-    at::Tensor summed = at::cross_entropy_loss(logits, mb.labels, /*weight=*/{},
-                                               at::Reduction::Sum, kIgnoreLabel);
-    (summed / global_loss_tokens).backward();
-    loss_sum += summed.item<double>();
-    record.microbatch_ms.push_back(elapsed_ms(microbatch_start));
-    record.microbatch_tokens.push_back(mb.sequences.total_tokens());
+    for (int64_t p : planned_mb.samples) members.push_back(&batch[static_cast<size_t>(p)]);
+    mine.push_back({to_device(pack_microbatch(members), context_.device), budget_request(planned_mb)});
   }
+  timeline_.record(EventKind::kData, -1, start, timeline_.now_ms());
 
-  record.grad_norm = torch::nn::utils::clip_grad_norm_(
-      model_->parameters(), train.grad_clip > 0 ? train.grad_clip : 1e300);
+  gradients_->zero_grads();
+  PipelineIterationResult result = run_one_f_one_b(*stage_, channel_.get(), mine,
+                                                   static_cast<double>(pass.loss_tokens), timeline_);
+  pass.report.loss_sum = result.loss_sum;
+  pass.report.layer_stats = std::move(result.layer_stats);
+
+  start = timeline_.now_ms();
+  gradients_->all_reduce();
+  const double reduced = timeline_.now_ms();
+  pass.report.allreduce_ms = reduced - start;
+  timeline_.record(EventKind::kAllReduce, -1, start, reduced);
+  return pass;
+}
+
+double Trainer::global_grad_norm() {
+  // Squared norms of this stage's parameters (the tied copy counted once, on the first
+  // stage), summed over the pipeline; DP ranks hold identical gradients by now.
+  std::vector<at::Tensor> norms;
+  for (const StageParameter& p : trained_) {
+    if (!p.tied_copy) norms.push_back(p.tensor.grad().norm(2));
+  }
+  if (norms.empty()) norms.push_back(at::zeros({}, at::kDouble));  // a stage with nothing to train
+  at::Tensor squared = at::stack(norms).to(at::kDouble).square().sum().reshape({1});  // [1]
+  if (context_.pipeline) {
+    std::vector<at::Tensor> tensors{squared};
+    c10d::AllreduceOptions sum;
+    sum.reduceOp = c10d::ReduceOp::SUM;
+    try {
+      context_.pipeline->allreduce(tensors, sum)->wait(context_.timeout);
+    } catch (const std::exception& e) {
+      throw std::runtime_error(context_.describe() + ": summing the gradient norm over the pipeline failed: " +
+                               error_text(e));
+    }
+  }
+  return std::sqrt(squared.item<double>());
+}
+
+std::optional<IterationOutcome> Trainer::train_iteration(int64_t iteration) {
+  const TrainSection& train = run_.manifest.train;
+  GradientPass pass = compute_gradients(iteration);
+
+  const double start = timeline_.now_ms();
+  IterationRecord record;
+  record.iteration = iteration;
+  record.warmup = iteration < train.warmup_iterations;
+  record.grad_norm = global_grad_norm();
+  if (train.grad_clip > 0) {
+    // As torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when below 1.
+    const double scale = train.grad_clip / (record.grad_norm + 1e-6);
+    if (scale < 1.0) {
+      for (const StageParameter& p : trained_) p.tensor.mutable_grad().mul_(scale);
+    }
+  }
   record.lr = learning_rate_at(iteration, train);
   for (auto& group : optimizer_->param_groups()) group.options().set_lr(record.lr);
   optimizer_->step();
+  timeline_.record(EventKind::kOptimizer, -1, start, timeline_.now_ms());
+  pass.report.timeline = timeline_.end_iteration();
 
-  record.loss = loss_sum / global_loss_tokens;
-  record.iter_ms = elapsed_ms(iteration_start);
-  record.derive_single_stage_metrics();
-  return record;
+  std::vector<RankIterationReport> reports;
+  if (context_.world) {
+    for (const std::string& text : all_gather_strings(*context_.world, rank_iteration_report_to_json(pass.report))) {
+      reports.push_back(rank_iteration_report_from_json(text));
+    }
+  } else {
+    reports.push_back(std::move(pass.report));
+  }
+  record.loss_tokens = pass.loss_tokens;
+  record.tokens = pass.tokens;
+  record.sequences = pass.sequences;
+  assemble_iteration_record(reports, pass.plan, context_.layout, stage_->config().num_hidden_layers, record);
+  // Every rank holds every report, so every rank's planner sees the same budgets.
+  if (planner_) planner_->observe(pass.plan, pass.lengths, realized_budgets(pass.plan, record));
+  if (context_.rank != 0) return std::nullopt;
+
+  IterationOutcome outcome;
+  outcome.record = std::move(record);
+  outcome.timeline.iteration = iteration;
+  outcome.timeline.origin_unix_ms = context_.origin_unix_ms;
+  for (auto& r : reports) outcome.timeline.ranks.push_back(std::move(r.timeline));
+  return outcome;
 }
 
 }  // namespace sb

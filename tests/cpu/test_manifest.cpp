@@ -45,7 +45,14 @@ TEST(Manifest, FillsDefaults) {
   EXPECT_FALSE(m.train.activation_checkpointing);
   EXPECT_EQ(m.train.precision, "fp32");
   EXPECT_FALSE(m.train.lora.has_value());  // full fine-tuning
+  EXPECT_EQ(m.parallelism.stage_layers, (std::vector<int64_t>{2}));  // qwen2-test: 2 layers
+  EXPECT_DOUBLE_EQ(m.parallelism.timeout_s, 60.0);
+  EXPECT_EQ(m.checkpoint.every_iterations, 100);
+  EXPECT_EQ(m.checkpoint.keep_last, 1);
+  EXPECT_FALSE(m.checkpoint.at_end);
+  EXPECT_DOUBLE_EQ(m.checkpoint.write_timeout_s, 1800.0);
 }
+
 
 TEST(Manifest, TrainingOptionsAndLoraParseAndRoundTrip) {
   json j = minimal_manifest();
@@ -116,6 +123,18 @@ TEST(Manifest, BadTrainingOptionsNameTheirPath) {
   }
 }
 
+
+TEST(Manifest, ParallelismResolvesTheStageSplit) {
+  json j = minimal_manifest();
+  j["parallelism"] = {{"dp", 2}, {"pp", 2}, {"timeout_s", 5}};
+  Manifest m = parse_manifest(j, "m.json");
+  EXPECT_EQ(m.parallelism.stage_layers, (std::vector<int64_t>{1, 1}));
+  EXPECT_DOUBLE_EQ(m.parallelism.timeout_s, 5.0);
+  const json resolved = manifest_to_json(m);
+  EXPECT_EQ(resolved["parallelism"]["stage_layers"], json::array({1, 1}));
+  EXPECT_EQ(manifest_to_json(parse_manifest(resolved, "resolved.json")), resolved);
+}
+
 TEST(Manifest, UnknownKeyAtEveryLevelNamesItsPath) {
   struct Case {
     std::function<void(json&)> edit;
@@ -128,6 +147,8 @@ TEST(Manifest, UnknownKeyAtEveryLevelNamesItsPath) {
        "$.data.synthetic.length_mixture[0].mean"},
       {[](json& j) { j["methods"][0]["budgett"] = "dst"; }, "$.methods[0].budgett"},
       {[](json& j) { j["model"]["path"] = "/x"; }, "$.model.path"},
+      {[](json& j) { j["parallelism"]["cp"] = 2; }, "$.parallelism.cp"},
+      {[](json& j) { j["checkpoint"]["every"] = 2; }, "$.checkpoint.every"},
   };
   for (const auto& c : cases) {
     json j = minimal_manifest();
@@ -179,9 +200,30 @@ TEST(Manifest, RejectsInvalidValuesWithPath) {
   EXPECT_EQ(msg.rfind("$.data.synthetic.length_mixture[0].max_tokens |", 0), 0u) << msg;
 
   j = minimal_manifest();
-  j["parallelism"] = {{"dp", 2}};
+  j["parallelism"] = {{"dp", 0}};
   msg = config_error_of(j);
   EXPECT_EQ(msg.rfind("$.parallelism.dp |", 0), 0u) << msg;
+
+  j = minimal_manifest();
+  j["parallelism"] = {{"dp", 2}, {"tp", 2}};
+  msg = config_error_of(j);
+  EXPECT_EQ(msg.rfind("$.parallelism.tp |", 0), 0u) << msg;
+  EXPECT_NE(msg.find("reserved"), std::string::npos) << msg;
+
+  j = minimal_manifest();
+  j["parallelism"] = {{"pp", 2}, {"stage_layers", {1, 2}}};  // the model has 2 layers
+  msg = config_error_of(j);
+  EXPECT_EQ(msg.rfind("$.parallelism.stage_layers |", 0), 0u) << msg;
+
+  j = minimal_manifest();
+  j["parallelism"] = {{"pp", 3}};
+  msg = config_error_of(j);
+  EXPECT_EQ(msg.rfind("$.parallelism.pp |", 0), 0u) << msg;
+
+  j = minimal_manifest();
+  j["checkpoint"] = {{"keep_last", 0}};
+  msg = config_error_of(j);
+  EXPECT_EQ(msg.rfind("$.checkpoint.keep_last |", 0), 0u) << msg;
 
   j = minimal_manifest();
   j["name"] = "../escape";

@@ -8,6 +8,8 @@
 #include <string>
 
 #include "harness/train/model_training_options.h"
+#include "harness/dist/parallel_layout.h"
+#include "harness/dist/rank_context.h"
 #include "harness/train/trainer.h"
 #include "kernels/attention/attention_backend.h"
 #include "models/qwen2/qwen2_lora.h"
@@ -70,21 +72,25 @@ RunSpec lora_run() {
 }
 
 TEST(ModelTrainingOptions, TrainerWithLoraUpdatesAdaptersOnly) {
-  Trainer trainer(lora_run());
+  const RunSpec run = lora_run();
+  const Qwen2Config& config = qwen2_preset(run.manifest.model.preset);
+  Trainer trainer(run, RankContext::single_process(ParallelLayout(1, 1, config.num_hidden_layers), c10::kCPU));
   std::map<std::string, at::Tensor> before;
-  for (const auto& item : trainer.model()->named_parameters()) {
-    before[item.key()] = item.value().detach().clone();
-  }
+  for (const StageParameter& p : trainer.stage().parameters()) before[p.name] = p.tensor.detach().clone();
+  int adapters = 0;
   for (int64_t i = 0; i < 4; ++i) {
-    const IterationRecord record = trainer.train_iteration(i);
-    EXPECT_TRUE(std::isfinite(record.loss));
-    EXPECT_GT(record.grad_norm, 0.0);
-    if (i >= 1) EXPECT_DOUBLE_EQ(record.lr, 1e-2);  // constant after one warm-up step
+    const std::optional<IterationOutcome> outcome = trainer.train_iteration(i);
+    ASSERT_TRUE(outcome.has_value());
+    EXPECT_TRUE(std::isfinite(outcome->record.loss));
+    EXPECT_GT(outcome->record.grad_norm, 0.0);
+    if (i >= 1) EXPECT_DOUBLE_EQ(outcome->record.lr, 1e-2);  // constant after one warm-up step
   }
-  for (const auto& item : trainer.model()->named_parameters()) {
-    const bool is_adapter = item.key().find(".lora_") != std::string::npos;
-    EXPECT_EQ(at::equal(item.value(), before.at(item.key())), !is_adapter) << item.key();
+  for (const StageParameter& p : trainer.stage().parameters()) {
+    const bool is_adapter = p.name.find(".lora_") != std::string::npos;
+    adapters += is_adapter ? 1 : 0;
+    EXPECT_EQ(at::equal(p.tensor, before.at(p.name)), !is_adapter) << p.name;
   }
+  EXPECT_EQ(adapters, 2 * 3 * config.num_hidden_layers);  // A and B of 3 projections per layer
 }
 
 }  // namespace

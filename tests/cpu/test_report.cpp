@@ -86,6 +86,8 @@ std::vector<RunSummary> golden_runs() {
   a.state = "complete";
   a.attention = "dense";
   a.batching = "sequential";
+  a.dp = 2;
+  a.pp = 4;
   a.git_sha = "0123abc";
   a.iterations_recorded = 12;
   a.iterations_measured = 10;
@@ -100,20 +102,20 @@ std::vector<RunSummary> golden_runs() {
 
 TEST(ReportWriters, CsvGolden) {
   EXPECT_EQ(report_to_csv(golden_runs()),
-            "run,state,attention,batching,git_sha,iterations_recorded,iterations_measured,"
+            "run,state,attention,batching,dp,pp,git_sha,iterations_recorded,iterations_measured,"
             "median_iter_ms,tokens_per_s,first_loss,last_loss,median_imbalance,"
             "mean_bubble_fraction\n"
-            "dense,complete,dense,sequential,0123abc,12,10,123.457,9876.5,5.500000,1.250000,"
+            "dense,complete,dense,sequential,2,4,0123abc,12,10,123.457,9876.5,5.500000,1.250000,"
             "1.2346,0.0412\n");
 }
 
 TEST(ReportWriters, MarkdownGolden) {
   EXPECT_EQ(report_to_markdown("quickstart", golden_runs()),
             "# quickstart\n\n"
-            "| run | state | attention | batching | iterations measured | median iteration ms "
+            "| run | state | attention | batching | dp x pp | iterations measured | median iteration ms "
             "| tokens/s | first loss | last loss | imbalance (median) | bubble fraction (mean) |\n"
-            "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n"
-            "| dense | complete | dense | sequential | 10 | 123.46 | 9877 | 5.5000 | 1.2500 | "
+            "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n"
+            "| dense | complete | dense | sequential | 2 x 4 | 10 | 123.46 | 9877 | 5.5000 | 1.2500 | "
             "1.235 | 0.041 |\n"
             "\nMedians and rates exclude warm-up iterations. Definitions: README.md, \"Metrics\".\n");
 }
@@ -124,6 +126,8 @@ TEST(ReportWriters, JsonCarriesEveryField) {
   EXPECT_EQ(j["runs"][0]["git_sha"], "0123abc");
   EXPECT_DOUBLE_EQ(j["runs"][0]["median_iter_ms"].get<double>(), 123.4567);
   EXPECT_EQ(j["runs"][0]["iterations_measured"], 10);
+  EXPECT_EQ(j["runs"][0]["dp"], 2);
+  EXPECT_EQ(j["runs"][0]["pp"], 4);
 }
 
 }  // namespace

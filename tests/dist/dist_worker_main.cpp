@@ -1,5 +1,5 @@
 // One rank of the c10d tests, started by test_gloo_process_group.cpp with torchrun's
-// variables. Usage: sb_dist_worker allreduce|connect  (timeout: SB_DIST_TIMEOUT_MS)
+// variables. Usage: sb_dist_worker allreduce|connect|clock  (timeout: SB_DIST_TIMEOUT_MS)
 // Exit 0 when every check passed, 1 with a message on stderr otherwise.
 
 #include <ATen/ATen.h>
@@ -8,6 +8,7 @@
 #include <iostream>
 #include <string>
 
+#include "harness/dist/clock_sync.h"
 #include "harness/dist/process_group.h"
 
 namespace {
@@ -36,11 +37,18 @@ int run_allreduce(c10d::Backend& group, const sb::DistEnv& env) {
   return 0;
 }
 
+// The barrier-based clock offset on one host, where the true offset is 0.
+int run_clock(c10d::Backend& group, const sb::DistEnv& env) {
+  const double offset = sb::estimate_clock_offset_ms(group, /*measure_anyway=*/true);
+  std::cout << "rank " << env.rank << " offset_ms " << offset << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    std::cerr << "usage: sb_dist_worker allreduce|connect\n";
+    std::cerr << "usage: sb_dist_worker allreduce|connect|clock\n";
     return 2;
   }
   const std::string scenario = argv[1];
@@ -51,6 +59,7 @@ int main(int argc, char** argv) {
     auto group = sb::create_process_group(env, sb::CollectiveBackend::kGloo, timeout);
     if (scenario == "connect") return 0;
     if (scenario == "allreduce") return run_allreduce(*group, env);
+    if (scenario == "clock") return run_clock(*group, env);
     std::cerr << "unknown scenario " << scenario << "\n";
     return 2;
   } catch (const std::exception& e) {

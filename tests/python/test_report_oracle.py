@@ -110,4 +110,8 @@ def test_resolved_manifest_reproduces_the_run(results):
     assert resolved["train"]["adam_beta2"] == 0.95  # defaults are written out
     context = json.loads((results / "dense" / "context.json").read_text())
     assert context["seed"] == 7
-    assert context["world"] == {"world_size": 1, "dp": 1, "pp": 1, "device": "cpu"}
+    world = context["world"]
+    assert {k: world[k] for k in ("world_size", "dp", "pp", "device")} == {
+        "world_size": 1, "dp": 1, "pp": 1, "device": "cpu"}
+    assert world["stage_layers"] == [2]  # qwen2-test's two layers on the one stage
+    assert world["collective_backend"] == "gloo"

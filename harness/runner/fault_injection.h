@@ -1,0 +1,26 @@
+#pragma once
+// Faults on purpose, for testing what a job does when one rank fails. Read from the
+// environment variable SB_FAULT_INJECT, "<kind>:rank=<r>:iteration=<i>", and fired by
+// rank r when iteration i starts:
+//   crash  the process kills itself with SIGKILL (as the OOM killer would)
+//   hang   the process stops itself with SIGSTOP (frozen: no heartbeat, no progress)
+//   error  an exception ("injected failure") in the training loop
+// Unset (the normal case): nothing happens.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace sb {
+
+struct FaultInjection {
+  std::string kind;
+  int64_t rank = 0;
+  int64_t iteration = 0;
+
+  // Throws ConfigError naming SB_FAULT_INJECT when it is set but malformed.
+  static std::optional<FaultInjection> from_environment();
+  void fire_if_due(int64_t rank, int64_t iteration) const;
+};
+
+}  // namespace sb

@@ -1,0 +1,51 @@
+#pragma once
+// The per-iteration timing metrics, one written formula each (docs: README "Metrics",
+// ../shared/docs/sparsebalance.md section 1.7), computed from the ranks' timelines:
+//
+//   iter_ms            max over ranks of (end of its optimizer step - its iteration start)
+//   busy_ms[r]         sum of rank r's forward and backward durations (its compute)
+//   idle_ms[r]         iter_ms - busy_ms[r]
+//   bubble_fraction    mean over ranks (every stage of every DP rank) of idle_ms[r] / iter_ms;
+//                      bubble_fraction_max the max
+//   microbatch_ms[k]   forward + backward durations of micro-batch k summed over the
+//                      stages of its pipeline; k runs over the global batch in plan
+//                      order (DP rank 0's micro-batches, then DP rank 1's, ...)
+//   imbalance          max / mean of microbatch_ms
+//
+// A rank's timeline covers exactly one iteration; world rank r = dp_rank * pp + stage.
+
+#include <cstdint>
+#include <vector>
+
+#include "harness/trace/timeline.h"
+
+namespace sb {
+
+struct PipelineMetrics {
+  double iter_ms = 0;
+  std::vector<double> busy_ms;  // [world rank]
+  std::vector<double> idle_ms;  // [world rank]
+  double bubble_fraction = 0;
+  double bubble_fraction_max = 0;
+  std::vector<double> microbatch_ms;         // [global micro-batch]
+  std::vector<int64_t> microbatch_dp_rank;   // [global micro-batch]
+  double imbalance = 1;
+};
+
+// max / mean of the values; 1 for an empty list or a non-positive mean.
+double max_over_mean(const std::vector<double>& values);
+
+double iteration_ms(const std::vector<RankTimeline>& ranks);
+double compute_busy_ms(const RankTimeline& rank);
+
+// Fills busy/idle/bubble fields of `metrics` from busy_ms and iter_ms.
+void derive_bubbles(const std::vector<double>& busy_ms, double iter_ms, PipelineMetrics& metrics);
+
+// ranks: indexed by world rank (size dp * pp). microbatches_per_dp_rank[d]: how many
+// micro-batches DP rank d trained (the plan's counts; every stage of pipeline d must
+// have a forward and a backward event for each). Throws std::invalid_argument when the
+// timelines do not fit the layout or the counts.
+PipelineMetrics compute_pipeline_metrics(const std::vector<RankTimeline>& ranks, int64_t dp, int64_t pp,
+                                         const std::vector<int64_t>& microbatches_per_dp_rank);
+
+}  // namespace sb

@@ -1,0 +1,241 @@
+#include "harness/train/checkpoint.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <c10/util/Exception.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#ifdef SB_WITH_CUDA
+#include <ATen/cuda/CUDAGeneratorImpl.h>
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+
+#include "harness/common/atomic_file.h"
+#include "models/qwen2/qwen2_hf_checkpoint.h"
+#include "models/qwen2/qwen2_hf_config.h"
+#include "models/safetensors/safetensors_checkpoint.h"
+#include "models/safetensors/safetensors_file.h"
+#include "models/safetensors/safetensors_writer.h"
+
+namespace sb {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string numbered(const char* stem, int64_t index, int64_t count) {
+  char name[96];
+  std::snprintf(name, sizeof(name), "%s-%05lld-of-%05lld.safetensors", stem,
+                static_cast<long long>(index + 1), static_cast<long long>(count));
+  return name;
+}
+
+std::string checkpoint_name(int64_t iterations_done) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "iter_%08lld", static_cast<long long>(iterations_done));
+  return name;
+}
+
+std::string rng_file(int64_t rank) {
+  char name[48];
+  std::snprintf(name, sizeof(name), "rng-rank-%05lld.safetensors", static_cast<long long>(rank));
+  return name;
+}
+
+void fsync_directory(const fs::path& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) throw std::runtime_error("cannot open folder " + dir.string() + " to sync it");
+  const int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) throw std::runtime_error("fsync of folder " + dir.string() + " failed");
+}
+
+json layout_json(const RankContext& context) {
+  return {{"dp", context.layout.dp()}, {"pp", context.layout.pp()},
+          {"stage_layers", context.layout.stage_layer_counts()}};
+}
+
+std::vector<std::pair<std::string, at::Tensor>> generator_states() {
+  std::vector<std::pair<std::string, at::Tensor>> states;
+  states.emplace_back("cpu", at::detail::getDefaultCPUGenerator().get_state());
+#ifdef SB_WITH_CUDA
+  for (c10::DeviceIndex d = 0; d < static_cast<c10::DeviceIndex>(c10::cuda::device_count()); ++d) {
+    states.emplace_back("cuda:" + std::to_string(d), at::cuda::detail::getDefaultCUDAGenerator(d).get_state());
+  }
+#endif
+  return states;
+}
+
+void restore_generator_states(const SafetensorsFile& file) {
+  at::Generator cpu = at::detail::getDefaultCPUGenerator();
+  cpu.set_state(file.tensor("cpu"));
+#ifdef SB_WITH_CUDA
+  for (c10::DeviceIndex d = 0; d < static_cast<c10::DeviceIndex>(c10::cuda::device_count()); ++d) {
+    const std::string name = "cuda:" + std::to_string(d);
+    if (!file.contains(name)) continue;
+    at::Generator gpu = at::cuda::detail::getDefaultCUDAGenerator(d);
+    gpu.set_state(file.tensor(name));
+  }
+#endif
+}
+
+// Rank 0, after every rank wrote its files into `partial`: the HF index and config,
+// trainer_state.json, then the rename and `latest`.
+void finish_checkpoint(const fs::path& root, const fs::path& partial, int64_t iterations_done,
+                       const RunSpec& run, const RankContext& context, const json& planner_state) {
+  const int64_t pp = context.layout.pp();
+  json weight_map = json::object();
+  uint64_t total_size = 0;
+  for (int64_t s = 0; s < pp; ++s) {
+    const std::string shard = numbered("model", s, pp);
+    const SafetensorsFile file = SafetensorsFile::open(partial / shard);
+    for (const std::string& name : file.names()) {
+      weight_map[name] = shard;
+      total_size += file.info(name).end - file.info(name).begin;
+    }
+  }
+  write_file_atomic(partial / "model.safetensors.index.json",
+                    json{{"metadata", {{"total_size", total_size}}}, {"weight_map", weight_map}}.dump(2) + "\n");
+  write_file_atomic(partial / "config.json",
+                    qwen2_config_to_hf_json(qwen2_preset(run.manifest.model.preset)).dump(2) + "\n");
+  const TrainSection& train = run.manifest.train;
+  write_file_atomic(partial / "trainer_state.json",
+                    json{{"format", "sparsebalance-checkpoint-1"},
+                         {"run", run.name},
+                         {"model", run.manifest.model.preset},
+                         {"iterations_done", iterations_done},
+                         {"data_cursor", {{"next_sample", iterations_done * train.global_batch_size}}},
+                         {"lr_schedule", {{"next_iteration", iterations_done}}},
+                         {"layout", layout_json(context)},
+                         {"planner", planner_state}}
+                            .dump(2) + "\n");
+  fsync_directory(partial);
+  const fs::path final_dir = root / checkpoint_name(iterations_done);
+  fs::remove_all(final_dir);  // a checkpoint of the same iteration from before a resume
+  fs::rename(partial, final_dir);
+  fsync_directory(root);
+  write_file_atomic(root / "latest", checkpoint_name(iterations_done) + "\n");
+
+  std::vector<fs::path> complete;
+  for (const auto& entry : fs::directory_iterator(root)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.is_directory() && name.rfind("iter_", 0) == 0 && name.find('.') == std::string::npos) {
+      complete.push_back(entry.path());
+    }
+  }
+  std::sort(complete.begin(), complete.end());
+  const auto keep = static_cast<size_t>(run.manifest.checkpoint.keep_last);
+  for (size_t i = 0; i + keep < complete.size(); ++i) fs::remove_all(complete[i]);
+}
+
+}  // namespace
+
+fs::path checkpoints_root(const fs::path& run_dir) { return run_dir / "checkpoints"; }
+
+std::optional<fs::path> latest_checkpoint(const fs::path& run_dir) {
+  const fs::path pointer = checkpoints_root(run_dir) / "latest";
+  if (!fs::exists(pointer)) return std::nullopt;
+  std::string name = read_file(pointer);
+  name.erase(name.find_last_not_of(" \n\r\t") + 1);
+  const fs::path dir = checkpoints_root(run_dir) / name;
+  if (name.empty() || !fs::exists(dir / "trainer_state.json")) {
+    throw std::runtime_error(pointer.string() + " names \"" + name +
+                             "\", which is not a complete checkpoint (fix: delete the run folder or "
+                             "rerun with --force to start afresh)");
+  }
+  return dir;
+}
+
+void save_checkpoint(const fs::path& run_dir, int64_t iterations_done, const RunSpec& run,
+                     const RankContext& context, PipelineStage& stage, torch::optim::AdamW& optimizer,
+                     const json& planner_state) {
+  const fs::path root = checkpoints_root(run_dir);
+  const fs::path partial = root / (checkpoint_name(iterations_done) + ".partial");
+  const std::string name = checkpoint_name(iterations_done);
+  const auto limit = std::chrono::milliseconds(static_cast<int64_t>(run.manifest.checkpoint.write_timeout_s * 1000));
+  if (context.rank == 0) {
+    fs::remove_all(partial);  // left by a crash during an earlier attempt
+    fs::create_directories(partial);
+  }
+  context.wait_for_all(name + "/folder", limit);
+
+  const int64_t pp = context.layout.pp();
+  if (context.dp_rank() == 0) {
+    std::vector<std::pair<std::string, at::Tensor>> weights, moments;
+    for (const StageParameter& p : stage.parameters()) {
+      if (p.tied_copy) continue;
+      const std::string hf = qwen2_hf_tensor_name(p.name);
+      weights.emplace_back(hf, p.tensor.detach());
+      auto it = optimizer.state().find(p.tensor.unsafeGetTensorImpl());
+      if (it == optimizer.state().end()) continue;  // no step taken yet
+      const auto& state = static_cast<const torch::optim::AdamWParamState&>(*it->second);
+      moments.emplace_back(hf + ".exp_avg", state.exp_avg());
+      moments.emplace_back(hf + ".exp_avg_sq", state.exp_avg_sq());
+      moments.emplace_back(hf + ".step", at::full({1}, state.step(), at::kLong));
+    }
+    write_safetensors(partial / numbered("model", context.stage(), pp), weights);
+    write_safetensors(partial / numbered("optimizer", context.stage(), pp), moments);
+  }
+  write_safetensors(partial / rng_file(context.rank), generator_states());
+  context.wait_for_all(name + "/written", limit);
+  if (context.rank == 0) finish_checkpoint(root, partial, iterations_done, run, context, planner_state);
+  context.wait_for_all(name + "/complete", limit);
+}
+
+CheckpointState load_checkpoint(const fs::path& dir, const RunSpec& run, const RankContext& context,
+                                PipelineStage& stage, torch::optim::AdamW& optimizer) {
+  const json state = json::parse(read_file(dir / "trainer_state.json"));
+  if (state.at("layout") != layout_json(context) || state.at("model") != run.manifest.model.preset) {
+    throw std::runtime_error(dir.string() + " was saved for model " + state.at("model").dump() + " with layout " +
+                             state.at("layout").dump() + ", not this run's " + run.manifest.model.preset +
+                             " with " + layout_json(context).dump() +
+                             " (fix: rerun with --force to start afresh)");
+  }
+  CheckpointState result;
+  result.dir = dir;
+  result.iterations_done = state.at("iterations_done").get<int64_t>();
+  result.planner_state = state.value("planner", json());
+  const int64_t next_sample = state.at("data_cursor").at("next_sample").get<int64_t>();
+  if (next_sample != result.iterations_done * run.manifest.train.global_batch_size) {
+    throw std::runtime_error(dir.string() + ": data cursor " + std::to_string(next_sample) +
+                             " does not follow from the iteration and global_batch_size");
+  }
+
+  const SafetensorsCheckpoint weights = SafetensorsCheckpoint::open(dir);
+  std::vector<SafetensorsFile> optimizer_files;
+  for (int64_t s = 0; s < context.layout.pp(); ++s) {
+    optimizer_files.push_back(SafetensorsFile::open(dir / numbered("optimizer", s, context.layout.pp())));
+  }
+  const auto find_moment = [&](const std::string& name) -> const SafetensorsFile* {
+    for (const SafetensorsFile& f : optimizer_files) {
+      if (f.contains(name)) return &f;
+    }
+    return nullptr;
+  };
+  c10::NoGradGuard no_grad;
+  for (const StageParameter& p : stage.parameters()) {
+    const std::string hf = qwen2_hf_tensor_name(p.name);
+    const at::Tensor saved = weights.tensor(hf);
+    if (saved.sizes() != p.tensor.sizes()) {
+      throw std::runtime_error(dir.string() + ": " + hf + " has shape " + c10::str(saved.sizes()) +
+                               ", the model needs " + c10::str(p.tensor.sizes()));
+    }
+    p.tensor.copy_(saved);
+    const SafetensorsFile* moments = find_moment(hf + ".exp_avg");
+    if (moments == nullptr) continue;  // saved before the first optimizer step
+    auto adam = std::make_unique<torch::optim::AdamWParamState>();
+    adam->exp_avg(moments->tensor(hf + ".exp_avg").to(p.tensor.device()));
+    adam->exp_avg_sq(moments->tensor(hf + ".exp_avg_sq").to(p.tensor.device()));
+    adam->step(moments->tensor(hf + ".step").item<int64_t>());
+    optimizer.state()[p.tensor.unsafeGetTensorImpl()] = std::move(adam);
+  }
+  restore_generator_states(SafetensorsFile::open(dir / rng_file(context.rank)));
+  return result;
+}
+
+}  // namespace sb

@@ -1,0 +1,67 @@
+#pragma once
+// Checkpoints of a training run, for resuming it exactly. Layout:
+//
+//   <run>/checkpoints/latest                 name of the newest complete checkpoint
+//   <run>/checkpoints/iter_00000040/         after 40 completed iterations
+//     config.json                            the model's HF config
+//     model.safetensors.index.json           HF index of the shards below
+//     model-00001-of-00002.safetensors       stage 0's parameters, HF names, as trained
+//     model-00002-of-00002.safetensors       stage 1's (a tied head is stored once)
+//     optimizer-00001-of-00002.safetensors   AdamW state of stage 0's parameters:
+//                                            "<HF name>.exp_avg", ".exp_avg_sq", ".step"
+//     rng-rank-00000.safetensors             each rank's random generator state(s)
+//     trainer_state.json                     iterations done, data cursor, LR schedule
+//                                            position, layout, the batch planner's state
+//                                            (SAB's budget estimator); written last
+//
+// So a checkpoint folder is also an HF model folder (`sparsebalance eval` and
+// transformers load it). Writing is collective and atomic: every file goes into
+// iter_N.partial/ (each file itself temp + fsync + rename), then rank 0 renames the
+// folder into place and only then rewrites `latest`; a crash at any point leaves the
+// previous checkpoint as the newest complete one. Stage shards are written by DP rank 0
+// (the replicas are identical).
+//
+// What is not saved because it is a pure function of the iteration: the data (sample
+// ids iteration * global_batch_size ...) and the learning rate (learning_rate_at).
+// The batch planner's state (SAB's budget estimator) is saved: it is the same on every
+// rank, so rank 0 writes it.
+
+#include <nlohmann/json.hpp>
+
+#include <torch/optim/adamw.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+
+#include "harness/config/manifest.h"
+#include "harness/dist/pipeline_stage.h"
+#include "harness/dist/rank_context.h"
+
+namespace sb {
+
+struct CheckpointState {
+  int64_t iterations_done = 0;  // the next iteration to run
+  std::filesystem::path dir;
+  nlohmann::json planner_state;  // null when the checkpoint has none
+};
+
+std::filesystem::path checkpoints_root(const std::filesystem::path& run_dir);
+
+// The newest complete checkpoint of the run, if any.
+std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& run_dir);
+
+// Collective over all ranks of the run. Deletes all but the newest keep_last.
+// planner_state: BatchPlanner::state() (null when the run has no planner).
+void save_checkpoint(const std::filesystem::path& run_dir, int64_t iterations_done, const RunSpec& run,
+                     const RankContext& context, PipelineStage& stage, torch::optim::AdamW& optimizer,
+                     const nlohmann::json& planner_state = nullptr);
+
+// Loads this rank's stage parameters, optimizer state and random generator state from
+// `dir`. Throws std::runtime_error naming the folder when it does not match the run
+// (layout, model) or a file or tensor is missing.
+CheckpointState load_checkpoint(const std::filesystem::path& dir, const RunSpec& run,
+                                const RankContext& context, PipelineStage& stage,
+                                torch::optim::AdamW& optimizer);
+
+}  // namespace sb

@@ -1,0 +1,150 @@
+#include "harness/train/iteration_report.h"
+
+#include <numeric>
+#include <stdexcept>
+
+#include "harness/trace/iteration_metrics.h"
+
+namespace sb {
+namespace {
+
+using nlohmann::json;
+
+json layer_stats_to_json(const AttentionLayerStats& s) {
+  return {{"layer", s.layer}, {"top_k", s.top_k}, {"coverage", s.coverage}, {"coverage_mean", s.coverage_mean}};
+}
+
+AttentionLayerStats layer_stats_from_json(const json& j) {
+  AttentionLayerStats s;
+  s.layer = j.at("layer").get<int64_t>();
+  s.top_k = j.at("top_k").get<std::vector<int64_t>>();
+  s.coverage = j.at("coverage").get<std::vector<double>>();
+  s.coverage_mean = j.at("coverage_mean").get<double>();
+  return s;
+}
+
+double mean_of(const std::vector<int64_t>& values) {
+  if (values.empty()) return 0;
+  return static_cast<double>(std::accumulate(values.begin(), values.end(), int64_t{0})) /
+         static_cast<double>(values.size());
+}
+
+}  // namespace
+
+std::string rank_iteration_report_to_json(const RankIterationReport& r) {
+  json stats = json::array();
+  for (const auto& mb : r.layer_stats) {
+    json layers = json::array();
+    for (const auto& s : mb) layers.push_back(layer_stats_to_json(s));
+    stats.push_back(layers);
+  }
+  return json{{"timeline", rank_timeline_to_json(r.timeline)},
+              {"loss_sum", r.loss_sum},
+              {"balance_ms", r.balance_ms},
+              {"allreduce_ms", r.allreduce_ms},
+              {"layer_stats", stats}}
+      .dump();
+}
+
+RankIterationReport rank_iteration_report_from_json(const std::string& text) {
+  const json j = json::parse(text);
+  RankIterationReport r;
+  r.timeline = rank_timeline_from_json(j.at("timeline"));
+  r.loss_sum = j.at("loss_sum").get<double>();
+  r.balance_ms = j.at("balance_ms").get<double>();
+  r.allreduce_ms = j.at("allreduce_ms").get<double>();
+  for (const auto& mb : j.at("layer_stats")) {
+    std::vector<AttentionLayerStats> layers;
+    for (const auto& s : mb) layers.push_back(layer_stats_from_json(s));
+    r.layer_stats.push_back(std::move(layers));
+  }
+  return r;
+}
+
+void assemble_iteration_record(const std::vector<RankIterationReport>& reports,
+                               const GlobalBatchPlan& plan, const ParallelLayout& layout,
+                               int64_t num_layers, IterationRecord& record) {
+  if (static_cast<int64_t>(reports.size()) != layout.world_size() || plan.dp() != layout.dp()) {
+    throw std::invalid_argument("iteration record: " + std::to_string(reports.size()) +
+                                " rank reports and a plan for " + std::to_string(plan.dp()) +
+                                " DP ranks do not fit dp x pp = " + std::to_string(layout.dp()) + " x " +
+                                std::to_string(layout.pp()));
+  }
+  std::vector<RankTimeline> timelines;
+  std::vector<int64_t> counts;
+  double loss_sum = 0;
+  record.balance_overhead_ms = 0;
+  record.allreduce_ms = 0;
+  for (size_t r = 0; r < reports.size(); ++r) {
+    timelines.push_back(reports[r].timeline);
+    if (layout.is_last_stage(static_cast<int64_t>(r))) loss_sum += reports[r].loss_sum;
+    record.balance_overhead_ms = std::max(record.balance_overhead_ms, reports[r].balance_ms);
+    record.allreduce_ms = std::max(record.allreduce_ms, reports[r].allreduce_ms);
+  }
+  for (const auto& rank : plan.ranks) counts.push_back(static_cast<int64_t>(rank.size()));
+  record.loss = record.loss_tokens > 0 ? loss_sum / static_cast<double>(record.loss_tokens) : 0.0;
+
+  const PipelineMetrics m = compute_pipeline_metrics(timelines, layout.dp(), layout.pp(), counts);
+  record.iter_ms = m.iter_ms;
+  record.per_stage_busy_ms = m.busy_ms;
+  record.per_stage_idle_ms = m.idle_ms;
+  record.bubble_fraction = m.bubble_fraction;
+  record.bubble_fraction_max = m.bubble_fraction_max;
+  record.microbatch_ms = m.microbatch_ms;
+  record.microbatch_dp_rank = m.microbatch_dp_rank;
+  record.imbalance = m.imbalance;
+
+  record.microbatch_tokens.clear();
+  record.microbatch_pred_ms.clear();
+  bool all_predicted = true;
+  for (const auto& rank : plan.ranks) {
+    for (const PlannedMicroBatch& mb : rank) {
+      record.microbatch_tokens.push_back(mb.tokens);
+      record.microbatch_pred_ms.push_back(mb.predicted_ms);
+      all_predicted = all_predicted && mb.predicted_ms >= 0;
+    }
+  }
+  if (!all_predicted) record.microbatch_pred_ms.clear();
+
+  // Attention statistics: per global micro-batch, the layers of every stage of its pipeline.
+  record.budgets.clear();
+  record.coverage.clear();
+  record.layer_budgets.clear();
+  record.layer_coverage.clear();
+  bool any_stats = false;
+  for (const auto& report : reports) {
+    for (const auto& mb : report.layer_stats) any_stats = any_stats || !mb.empty();
+  }
+  if (!any_stats) return;
+  for (int64_t d = 0; d < layout.dp(); ++d) {
+    for (size_t j = 0; j < plan.ranks[static_cast<size_t>(d)].size(); ++j) {
+      std::vector<double> budgets(static_cast<size_t>(num_layers), -1.0), coverage(budgets.size(), -1.0);
+      for (int64_t s = 0; s < layout.pp(); ++s) {
+        const auto& stats = reports[static_cast<size_t>(layout.rank_of(d, s))].layer_stats;
+        if (j >= stats.size()) continue;
+        for (const AttentionLayerStats& layer : stats[j]) {
+          if (layer.layer < 0 || layer.layer >= num_layers) {
+            throw std::invalid_argument("iteration record: statistics of layer " + std::to_string(layer.layer) +
+                                        " in a model of " + std::to_string(num_layers) + " layers");
+          }
+          budgets[static_cast<size_t>(layer.layer)] = mean_of(layer.top_k);
+          coverage[static_cast<size_t>(layer.layer)] = layer.coverage_mean;
+        }
+      }
+      for (int64_t l = 0; l < num_layers; ++l) {
+        if (coverage[static_cast<size_t>(l)] < 0) {
+          throw std::invalid_argument("iteration record: the attention backend reported no statistics for layer " +
+                                      std::to_string(l) + " of micro-batch " + std::to_string(j) +
+                                      " of DP rank " + std::to_string(d) + " but did for others");
+        }
+      }
+      record.budgets.push_back(plan.ranks[static_cast<size_t>(d)][j].budget);
+      record.coverage.push_back(std::accumulate(coverage.begin(), coverage.end(), 0.0) /
+                                static_cast<double>(num_layers));
+      record.layer_budgets.push_back(std::move(budgets));
+      record.layer_coverage.push_back(std::move(coverage));
+    }
+  }
+}
+
+}  // namespace sb

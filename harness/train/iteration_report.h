@@ -1,0 +1,42 @@
+#pragma once
+// What each rank sends to rank 0 after an iteration, and how rank 0 turns all of
+// them into the iteration's record (records.jsonl) and timeline line.
+
+#include <nlohmann/json.hpp>
+
+#include <vector>
+
+#include "harness/balance/batch_plan.h"
+#include "harness/dist/parallel_layout.h"
+#include "harness/train/iteration_record.h"
+#include "harness/trace/timeline.h"
+#include "kernels/attention/attention_backend.h"
+
+namespace sb {
+
+struct RankIterationReport {
+  RankTimeline timeline;
+  double loss_sum = 0;         // last stages: summed token cross-entropy of their micro-batches
+  double balance_ms = 0;       // time in the batching policy
+  double allreduce_ms = 0;     // time in the gradient all-reduce
+  // [micro-batch of this rank's pipeline] statistics of this stage's layers; empty
+  // lists when the attention backend reports none (dense).
+  std::vector<std::vector<AttentionLayerStats>> layer_stats;
+};
+
+std::string rank_iteration_report_to_json(const RankIterationReport& report);
+RankIterationReport rank_iteration_report_from_json(const std::string& json);
+
+// Fills, from every rank's report (indexed by world rank) and the iteration's plan:
+// loss (sum of loss_sum / record.loss_tokens), the timing metrics
+// (harness/trace/iteration_metrics.h), microbatch_tokens, balance_overhead_ms and
+// allreduce_ms (max over ranks), microbatch_pred_ms (when every planned micro-batch
+// has a prediction), and budgets / coverage / layer_budgets / layer_coverage (when
+// any stage reported statistics; then every layer of every micro-batch must have).
+// `record` arrives with iteration, warmup, loss_tokens, tokens, sequences, lr and
+// grad_norm set. Throws std::invalid_argument when the reports do not fit the plan.
+void assemble_iteration_record(const std::vector<RankIterationReport>& reports,
+                               const GlobalBatchPlan& plan, const ParallelLayout& layout,
+                               int64_t num_layers, IterationRecord& record);
+
+}  // namespace sb

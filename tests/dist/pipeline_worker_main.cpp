@@ -1,0 +1,91 @@
+// One rank of the DP x PP tests, started by test_pipeline_parallel.cpp with torchrun's
+// variables. Usage:
+//   sb_pipeline_worker gradients MANIFEST OUT_DIR   iteration 0's gradients (summed over
+//       DP, before clipping) and loss sum -> OUT_DIR/rank<r>.safetensors
+//   sb_pipeline_worker record MANIFEST OUT_DIR      one training iteration with the
+//       recording attention backend and budgeting batching; rank 0 writes the record
+//       to OUT_DIR/record.json, every rank its budget requests to requests-rank<r>.json
+// Exit 0 on success, 1 with a message on stderr.
+
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <iostream>
+#include <string>
+
+#include "harness/common/atomic_file.h"
+#include "harness/config/manifest.h"
+#include "harness/dist/process_group.h"
+#include "harness/dist/rank_context.h"
+#include "harness/train/trainer.h"
+#include "models/safetensors/safetensors_writer.h"
+#include "tests/support/recording_attention_backend.h"
+
+namespace {
+
+using nlohmann::json;
+
+int write_gradients(sb::Trainer& trainer, const std::filesystem::path& out, int rank) {
+  const sb::GradientPass pass = trainer.compute_gradients(0);
+  std::vector<std::pair<std::string, at::Tensor>> grads;
+  for (const sb::StageParameter& p : trainer.stage().parameters()) {
+    grads.emplace_back(p.tied_copy ? p.name + "@tied_copy" : p.name, p.tensor.grad());
+  }
+  char loss[64];
+  std::snprintf(loss, sizeof(loss), "%.17g", pass.report.loss_sum);
+  sb::write_safetensors(out / ("rank" + std::to_string(rank) + ".safetensors"), grads,
+                        {{"loss_sum", loss},
+                         {"loss_tokens", std::to_string(pass.loss_tokens)},
+                         {"stage", std::to_string(trainer.context().stage())},
+                         {"dp_rank", std::to_string(trainer.context().dp_rank())},
+                         {"microbatches", std::to_string(pass.plan.ranks[trainer.context().dp_rank()].size())}});
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 4) {
+    std::cerr << "usage: sb_pipeline_worker gradients|record MANIFEST OUT_DIR\n";
+    return 2;
+  }
+  const std::string mode = argv[1];
+  const std::filesystem::path out = argv[3];
+  try {
+    const sb::Manifest manifest = sb::load_manifest(argv[2]);
+    const sb::RunSpec run = sb::expand_runs(manifest).at(0);
+    const sb::DistEnv env = sb::DistEnv::from_environment();
+    const char* timeout_text = std::getenv("SB_DIST_TIMEOUT_MS");
+    const std::chrono::milliseconds timeout(timeout_text ? std::atoll(timeout_text) : 60000);
+    const sb::Qwen2Config& config = sb::qwen2_preset(manifest.model.preset);
+    sb::ParallelLayout layout(manifest.parallelism.dp, manifest.parallelism.pp, config.num_hidden_layers,
+                              manifest.parallelism.stage_layers);
+    const sb::RankContext context =
+        env.world_size == 1 ? sb::RankContext::single_process(layout, c10::kCPU)
+                            : sb::RankContext::connect(env, layout, sb::create_rendezvous_store(env, timeout), "test/",
+                                                       c10::kCPU, config.tie_word_embeddings, timeout);
+    sb::TrainerOptions options;
+    std::shared_ptr<sb::test::RecordingAttentionBackend> recorder;
+    if (mode == "record") {
+      recorder = std::make_shared<sb::test::RecordingAttentionBackend>();
+      options.make_backend = [recorder](const std::string&) { return recorder; };
+      options.make_batching = [](const std::string&) { return std::make_unique<sb::test::BudgetingBatching>(); };
+    }
+    sb::Trainer trainer(run, context, options);
+    if (mode == "gradients") return write_gradients(trainer, out, env.rank);
+    if (mode != "record") {
+      std::cerr << "unknown mode " << mode << "\n";
+      return 2;
+    }
+    std::optional<sb::IterationOutcome> outcome = trainer.train_iteration(0);
+    json requests = json::array();
+    for (const auto& r : recorder->requests) requests.push_back(r.top_k);
+    sb::write_file_atomic(out / ("requests-rank" + std::to_string(env.rank) + ".json"), requests.dump());
+    if (outcome) sb::write_file_atomic(out / "record.json", sb::iteration_record_to_json(outcome->record).dump(2));
+    context.barrier();
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "rank failed: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,258 @@
+// DP x PP training equals one-process training. Real sb_pipeline_worker processes
+// (Gloo on the CPU, float32) compute iteration 0's loss and gradients for layouts
+// DP2, PP2, DP2 x PP2, PP3 (explicit split), PP4, and a DP rank without micro-batches;
+// the oracle is the plain model (Qwen2ForCausalLM::forward, no pipeline code) on the
+// whole global batch packed as ONE sequence set in this process. Every gradient of
+// every rank must match within 1e-5 absolute, the loss within 1e-5 relative. The
+// micro-batches have different lengths and DP ranks different micro-batch counts, and
+// the 1F1B schedule runs with m > p, m < p and m = 1. Also: attention budgets reach
+// the backend on every stage and statistics from all stages reach the record.
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <set>
+
+#include "harness/balance/sequential_batching.h"
+#include "harness/common/atomic_file.h"
+#include "harness/config/manifest.h"
+#include "harness/data/synthetic_dataset.h"
+#include "harness/train/packed_microbatch.h"
+#include "models/qwen2/qwen2_model.h"
+#include "models/safetensors/safetensors_file.h"
+#include "tests/support/free_tcp_port.h"
+#include "tests/support/recording_attention_backend.h"
+#include "tests/support/run_command.h"
+#include "tests/support/worker_processes.h"
+
+namespace sb {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+struct Case {
+  std::string name;
+  int64_t dp, pp;
+  std::string preset;
+  int64_t global_batch;
+  std::vector<int64_t> stage_layers;  // empty: the even split
+};
+
+json case_manifest(const Case& c) {
+  json j = json::parse(R"({
+    "seed": 11,
+    "data": {"synthetic": {"length_mixture": [{"min_tokens": 8, "max_tokens": 60}]}},
+    "train": {"iterations": 1, "warmup_iterations": 0, "max_tokens_per_microbatch": 64},
+    "methods": [{"name": "dense"}]
+  })");
+  j["name"] = c.name;
+  j["model"] = {{"preset", c.preset}};
+  j["train"]["global_batch_size"] = c.global_batch;
+  j["parallelism"] = {{"dp", c.dp}, {"pp", c.pp}, {"timeout_s", 60}};
+  if (!c.stage_layers.empty()) j["parallelism"]["stage_layers"] = c.stage_layers;
+  return j;
+}
+
+// Runs dp * pp workers in `mode`; fails the test with their logs unless all exit 0.
+void run_workers(const std::string& mode, const Case& c, const fs::path& dir) {
+  const fs::path manifest = dir / "manifest.json";
+  std::ofstream(manifest) << case_manifest(c).dump(2);
+  const int world = static_cast<int>(c.dp * c.pp);
+  const int port = test::free_tcp_port();
+  std::vector<test::Worker> workers;
+  for (int rank = 0; rank < world; ++rank) {
+    workers.push_back(test::spawn_worker({SB_BINARY_DIR "/tests/sb_pipeline_worker", mode, manifest.string(), dir.string()},
+                                         test::rank_env(rank, world, port),
+                                         dir / ("rank" + std::to_string(rank) + ".log")));
+  }
+  const auto deadline = Clock::now() + std::chrono::seconds(240);
+  for (int rank = 0; rank < world; ++rank) {
+    const int code = test::wait_worker(workers[rank], deadline);
+    ASSERT_EQ(code, 0) << c.name << " rank " << rank << ":\n" << test::slurp(workers[rank].log);
+  }
+}
+
+struct Oracle {
+  double loss = 0;
+  std::map<std::string, at::Tensor> grads;  // by module path
+  GlobalBatchPlan plan;                     // the plan every rank computes
+};
+
+// The plain model on the whole global batch, packed as one micro-batch.
+Oracle one_process_oracle(const Case& c) {
+  const Manifest m = parse_manifest(case_manifest(c), c.name);
+  at::manual_seed(static_cast<uint64_t>(m.seed));
+  Qwen2ForCausalLM model(qwen2_preset(m.model.preset), make_attention_backend("dense"));
+  model->train();
+  const SyntheticDataset data(m.data.synthetic, m.seed);
+  const std::vector<Sample> batch = data.global_batch(0, m.train.global_batch_size);
+  std::vector<const Sample*> all;
+  std::vector<int64_t> lengths;
+  int64_t loss_tokens = 0;
+  for (const Sample& s : batch) {
+    all.push_back(&s);
+    lengths.push_back(s.length());
+    loss_tokens += s.loss_tokens();
+  }
+  const PackedMicroBatch packed = pack_microbatch(all);
+  const at::Tensor summed = at::cross_entropy_loss(model->forward(packed.tokens, packed.position_ids, packed.sequences),
+                                                   packed.labels, {}, at::Reduction::Sum, kIgnoreLabel);
+  const at::Tensor loss = summed / static_cast<double>(loss_tokens);
+  loss.backward();
+  Oracle o;
+  o.loss = loss.item<double>();
+  for (const auto& p : model->named_parameters()) o.grads[p.key()] = p.value().grad().clone();
+  o.plan = SequentialBatching().plan(BatchingInput{lengths, c.dp, m.train.max_tokens_per_microbatch});
+  return o;
+}
+
+std::vector<int64_t> microbatch_counts(const GlobalBatchPlan& plan) {
+  std::vector<int64_t> counts;
+  for (const auto& rank : plan.ranks) counts.push_back(static_cast<int64_t>(rank.size()));
+  return counts;
+}
+
+// Compares every worker's gradients and the summed loss with the oracle.
+void expect_equal_to_one_process(const Case& c, const fs::path& dir, const Oracle& oracle) {
+  double loss_sum = 0;
+  int64_t loss_tokens = 0;
+  std::set<std::string> covered;
+  double worst = 0;
+  std::string worst_name;
+  for (int64_t rank = 0; rank < c.dp * c.pp; ++rank) {
+    const SafetensorsFile file = SafetensorsFile::open(dir / ("rank" + std::to_string(rank) + ".safetensors"));
+    const auto& meta = file.metadata();
+    const int64_t stage = std::stoll(meta.at("stage")), dp_rank = std::stoll(meta.at("dp_rank"));
+    EXPECT_EQ(stage, rank % c.pp);
+    EXPECT_EQ(dp_rank, rank / c.pp);
+    EXPECT_EQ(std::stoll(meta.at("microbatches")), microbatch_counts(oracle.plan)[static_cast<size_t>(dp_rank)]);
+    if (stage == c.pp - 1) loss_sum += std::stod(meta.at("loss_sum"));
+    loss_tokens = std::stoll(meta.at("loss_tokens"));
+    for (const std::string& name : file.names()) {
+      const std::string module_path = name.substr(0, name.find('@'));
+      ASSERT_TRUE(oracle.grads.count(module_path)) << name;
+      const at::Tensor mine = file.tensor(name), reference = oracle.grads.at(module_path);
+      ASSERT_EQ(mine.sizes(), reference.sizes()) << name;
+      const double diff = (mine.to(at::kDouble) - reference.to(at::kDouble)).abs().max().item<double>();
+      if (diff > worst) {
+        worst = diff;
+        worst_name = "rank " + std::to_string(rank) + " " + name;
+      }
+      EXPECT_LE(diff, 1e-5) << c.name << " rank " << rank << " " << name << " max |grad| "
+                            << reference.abs().max().item<double>();
+      if (name.find('@') == std::string::npos) covered.insert(module_path);
+    }
+  }
+  std::cout << "[" << c.name << "] loss " << loss_sum / static_cast<double>(loss_tokens) << " vs one process "
+            << oracle.loss << "; largest gradient difference " << worst << " (" << worst_name << ")\n";
+  EXPECT_NEAR(loss_sum / static_cast<double>(loss_tokens), oracle.loss, 1e-5 * oracle.loss);
+  EXPECT_EQ(covered.size(), oracle.grads.size()) << "every parameter lives on exactly one stage";
+}
+
+void check_case(const Case& c, const std::function<void(const GlobalBatchPlan&)>& expect_plan) {
+  const fs::path dir = test::fresh_temp_dir("pp_" + c.name);
+  const Oracle oracle = one_process_oracle(c);
+  expect_plan(oracle.plan);
+  std::set<int64_t> lengths;
+  for (const auto& rank : oracle.plan.ranks) {
+    for (const auto& mb : rank) lengths.insert(mb.tokens);
+  }
+  if (oracle.plan.microbatch_count() > 1) EXPECT_GT(lengths.size(), 1u) << "micro-batches should differ in length";
+  run_workers("gradients", c, dir);
+  if (::testing::Test::HasFatalFailure()) return;
+  expect_equal_to_one_process(c, dir, oracle);
+  fs::remove_all(dir);
+}
+
+TEST(PipelineParallel, DataParallelTwoEqualsOneProcess) {
+  check_case({"dp2", 2, 1, "qwen2-test", 8, {}}, [](const GlobalBatchPlan& plan) {
+    const auto counts = microbatch_counts(plan);
+    EXPECT_NE(counts[0], counts[1]) << "DP ranks should train different micro-batch counts";
+  });
+}
+
+TEST(PipelineParallel, PipelineTwoStagesEqualsOneProcess) {
+  check_case({"pp2", 1, 2, "qwen2-test", 7, {}}, [](const GlobalBatchPlan& plan) {
+    EXPECT_GT(plan.ranks[0].size(), 2u) << "steady 1F1B phase: more micro-batches than stages";
+  });
+}
+
+TEST(PipelineParallel, DataTimesPipelineTwoByTwoWithTiedEmbeddingsEqualsOneProcess) {
+  check_case({"dp2xpp2", 2, 2, "qwen2-tiny", 10, {}}, [](const GlobalBatchPlan& plan) {
+    const auto counts = microbatch_counts(plan);
+    EXPECT_NE(counts[0], counts[1]) << "DP ranks should train different micro-batch counts";
+  });
+}
+
+TEST(PipelineParallel, ThreeStagesWithExplicitSplitAndOneMicroBatch) {
+  check_case({"pp3_split", 1, 3, "qwen2-tiny", 1, {2, 1, 1}}, [](const GlobalBatchPlan& plan) {
+    EXPECT_EQ(plan.ranks[0].size(), 1u) << "a single micro-batch through three stages";
+  });
+}
+
+TEST(PipelineParallel, FourStagesWithFewerMicroBatchesThanStages) {
+  check_case({"pp4", 1, 4, "qwen2-tiny", 3, {}}, [](const GlobalBatchPlan& plan) {
+    EXPECT_GT(plan.ranks[0].size(), 1u);
+    EXPECT_LT(plan.ranks[0].size(), 4u) << "warm-up cut short: m < p";
+  });
+}
+
+TEST(PipelineParallel, DataParallelRankWithoutMicroBatches) {
+  check_case({"dp2_empty", 2, 2, "qwen2-test", 1, {}}, [](const GlobalBatchPlan& plan) {
+    EXPECT_EQ(microbatch_counts(plan), (std::vector<int64_t>{1, 0}));
+  });
+}
+
+TEST(PipelineParallel, BudgetsReachEveryStageAndStatisticsReachTheRecord) {
+  const Case c{"stats_pp2_dp2", 2, 2, "qwen2-tiny", 6, {}};
+  const fs::path dir = test::fresh_temp_dir("pp_stats");
+  const Oracle oracle = one_process_oracle(c);
+  run_workers("record", c, dir);
+  if (HasFatalFailure()) return;
+  // Every stage of DP rank d saw the requests of d's micro-batches, in order: budget
+  // 2 + 3 d + j for each of the micro-batch's sequences.
+  for (int64_t rank = 0; rank < 4; ++rank) {
+    const int64_t d = rank / 2;
+    const json requests = json::parse(read_file(dir / ("requests-rank" + std::to_string(rank) + ".json")));
+    const auto& planned = oracle.plan.ranks[static_cast<size_t>(d)];
+    ASSERT_EQ(requests.size(), planned.size()) << "rank " << rank;
+    for (size_t j = 0; j < planned.size(); ++j) {
+      EXPECT_EQ(requests[j].get<std::vector<int64_t>>(),
+                std::vector<int64_t>(planned[j].samples.size(), static_cast<int64_t>(2 + 3 * d + j)));
+    }
+  }
+  const json record = json::parse(read_file(dir / "record.json"));
+  std::vector<int64_t> budgets;
+  std::vector<double> predicted;
+  for (size_t d = 0; d < 2; ++d) {
+    for (size_t j = 0; j < oracle.plan.ranks[d].size(); ++j) {
+      budgets.push_back(static_cast<int64_t>(2 + 3 * d + j));
+      predicted.push_back(static_cast<double>(oracle.plan.ranks[d][j].tokens) / 10.0);
+    }
+  }
+  EXPECT_EQ(record["budgets"].get<std::vector<int64_t>>(), budgets);
+  EXPECT_EQ(record["microbatch_pred_ms"].get<std::vector<double>>(), predicted);
+  const auto layer_coverage = record["layer_coverage"].get<std::vector<std::vector<double>>>();
+  const auto layer_budgets = record["layer_budgets"].get<std::vector<std::vector<double>>>();
+  const auto coverage = record["coverage"].get<std::vector<double>>();
+  ASSERT_EQ(layer_coverage.size(), budgets.size());
+  for (size_t k = 0; k < budgets.size(); ++k) {
+    ASSERT_EQ(layer_coverage[k].size(), 4u) << "layers 0-1 from stage 0 and 2-3 from stage 1";
+    double mean = 0;
+    for (int64_t l = 0; l < 4; ++l) {
+      const double expected = test::RecordingAttentionBackend::expected_coverage(l, budgets[k]);
+      EXPECT_DOUBLE_EQ(layer_coverage[k][static_cast<size_t>(l)], expected);
+      EXPECT_DOUBLE_EQ(layer_budgets[k][static_cast<size_t>(l)], static_cast<double>(budgets[k]));
+      mean += expected / 4;
+    }
+    EXPECT_NEAR(coverage[k], mean, 1e-15);
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace sb

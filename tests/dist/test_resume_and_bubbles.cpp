@@ -1,0 +1,146 @@
+// Checkpoints: a DP2 x PP2 run killed after its checkpoint resumes and reproduces the
+// uninterrupted run's losses and gradient norms bit for bit. Bubbles: a real PP run
+// with equal micro-batches measures close to the 1F1B bubble fraction (p-1)/(m+p-1).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include <sstream>
+
+#include "tests/dist/job_fixture.h"
+#include "tests/dist/timeline_oracle.h"
+#include "tests/support/run_command.h"
+
+namespace sb {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+int run_to_end(const fs::path& manifest, const fs::path& results, const std::string& log,
+               const std::map<std::string, std::string>& env = {}) {
+  const test::Worker cli = test::start_cli(manifest, results, results / log, env);
+  return test::wait_worker(cli, Clock::now() + std::chrono::seconds(300));
+}
+
+TEST(Resume, InterruptedRunResumesWithTheUninterruptedLossCurve) {
+  const fs::path dir = test::fresh_temp_dir("resume_dist");
+  const json m = test::job_manifest("resume", 2, 2, 6, 20, 2);
+  const fs::path manifest = test::write_manifest(dir, m);
+  const fs::path whole = dir / "whole", cut = dir / "cut";
+  fs::create_directories(whole);
+  fs::create_directories(cut);
+  ASSERT_EQ(run_to_end(manifest, whole, "whole.log"), 0) << test::slurp(whole / "whole.log");
+
+  // Killed (SIGKILL, no chance to clean up) when iteration 3 starts: the newest
+  // checkpoint holds iterations 0-1... up to 2, and records of iteration 2 exist too.
+  const int killed = run_to_end(manifest, cut, "cut.log", {{"SB_FAULT_INJECT", "crash:rank=2:iteration=3"}});
+  ASSERT_EQ(killed, 1) << test::slurp(cut / "cut.log");
+  const fs::path run = cut / "resume" / "dense";
+  EXPECT_FALSE(fs::exists(run / "status.json"));
+  EXPECT_EQ(test::slurp(run / "checkpoints" / "latest"), "iter_00000002\n");
+  EXPECT_EQ(test::read_records(run).size(), 3u);
+
+  ASSERT_EQ(run_to_end(manifest, cut, "resumed.log"), 0) << test::slurp(cut / "resumed.log");
+  const std::string resumed_log = test::slurp(cut / "resumed.log");
+  EXPECT_NE(resumed_log.find("resuming from its checkpoint"), std::string::npos) << resumed_log;
+  EXPECT_NE(resumed_log.find("at iteration 2"), std::string::npos) << resumed_log;
+
+  const auto expected = test::read_records(whole / "resume" / "dense");
+  const auto actual = test::read_records(run);
+  ASSERT_EQ(actual.size(), 6u);
+  ASSERT_EQ(expected.size(), 6u);
+  for (size_t i = 0; i < actual.size(); ++i) {
+    EXPECT_EQ(actual[i]["iteration"], static_cast<int64_t>(i));
+    // Bit-exact: the same float64 printed the same way.
+    EXPECT_EQ(actual[i]["loss"].dump(), expected[i]["loss"].dump()) << "iteration " << i;
+    EXPECT_EQ(actual[i]["grad_norm"].dump(), expected[i]["grad_norm"].dump()) << "iteration " << i;
+    EXPECT_EQ(actual[i]["lr"].dump(), expected[i]["lr"].dump()) << "iteration " << i;
+  }
+  const json status = json::parse(test::slurp(run / "status.json"));
+  EXPECT_EQ(status["resumed"], true);
+  const json context = json::parse(test::slurp(run / "context.json"));
+  ASSERT_EQ(context["resumes"].size(), 1u);
+  EXPECT_EQ(context["resumes"][0]["resumed_at_iteration"], 2);
+  // keep_last = 1: only the newest checkpoint (after iteration 4) is left.
+  EXPECT_EQ(test::slurp(run / "checkpoints" / "latest"), "iter_00000004\n");
+  EXPECT_FALSE(fs::exists(run / "checkpoints" / "iter_00000002"));
+  // Both parts of the run followed 1F1B on both pipelines (their micro-batch counts differ).
+  std::istringstream lines(test::slurp(run / "timeline_events.jsonl"));
+  std::string line;
+  for (size_t i = 0; std::getline(lines, line); ++i) {
+    test::expect_one_f_one_b_order(json::parse(line), 2, test::microbatch_counts(actual.at(i), 2));
+  }
+  // The trace covers both parts of the run: 6 iterations x 4 ranks.
+  const json trace = json::parse(test::slurp(run / "timeline.json"));
+  size_t iteration_events = 0;
+  for (const auto& e : trace["traceEvents"]) iteration_events += e.value("cat", "") == "iteration";
+  EXPECT_EQ(iteration_events, 24u);
+  fs::remove_all(dir);
+}
+
+TEST(PipelineBubble, EqualMicroBatchesMeasureNearTheOneFOneBFraction) {
+  // p = 2 stages, m = 4 equal micro-batches (512 tokens each, one thread per rank, the
+  // tiny model: about 25 ms forward and 50 ms backward per micro-batch and stage, while
+  // the optimizer step and the batch take about 3 ms). Theory: (p-1)/(m+p-1) = 0.2.
+  //
+  // Checked per measured iteration: every rank ran the textbook 1F1B order, and the
+  // measured fraction is at least the one its own forward/backward durations force
+  // (replayed with free communication). Checked on the median of 10 iterations: within
+  // 0.1 of the theory. The theory assumes equal stage times; measured deviations come
+  // from (a) the optimizer step, data and the tied-embedding sync, idle by definition
+  // (~2%), (b) the last stage's extra head and loss, and (c) a shared CPU host: the two
+  // ranks compete for cores with each other and with whatever else runs, so stage
+  // times vary from one micro-batch to the next (we saw single iterations at 0.36,
+  // their replay at 0.33). The replay bound catches a runtime that idles for reasons
+  // the schedule does not explain; the median, a pipeline that does not pipeline
+  // (fully serial stages would measure 1 - 1/p = 0.5).
+  const fs::path dir = test::fresh_temp_dir("bubble");
+  json m = json::parse(R"({
+    "name": "bubble", "seed": 3, "model": {"preset": "qwen2-tiny"},
+    "data": {"synthetic": {"length_mixture": [{"min_tokens": 512, "max_tokens": 512}]}},
+    "train": {"iterations": 12, "warmup_iterations": 2, "global_batch_size": 4,
+              "max_tokens_per_microbatch": 512, "threads": 1},
+    "parallelism": {"pp": 2}, "checkpoint": {"every_iterations": 0},
+    "methods": [{"name": "dense"}]
+  })");
+  const fs::path manifest = test::write_manifest(dir, m);
+  ASSERT_EQ(run_to_end(manifest, dir, "out.log"), 0) << test::slurp(dir / "out.log");
+  const fs::path run = dir / "bubble" / "dense";
+  const auto records = test::read_records(run);
+  std::vector<json> lines;
+  {
+    std::istringstream in(test::slurp(run / "timeline_events.jsonl"));
+    std::string line;
+    while (std::getline(in, line)) lines.push_back(json::parse(line));
+  }
+  ASSERT_EQ(records.size(), 12u);
+  ASSERT_EQ(lines.size(), 12u);
+  std::vector<double> bubbles;
+  for (size_t i = 0; i < records.size(); ++i) {
+    const json& r = records[i];
+    ASSERT_EQ(r["microbatch_tokens"], json::array({512, 512, 512, 512}));
+    test::expect_one_f_one_b_order(lines[i], 2, {4});
+    // The definitions, recomputed: idle = iter - busy; bubble = mean idle / iter.
+    const double iter = r["iter_ms"].get<double>();
+    double mean = 0;
+    for (double busy : r["per_stage_busy_ms"].get<std::vector<double>>()) {
+      EXPECT_LE(busy, iter);
+      mean += (iter - busy) / iter / 2;
+    }
+    EXPECT_NEAR(r["bubble_fraction"].get<double>(), mean, 1e-12);
+    const double replayed = test::replayed_bubble_fraction(lines[i], 2, {4});
+    EXPECT_GE(r["bubble_fraction"].get<double>(), replayed - 0.02) << "iteration " << i;
+    if (!r["warmup"].get<bool>()) bubbles.push_back(r["bubble_fraction"].get<double>());
+  }
+  ASSERT_EQ(bubbles.size(), 10u);
+  std::sort(bubbles.begin(), bubbles.end());
+  const double median = 0.5 * (bubbles[4] + bubbles[5]);
+  std::cout << "[bubble] median measured " << median << " vs (p-1)/(m+p-1) = 0.2\n";
+  EXPECT_NEAR(median, 0.2, 0.1);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace sb
