@@ -37,13 +37,27 @@ std::vector<std::string> split(const std::string& text, char separator) {
   return parts;
 }
 
+// The --dtype names, in both directions.
+const std::vector<std::pair<std::string, at::ScalarType>>& dtype_names() {
+  static const std::vector<std::pair<std::string, at::ScalarType>> names{
+      {"float32", at::kFloat}, {"float64", at::kDouble}, {"bfloat16", at::kBFloat16},
+      {"float16", at::kHalf}};
+  return names;
+}
+
 at::ScalarType parse_dtype(const std::string& name) {
-  if (name == "float32") return at::kFloat;
-  if (name == "float64") return at::kDouble;
-  if (name == "bfloat16") return at::kBFloat16;
-  if (name == "float16") return at::kHalf;
+  for (const auto& [text, dtype] : dtype_names()) {
+    if (text == name) return dtype;
+  }
   throw ConfigError("--dtype", "", "unknown dtype \"" + name + "\"",
                     "use float32, float64, bfloat16 or float16");
+}
+
+std::string dtype_name(at::ScalarType dtype) {
+  for (const auto& [text, d] : dtype_names()) {
+    if (d == dtype) return text;
+  }
+  throw std::logic_error("bench attention: no name for dtype " + std::string(c10::toString(dtype)));
 }
 
 AttentionBenchConfig config_from(const BenchAttentionFlags& f, const std::string& impl) {
@@ -79,7 +93,7 @@ nlohmann::json result_json(const AttentionBenchResult& r, const nlohmann::json& 
   const AttentionBenchConfig& c = r.config;
   nlohmann::json j{{"impl", c.impl},
                    {"device", c.device},
-                   {"dtype", std::string(c10::toString(c.dtype))},
+                   {"dtype", dtype_name(c.dtype)},
                    {"seq_len", c.seq_len},
                    {"block", c.block},
                    {"top_k", c.top_k},
@@ -150,9 +164,9 @@ Command register_bench(CLI::App& app) {
   sub->footer(
       "Median, min and max over --repetitions after --warmup runs; TF/s = attended-pair FLOPs / "
       "median time (README 'bench attention'); max_err = max |output - float64 reference| on the "
-      "last query rows; peak = memory held by the timed runs beyond the inputs. --impl dense,moba "
-      "runs both in one process and prints their time ratio. --json prints one JSON object per "
-      "impl and line.");
+      "last query rows; peak = memory one run holds beyond its inputs (measured on a first, "
+      "untimed run). --impl dense,moba runs both in one process, repetitions in turns, and prints "
+      "their time ratio. --json prints one JSON object per impl and line.");
   sub->add_option("--impl", f->impl, "dense, moba, or a comma list (dense,moba)")->capture_default_str();
   sub->add_option("--seq-len", f->seq_len, "Tokens of the sequence")->capture_default_str();
   sub->add_option("--block", f->block, "MoBA block size")->capture_default_str();
@@ -179,23 +193,19 @@ Command register_bench(CLI::App& app) {
     for (const std::string& impl : split(f->impl, ',')) configs.push_back(config_from(*f, impl));
 
     const nlohmann::json info = collect_system_info();
-    nlohmann::json context{{"host", info["host"]},
-                           {"cpu_model", info["cpu_model"]},
-                           {"threads", at::get_num_threads()},
-                           {"libtorch", info["libtorch"]},
-                           {"cuda_runtime", info["cuda_runtime"]},
-                           {"gpus", info["gpus"]},
-                           {"git_sha", info["git_sha"]},
-                           {"git_dirty", info["git_dirty"]},
-                           {"build_type", info["build_type"]}};
+    nlohmann::json context{{"threads", at::get_num_threads()}};
+    for (const char* key : {"host", "cpu_model", "cpu_cores", "libtorch", "cuda_runtime", "driver",
+                            "gpu_count", "git_sha", "git_dirty", "build_type"}) {
+      if (info.contains(key)) context[key] = info.at(key);
+    }
+    std::vector<AttentionBenchResult> results;
+    try {
+      results = run_attention_benchmarks(configs);
+    } catch (const std::invalid_argument& e) {
+      throw ConfigError("bench attention", "", e.what(), "see sparsebalance bench attention --help");
+    }
     std::vector<nlohmann::json> rows;
-    for (const AttentionBenchConfig& config : configs) {
-      AttentionBenchResult result;
-      try {
-        result = run_attention_benchmark(config);
-      } catch (const std::invalid_argument& e) {
-        throw ConfigError("bench attention", "", e.what(), "see sparsebalance bench attention --help");
-      }
+    for (const AttentionBenchResult& result : results) {
       rows.push_back(result_json(result, context));
       if (f->json) std::cout << rows.back().dump() << std::endl;
     }

@@ -10,6 +10,7 @@
 #include <functional>
 #include <limits>
 #include <stdexcept>
+#include <memory>
 #include <string>
 
 #ifdef SB_WITH_CUDA
@@ -162,70 +163,112 @@ SampleSummary summarize_samples(std::vector<double> samples) {
   return s;
 }
 
-AttentionBenchResult run_attention_benchmark(const AttentionBenchConfig& config) {
-  check_config(config);
-  const bool cuda = config.device == "cuda";
-  const auto options = at::TensorOptions()
-                           .dtype(config.dtype)
-                           .device(cuda ? at::Device(at::kCUDA) : at::Device(at::kCPU));
-  const int64_t length = config.seq_len;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(config.head_dim));
-  const auto packed = PackedSequences::from_lengths({length});
-  at::manual_seed(config.seed);
-  const at::Tensor q = at::randn({length, config.q_heads, config.head_dim}, options);   // [L, Hq, D]
-  const at::Tensor k = at::randn({length, config.kv_heads, config.head_dim}, options);  // [L, Hkv, D]
-  const at::Tensor v = at::randn({length, config.kv_heads, config.head_dim}, options);  // [L, Hkv, D]
-  const at::Tensor grad_out = at::randn_like(q);
+namespace {
 
+// One implementation under test: its inputs, backend and result.
+struct BenchSubject {
   AttentionBenchResult result;
-  result.config = config;
-  const auto backend =
-      make_attention_backend(AttentionOptions{config.impl, config.block, config.top_k});
-  const MobaParams params = reference_params(config, scale);
-  if (config.impl == "moba") {
-    result.attended_pairs = moba_attended_pairs(q, k, packed, params);
-  } else {
-    result.attended_pairs = static_cast<double>(config.q_heads) * static_cast<double>(length) *
-                            static_cast<double>(length + 1) / 2.0;
+  PackedSequences packed;
+  MobaParams params;
+  double scale = 1.0;
+  bool cuda = false;
+  at::Tensor q, k, v, grad_out, last_out;
+  std::unique_ptr<AttentionBackend> backend;
+
+  explicit BenchSubject(const AttentionBenchConfig& config) {
+    check_config(config);
+    result.config = config;
+    cuda = config.device == "cuda";
+    const auto options = at::TensorOptions()
+                             .dtype(config.dtype)
+                             .device(cuda ? at::Device(at::kCUDA) : at::Device(at::kCPU));
+    const int64_t length = config.seq_len;
+    scale = 1.0 / std::sqrt(static_cast<double>(config.head_dim));
+    packed = PackedSequences::from_lengths({length});
+    at::manual_seed(config.seed);
+    q = at::randn({length, config.q_heads, config.head_dim}, options);   // [L, Hq, D]
+    k = at::randn({length, config.kv_heads, config.head_dim}, options);  // [L, Hkv, D]
+    v = at::randn({length, config.kv_heads, config.head_dim}, options);  // [L, Hkv, D]
+    grad_out = at::randn_like(q);
+    backend = make_attention_backend(AttentionOptions{config.impl, config.block, config.top_k});
+    params = reference_params(config, scale);
+    result.attended_pairs =
+        config.impl == "moba"
+            ? moba_attended_pairs(q, k, packed, params)
+            : static_cast<double>(config.q_heads) * static_cast<double>(length) *
+                  static_cast<double>(length + 1) / 2.0;
   }
 
-  at::Tensor last_out;
-  const MemoryProbe memory(cuda);
-  for (int64_t rep = 0; rep < config.warmup + config.repetitions; ++rep) {
-    const bool measured = rep >= config.warmup;
-    const double fwd = time_ms(cuda, [&] {
+  double forward() {
+    return time_ms(cuda, [&] {
       const c10::NoGradGuard no_grad;
       last_out = backend->forward(q, k, v, packed, scale, /*layer=*/0);
     });
+  }
+  double forward_backward() {
+    const at::Tensor ql = q.detach().requires_grad_(true);
+    const at::Tensor kl = k.detach().requires_grad_(true);
+    const at::Tensor vl = v.detach().requires_grad_(true);
+    return time_ms(cuda, [&] {
+      backend->forward(ql, kl, vl, packed, scale, /*layer=*/0).backward(grad_out);
+    });
+  }
+  void run_once(bool measured) {
+    const double fwd = forward();
     if (measured) result.fwd_ms.push_back(fwd);
-    if (config.backward) {
-      const at::Tensor ql = q.detach().requires_grad_(true);
-      const at::Tensor kl = k.detach().requires_grad_(true);
-      const at::Tensor vl = v.detach().requires_grad_(true);
-      const double fwdbwd = time_ms(cuda, [&] {
-        backend->forward(ql, kl, vl, packed, scale, /*layer=*/0).backward(grad_out);
-      });
+    if (result.config.backward) {
+      const double fwdbwd = forward_backward();
       if (measured) result.fwdbwd_ms.push_back(fwdbwd);
     }
     const auto stats = backend->take_layer_stats();
     if (!stats.empty()) result.coverage_mean = stats.front().coverage_mean;
   }
-  result.peak_mem_bytes = memory.peak_above_start();
-  result.peak_mem_source = memory.source();
 
   // The last rows attend the most keys; check as many as the oracle's memory allows.
-  const int64_t affordable =
-      std::max<int64_t>(1, kReferenceBytes / (32 * config.q_heads * length));
-  result.checked_rows = std::min(length, config.check_rows > 0 ? config.check_rows : affordable);
-  const int64_t first_row = length - result.checked_rows;
-  const MobaReferenceResult reference = moba_reference(
-      q.cpu(), k.cpu(), v.cpu(), packed, packed, params, first_row, length);
-  result.max_abs_err =
-      (last_out.narrow(0, first_row, result.checked_rows).cpu().to(at::kDouble) - reference.out)
-          .abs()
-          .max()
-          .item<double>();
-  return result;
+  void check_against_reference() {
+    const AttentionBenchConfig& c = result.config;
+    const int64_t length = c.seq_len;
+    const int64_t affordable = std::max<int64_t>(1, kReferenceBytes / (32 * c.q_heads * length));
+    result.checked_rows = std::min(length, c.check_rows > 0 ? c.check_rows : affordable);
+    const int64_t first_row = length - result.checked_rows;
+    const MobaReferenceResult reference =
+        moba_reference(q.cpu(), k.cpu(), v.cpu(), packed, packed, params, first_row, length);
+    result.max_abs_err = (last_out.narrow(0, first_row, result.checked_rows).cpu().to(at::kDouble) -
+                          reference.out)
+                             .abs()
+                             .max()
+                             .item<double>();
+  }
+};
+
+}  // namespace
+
+std::vector<AttentionBenchResult> run_attention_benchmarks(
+    const std::vector<AttentionBenchConfig>& configs) {
+  std::vector<std::unique_ptr<BenchSubject>> subjects;
+  for (const AttentionBenchConfig& config : configs) {
+    subjects.push_back(std::make_unique<BenchSubject>(config));
+  }
+  // First run of each subject, alone and untimed: its memory.
+  for (auto& subject : subjects) {
+    const MemoryProbe memory(subject->cuda);
+    subject->run_once(/*measured=*/false);
+    subject->result.peak_mem_bytes = memory.peak_above_start();
+    subject->result.peak_mem_source = memory.source();
+  }
+  // Warm-up, then timed repetitions, the subjects taking turns so that a change in the
+  // machine's load hits all of them alike.
+  const int64_t warmup = configs.empty() ? 0 : configs.front().warmup;
+  const int64_t repetitions = configs.empty() ? 0 : configs.front().repetitions;
+  for (int64_t rep = 1; rep < warmup + repetitions + 1; ++rep) {
+    for (auto& subject : subjects) subject->run_once(/*measured=*/rep > warmup);
+  }
+  std::vector<AttentionBenchResult> results;
+  for (auto& subject : subjects) {
+    subject->check_against_reference();
+    results.push_back(subject->result);
+  }
+  return results;
 }
 
 }  // namespace sb

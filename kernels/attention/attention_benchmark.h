@@ -43,7 +43,7 @@ struct AttentionBenchResult {
   double attended_pairs = 0.0;
   double max_abs_err = 0.0;        // output vs float64 oracle on the checked rows
   int64_t checked_rows = 0;
-  int64_t peak_mem_bytes = 0;      // most memory held by the timed runs beyond the inputs
+  int64_t peak_mem_bytes = 0;      // most memory held by one run beyond its inputs
   std::string peak_mem_source;     // "cpu_rss" (VmHWM after clear_refs) or "cuda_allocator"
   double coverage_mean = 1.0;      // MoBA's routing-score coverage (1 for dense)
 
@@ -51,8 +51,13 @@ struct AttentionBenchResult {
   double fwdbwd_flop() const { return 3.5 * fwd_flop(); }
 };
 
-// Throws std::invalid_argument for a bad configuration (naming the field).
-AttentionBenchResult run_attention_benchmark(const AttentionBenchConfig& config);
+// Runs every configuration on its own inputs: first one untimed run each, alone, for
+// the peak memory; then warm-up and timed repetitions in turns (config 1, 2, ..., 1, 2,
+// ...), so that a change in the machine's load hits every implementation alike. Warm-up
+// and repetitions come from the first configuration. Throws std::invalid_argument for a
+// bad configuration (naming the flag).
+std::vector<AttentionBenchResult> run_attention_benchmarks(
+    const std::vector<AttentionBenchConfig>& configs);
 
 // Median, min and max of samples (0 for none).
 struct SampleSummary {

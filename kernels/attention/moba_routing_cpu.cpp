@@ -19,12 +19,13 @@ namespace sb {
 namespace {
 
 // x [T, H, D] -> [H, NB, D] float64: the mean of each block's key tokens, or of its
-// query tokens present in the call (zeros for a block without them).
-at::Tensor moba_block_means(const at::Tensor& x, const MobaLayout& layout, bool of_queries) {
-  const at::Tensor xd = x.to(at::kDouble).contiguous();
+// query tokens present in the call (zeros for a block without them). Reads x in its own
+// dtype and sums in float64 (no float64 copy of x).
+template <typename scalar_t>
+void moba_block_means_typed(const at::Tensor& x, const MobaLayout& layout, bool of_queries,
+                            at::Tensor& means) {
   const int64_t heads = x.size(1), dim = x.size(2), blocks = layout.num_blocks();
-  at::Tensor means = at::zeros({heads, blocks, dim}, at::kDouble);
-  const double* src = xd.const_data_ptr<double>();
+  const scalar_t* src = x.const_data_ptr<scalar_t>();
   double* dst = means.mutable_data_ptr<double>();
   const int64_t grain = moba_parallel_grain(layout.block_size * heads * dim);
   at::parallel_for(0, blocks, grain, [&](int64_t b0, int64_t b1) {
@@ -36,13 +37,20 @@ at::Tensor moba_block_means(const at::Tensor& x, const MobaLayout& layout, bool 
       for (int64_t h = 0; h < heads; ++h) {
         double* mean = dst + (h * blocks + b) * dim;
         for (int64_t t = start; t < start + len; ++t) {
-          const double* row = src + (t * heads + h) * dim;
-          for (int64_t d = 0; d < dim; ++d) mean[d] += row[d];
+          const scalar_t* row = src + (t * heads + h) * dim;
+          for (int64_t d = 0; d < dim; ++d) mean[d] += static_cast<double>(row[d]);
         }
         for (int64_t d = 0; d < dim; ++d) mean[d] /= static_cast<double>(len);
       }
     }
   });
+}
+
+at::Tensor moba_block_means(const at::Tensor& x, const MobaLayout& layout, bool of_queries) {
+  const at::Tensor contiguous = x.contiguous();
+  at::Tensor means = at::zeros({x.size(1), layout.num_blocks(), x.size(2)}, at::kDouble);
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "moba_block_means",
+                                  [&] { moba_block_means_typed<scalar_t>(contiguous, layout, of_queries, means); });
   return means;
 }
 

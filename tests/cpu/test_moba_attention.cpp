@@ -57,10 +57,8 @@ class MobaAttentionTest
 TEST_P(MobaAttentionTest, MatchesFloat64ReferenceForwardAndBackward) {
   const auto& [c, dtype] = GetParam();
   const auto packed = PackedSequences::from_lengths(c.lengths);
-  MobaParams params;
-  params.block_size = c.block_size;
-  params.top_k = c.top_k;
-  params.scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+  const MobaParams params =
+      test::moba_test_params(c.block_size, c.top_k, 1.0 / std::sqrt(static_cast<double>(c.head_dim)));
   const auto in = moba_random_inputs(c.lengths, c.lengths, c.q_heads, c.kv_heads, c.head_dim,
                                      dtype, 17 + c.lengths.size() * 31 + c.block_size);
 
@@ -70,11 +68,7 @@ TEST_P(MobaAttentionTest, MatchesFloat64ReferenceForwardAndBackward) {
   EXPECT_EQ(actual.out.scalar_type(), dtype);
   // float64: rounding of different summation orders only. float32: a few units of
   // 2^-24 per accumulated term, over at most k * B keys (as for dense attention).
-  const double tolerance = dtype == at::kDouble ? 1e-11 : 5e-5;
-  EXPECT_LT(moba_max_abs_diff(actual.out, expected.out), tolerance) << "forward";
-  EXPECT_LT(moba_max_abs_diff(actual.dq, expected.dq), tolerance) << "dq";
-  EXPECT_LT(moba_max_abs_diff(actual.dk, expected.dk), tolerance) << "dk";
-  EXPECT_LT(moba_max_abs_diff(actual.dv, expected.dv), tolerance) << "dv";
+  test::expect_moba_grads_near(actual, expected, dtype == at::kDouble ? 1e-11 : 5e-5);
 
   // The routing the kernel reports is the oracle's.
   const MobaResult result = moba_attention(in.q, in.k, in.v, packed, params);
@@ -102,18 +96,11 @@ TEST(MobaAttention, NonCausalMatchesReference) {
   // always selected.
   const std::vector<int64_t> lengths = {29, 12};
   const auto packed = PackedSequences::from_lengths(lengths);
-  MobaParams params;
-  params.block_size = 8;
-  params.top_k = {2};
+  MobaParams params = test::moba_test_params(8, {2}, 0.3);
   params.causal = false;
-  params.scale = 0.3;
   const auto in = moba_random_inputs(lengths, lengths, 4, 2, 8, at::kDouble, 5);
-  const auto expected = moba_run_with_grads(in, packed, packed, params, true);
-  const auto actual = moba_run_with_grads(in, packed, packed, params, false);
-  EXPECT_LT(moba_max_abs_diff(actual.out, expected.out), 1e-11);
-  EXPECT_LT(moba_max_abs_diff(actual.dq, expected.dq), 1e-11);
-  EXPECT_LT(moba_max_abs_diff(actual.dk, expected.dk), 1e-11);
-  EXPECT_LT(moba_max_abs_diff(actual.dv, expected.dv), 1e-11);
+  test::expect_moba_grads_near(moba_run_with_grads(in, packed, packed, params, false),
+                               moba_run_with_grads(in, packed, packed, params, true), 1e-11);
   // Some query block routes to a later block (the non-causal case is exercised).
   const MobaResult result = moba_attention(in.q, in.k, in.v, packed, params);
   const at::Tensor mask = moba_selected_mask(result.routing.selected);  // [Hq, NB, NB]
@@ -126,11 +113,7 @@ TEST(MobaAttention, BudgetAtLeastEligibleBlocksIsDenseCausalAttention) {
   const auto packed = PackedSequences::from_lengths(lengths);
   const auto in = moba_random_inputs(lengths, lengths, 4, 2, 16, at::kDouble, 11);
   for (const int64_t k : {9, 10, 1000}) {  // the longest sequence has 9 blocks of 8
-    MobaParams params;
-    params.block_size = 8;
-    params.top_k = {k};
-    params.scale = 0.25;
-    const MobaResult moba = moba_attention(in.q, in.k, in.v, packed, params);
+    const MobaResult moba = moba_attention(in.q, in.k, in.v, packed, test::moba_test_params(8, {k}, 0.25));
     const at::Tensor dense =
         make_attention_backend("dense")->forward(in.q, in.k, in.v, packed, 0.25, 0);
     EXPECT_LT(moba_max_abs_diff(moba.out, dense), 1e-12) << "k " << k;
@@ -145,10 +128,7 @@ TEST(MobaAttention, RepeatedRunsAreBitwiseEqualAndThreadCountsAgree) {
   // Large enough that rows are spread over threads (see moba_parallel_grain).
   const std::vector<int64_t> lengths = {1000, 370};
   const auto packed = PackedSequences::from_lengths(lengths);
-  MobaParams params;
-  params.block_size = 32;
-  params.top_k = {3};
-  params.scale = 0.25;
+  const MobaParams params = test::moba_test_params(32, {3}, 0.25);
   const auto in = moba_random_inputs(lengths, lengths, 4, 2, 16, at::kFloat, 3);
   const int threads = at::get_num_threads();
   at::set_num_threads(std::max(2, threads));
@@ -168,10 +148,7 @@ TEST(MobaAttention, RepeatedRunsAreBitwiseEqualAndThreadCountsAgree) {
 TEST(MobaAttention, HalfPrecisionInputsRunInFloat32OnTheCpu) {
   const std::vector<int64_t> lengths = {40};
   const auto packed = PackedSequences::from_lengths(lengths);
-  MobaParams params;
-  params.block_size = 8;
-  params.top_k = {2};
-  params.scale = 0.25;
+  const MobaParams params = test::moba_test_params(8, {2}, 0.25);
   const auto in = moba_random_inputs(lengths, lengths, 2, 1, 16, at::kBFloat16, 9);
   const auto actual = moba_run_with_grads(in, packed, packed, params, false);
   const auto expected = moba_run_with_grads(in, packed, packed, params, true);
@@ -184,9 +161,7 @@ TEST(MobaAttention, HalfPrecisionInputsRunInFloat32OnTheCpu) {
 
 TEST(MobaAttention, EmptyCallReturnsEmptyOutput) {
   const auto packed = PackedSequences::from_lengths({0, 0});
-  MobaParams params;
-  params.block_size = 4;
-  params.scale = 1.0;
+  const MobaParams params = test::moba_test_params(4, {32}, 1.0);
   const at::Tensor q = at::zeros({0, 2, 8}).requires_grad_(true);
   const at::Tensor k = at::zeros({0, 1, 8});
   const MobaResult r = moba_attention(q, k, k, packed, params);
@@ -199,9 +174,7 @@ TEST(MobaAttention, EmptyCallReturnsEmptyOutput) {
 
 TEST(MobaAttention, RejectsBadInputsWithClearMessages) {
   const auto packed = PackedSequences::from_lengths({6});
-  MobaParams params;
-  params.block_size = 4;
-  params.scale = 0.5;
+  const MobaParams params = test::moba_test_params(4, {32}, 0.5);
   const at::Tensor q = at::randn({6, 4, 8}), k = at::randn({6, 2, 8});
   auto expect_error = [&](auto&& call, const std::string& needle) {
     try {

@@ -56,10 +56,7 @@ TEST(MobaBackend, ForwardIsTheKernelWithTheRequestedBudgetsAndRecordsStatsPerLay
 
   // No request: the default budget for every sequence.
   const at::Tensor out0 = backend->forward(in.q, in.k, in.v, packed, 0.35, /*layer=*/0);
-  MobaParams params;
-  params.block_size = 8;
-  params.top_k = {3};
-  params.scale = 0.35;
+  MobaParams params = test::moba_test_params(8, {3}, 0.35);
   EXPECT_TRUE(at::equal(out0, moba_attention(in.q, in.k, in.v, packed, params).out));
 
   // A request with one budget per sequence and a DST floor.
@@ -133,10 +130,7 @@ TEST(MobaBackend, DecodingMatchesTheReferenceBuiltWithTheSameRule) {
     const auto in = moba_random_inputs({n}, {length}, 4, 2, 8, at::kDouble, 50 + n + length);
     auto backend = make_attention_backend(AttentionOptions{"moba", 8, 3});
     const at::Tensor out = backend->forward_cached(in.q, in.k, in.v, 0.3);
-    MobaParams params;
-    params.block_size = 8;
-    params.top_k = {3};
-    params.scale = 0.3;
+    const MobaParams params = test::moba_test_params(8, {3}, 0.3);
     const MobaReferenceResult reference =
         moba_reference(in.q, in.k, in.v, PackedSequences::from_lengths({n}),
                        PackedSequences::from_lengths({length}), params);

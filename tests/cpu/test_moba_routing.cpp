@@ -29,11 +29,7 @@ std::vector<int64_t> selected_row(const MobaResult& r, int64_t head, int64_t blo
 }
 
 MobaParams moba_params(int64_t block_size, std::vector<int64_t> top_k) {
-  MobaParams params;
-  params.block_size = block_size;
-  params.top_k = std::move(top_k);
-  params.scale = 0.25;
-  return params;
+  return test::moba_test_params(block_size, std::move(top_k), 0.25);
 }
 
 TEST(MobaRouting, DiagonalAlwaysNoFutureNoOtherSequenceAndBudgetRespected) {

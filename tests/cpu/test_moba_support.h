@@ -3,6 +3,7 @@
 // implementation under test or the float64 oracle (moba_reference), and conversions.
 
 #include <ATen/ATen.h>
+#include <gtest/gtest.h>
 
 #include <cstdint>
 #include <vector>
@@ -56,6 +57,24 @@ inline MobaGrads moba_run_with_grads(const MobaInputs& in, const PackedSequences
 inline double moba_max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
   if (a.numel() == 0 && b.numel() == 0) return 0.0;
   return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
+}
+
+// Causal MoBA parameters.
+inline MobaParams moba_test_params(int64_t block_size, std::vector<int64_t> top_k, double scale) {
+  MobaParams params;
+  params.block_size = block_size;
+  params.top_k = std::move(top_k);
+  params.scale = scale;
+  return params;
+}
+
+// Output and every gradient within tolerance of the oracle's.
+inline void expect_moba_grads_near(const MobaGrads& actual, const MobaGrads& expected,
+                                   double tolerance) {
+  EXPECT_LT(moba_max_abs_diff(actual.out, expected.out), tolerance) << "forward";
+  EXPECT_LT(moba_max_abs_diff(actual.dq, expected.dq), tolerance) << "dq";
+  EXPECT_LT(moba_max_abs_diff(actual.dk, expected.dk), tolerance) << "dk";
+  EXPECT_LT(moba_max_abs_diff(actual.dv, expected.dv), tolerance) << "dv";
 }
 
 // selected [Hq, NB, kcap] (-1 padded block ids) -> [Hq, NB, NB] bool, as the oracle reports it.
