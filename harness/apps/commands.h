@@ -19,5 +19,7 @@ Command register_version(CLI::App& app);
 Command register_tokenize(CLI::App& app);
 Command register_eval(CLI::App& app);
 Command register_generate(CLI::App& app);
+Command register_profile(CLI::App& app);
+Command register_bench(CLI::App& app);
 
 }  // namespace sb::cli

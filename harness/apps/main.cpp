@@ -30,6 +30,8 @@ int main(int argc, char** argv) {
   add(&sb::cli::register_tokenize);
   add(&sb::cli::register_eval);
   add(&sb::cli::register_generate);
+  add(&sb::cli::register_profile);
+  add(&sb::cli::register_bench);
 
   try {
     app.parse(argc, argv);

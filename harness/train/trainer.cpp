@@ -110,11 +110,13 @@ Trainer::Trainer(const RunSpec& run, const RankContext& context, TrainerOptions 
     planner_ = std::make_unique<BatchPlanner>(planner_options(m, context_.layout.dp()), options.predictor);
   }
   if (!options.make_backend) {
-    options.make_backend = [](const std::string& name) {
-      return std::shared_ptr<AttentionBackend>(make_attention_backend(name));
+    options.make_backend = [](const AttentionOptions& attention) {
+      return std::shared_ptr<AttentionBackend>(make_attention_backend(attention));
     };
   }
-  const std::shared_ptr<AttentionBackend> backend = options.make_backend(m.methods.at(0).attention.name);
+  const AttentionSection& attention = m.methods.at(0).attention;
+  const std::shared_ptr<AttentionBackend> backend =
+      options.make_backend(AttentionOptions{attention.name, attention.block_size, attention.top_k});
   // The whole model from the seed, patched by the training options (LoRA draws its A
   // matrices here too), before the stage keeps its parts: every layout starts from the
   // one-process run's weights.

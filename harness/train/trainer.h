@@ -31,9 +31,9 @@
 namespace sb {
 
 struct TrainerOptions {
-  // Builds the run's attention backend by name; default make_attention_backend. Tests
+  // Builds the run's attention backend from the method's options; default make_attention_backend. Tests
   // pass one that reports statistics, to check their way into the records.
-  std::function<std::shared_ptr<AttentionBackend>(const std::string&)> make_backend;
+  std::function<std::shared_ptr<AttentionBackend>(const AttentionOptions&)> make_backend;
   // Tests only: a batching policy that replaces the run's planner (batching and budget
   // policies) and sets budgets and predictions itself, to check their way to the
   // backend and the records.

@@ -63,7 +63,18 @@ class AttentionBackend {
                                     double scale) = 0;
 };
 
-// Known names: "dense". Throws std::invalid_argument naming the known backends.
+// What a backend is built from: its name and, for MoBA, the block size and the
+// default budget (used when no budget request is set). Dense ignores the numbers.
+struct AttentionOptions {
+  std::string name;
+  int64_t block_size = 256;
+  int64_t top_k = 32;
+};
+
+// Known names: "dense", "moba". Throws std::invalid_argument naming the known backends
+// (or the bad option).
+std::unique_ptr<AttentionBackend> make_attention_backend(const AttentionOptions& options);
+// The same with default options.
 std::unique_ptr<AttentionBackend> make_attention_backend(const std::string& name);
 std::vector<std::string> attention_backend_names();
 

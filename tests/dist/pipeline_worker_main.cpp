@@ -68,7 +68,7 @@ int main(int argc, char** argv) {
     std::shared_ptr<sb::test::RecordingAttentionBackend> recorder;
     if (mode == "record") {
       recorder = std::make_shared<sb::test::RecordingAttentionBackend>();
-      options.make_backend = [recorder](const std::string&) { return recorder; };
+      options.make_backend = [recorder](const sb::AttentionOptions&) { return recorder; };
       options.make_batching = [](const std::string&) { return std::make_unique<sb::test::BudgetingBatching>(); };
     }
     sb::Trainer trainer(run, context, options);

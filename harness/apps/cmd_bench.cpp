@@ -1,0 +1,224 @@
+// sparsebalance bench attention: times dense and MoBA attention on one shape, side by
+// side when --impl lists both, and prints a table (or one JSON object per impl).
+
+#include <ATen/Parallel.h>
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+#include <stdexcept>
+
+#include "harness/apps/commands.h"
+#include "harness/common/errors.h"
+#include "harness/runner/system_info.h"
+#include "kernels/attention/attention_benchmark.h"
+
+namespace sb::cli {
+namespace {
+
+struct BenchAttentionFlags {
+  std::string impl = "moba";
+  std::string device = "cpu";
+  std::string dtype;  // default: float32 on cpu, bfloat16 on cuda
+  std::string heads = "4/2";
+  int64_t seq_len = 8192, block = 64, top_k = 8, head_dim = 64;
+  int64_t repetitions = 5, warmup = 1, threads = 0, check_rows = 0;
+  uint64_t seed = 0;
+  bool backward = false, json = false;
+};
+
+std::vector<std::string> split(const std::string& text, char separator) {
+  std::vector<std::string> parts;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, separator)) parts.push_back(item);
+  return parts;
+}
+
+// The --dtype names, in both directions.
+const std::vector<std::pair<std::string, at::ScalarType>>& dtype_names() {
+  static const std::vector<std::pair<std::string, at::ScalarType>> names{
+      {"float32", at::kFloat}, {"float64", at::kDouble}, {"bfloat16", at::kBFloat16},
+      {"float16", at::kHalf}};
+  return names;
+}
+
+at::ScalarType parse_dtype(const std::string& name) {
+  for (const auto& [text, dtype] : dtype_names()) {
+    if (text == name) return dtype;
+  }
+  throw ConfigError("--dtype", "", "unknown dtype \"" + name + "\"",
+                    "use float32, float64, bfloat16 or float16");
+}
+
+std::string dtype_name(at::ScalarType dtype) {
+  for (const auto& [text, d] : dtype_names()) {
+    if (d == dtype) return text;
+  }
+  throw std::logic_error("bench attention: no name for dtype " + std::string(c10::toString(dtype)));
+}
+
+AttentionBenchConfig config_from(const BenchAttentionFlags& f, const std::string& impl) {
+  AttentionBenchConfig c;
+  c.impl = impl;
+  c.device = f.device;
+  c.dtype = parse_dtype(f.dtype.empty() ? (f.device == "cuda" ? "bfloat16" : "float32") : f.dtype);
+  c.seq_len = f.seq_len;
+  c.block = f.block;
+  c.top_k = f.top_k;
+  const auto heads = split(f.heads, '/');
+  try {
+    if (heads.size() != 2) throw std::invalid_argument(f.heads);
+    c.q_heads = std::stoll(heads[0]);
+    c.kv_heads = std::stoll(heads[1]);
+  } catch (const std::exception&) {
+    throw ConfigError("--heads", "", "\"" + f.heads + "\" is not HQ/HKV",
+                      "give query and key/value heads, e.g. --heads 16/2");
+  }
+  c.head_dim = f.head_dim;
+  c.backward = f.backward;
+  c.repetitions = f.repetitions;
+  c.warmup = f.warmup;
+  c.seed = f.seed;
+  c.check_rows = f.check_rows;
+  return c;
+}
+
+nlohmann::json result_json(const AttentionBenchResult& r, const nlohmann::json& context) {
+  const SampleSummary fwd = summarize_samples(r.fwd_ms);
+  const SampleSummary fwdbwd = summarize_samples(r.fwdbwd_ms);
+  const bool has_bwd = !r.fwdbwd_ms.empty();
+  const AttentionBenchConfig& c = r.config;
+  nlohmann::json j{{"impl", c.impl},
+                   {"device", c.device},
+                   {"dtype", dtype_name(c.dtype)},
+                   {"seq_len", c.seq_len},
+                   {"block", c.block},
+                   {"top_k", c.top_k},
+                   {"q_heads", c.q_heads},
+                   {"kv_heads", c.kv_heads},
+                   {"head_dim", c.head_dim},
+                   {"repetitions", c.repetitions},
+                   {"warmup", c.warmup},
+                   {"fwd_ms", fwd.median},
+                   {"fwd_ms_min", fwd.min},
+                   {"fwd_ms_max", fwd.max},
+                   {"fwd_samples_ms", r.fwd_ms},
+                   {"fwd_tflops", r.fwd_flop() / (fwd.median * 1e9)},
+                   {"fwdbwd_ms", has_bwd ? nlohmann::json(fwdbwd.median) : nlohmann::json()},
+                   {"fwdbwd_ms_min", has_bwd ? nlohmann::json(fwdbwd.min) : nlohmann::json()},
+                   {"fwdbwd_ms_max", has_bwd ? nlohmann::json(fwdbwd.max) : nlohmann::json()},
+                   {"fwdbwd_samples_ms", r.fwdbwd_ms},
+                   {"fwdbwd_tflops", has_bwd ? nlohmann::json(r.fwdbwd_flop() / (fwdbwd.median * 1e9))
+                                             : nlohmann::json()},
+                   {"attended_pairs", r.attended_pairs},
+                   {"coverage_mean", r.coverage_mean},
+                   {"max_abs_err", r.max_abs_err},
+                   {"checked_rows", r.checked_rows},
+                   {"peak_mem_bytes", r.peak_mem_bytes},
+                   {"peak_mem_source", r.peak_mem_source},
+                   {"context", context}};
+  return j;
+}
+
+void print_table(const std::vector<nlohmann::json>& rows) {
+  std::printf("%-6s %-5s %-9s %7s %5s %5s  %10s %10s %10s  %10s %10s %10s  %8s %8s  %10s %10s\n",
+              "impl", "dev", "dtype", "seq", "block", "top_k", "fwd_ms", "min", "max", "fwdbwd_ms",
+              "min", "max", "fwd_TF/s", "fb_TF/s", "max_err", "peak_MiB");
+  for (const auto& j : rows) {
+    auto num = [&](const char* key) {
+      return j[key].is_null() ? std::string("-") : std::to_string(j[key].get<double>());
+    };
+    auto cut = [](std::string s) { return s.size() > 10 ? s.substr(0, 10) : s; };
+    std::printf("%-6s %-5s %-9s %7lld %5lld %5lld  %10s %10s %10s  %10s %10s %10s  %8s %8s  %10.3e %10.1f\n",
+                j["impl"].get<std::string>().c_str(), j["device"].get<std::string>().c_str(),
+                j["dtype"].get<std::string>().c_str(), j["seq_len"].get<long long>(),
+                j["block"].get<long long>(), j["top_k"].get<long long>(), cut(num("fwd_ms")).c_str(),
+                cut(num("fwd_ms_min")).c_str(), cut(num("fwd_ms_max")).c_str(),
+                cut(num("fwdbwd_ms")).c_str(), cut(num("fwdbwd_ms_min")).c_str(),
+                cut(num("fwdbwd_ms_max")).c_str(), cut(num("fwd_tflops")).c_str(),
+                cut(num("fwdbwd_tflops")).c_str(), j["max_abs_err"].get<double>(),
+                static_cast<double>(j["peak_mem_bytes"].get<int64_t>()) / (1 << 20));
+  }
+  if (rows.size() == 2) {
+    const auto ratio = [&](const char* key) {
+      if (rows[0][key].is_null() || rows[1][key].is_null()) return std::string("-");
+      return std::to_string(rows[0][key].get<double>() / rows[1][key].get<double>());
+    };
+    std::printf("%s / %s time ratio (median): fwd %s, fwd+bwd %s\n",
+                rows[0]["impl"].get<std::string>().c_str(), rows[1]["impl"].get<std::string>().c_str(),
+                ratio("fwd_ms").c_str(), ratio("fwdbwd_ms").c_str());
+  }
+}
+
+}  // namespace
+
+Command register_bench(CLI::App& app) {
+  auto f = std::make_shared<BenchAttentionFlags>();
+  CLI::App* bench = app.add_subcommand("bench", "Microbenchmarks of the kernels (see README)");
+  bench->require_subcommand(1);
+  CLI::App* sub = bench->add_subcommand(
+      "attention", "Time dense or MoBA attention (forward, forward+backward) on one sequence");
+  sub->footer(
+      "Median, min and max over --repetitions after --warmup runs; TF/s = attended-pair FLOPs / "
+      "median time (README 'bench attention'); max_err = max |output - float64 reference| on the "
+      "last query rows; peak = memory one run holds beyond its inputs (measured on a first, "
+      "untimed run). --impl dense,moba runs both in one process, repetitions in turns, and prints "
+      "their time ratio. --json prints one JSON object per impl and line.");
+  sub->add_option("--impl", f->impl, "dense, moba, or a comma list (dense,moba)")->capture_default_str();
+  sub->add_option("--seq-len", f->seq_len, "Tokens of the sequence")->capture_default_str();
+  sub->add_option("--block", f->block, "MoBA block size")->capture_default_str();
+  sub->add_option("--top-k", f->top_k, "MoBA budget k (diagonal included)")->capture_default_str();
+  sub->add_option("--heads", f->heads, "Query/key-value heads, HQ/HKV")->capture_default_str();
+  sub->add_option("--head-dim", f->head_dim, "Head dimension")->capture_default_str();
+  sub->add_flag("--backward", f->backward, "Also time forward+backward");
+  sub->add_option("--device", f->device, "cpu or cuda")->capture_default_str();
+  sub->add_option("--dtype", f->dtype, "float32, float64, bfloat16, float16 (default: float32 on "
+                                       "cpu, bfloat16 on cuda)");
+  sub->add_flag("--json", f->json, "Print one JSON object per impl (one per line)");
+  sub->add_option("--repetitions", f->repetitions, "Timed runs")->capture_default_str();
+  sub->add_option("--warmup", f->warmup, "Untimed runs first")->capture_default_str();
+  sub->add_option("--threads", f->threads, "Intra-op CPU threads (0: LibTorch's default)")
+      ->capture_default_str();
+  sub->add_option("--check-rows", f->check_rows,
+                  "Query rows checked against the float64 reference (0: as many as fit in ~1 GiB)")
+      ->capture_default_str();
+  sub->add_option("--seed", f->seed, "Seed of the random inputs")->capture_default_str();
+  return [f]() {
+    if (f->threads < 0) throw ConfigError("--threads", "", "must be >= 0", "pass 0 for the default");
+    if (f->threads > 0) at::set_num_threads(static_cast<int>(f->threads));
+    std::vector<AttentionBenchConfig> configs;
+    for (const std::string& impl : split(f->impl, ',')) configs.push_back(config_from(*f, impl));
+
+    const nlohmann::json info = collect_system_info();
+    nlohmann::json context{{"threads", at::get_num_threads()}};
+    for (const char* key : {"host", "cpu_model", "cpu_cores", "libtorch", "cuda_runtime", "driver",
+                            "gpu_count", "git_sha", "git_dirty", "build_type"}) {
+      if (info.contains(key)) context[key] = info.at(key);
+    }
+    std::vector<AttentionBenchResult> results;
+    try {
+      results = run_attention_benchmarks(configs);
+    } catch (const std::invalid_argument& e) {
+      throw ConfigError("bench attention", "", e.what(), "see sparsebalance bench attention --help");
+    }
+    std::vector<nlohmann::json> rows;
+    for (const AttentionBenchResult& result : results) {
+      rows.push_back(result_json(result, context));
+      if (f->json) std::cout << rows.back().dump() << std::endl;
+    }
+    if (!f->json) {
+      std::printf("LibTorch %s, %d threads, build %s, git %s\n",
+                  info["libtorch"].get<std::string>().c_str(), at::get_num_threads(),
+                  info["build_type"].get<std::string>().c_str(),
+                  info["git_sha"].get<std::string>().c_str());
+      print_table(rows);
+    }
+    if (std::string warning = debug_build_warning(); !warning.empty()) std::cerr << warning << "\n";
+    return 0;
+  };
+}
+
+}  // namespace sb::cli

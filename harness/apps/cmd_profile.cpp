@@ -1,0 +1,147 @@
+#include <ATen/Parallel.h>
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+#include "harness/apps/commands.h"
+#include "harness/common/atomic_file.h"
+#include "harness/common/errors.h"
+#include "harness/latency/latency_profiler.h"
+#include "harness/runner/system_info.h"
+
+namespace sb::cli {
+namespace {
+
+struct ProfileFlags {
+  std::string model;
+  std::string attention = "moba";
+  int64_t block = 256;
+  std::string device = "cpu";
+  std::string precision = "fp32";
+  std::string seq_lens;
+  std::string budgets;
+  int64_t warmup = 2;
+  int64_t repetitions = 5;
+  int64_t threads = 0;
+  std::string out;
+  std::string check;
+  bool json = false;
+};
+
+std::vector<int64_t> parse_int_list(const std::string& text, const std::string& flag) {
+  std::vector<int64_t> values;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) {
+    size_t used = 0;
+    int64_t v = 0;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size() || v < 1) {
+      throw ConfigError(flag, "", "\"" + item + "\" is not a positive integer", "give a comma-separated list, e.g. 256,512,1024");
+    }
+    values.push_back(v);
+  }
+  if (values.empty()) throw ConfigError(flag, "", "is empty", "give a comma-separated list");
+  return values;
+}
+
+int run_check(const ProfileFlags& f) {
+  const LatencyProfile profile = load_latency_profile(f.check);
+  std::cerr << "re-measuring held-out points of " << f.check << " (" << profile.model.value("preset", "?") << ", "
+            << profile.attention << ", " << profile.device << ")\n";
+  ProfileCheck check;
+  try {
+    check = check_latency_profile(profile, f.warmup, f.repetitions,
+                                  [](const std::string& line) { std::cerr << "  " << line << "\n"; });
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(f.check, "", e.what(), "re-profile on this machine");
+  }
+  nlohmann::json points = nlohmann::json::array();
+  for (const auto& p : check.points) {
+    points.push_back({{"seq_len", p.seq_len}, {"budget", p.budget}, {"predicted_ms", p.predicted_ms},
+                      {"measured_ms", p.measured.median}, {"measured_spread_ms", p.measured.spread},
+                      {"measured_samples_ms", p.measured.samples}, {"abs_pct_error", p.abs_pct_error}});
+  }
+  const nlohmann::json result{{"profile", f.check}, {"mape_pct", check.mape}, {"points", points},
+                              {"context", collect_system_info()}};
+  if (!f.out.empty()) write_file_atomic(f.out, result.dump(1) + "\n");
+  if (f.json) {
+    std::cout << result.dump() << "\n";
+  } else {
+    std::printf("%8s %6s %12s %12s %8s\n", "seq_len", "budget", "predicted_ms", "measured_ms", "error%");
+    for (const auto& p : check.points) {
+      std::printf("%8lld %6lld %12.3f %12.3f %8.2f\n", static_cast<long long>(p.seq_len),
+                  static_cast<long long>(p.budget), p.predicted_ms, p.measured.median, p.abs_pct_error);
+    }
+    std::printf("MAPE on %zu held-out points: %.2f%%\n", check.points.size(), check.mape);
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command register_profile(CLI::App& app) {
+  auto f = std::make_shared<ProfileFlags>();
+  CLI::App* sub = app.add_subcommand("profile", "Measure (or check) a latency profile for the latency predictor");
+  sub->footer(
+      "Measures one decoder layer's forward + backward time over the grid --seq-lens x --budgets "
+      "(median and interquartile range of --repetitions runs after --warmup, raw samples kept), the "
+      "layer's non-attention work and the head, with the machine's context, and writes --out. "
+      "--check FILE re-measures the points halfway between grid points and prints the predictor's "
+      "error (MAPE). Example:\n  sparsebalance profile --model qwen2-tiny --attention moba --block 64 "
+      "--seq-lens 64,128,256,512 --budgets 1,2,4,8 --out profile.json");
+  sub->add_option("--model", f->model, "Model preset (one decoder layer is timed)");
+  sub->add_option("--attention", f->attention, "moba | dense")->capture_default_str();
+  sub->add_option("--block", f->block, "MoBA block size")->capture_default_str();
+  sub->add_option("--device", f->device, "cpu | cuda")->capture_default_str();
+  sub->add_option("--precision", f->precision, "fp32 | bf16-mixed")->capture_default_str();
+  sub->add_option("--seq-lens", f->seq_lens, "Comma-separated sequence lengths (ascending, at least 2)");
+  sub->add_option("--budgets", f->budgets, "Comma-separated MoBA budgets (ascending)");
+  sub->add_option("--warmup", f->warmup, "Untimed runs before timing")->capture_default_str();
+  sub->add_option("--repetitions", f->repetitions, "Timed runs per point")->capture_default_str();
+  sub->add_option("--threads", f->threads, "Intra-op CPU threads (0: LibTorch's default)")->capture_default_str();
+  sub->add_option("--out", f->out, "Where to write the profile (or, with --check, the check's JSON)");
+  sub->add_option("--check", f->check, "Re-measure held-out points of this profile and report the MAPE");
+  sub->add_flag("--json", f->json, "With --check: print the result as one JSON object");
+  return [f]() {
+    if (f->threads > 0) at::set_num_threads(static_cast<int>(f->threads));
+    if (!f->check.empty()) return run_check(*f);
+    for (const auto& [flag, value] : {std::pair<const char*, const std::string*>{"--model", &f->model},
+                                      {"--seq-lens", &f->seq_lens}, {"--out", &f->out}}) {
+      if (value->empty()) throw ConfigError(flag, "", "is required", "see sparsebalance profile --help");
+    }
+    if (f->attention != "moba" && f->attention != "dense") {
+      throw ConfigError("--attention", "", "\"" + f->attention + "\" is not moba or dense");
+    }
+    ProfileRequest request;
+    request.preset = f->model;
+    request.attention = AttentionOptions{f->attention, f->block, 32};
+    request.device = f->device;
+    request.precision = f->precision;
+    request.seq_lens = parse_int_list(f->seq_lens, "--seq-lens");
+    if (f->attention == "moba") {
+      if (f->budgets.empty()) throw ConfigError("--budgets", "", "is required for MoBA", "e.g. --budgets 1,2,4,8");
+      request.budgets = parse_int_list(f->budgets, "--budgets");
+    }
+    request.warmup = f->warmup;
+    request.repetitions = f->repetitions;
+    LatencyProfile profile;
+    try {
+      profile = measure_latency_profile(request, [](const std::string& line) { std::cerr << "  " << line << "\n"; });
+    } catch (const std::invalid_argument& e) {
+      throw ConfigError("sparsebalance profile", "", e.what(), "fix the flags");
+    }
+    save_latency_profile(profile, f->out);
+    std::cerr << "wrote " << f->out << "\n";
+    return 0;
+  };
+}
+
+}  // namespace sb::cli

@@ -1,0 +1,224 @@
+#include "harness/latency/latency_profiler.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <torch/cuda.h>
+#include <torch/nn/modules/linear.h>
+
+#include <chrono>
+#include <cmath>
+#include <stdexcept>
+
+#include "harness/latency/latency_predictor.h"
+#include "harness/runner/system_info.h"
+#include "models/qwen2/qwen2_model.h"
+#include "models/qwen2/qwen2_precision.h"
+
+namespace sb {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The attention of a layer replaced by its input q (same shape as the output): what is
+// left of the layer is what the attention pattern does not change.
+class PassThroughAttention : public AttentionBackend {
+ public:
+  std::string name() const override { return "pass-through"; }
+  at::Tensor forward(const at::Tensor& q, const at::Tensor& /*k*/, const at::Tensor& /*v*/,
+                     const PackedSequences& /*sequences*/, double /*scale*/, int64_t /*layer*/) override {
+    return q.clone();
+  }
+  at::Tensor forward_cached(const at::Tensor& q, const at::Tensor&, const at::Tensor&, double) override {
+    return q.clone();
+  }
+};
+
+// One decoder layer and a head on one device, with inputs per length.
+class LayerBench {
+ public:
+  LayerBench(const ProfileRequest& request)
+      : config_(qwen2_preset(request.preset)),
+        device_(request.device == "cuda" ? c10::Device(c10::kCUDA) : c10::Device(c10::kCPU)),
+        precision_(qwen2_precision_from_name(request.precision)),
+        warmup_(request.warmup),
+        repetitions_(request.repetitions) {
+    at::manual_seed(request.seed);
+    layer_ = Qwen2DecoderLayer(config_, 0);
+    layer_->to(device_);
+    norm_ = Qwen2RMSNorm(config_.hidden_size, config_.rms_norm_eps);
+    norm_->to(device_);
+    head_ = torch::nn::Linear(torch::nn::LinearOptions(config_.hidden_size, config_.vocab_size).bias(false));
+    head_->to(device_);
+    attention_ = make_attention_backend(request.attention);
+  }
+
+  LatencyStat layer_ms(int64_t length, int64_t budget) {
+    if (attention_->name() == "moba") attention_->set_budget_request(AttentionBudgetRequest{{budget}, 0.0, 0});
+    return time_layer(length, *attention_);
+  }
+  LatencyStat rest_ms(int64_t length) { return time_layer(length, pass_through_); }
+
+  LatencyStat head_ms(int64_t length) {
+    const at::Tensor x = hidden(length);
+    const at::Tensor labels = at::randint(0, config_.vocab_size, {length}, at::TensorOptions().dtype(at::kLong).device(device_));
+    return time([&] {
+      Qwen2AutocastGuard autocast(device_.type(), precision_);
+      const at::Tensor logits = head_->forward(norm_->forward(x)).to(at::kFloat);
+      at::cross_entropy_loss(logits, labels).backward();
+    });
+  }
+
+ private:
+  at::Tensor hidden(int64_t length) {
+    return at::randn({length, config_.hidden_size}, at::TensorOptions().device(device_)).requires_grad_(true);
+  }
+
+  LatencyStat time_layer(int64_t length, AttentionBackend& backend) {
+    const at::Tensor x = hidden(length);
+    const at::Tensor positions = at::arange(length, at::TensorOptions().dtype(at::kLong).device(device_));
+    const auto [cos, sin] = qwen2_rotary_tables(positions, config_.head_dim, config_.rope_theta);
+    const PackedSequences sequences = PackedSequences::from_lengths({length});
+    const at::Tensor grad = at::randn({length, config_.hidden_size}, x.options().requires_grad(false));
+    return time([&] {
+      Qwen2AutocastGuard autocast(device_.type(), precision_);
+      const at::Tensor y = layer_->forward(x, cos, sin, sequences, backend);
+      y.to(at::kFloat).backward(grad);
+    });
+  }
+
+  template <typename Step>
+  LatencyStat time(Step&& step) {
+    const auto run_once = [&] {
+      layer_->zero_grad();
+      head_->zero_grad();
+      norm_->zero_grad();
+      if (device_.is_cuda()) torch::cuda::synchronize();
+      const auto start = Clock::now();
+      step();
+      if (device_.is_cuda()) torch::cuda::synchronize();
+      return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    };
+    for (int64_t i = 0; i < warmup_; ++i) run_once();
+    std::vector<double> samples;
+    for (int64_t i = 0; i < repetitions_; ++i) samples.push_back(run_once());
+    return latency_stat_from_samples(std::move(samples));
+  }
+
+  Qwen2Config config_;
+  c10::Device device_;
+  Qwen2Precision precision_;
+  int64_t warmup_, repetitions_;
+  Qwen2DecoderLayer layer_{nullptr};
+  Qwen2RMSNorm norm_{nullptr};
+  torch::nn::Linear head_{nullptr};
+  std::unique_ptr<AttentionBackend> attention_;
+  PassThroughAttention pass_through_;
+};
+
+void check_request(const ProfileRequest& r) {
+  qwen2_preset(r.preset);  // throws with the known names
+  if (r.device != "cpu" && r.device != "cuda") throw std::invalid_argument("--device must be cpu or cuda");
+  if (r.device == "cuda" && !torch::cuda::is_available()) {
+    throw std::invalid_argument("--device cuda: no CUDA device is available here");
+  }
+  if (r.attention.name == "moba" && r.budgets.empty()) throw std::invalid_argument("--budgets: MoBA needs at least one budget");
+  if (r.warmup < 0 || r.repetitions < 1) throw std::invalid_argument("need warmup >= 0 and repetitions >= 1");
+  for (int64_t length : r.seq_lens) {
+    if (length > qwen2_preset(r.preset).max_position_embeddings) {
+      throw std::invalid_argument("--seq-lens: " + std::to_string(length) + " exceeds the model's positions");
+    }
+  }
+}
+
+}  // namespace
+
+LatencyProfile measure_latency_profile(const ProfileRequest& request, const ProgressFn& progress) {
+  check_request(request);
+  const Qwen2Config& config = qwen2_preset(request.preset);
+  LatencyProfile p;
+  p.kind = "measured";
+  p.model = {{"preset", request.preset},
+             {"hidden_size", config.hidden_size},
+             {"intermediate_size", config.intermediate_size},
+             {"num_hidden_layers", config.num_hidden_layers},
+             {"num_attention_heads", config.num_attention_heads},
+             {"num_key_value_heads", config.num_key_value_heads},
+             {"head_dim", config.head_dim},
+             {"vocab_size", config.vocab_size}};
+  p.attention = request.attention.name;
+  p.block_size = request.attention.name == "moba" ? request.attention.block_size : 0;
+  p.device = request.device;
+  p.warmup = request.warmup;
+  p.repetitions = request.repetitions;
+  p.seq_lens = request.seq_lens;
+  p.budgets = request.attention.name == "moba" ? request.budgets : std::vector<int64_t>{0};
+  p.context = collect_system_info();
+  p.context["precision"] = request.precision;
+  p.context["seed"] = request.seed;
+
+  LayerBench bench(request);
+  for (int64_t length : p.seq_lens) {
+    std::vector<LatencyStat> row;
+    for (int64_t k : p.budgets) {
+      row.push_back(bench.layer_ms(length, k));
+      if (progress) {
+        progress("layer L=" + std::to_string(length) + " k=" + std::to_string(k) + ": " +
+                 std::to_string(row.back().median) + " ms");
+      }
+    }
+    p.layer_ms.push_back(std::move(row));
+    p.rest_ms.push_back(bench.rest_ms(length));
+    p.head_ms.push_back(bench.head_ms(length));
+    if (progress) {
+      progress("rest L=" + std::to_string(length) + ": " + std::to_string(p.rest_ms.back().median) +
+               " ms, head: " + std::to_string(p.head_ms.back().median) + " ms");
+    }
+  }
+  p.validate();
+  return p;
+}
+
+ProfileCheck check_latency_profile(const LatencyProfile& profile, int64_t warmup, int64_t repetitions,
+                                   const ProgressFn& progress) {
+  if (profile.kind != "measured") throw std::invalid_argument("only measured profiles can be re-measured");
+  ProfileRequest request;
+  request.preset = profile.model.at("preset").get<std::string>();
+  request.attention = AttentionOptions{profile.attention, profile.block_size > 0 ? profile.block_size : 256, 32};
+  request.device = profile.device;
+  request.precision = profile.context.value("precision", "fp32");
+  request.warmup = warmup;
+  request.repetitions = repetitions;
+  request.seed = profile.context.value("seed", uint64_t{0}) + 1;  // other inputs than the profile's
+  check_request(ProfileRequest{request.preset, request.attention, request.device, request.precision,
+                               profile.seq_lens, profile.budgets, warmup, repetitions, request.seed});
+  // Held out: midpoints between neighbouring lengths x between neighbouring budgets.
+  std::vector<int64_t> lengths, budgets;
+  for (size_t i = 0; i + 1 < profile.seq_lens.size(); ++i) {
+    lengths.push_back((profile.seq_lens[i] + profile.seq_lens[i + 1]) / 2);
+  }
+  for (size_t j = 0; j + 1 < profile.budgets.size(); ++j) {
+    budgets.push_back((profile.budgets[j] + profile.budgets[j + 1]) / 2);
+  }
+  if (budgets.empty()) budgets = profile.budgets;
+  const LatencyPredictor predictor(profile);
+  LayerBench bench(request);
+  ProfileCheck check;
+  double sum = 0;
+  for (int64_t length : lengths) {
+    for (int64_t k : budgets) {
+      ProfileCheckPoint point{length, k, predictor.layer_ms(length, k), bench.layer_ms(length, k), 0};
+      point.abs_pct_error = 100.0 * std::abs(point.predicted_ms - point.measured.median) / point.measured.median;
+      sum += point.abs_pct_error;
+      if (progress) {
+        progress("L=" + std::to_string(length) + " k=" + std::to_string(k) + ": predicted " +
+                 std::to_string(point.predicted_ms) + " ms, measured " + std::to_string(point.measured.median) +
+                 " ms (" + std::to_string(point.abs_pct_error) + "%)");
+      }
+      check.points.push_back(std::move(point));
+    }
+  }
+  check.mape = check.points.empty() ? 0 : sum / static_cast<double>(check.points.size());
+  return check;
+}
+
+}  // namespace sb

@@ -1,0 +1,59 @@
+#pragma once
+// Measures a latency profile (latency_profile.h) on this machine: one decoder layer of a
+// model preset, forward + backward, on one sequence of each length at each budget, after
+// warm-up, as the median and interquartile range of `repetitions` timings (raw samples
+// kept). Also measures, per length:
+//   rest  the same layer with a pass-through attention (its output is q): norms,
+//         projections, rotary, MLP, everything the attention pattern does not change;
+//   head  the final norm, the lm_head and the cross-entropy loss.
+// On CUDA every timing is bracketed by device synchronisation.
+//
+// check_latency_profile re-measures held-out points (the midpoints between neighbouring
+// grid lengths, and between neighbouring budgets) and compares them with the predictor.
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "harness/latency/latency_profile.h"
+#include "kernels/attention/attention_backend.h"
+
+namespace sb {
+
+struct ProfileRequest {
+  std::string preset;               // model preset (models/qwen2/qwen2_config.h)
+  AttentionOptions attention;       // "moba" (block_size used) or "dense"
+  std::string device = "cpu";       // "cpu" | "cuda"
+  std::string precision = "fp32";   // "fp32" | "bf16-mixed"
+  std::vector<int64_t> seq_lens;    // ascending, >= 2
+  std::vector<int64_t> budgets;     // ascending (ignored for dense)
+  int64_t warmup = 2;
+  int64_t repetitions = 5;
+  uint64_t seed = 0;                // inputs and weights
+};
+
+using ProgressFn = std::function<void(const std::string&)>;
+
+// Throws std::invalid_argument for an inconsistent request.
+LatencyProfile measure_latency_profile(const ProfileRequest& request, const ProgressFn& progress = {});
+
+struct ProfileCheckPoint {
+  int64_t seq_len = 0;
+  int64_t budget = 0;
+  double predicted_ms = 0;
+  LatencyStat measured;
+  double abs_pct_error = 0;  // 100 |predicted - measured| / measured
+};
+
+struct ProfileCheck {
+  std::vector<ProfileCheckPoint> points;
+  double mape = 0;  // mean of abs_pct_error, in percent
+};
+
+// The profile's own model, attention, device and precision (from its "model" and
+// "context"), re-measured now.
+ProfileCheck check_latency_profile(const LatencyProfile& profile, int64_t warmup, int64_t repetitions,
+                                   const ProgressFn& progress = {});
+
+}  // namespace sb

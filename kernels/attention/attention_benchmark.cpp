@@ -1,0 +1,274 @@
+#include "kernels/attention/attention_benchmark.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <stdexcept>
+#include <memory>
+#include <string>
+
+#ifdef SB_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+
+#include "kernels/attention/attention_backend.h"
+#include "kernels/attention/moba_attention.h"
+#include "kernels/attention/moba_reference.h"
+
+namespace sb {
+namespace {
+
+// Float64 scores the oracle may hold at once for the error check (about 4 tensors of
+// [Hq, rows, L] doubles).
+constexpr int64_t kReferenceBytes = int64_t{1} << 30;
+
+void check_config(const AttentionBenchConfig& c) {
+  auto fail = [](const std::string& what) { throw std::invalid_argument(what); };
+  if (c.impl != "dense" && c.impl != "moba") fail("--impl must be dense or moba, got " + c.impl);
+  if (c.device != "cpu" && c.device != "cuda") fail("--device must be cpu or cuda, got " + c.device);
+  if (c.seq_len < 1) fail("--seq-len must be >= 1");
+  if (c.block < 1) fail("--block must be >= 1");
+  if (c.top_k < 1) fail("--top-k must be >= 1");
+  if (c.q_heads < 1 || c.kv_heads < 1 || c.q_heads % c.kv_heads != 0) {
+    fail("--heads HQ/HKV needs HQ a positive multiple of HKV, got " + std::to_string(c.q_heads) +
+         "/" + std::to_string(c.kv_heads));
+  }
+  if (c.head_dim < 1) fail("--head-dim must be >= 1");
+  if (c.repetitions < 1) fail("--repetitions must be >= 1");
+  if (c.warmup < 0) fail("--warmup must be >= 0");
+#ifdef SB_WITH_CUDA
+  if (c.device == "cuda" && c10::cuda::device_count() == 0) {
+    fail("--device cuda: no CUDA device is visible");
+  }
+#else
+  if (c.device == "cuda") fail("--device cuda: this build has no CUDA support (SB_CUDA=OFF)");
+#endif
+}
+
+int64_t proc_status_bytes(const std::string& field) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind(field + ":", 0) == 0) {
+      return std::stoll(line.substr(field.size() + 1)) * 1024;  // "VmHWM:   1234 kB"
+    }
+  }
+  return 0;
+}
+
+// The memory the timed runs hold beyond what was there when it started.
+class MemoryProbe {
+ public:
+  explicit MemoryProbe(bool cuda) : cuda_(cuda) {
+#ifdef SB_WITH_CUDA
+    if (cuda_) {
+      c10::cuda::device_synchronize();
+      const auto device = c10::cuda::current_device();
+      c10::cuda::CUDACachingAllocator::resetPeakStats(device);
+      base_ = c10::cuda::CUDACachingAllocator::getDeviceStats(device)
+                  .allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)]
+                  .current;
+      return;
+    }
+#endif
+    std::ofstream("/proc/self/clear_refs") << "5";  // resets VmHWM to the current RSS
+    base_ = proc_status_bytes("VmRSS");
+  }
+  std::string source() const { return cuda_ ? "cuda_allocator" : "cpu_rss"; }
+  int64_t peak_above_start() const {
+#ifdef SB_WITH_CUDA
+    if (cuda_) {
+      c10::cuda::device_synchronize();
+      const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device());
+      return stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)]
+                 .peak -
+             base_;
+    }
+#endif
+    return std::max<int64_t>(0, proc_status_bytes("VmHWM") - base_);
+  }
+
+ private:
+  bool cuda_;
+  int64_t base_ = 0;
+};
+
+// Wall time of fn in ms: CUDA events on the current stream for CUDA, steady clock otherwise.
+double time_ms(bool cuda, const std::function<void()>& fn) {
+#ifdef SB_WITH_CUDA
+  if (cuda) {
+    at::cuda::CUDAEvent start(cudaEventDefault), stop(cudaEventDefault);
+    const auto stream = at::cuda::getCurrentCUDAStream();
+    start.record(stream);
+    fn();
+    stop.record(stream);
+    stop.synchronize();
+    return static_cast<double>(start.elapsed_time(stop));
+  }
+#endif
+  const auto begin = std::chrono::steady_clock::now();
+  fn();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin).count();
+}
+
+MobaParams reference_params(const AttentionBenchConfig& c, double scale) {
+  MobaParams params;
+  params.block_size = c.block;
+  // Dense causal attention is MoBA with every block selected.
+  params.top_k = {c.impl == "dense" ? (c.seq_len + c.block - 1) / c.block : c.top_k};
+  params.scale = scale;
+  return params;
+}
+
+// Sum over heads and queries of the keys attended (see the header's formulas).
+double moba_attended_pairs(const at::Tensor& q, const at::Tensor& k, const PackedSequences& packed,
+                           const MobaParams& params) {
+  const c10::NoGradGuard no_grad;
+  const MobaLayout layout = MobaLayout::build(packed, packed, params.block_size, params.causal);
+  const MobaRouting routing = moba_attention(q, k, k, packed, params).routing;
+  const at::Tensor selected = routing.selected.cpu();
+  const auto ids = selected.accessor<int32_t, 3>();
+  double pairs = 0.0;
+  for (int64_t h = 0; h < selected.size(0); ++h) {
+    for (int64_t b = 0; b < selected.size(1); ++b) {
+      const double lq = static_cast<double>(layout.blocks[b].query_len);
+      for (int64_t i = 0; i < selected.size(2) && ids[h][b][i] >= 0; ++i) {
+        const int64_t j = ids[h][b][i];
+        pairs += j == b ? lq * (lq + 1.0) / 2.0 : lq * static_cast<double>(layout.blocks[j].key_len);
+      }
+    }
+  }
+  return pairs;
+}
+
+}  // namespace
+
+SampleSummary summarize_samples(std::vector<double> samples) {
+  SampleSummary s;
+  if (samples.empty()) return s;
+  std::sort(samples.begin(), samples.end());
+  const size_t n = samples.size();
+  s.median = n % 2 == 1 ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
+  s.min = samples.front();
+  s.max = samples.back();
+  return s;
+}
+
+namespace {
+
+// One implementation under test: its inputs, backend and result.
+struct BenchSubject {
+  AttentionBenchResult result;
+  PackedSequences packed;
+  MobaParams params;
+  double scale = 1.0;
+  bool cuda = false;
+  at::Tensor q, k, v, grad_out, last_out;
+  std::unique_ptr<AttentionBackend> backend;
+
+  explicit BenchSubject(const AttentionBenchConfig& config) {
+    check_config(config);
+    result.config = config;
+    cuda = config.device == "cuda";
+    const auto options = at::TensorOptions()
+                             .dtype(config.dtype)
+                             .device(cuda ? at::Device(at::kCUDA) : at::Device(at::kCPU));
+    const int64_t length = config.seq_len;
+    scale = 1.0 / std::sqrt(static_cast<double>(config.head_dim));
+    packed = PackedSequences::from_lengths({length});
+    at::manual_seed(config.seed);
+    q = at::randn({length, config.q_heads, config.head_dim}, options);   // [L, Hq, D]
+    k = at::randn({length, config.kv_heads, config.head_dim}, options);  // [L, Hkv, D]
+    v = at::randn({length, config.kv_heads, config.head_dim}, options);  // [L, Hkv, D]
+    grad_out = at::randn_like(q);
+    backend = make_attention_backend(AttentionOptions{config.impl, config.block, config.top_k});
+    params = reference_params(config, scale);
+    result.attended_pairs =
+        config.impl == "moba"
+            ? moba_attended_pairs(q, k, packed, params)
+            : static_cast<double>(config.q_heads) * static_cast<double>(length) *
+                  static_cast<double>(length + 1) / 2.0;
+  }
+
+  double forward() {
+    return time_ms(cuda, [&] {
+      const c10::NoGradGuard no_grad;
+      last_out = backend->forward(q, k, v, packed, scale, /*layer=*/0);
+    });
+  }
+  double forward_backward() {
+    const at::Tensor ql = q.detach().requires_grad_(true);
+    const at::Tensor kl = k.detach().requires_grad_(true);
+    const at::Tensor vl = v.detach().requires_grad_(true);
+    return time_ms(cuda, [&] {
+      backend->forward(ql, kl, vl, packed, scale, /*layer=*/0).backward(grad_out);
+    });
+  }
+  void run_once(bool measured) {
+    const double fwd = forward();
+    if (measured) result.fwd_ms.push_back(fwd);
+    if (result.config.backward) {
+      const double fwdbwd = forward_backward();
+      if (measured) result.fwdbwd_ms.push_back(fwdbwd);
+    }
+    const auto stats = backend->take_layer_stats();
+    if (!stats.empty()) result.coverage_mean = stats.front().coverage_mean;
+  }
+
+  // The last rows attend the most keys; check as many as the oracle's memory allows.
+  void check_against_reference() {
+    const AttentionBenchConfig& c = result.config;
+    const int64_t length = c.seq_len;
+    const int64_t affordable = std::max<int64_t>(1, kReferenceBytes / (32 * c.q_heads * length));
+    result.checked_rows = std::min(length, c.check_rows > 0 ? c.check_rows : affordable);
+    const int64_t first_row = length - result.checked_rows;
+    const MobaReferenceResult reference =
+        moba_reference(q.cpu(), k.cpu(), v.cpu(), packed, packed, params, first_row, length);
+    result.max_abs_err = (last_out.narrow(0, first_row, result.checked_rows).cpu().to(at::kDouble) -
+                          reference.out)
+                             .abs()
+                             .max()
+                             .item<double>();
+  }
+};
+
+}  // namespace
+
+std::vector<AttentionBenchResult> run_attention_benchmarks(
+    const std::vector<AttentionBenchConfig>& configs) {
+  std::vector<std::unique_ptr<BenchSubject>> subjects;
+  for (const AttentionBenchConfig& config : configs) {
+    subjects.push_back(std::make_unique<BenchSubject>(config));
+  }
+  // First run of each subject, alone and untimed: its memory.
+  for (auto& subject : subjects) {
+    const MemoryProbe memory(subject->cuda);
+    subject->run_once(/*measured=*/false);
+    subject->result.peak_mem_bytes = memory.peak_above_start();
+    subject->result.peak_mem_source = memory.source();
+  }
+  // Warm-up, then timed repetitions, the subjects taking turns so that a change in the
+  // machine's load hits all of them alike.
+  const int64_t warmup = configs.empty() ? 0 : configs.front().warmup;
+  const int64_t repetitions = configs.empty() ? 0 : configs.front().repetitions;
+  for (int64_t rep = 1; rep < warmup + repetitions + 1; ++rep) {
+    for (auto& subject : subjects) subject->run_once(/*measured=*/rep > warmup);
+  }
+  std::vector<AttentionBenchResult> results;
+  for (auto& subject : subjects) {
+    subject->check_against_reference();
+    results.push_back(subject->result);
+  }
+  return results;
+}
+
+}  // namespace sb

@@ -1,0 +1,89 @@
+#pragma once
+// Shared by the MoBA tests: random packed inputs, a forward + backward through the
+// implementation under test or the float64 oracle (moba_reference), and conversions.
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/attention/moba_attention.h"
+#include "kernels/attention/moba_reference.h"
+
+namespace sb::test {
+
+struct MobaInputs {
+  at::Tensor q, k, v, grad_out;  // q, grad_out [Tq, Hq, D]; k, v [Tk, Hkv, D]
+};
+
+// Standard normal inputs drawn in float64 and rounded to dtype (the oracle sees the
+// rounded values). Tq = sum(query_lengths), Tk = sum(key_lengths).
+inline MobaInputs moba_random_inputs(const std::vector<int64_t>& query_lengths,
+                                     const std::vector<int64_t>& key_lengths, int64_t q_heads,
+                                     int64_t kv_heads, int64_t head_dim, at::ScalarType dtype,
+                                     uint64_t seed) {
+  int64_t tq = 0, tk = 0;
+  for (int64_t n : query_lengths) tq += n;
+  for (int64_t n : key_lengths) tk += n;
+  at::manual_seed(seed);
+  MobaInputs in;
+  in.q = at::randn({tq, q_heads, head_dim}, at::kDouble).to(dtype);
+  in.k = at::randn({tk, kv_heads, head_dim}, at::kDouble).to(dtype);
+  in.v = at::randn({tk, kv_heads, head_dim}, at::kDouble).to(dtype);
+  in.grad_out = at::randn({tq, q_heads, head_dim}, at::kDouble).to(dtype);
+  return in;
+}
+
+struct MobaGrads {
+  at::Tensor out, dq, dk, dv;
+};
+
+// Forward and backward of sum(out * grad_out): the implementation (use_reference =
+// false) in the inputs' dtype, or the oracle in float64.
+inline MobaGrads moba_run_with_grads(const MobaInputs& in, const PackedSequences& queries,
+                                     const PackedSequences& keys, const MobaParams& params,
+                                     bool use_reference) {
+  const at::ScalarType dtype = use_reference ? at::kDouble : in.q.scalar_type();
+  at::Tensor q = in.q.detach().to(dtype).requires_grad_(true);
+  at::Tensor k = in.k.detach().to(dtype).requires_grad_(true);
+  at::Tensor v = in.v.detach().to(dtype).requires_grad_(true);
+  const at::Tensor out = use_reference ? moba_reference(q, k, v, queries, keys, params).out
+                                       : moba_attention_packed(q, k, v, queries, keys, params).out;
+  (out * in.grad_out.to(dtype)).sum().backward();
+  return {out.detach(), q.grad(), k.grad(), v.grad()};
+}
+
+inline double moba_max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
+  if (a.numel() == 0 && b.numel() == 0) return 0.0;
+  return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
+}
+
+// Causal MoBA parameters.
+inline MobaParams moba_test_params(int64_t block_size, std::vector<int64_t> top_k, double scale) {
+  MobaParams params;
+  params.block_size = block_size;
+  params.top_k = std::move(top_k);
+  params.scale = scale;
+  return params;
+}
+
+// Output and every gradient within tolerance of the oracle's.
+inline void expect_moba_grads_near(const MobaGrads& actual, const MobaGrads& expected,
+                                   double tolerance) {
+  EXPECT_LT(moba_max_abs_diff(actual.out, expected.out), tolerance) << "forward";
+  EXPECT_LT(moba_max_abs_diff(actual.dq, expected.dq), tolerance) << "dq";
+  EXPECT_LT(moba_max_abs_diff(actual.dk, expected.dk), tolerance) << "dk";
+  EXPECT_LT(moba_max_abs_diff(actual.dv, expected.dv), tolerance) << "dv";
+}
+
+// selected [Hq, NB, kcap] (-1 padded block ids) -> [Hq, NB, NB] bool, as the oracle reports it.
+inline at::Tensor moba_selected_mask(const at::Tensor& selected) {
+  const int64_t heads = selected.size(0), blocks = selected.size(1);
+  at::Tensor mask = at::zeros({heads, blocks, blocks + 1}, at::kBool);  // last column: padding
+  const at::Tensor ids = selected.to(at::kLong).cpu();
+  mask.scatter_(2, ids.where(ids.ge(0), at::full_like(ids, blocks)), true);
+  return mask.narrow(2, 0, blocks);
+}
+
+}  // namespace sb::test

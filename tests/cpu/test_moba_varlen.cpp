@@ -1,0 +1,169 @@
+// The varlen pipeline behind MoBA on CUDA (gather, diagonal and selected-block varlen
+// calls, log-sum-exp merge, backward with the merged output) run on the CPU with a
+// float64 varlen op written here with flash-attention's conventions (bottom-right
+// causal mask, lse [H, Nq], backward from the given out and lse). Checked against the
+// float64 MoBA oracle, so everything but the flash kernels themselves is covered
+// without a GPU.
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kernels/attention/moba_attention.h"
+#include "kernels/attention/moba_layout.h"
+#include "kernels/attention/moba_reference.h"
+#include "kernels/attention/moba_varlen_attention.h"
+#include "tests/cpu/test_moba_support.h"
+
+namespace sb {
+namespace {
+
+using test::moba_max_abs_diff;
+using test::moba_random_inputs;
+
+std::vector<int64_t> host_offsets(const at::Tensor& cu) {
+  const at::Tensor c = cu.to(at::kLong).cpu().contiguous();
+  return std::vector<int64_t>(c.const_data_ptr<int64_t>(), c.const_data_ptr<int64_t>() + c.numel());
+}
+
+class Float64VarlenAttention final : public VarlenAttentionOps {
+ public:
+  VarlenAttentionForward forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                 const at::Tensor& cu_q, const at::Tensor& cu_k, int64_t max_q,
+                                 int64_t max_k, bool causal, double scale) const override {
+    std::vector<at::Tensor> outs, lses;
+    for_each_segment(q, k, cu_q, cu_k, max_q, max_k, [&](int64_t q0, int64_t lq, int64_t k0, int64_t lk) {
+      const at::Tensor qs = q.narrow(0, q0, lq), ks = expand(k.narrow(0, k0, lk), q.size(1));
+      const at::Tensor vs = expand(v.narrow(0, k0, lk), q.size(1));
+      const at::Tensor s = scores(qs, ks, causal, scale);                   // [H, lq, lk]
+      lses.push_back(at::logsumexp(s, {-1}));                               // [H, lq]
+      outs.push_back(at::einsum("hij,jhd->ihd", {at::softmax(s, -1), vs}));  // [lq, H, D]
+    });
+    return {at::cat(outs, 0), at::cat(lses, 1), at::Tensor(), at::Tensor()};
+  }
+
+  std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(
+      const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+      const at::Tensor& out, const at::Tensor& lse, const at::Tensor& cu_q, const at::Tensor& cu_k,
+      int64_t max_q, int64_t max_k, bool causal, double scale,
+      const VarlenAttentionForward& /*state*/) const override {
+    const int64_t heads = q.size(1), kv_heads = k.size(1);
+    at::Tensor dq = at::zeros_like(q), dk = at::zeros_like(k), dv = at::zeros_like(v);
+    for_each_segment(q, k, cu_q, cu_k, max_q, max_k, [&](int64_t q0, int64_t lq, int64_t k0, int64_t lk) {
+      const at::Tensor qs = q.narrow(0, q0, lq), ks = expand(k.narrow(0, k0, lk), heads);
+      const at::Tensor vs = expand(v.narrow(0, k0, lk), heads);
+      const at::Tensor dos = grad_out.narrow(0, q0, lq), os = out.narrow(0, q0, lq);
+      const at::Tensor p =
+          (scores(qs, ks, causal, scale) - lse.narrow(1, q0, lq).unsqueeze(-1)).exp();  // [H, lq, lk]
+      const at::Tensor delta = (dos * os).sum(-1).t().unsqueeze(-1);                  // [H, lq, 1]
+      const at::Tensor ds = p * (at::einsum("ihd,jhd->hij", {dos, vs}) - delta);
+      dq.narrow(0, q0, lq).copy_(at::einsum("hij,jhd->ihd", {ds, ks}) * scale);
+      const int64_t group = heads / kv_heads, dim = q.size(2);
+      dk.narrow(0, k0, lk).copy_((at::einsum("hij,ihd->jhd", {ds, qs}) * scale)
+                                     .view({lk, kv_heads, group, dim}).sum(2));
+      dv.narrow(0, k0, lk).copy_(at::einsum("hij,ihd->jhd", {p, dos}).view({lk, kv_heads, group, dim}).sum(2));
+    });
+    return {dq, dk, dv};
+  }
+
+ private:
+  template <typename F>
+  static void for_each_segment(const at::Tensor& q, const at::Tensor& k, const at::Tensor& cu_q,
+                               const at::Tensor& cu_k, int64_t max_q, int64_t max_k, F&& f) {
+    const auto cq = host_offsets(cu_q), ck = host_offsets(cu_k);
+    EXPECT_EQ(cq.size(), ck.size());
+    EXPECT_EQ(cq.back(), q.size(0));
+    EXPECT_EQ(ck.back(), k.size(0));
+    for (size_t i = 0; i + 1 < cq.size(); ++i) {
+      const int64_t lq = cq[i + 1] - cq[i], lk = ck[i + 1] - ck[i];
+      EXPECT_LE(lq, max_q) << "max_q understates segment " << i;
+      EXPECT_LE(lk, max_k) << "max_k understates segment " << i;
+      EXPECT_GE(lk, 1) << "segment " << i << " has no key";
+      f(cq[i], lq, ck[i], lk);
+    }
+  }
+  static at::Tensor expand(const at::Tensor& x, int64_t heads) {  // [L, Hk, D] -> [L, H, D]
+    return x.repeat_interleave(heads / x.size(1), 1);
+  }
+  // [H, lq, lk] scaled scores; causal: query r sees keys 0 .. r + lk - lq.
+  static at::Tensor scores(const at::Tensor& qs, const at::Tensor& ks, bool causal, double scale) {
+    at::Tensor s = at::einsum("ihd,jhd->hij", {qs, ks}) * scale;
+    if (causal) {
+      const int64_t lq = qs.size(0), lk = ks.size(0);
+      const at::Tensor visible = at::ones({lq, lk}, at::kBool).tril(lk - lq);
+      s = s.masked_fill(visible.logical_not(), -std::numeric_limits<double>::infinity());
+    }
+    return s;
+  }
+};
+
+struct VarlenCase {
+  std::string name;
+  std::vector<int64_t> query_lengths, key_lengths;
+  int64_t block_size, top_k, q_heads, kv_heads;
+  bool causal;
+};
+
+class MobaVarlenTest : public ::testing::TestWithParam<VarlenCase> {};
+
+TEST_P(MobaVarlenTest, PipelineMatchesTheFloat64Reference) {
+  const VarlenCase& c = GetParam();
+  const auto queries = PackedSequences::from_lengths(c.query_lengths);
+  const auto keys = PackedSequences::from_lengths(c.key_lengths);
+  MobaParams params = test::moba_test_params(c.block_size, {c.top_k}, 0.3);
+  params.causal = c.causal;
+  const auto in = moba_random_inputs(c.query_lengths, c.key_lengths, c.q_heads, c.kv_heads, 8,
+                                     at::kDouble, 99 + c.block_size);
+  const MobaLayout layout = MobaLayout::build(keys, queries, c.block_size, c.causal);
+  const MobaRouting routing = moba_route_cpu(in.q, in.k, layout, params);
+  // A small budget forces several chunks of part 2.
+  const MobaVarlenPlan plan =
+      moba_varlen_plan(layout, routing, c.q_heads, c.kv_heads, 8, 8, params.scale, 2048);
+  if (c.top_k > 1) EXPECT_GT(plan.chunks.size(), 1u) << "chunking is not exercised";
+  const Float64VarlenAttention ops;
+
+  at::Tensor q = in.q.clone().requires_grad_(true), k = in.k.clone().requires_grad_(true);
+  at::Tensor v = in.v.clone().requires_grad_(true);
+  auto [out, lse] = moba_varlen_attention(q, k, v, plan, ops);
+  (out * in.grad_out).sum().backward();
+  const test::MobaGrads expected = test::moba_run_with_grads(in, queries, keys, params, true);
+  test::expect_moba_grads_near({out, q.grad(), k.grad(), v.grad()}, expected, 1e-11);
+  const MobaReferenceResult reference = moba_reference(in.q, in.k, in.v, queries, keys, params);
+  EXPECT_LT(moba_max_abs_diff(lse, reference.lse), 1e-11);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    TrainingDecodingPacked, MobaVarlenTest,
+    ::testing::Values(VarlenCase{"packed_training", {37, 5, 64}, {37, 5, 64}, 8, 3, 4, 2, true},
+                      VarlenCase{"gqa_8_to_1", {50}, {50}, 8, 4, 8, 1, true},
+                      VarlenCase{"diagonal_only", {40, 9}, {40, 9}, 8, 1, 2, 1, true},
+                      VarlenCase{"decode_one_token", {1}, {45}, 8, 3, 4, 2, true},
+                      VarlenCase{"decode_chunks_packed", {5, 11}, {45, 40}, 8, 3, 4, 2, true},
+                      VarlenCase{"not_causal", {29, 12}, {29, 12}, 8, 2, 4, 2, false}),
+    [](const auto& info) { return info.param.name; });
+
+TEST(MobaVarlenPlan, IndicesGatherTheSelectedBlocksOfEachRow) {
+  // One sequence of 3 blocks of 4, one head, k = 3: the last query block's row gathers
+  // queries 8..11 and the keys of blocks 0 and 1 in ascending order.
+  const auto packed = PackedSequences::from_lengths({12});
+  const MobaParams params = test::moba_test_params(4, {3}, 1.0);
+  const auto in = moba_random_inputs({12}, {12}, 1, 1, 8, at::kDouble, 1);
+  const MobaLayout layout = MobaLayout::build(packed, packed, 4, true);
+  const MobaRouting routing = moba_route_cpu(in.q, in.k, layout, params);
+  const MobaVarlenPlan plan = moba_varlen_plan(layout, routing, 1, 1, 8, 8, 1.0);
+  ASSERT_EQ(plan.chunks.size(), 1u);
+  const MobaVarlenChunk& chunk = plan.chunks[0];
+  EXPECT_EQ(host_offsets(chunk.cu_q), (std::vector<int64_t>{0, 4, 8}));   // rows of blocks 1, 2
+  EXPECT_EQ(host_offsets(chunk.cu_k), (std::vector<int64_t>{0, 4, 12}));  // 1 and 2 earlier blocks
+  EXPECT_EQ(host_offsets(chunk.q_index), (std::vector<int64_t>{4, 5, 6, 7, 8, 9, 10, 11}));
+  EXPECT_EQ(host_offsets(chunk.kv_index),
+            (std::vector<int64_t>{0, 1, 2, 3, 0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(host_offsets(plan.self_cu_q), (std::vector<int64_t>{0, 4, 8, 12}));
+  EXPECT_FALSE(plan.self_kv_index.defined()) << "training: the diagonal keys are k itself";
+}
+
+}  // namespace
+}  // namespace sb
