@@ -505,6 +505,8 @@ std::vector<RunSpec> expand_runs(const Manifest& manifest) {
       run.name = method.name;
       run.manifest = narrow_to_method(manifest, method);
       run.is_baseline = method.name == manifest.baseline;
+      run.method = method.name;
+      run.baseline_method = manifest.baseline;
       runs.push_back(std::move(run));
     }
     return runs;
@@ -558,6 +560,8 @@ std::vector<RunSpec> expand_runs(const Manifest& manifest) {
       run.manifest = parsed;
       run.sweep_point = point_values;
       run.is_baseline = manifest.methods[i].name == manifest.baseline;
+      run.method = manifest.methods[i].name;
+      run.baseline_method = manifest.baseline;
       runs.push_back(std::move(run));
       size_t d = axes.size();
       while (d > 0 && ++digit[d - 1] == manifest.sweep[axes[d - 1]].values.size()) digit[--d] = 0;

@@ -137,6 +137,10 @@ struct RunSpec {
   nlohmann::json sweep_point = nlohmann::json::object();
   // Whether its method is the manifest's baseline.
   bool is_baseline = false;
+  // The method of this run and the manifest's baseline method (run.manifest is
+  // narrowed to one method, which is its own baseline there).
+  std::string method;
+  std::string baseline_method;
 };
 
 // file: shown in errors (the manifest's path, or a label such as "<test>").

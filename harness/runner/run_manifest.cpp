@@ -26,6 +26,13 @@ json run_context(const RunSpec& run, const RunManifestOptions& options, const Di
   context["manifest_file"] = options.manifest_file.string();
   context["command_line"] = options.command_line;
   context["started_at_utc"] = utc_timestamp("%Y-%m-%dT%H:%M:%SZ");
+  // What the report needs to compare runs: speedups are against the baseline method's
+  // run with the same values of the non-method sweep axes (seed, data, ...).
+  context["experiment"] = {{"method", run.method},
+                           {"baseline", run.baseline_method},
+                           {"is_baseline", run.is_baseline},
+                           {"sweep_point", run.sweep_point},
+                           {"simulated", false}};
   const ParallelismSection& p = run.manifest.parallelism;
   context["world"] = {{"world_size", p.dp * p.pp},
                       {"dp", p.dp},
