@@ -10,6 +10,7 @@
 #include "harness/report/run_summary.h"
 #include "harness/runner/job_session.h"
 #include "harness/runner/local_launcher.h"
+#include "harness/runner/method_profiles.h"
 #include "harness/runner/run_manifest.h"
 #include "models/qwen2/qwen2_config.h"
 
@@ -38,7 +39,9 @@ void print_report(const Manifest& manifest, const RunManifestResult& result, boo
 
 // dp x pp > 1 without torchrun/srun: this process becomes the launcher of the ranks.
 int launch(const Manifest& manifest, const RunFlags& flags, const RunManifestOptions& options) {
-  decide_runs(manifest, options);  // conflicts are reported once, before any rank starts
+  // Conflicts are reported once, before any rank starts; missing latency profiles are
+  // measured here, with the ranks' thread count, while no rank competes for the cores.
+  ensure_method_profiles(runs_to_execute(manifest, options), true, std::cerr);
   const Qwen2Config& config = qwen2_preset(manifest.model.preset);
   const ParallelLayout layout(manifest.parallelism.dp, manifest.parallelism.pp, config.num_hidden_layers,
                               manifest.parallelism.stage_layers);

@@ -2,12 +2,16 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <unistd.h>
 #include <ostream>
 
 #include "harness/common/errors.h"
 #include "harness/report/run_summary.h"
 #include "harness/runner/fault_injection.h"
 #include "harness/runner/job_session.h"
+#include "harness/runner/method_profiles.h"
 #include "harness/runner/system_info.h"
 #include "harness/train/checkpoint.h"
 #include "harness/train/trainer.h"
@@ -45,23 +49,72 @@ json run_context(const RunSpec& run, const RunManifestOptions& options, const Di
   return context;
 }
 
-void log_progress(std::ostream& log, const RunSpec& run, int64_t it, int64_t iterations,
-                  const IterationRecord& record) {
-  char line[256];
-  std::snprintf(line, sizeof(line), "[%s/%s] iteration %lld/%lld  loss %.4f  %.1f ms  bubble %.3f  %lld tokens\n",
-                run.manifest.name.c_str(), run.name.c_str(), static_cast<long long>(it + 1),
-                static_cast<long long>(iterations), record.loss, record.iter_ms, record.bubble_fraction,
-                static_cast<long long>(record.tokens));
-  log << line << std::flush;
-}
+// Where the command is: which run of how many, the iteration, its loss and time, and
+// the time left in this run. On a terminal one line is redrawn every iteration; in a
+// log (or under the launcher, whose output is a pipe) a plain line every `every`.
+class ProgressPrinter {
+ public:
+  ProgressPrinter(std::ostream& log, const RunSpec& run, size_t index, size_t count, int64_t start,
+                  int64_t every)
+      : log_(log), run_(run), index_(index), count_(count), start_(start), every_(every),
+        redraw_(&log == &std::cerr && isatty(STDERR_FILENO) && !std::getenv("SB_LAUNCHER_PID")),
+        began_(std::chrono::steady_clock::now()) {}
 
-void execute_run(JobSession& session, const RunSpec& run, const RunDecision& decision, const fs::path& run_dir,
-                 const RunManifestOptions& options, const std::optional<FaultInjection>& fault,
-                 std::ostream& log) {
+  void iteration_done(int64_t it, int64_t iterations, const IterationRecord& record) {
+    const int64_t done = it + 1;
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - began_).count();
+    const double eta = elapsed / static_cast<double>(done - start_) * static_cast<double>(iterations - done);
+    char line[320];
+    std::snprintf(line, sizeof(line),
+                  "[%s] run %zu/%zu %s  iteration %lld/%lld  loss %.4f  %.1f ms  bubble %.3f  imbalance %.2f  "
+                  "ETA %s",
+                  run_.manifest.name.c_str(), index_ + 1, count_, run_.name.c_str(), static_cast<long long>(done),
+                  static_cast<long long>(iterations), record.loss, record.iter_ms, record.bubble_fraction,
+                  record.imbalance, duration_text(eta).c_str());
+    if (redraw_) {
+      log_ << "\r\033[K" << line << (done == iterations ? "\n" : "") << std::flush;
+    } else if (it == start_ || done % every_ == 0 || done == iterations) {
+      log_ << line << "\n" << std::flush;
+    }
+  }
+
+ private:
+  static std::string duration_text(double seconds) {
+    const auto s = static_cast<long long>(seconds + 0.5);
+    char text[32];
+    if (s >= 3600) {
+      std::snprintf(text, sizeof(text), "%lldh%02lldm", s / 3600, (s % 3600) / 60);
+    } else {
+      std::snprintf(text, sizeof(text), "%lldm%02llds", s / 60, s % 60);
+    }
+    return text;
+  }
+
+  std::ostream& log_;
+  const RunSpec& run_;
+  size_t index_, count_;
+  int64_t start_, every_;
+  bool redraw_;
+  std::chrono::steady_clock::time_point began_;
+};
+
+void execute_run(JobSession& session, const RunSpec& run, size_t index, size_t count, const RunDecision& decision,
+                 const fs::path& run_dir, const RunManifestOptions& options,
+                 const std::optional<FaultInjection>& fault, std::ostream& log) {
   const Manifest& m = run.manifest;
   const json resolved = manifest_to_json(m);
+  const std::shared_ptr<const LatencyPredictor> predictor = load_method_predictor(run);
   session.agree("prepared/" + run.name, [&] {
-    prepare_run_folder(run_dir, decision, resolved, run_context(run, options, session.env()), log);
+    json context = run_context(run, options, session.env());
+    if (predictor) {
+      context["profile"] = {{"kind", predictor->profile().kind},
+                            {"file", m.methods.at(0).profile},
+                            {"copy", "profile.json"}};
+    }
+    prepare_run_folder(run_dir, decision, resolved, context, log);
+    // The profile the run predicted with stays with its results, even if the file it
+    // came from is measured again later.
+    if (predictor) fs::copy_file(m.methods.at(0).profile, run_dir / "profile.json", fs::copy_options::overwrite_existing);
     return std::string("ok");
   });
   const Qwen2Config& config = qwen2_preset(m.model.preset);
@@ -72,7 +125,9 @@ void execute_run(JobSession& session, const RunSpec& run, const RunDecision& dec
   // Failures are reported while this run's groups still exist: destroying them first
   // would break the peers' connections and make them report before this rank.
   try {
-    Trainer trainer(run, context);
+    TrainerOptions trainer_options;
+    trainer_options.predictor = predictor;
+    Trainer trainer(run, context, trainer_options);
     int64_t start = 0;
     if (decision.disposition == Disposition::kResume) {
       const CheckpointState loaded =
@@ -86,14 +141,13 @@ void execute_run(JobSession& session, const RunSpec& run, const RunDecision& dec
     if (session.is_leader()) writer.emplace(run_dir);
     const int64_t iterations = m.train.iterations;
     const auto wall_start = std::chrono::steady_clock::now();
+    ProgressPrinter progress(log, run, index, count, start, options.progress_every);
     for (int64_t it = start; it < iterations; ++it) {
       if (fault) fault->fire_if_due(context.rank, it);
       std::optional<IterationOutcome> outcome = trainer.train_iteration(it);
       if (outcome) {
         writer->append(outcome->record, outcome->timeline);
-        if (it == start || (it + 1) % options.progress_every == 0 || it + 1 == iterations) {
-          log_progress(log, run, it, iterations, outcome->record);
-        }
+        progress.iteration_done(it, iterations, outcome->record);
       }
       const int64_t done = it + 1;
       const int64_t every = m.checkpoint.every_iterations;
@@ -133,6 +187,16 @@ std::vector<RunSpec> select_runs(const Manifest& manifest, const RunManifestOpti
   if (selected.empty()) {
     throw ConfigError("--only", "", "no run named \"" + *options.only + "\" in " + options.manifest_file.string(),
                       "use one of: " + names);
+  }
+  return selected;
+}
+
+std::vector<RunSpec> runs_to_execute(const Manifest& manifest, const RunManifestOptions& options) {
+  const std::vector<RunSpec> runs = select_runs(manifest, options);
+  const std::vector<RunDecision> decisions = decide_runs(manifest, options);
+  std::vector<RunSpec> selected;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (decisions[i].disposition != Disposition::kSkip) selected.push_back(runs[i]);
   }
   return selected;
 }
@@ -183,6 +247,15 @@ RunManifestResult run_manifest(const Manifest& manifest, const RunManifestOption
       return list.dump();
     }));
     const std::vector<RunSpec> runs = select_runs(manifest, options);
+    // Rank 0 checks (or, alone, measures) the latency profiles before any run starts.
+    session->agree("profiles", [&] {
+      std::vector<RunSpec> pending;
+      for (size_t i = 0; i < runs.size(); ++i) {
+        if (run_decision_from_json(shared.at(i)).disposition != Disposition::kSkip) pending.push_back(runs[i]);
+      }
+      ensure_method_profiles(pending, !DistEnv::started_as_rank(), log);
+      return std::string("ok");
+    });
     for (size_t i = 0; i < runs.size(); ++i) {
       const RunDecision decision = run_decision_from_json(shared.at(i));
       const fs::path run_dir = result.manifest_dir / runs[i].name;
@@ -193,7 +266,7 @@ RunManifestResult run_manifest(const Manifest& manifest, const RunManifestOption
         result.skipped.push_back(runs[i].name);
         continue;
       }
-      execute_run(*session, runs[i], decision, run_dir, options, fault, log);
+      execute_run(*session, runs[i], i, runs.size(), decision, run_dir, options, fault, log);
       result.ran.push_back(runs[i].name);
       if (decision.disposition == Disposition::kResume) result.resumed.push_back(runs[i].name);
     }

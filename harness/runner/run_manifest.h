@@ -36,6 +36,9 @@ struct RunManifestResult {
 // The runs `options` selects (ConfigError for an unknown --only).
 std::vector<RunSpec> select_runs(const Manifest& manifest, const RunManifestOptions& options);
 
+// The selected runs that are not skipped (complete with the same manifest).
+std::vector<RunSpec> runs_to_execute(const Manifest& manifest, const RunManifestOptions& options);
+
 // What would happen to each selected run; throws ConfigError on a conflict.
 std::vector<RunDecision> decide_runs(const Manifest& manifest, const RunManifestOptions& options);
 

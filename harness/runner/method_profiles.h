@@ -1,0 +1,52 @@
+#pragma once
+// The latency profiles a manifest's methods predict with (methods[i].profile), found or
+// measured before any run starts:
+//   - the file exists: it is loaded and must describe this run's model, attention and
+//     device (a profile of another model would mislead every SAB and DST decision);
+//   - the file is missing and this process may measure (one process alone, or the local
+//     launcher before it starts the ranks): it is measured now on a default grid (below)
+//     and written there, so later runs and reruns reuse it;
+//   - the file is missing under torchrun or srun: a ConfigError with the exact
+//     `sparsebalance profile` command that measures it (ranks cannot wait minutes for
+//     one of them to measure without tripping the rendezvous timeout).
+//
+// Default grid [our rule] (REPRODUCE.md): lengths double from max(32, L/32) up to the
+// first power of two >= L, where L is the data set's longest sample (at most 8 points;
+// the predictor extrapolates linearly past the last); MoBA budgets double from 1 up to
+// the number of blocks of L, with top_k and the DST k_max added; 2 warm-up runs and 5
+// timed repetitions per point; the intra-op threads a rank of this run will use.
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <ostream>
+#include <vector>
+
+#include "harness/config/manifest.h"
+#include "harness/latency/latency_predictor.h"
+#include "harness/latency/latency_profiler.h"
+
+namespace sb {
+
+// The grid `sparsebalance run` measures for a method whose profile file is missing.
+// longest_sample: the data set's longest sample in tokens.
+ProfileRequest default_profile_request(const Manifest& manifest, const MethodSection& method,
+                                       int64_t longest_sample);
+
+// The `sparsebalance profile` command line that measures `request` into `out`.
+std::string profile_command_line(const ProfileRequest& request, const std::filesystem::path& out);
+
+// ConfigError (naming the profile file and `json_path`) when the profile was not measured
+// for the manifest's model preset, the method's attention (and MoBA block size) and the
+// run's device.
+void check_profile_matches(const LatencyProfile& profile, const Manifest& manifest, const MethodSection& method,
+                           const std::string& json_path);
+
+// Makes sure every profile the runs name exists (measuring missing ones when
+// may_measure) and matches its runs. Logs what it measured.
+void ensure_method_profiles(const std::vector<RunSpec>& runs, bool may_measure, std::ostream& log);
+
+// The predictor of the run's method profile; null when the method names none.
+std::shared_ptr<const LatencyPredictor> load_method_predictor(const RunSpec& run);
+
+}  // namespace sb
