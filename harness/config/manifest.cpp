@@ -336,6 +336,14 @@ Manifest parse_manifest(const json& j, const std::string& file) {
   }
   m.baseline = r.optional<std::string>("baseline", m.methods.empty() ? "" : m.methods.front().name);
   if (const json* sweep = r.optional_value("sweep")) m.sweep = parse_sweep(*sweep, file);
+  if (const json* eval = r.optional_value("eval")) {
+    m.eval = parse_eval_spec(*eval, r.child_path("eval"), file,
+                             std::filesystem::path(resolve_manifest_path(file, ".")));
+    r.expect(!m.eval->synthetic || m.data.source == "synthetic", "eval",
+             "has \"synthetic\", which scores held-out samples of synthetic data, but data.source is " +
+                 m.data.source,
+             "remove eval.synthetic, or use \"heldout\" with a file of held-out documents");
+  }
   r.expect(m.methods.empty() || names.count(m.baseline) == 1, "baseline",
            "names no method (\"" + m.baseline + "\")", "use the name of one of the methods");
   r.finish();
@@ -480,6 +488,7 @@ json manifest_to_json(const Manifest& m) {
     for (const SweepAxis& axis : m.sweep) sweep[axis.path] = axis.values;
     resolved["sweep"] = sweep;
   }
+  if (m.eval) resolved["eval"] = eval_spec_to_json(*m.eval);
   return resolved;
 }
 

@@ -15,6 +15,7 @@
 #include "harness/config/method_spec.h"
 #include "harness/config/sweep.h"
 #include "harness/data/length_profiles.h"
+#include "harness/eval/eval_spec.h"
 
 namespace sb {
 
@@ -123,6 +124,9 @@ struct Manifest {
   // The method whose runs speedups are measured against (default: the first method).
   std::string baseline;
   std::vector<SweepAxis> sweep;  // empty: one run per method
+  // What to evaluate after training (harness/eval/eval_spec.h); every run's final
+  // weights are evaluated by rank 0 once training has finished.
+  std::optional<EvalSpec> eval;
   nlohmann::json source;         // the manifest as written (sweep points are built from it)
   std::string file;              // where it was read from (errors, relative paths)
 };

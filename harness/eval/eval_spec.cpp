@@ -112,6 +112,16 @@ HeldoutOptions parse_heldout(const json& j, const std::string& path, const std::
   return o;
 }
 
+SyntheticHeldoutOptions parse_synthetic(const json& j, const std::string& path, const std::string& file) {
+  JsonObjectReader r(j, path, file);
+  SyntheticHeldoutOptions o;
+  o.samples = r.optional<int64_t>("samples", o.samples);
+  r.expect(o.samples >= 1, "samples", "must be >= 1", "give the number of held-out samples to score");
+  o.dense_reference = r.optional<bool>("dense_reference", o.dense_reference);
+  r.finish();
+  return o;
+}
+
 }  // namespace
 
 EvalSpec parse_eval_spec(const json& value, const std::string& path, const std::string& file, const fs::path& base_dir) {
@@ -136,10 +146,11 @@ EvalSpec parse_eval_spec(const json& value, const std::string& path, const std::
   }
   if (const json* j = r.optional_value("niah")) spec.niah = parse_niah(*j, r.child_path("niah"), file, base_dir);
   if (const json* j = r.optional_value("heldout")) spec.heldout = parse_heldout(*j, r.child_path("heldout"), file, base_dir);
+  if (const json* j = r.optional_value("synthetic")) spec.synthetic = parse_synthetic(*j, r.child_path("synthetic"), file);
   r.finish();
-  if (!spec.longbench && !spec.longbench_v2 && !spec.niah && !spec.heldout) {
+  if (!spec.longbench && !spec.longbench_v2 && !spec.niah && !spec.heldout && !spec.synthetic) {
     throw ConfigError(file, path, "has nothing to evaluate",
-                      "add one of \"longbench\", \"longbench_v2\", \"niah\", \"heldout\", or remove the block");
+                      "add one of \"longbench\", \"longbench_v2\", \"niah\", \"heldout\", \"synthetic\", or remove the block");
   }
   return spec;
 }
@@ -164,6 +175,9 @@ json eval_spec_to_json(const EvalSpec& spec) {
   }
   if (const auto& o = spec.heldout) {
     j["heldout"] = {{"data", o->data.string()}, {"max_length", o->window}, {"limit", o->limit}};
+  }
+  if (const auto& o = spec.synthetic) {
+    j["synthetic"] = {{"samples", o->samples}, {"dense_reference", o->dense_reference}};
   }
   return j;
 }

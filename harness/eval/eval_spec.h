@@ -15,7 +15,9 @@
 //     "niah": {"haystack": "synthetic" | FILE, "lengths": [1024, 2048, 4096],
 //              "depths": [0, 25, 50, 75, 100], "samples": 1, "max_new_tokens": 16,
 //              "seed": 1234},
-//     "heldout": {"data": FILE, "max_length": 4096, "limit": 0}
+//     "heldout": {"data": FILE, "max_length": 4096, "limit": 0},
+//     "synthetic": {"samples": 32, "dense_reference": true}   manifests with synthetic
+//                  data only: held-out samples of the run's own task (synthetic_heldout.h)
 //   }
 
 #include <nlohmann/json.hpp>
@@ -28,6 +30,7 @@
 #include "harness/eval/longbench_predict.h"
 #include "harness/eval/longbench_v2.h"
 #include "harness/eval/niah.h"
+#include "harness/eval/synthetic_heldout.h"
 
 namespace sb {
 
@@ -39,6 +42,7 @@ struct EvalSpec {
   std::optional<LongBenchV2Options> longbench_v2;
   std::optional<NiahOptions> niah;
   std::optional<HeldoutOptions> heldout;
+  std::optional<SyntheticHeldoutOptions> synthetic;
 };
 
 // value: the "eval" object; path: its JSON path ("$.eval"); file: the manifest, for

@@ -1,6 +1,8 @@
 #include "harness/eval/eval_suite.h"
 
 #include "harness/common/atomic_file.h"
+#include "harness/common/errors.h"
+#include "kernels/attention/attention_backend.h"
 #include "harness/eval/longbench_scorer.h"
 #include "harness/eval/python_json.h"
 
@@ -24,7 +26,7 @@ void add_longbench_columns(const ordered_json& summary, ordered_json& columns) {
 }  // namespace
 
 ordered_json run_eval_suite(ModelFolder& model, const EvalSpec& spec, const std::filesystem::path& out_dir,
-                            std::ostream& progress) {
+                            std::ostream& progress, const Dataset* synthetic_data) {
   ordered_json columns = ordered_json::object();
   if (spec.longbench) {
     LongBenchPredictOptions options = *spec.longbench;
@@ -66,6 +68,28 @@ ordered_json run_eval_suite(ModelFolder& model, const EvalSpec& spec, const std:
     columns["heldout_nll"] = result["nll"];
     columns["heldout_ppl"] = result["ppl"];
     columns["heldout_tokens"] = result["tokens"];
+  }
+  if (spec.synthetic) {
+    if (synthetic_data == nullptr) {
+      throw ConfigError("", "$.eval.synthetic", "needs the synthetic data of a training run",
+                        "use it in an experiment manifest with data.source \"synthetic\"");
+    }
+    ordered_json result;
+    progress << "scoring " << spec.synthetic->samples << " held-out synthetic samples\n";
+    result["attention"] = synthetic_heldout(model.model, *synthetic_data, *spec.synthetic);
+    for (const auto& [key, value] : result["attention"].items()) {
+      if (key != "samples" && key != "target_tokens") columns["synthetic_" + key] = value;
+    }
+    if (spec.synthetic->dense_reference) {
+      const std::shared_ptr<AttentionBackend> own = model.model->attention_backend_ptr();
+      model.model->set_attention_backend(make_attention_backend(AttentionOptions{"dense"}));
+      result["dense"] = synthetic_heldout(model.model, *synthetic_data, *spec.synthetic);
+      model.model->set_attention_backend(own);
+      for (const auto& [key, value] : result["dense"].items()) {
+        if (key != "samples" && key != "target_tokens") columns["synthetic_dense_" + key] = value;
+      }
+    }
+    write_file_atomic(out_dir / "synthetic.json", python_json_dumps(result, 2) + "\n");
   }
   write_file_atomic(out_dir / "eval_columns.json", python_json_dumps(columns, 2) + "\n");
   return columns;

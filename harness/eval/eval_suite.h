@@ -13,6 +13,8 @@
 //   longbench_v2_<group>                overall, easy, hard, short, medium, long (percent)
 //   niah_score                          mean over the grid's cells
 //   heldout_nll, heldout_ppl, heldout_tokens
+//   synthetic_loss, synthetic_token_accuracy, synthetic_exact_match   (synthetic.json;
+//   synthetic_dense_* the same with dense attention when dense_reference)
 // Every run resumes: predictions already on disk are kept.
 
 #include <nlohmann/json.hpp>
@@ -20,12 +22,15 @@
 #include <filesystem>
 #include <ostream>
 
+#include "harness/data/dataset.h"
 #include "harness/eval/eval_spec.h"
 #include "harness/eval/model_folder.h"
 
 namespace sb {
 
+// synthetic_data: the run's data set, needed by spec.synthetic (a ConfigError naming
+// $.eval.synthetic without it).
 nlohmann::ordered_json run_eval_suite(ModelFolder& model, const EvalSpec& spec, const std::filesystem::path& out_dir,
-                                      std::ostream& progress);
+                                      std::ostream& progress, const Dataset* synthetic_data = nullptr);
 
 }  // namespace sb

@@ -62,6 +62,10 @@ std::vector<int64_t> ModelFolder::encode(const std::string& text, const std::str
 }
 
 ModelFolder load_model_folder(const fs::path& dir, const std::string& attention) {
+  return load_model_folder(dir, AttentionOptions{attention});
+}
+
+ModelFolder load_model_folder(const fs::path& dir, const AttentionOptions& attention) {
   if (!fs::is_directory(dir)) {
     throw ConfigError(dir.string(), "", "is not a folder",
                       "pass an HF checkpoint folder (config.json + *.safetensors)");

@@ -32,6 +32,8 @@ struct ModelFolder {
 // Loads the folder with the named attention backend, in eval mode. Problems with the
 // folder (missing, not a checkpoint, inconsistent) are ConfigErrors naming it.
 ModelFolder load_model_folder(const std::filesystem::path& dir, const std::string& attention);
+// The same with the backend's options (MoBA block size and budget).
+ModelFolder load_model_folder(const std::filesystem::path& dir, const AttentionOptions& attention);
 
 // Moves the model to `device` ("cpu", "cuda", "cuda:N") and `dtype` ("float32",
 // "bfloat16"); ConfigError naming --device / --dtype for values it does not know.

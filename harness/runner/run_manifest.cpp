@@ -12,6 +12,7 @@
 #include "harness/runner/fault_injection.h"
 #include "harness/runner/job_session.h"
 #include "harness/runner/method_profiles.h"
+#include "harness/runner/run_evaluation.h"
 #include "harness/runner/system_info.h"
 #include "harness/train/checkpoint.h"
 #include "harness/train/trainer.h"
@@ -151,7 +152,9 @@ void execute_run(JobSession& session, const RunSpec& run, size_t index, size_t c
       }
       const int64_t done = it + 1;
       const int64_t every = m.checkpoint.every_iterations;
-      if ((every > 0 && done % every == 0 && done < iterations) || (done == iterations && m.checkpoint.at_end)) {
+      // The evaluation after training reads the final weights from the last checkpoint.
+      const bool at_end = m.checkpoint.at_end || m.eval.has_value();
+      if ((every > 0 && done % every == 0 && done < iterations) || (done == iterations && at_end)) {
         save_checkpoint(run_dir, done, run, context, trainer.stage(), trainer.optimizer(),
                         trainer.planner() != nullptr ? trainer.planner()->state() : nlohmann::json());
       }
@@ -270,11 +273,16 @@ RunManifestResult run_manifest(const Manifest& manifest, const RunManifestOption
       result.ran.push_back(runs[i].name);
       if (decision.disposition == Disposition::kResume) result.resumed.push_back(runs[i].name);
     }
-    session->agree("report", [&] {
-      write_report(result.manifest_dir);
-      return std::string("ok");
-    });
     session->shutdown();
+    // After every rank has finished (and left): rank 0 evaluates the runs whose manifest
+    // asks for it, however long that takes, then writes the report.
+    if (session->is_leader()) {
+      for (const RunSpec& run : runs) {
+        const fs::path run_dir = result.manifest_dir / run.name;
+        if (evaluation_pending(run, run_dir)) evaluate_run(run, run_dir, log);
+      }
+      write_report(result.manifest_dir);
+    }
   } catch (const RankFailure&) {
     throw;
   } catch (const ConfigError& e) {

@@ -102,6 +102,7 @@ class Qwen2ForCausalLMImpl : public torch::nn::Module {
 
   const Qwen2Config& config() const { return config_; }
   AttentionBackend& attention_backend() { return *backend_; }
+  std::shared_ptr<AttentionBackend> attention_backend_ptr() const { return backend_; }
   void set_attention_backend(std::shared_ptr<AttentionBackend> backend);
 
   // Compute precision of forward and forward_cached (default fp32).

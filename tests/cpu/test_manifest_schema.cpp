@@ -99,6 +99,16 @@ std::vector<json> variant_manifests(const fs::path& dir) {
   retrieval["data"]["synthetic"] = {{"task", "retrieval"}, {"key_tokens", 2}, {"answer_tokens", 3},
                                     {"lengths", "file"}, {"length_file", (dir / "lengths.txt").string()}};
   variants.push_back(retrieval);
+  json evaluated = base;
+  evaluated["eval"] = json::parse(R"({
+    "chat": false, "system_prompt": null, "jieba_dir": "/j", "repetition_penalty": 1.1,
+    "longbench": {"data": "/lb", "config": "/cfg", "tasks": ["qasper"], "longbench_e": false, "max_length": 100,
+                  "limit": 1},
+    "longbench_v2": {"data": "/v2.json", "config": "/cfg", "max_length": 100, "max_new_tokens": 8, "limit": 1},
+    "niah": {"haystack": "synthetic", "lengths": [64], "depths": [50], "samples": 1, "max_new_tokens": 4, "seed": 1},
+    "heldout": {"data": "/h.jsonl", "max_length": 64, "limit": 1},
+    "synthetic": {"samples": 4, "dense_reference": false}})");
+  variants.push_back(evaluated);
   json jsonl = base;
   jsonl["data"] = {{"source", "jsonl"},
                    {"jsonl", {{"path", "/d.jsonl"}, {"tokenizer", "/t.json"}, {"too_long", "skip"}, {"shuffle", false}}}};

@@ -1,0 +1,43 @@
+#include "harness/runner/run_evaluation.h"
+
+#include "harness/common/errors.h"
+#include "harness/data/dataset.h"
+#include "harness/eval/eval_suite.h"
+#include "harness/eval/model_folder.h"
+#include "harness/train/checkpoint.h"
+#include "models/qwen2/qwen2_config.h"
+
+namespace sb {
+
+namespace fs = std::filesystem;
+
+fs::path evaluation_dir(const fs::path& run_dir) { return run_dir / "eval"; }
+
+bool evaluation_pending(const RunSpec& run, const fs::path& run_dir) {
+  return run.manifest.eval.has_value() && fs::exists(run_dir / "status.json") &&
+         !fs::exists(evaluation_dir(run_dir) / "eval_columns.json");
+}
+
+void evaluate_run(const RunSpec& run, const fs::path& run_dir, std::ostream& log) {
+  const Manifest& m = run.manifest;
+  const std::optional<fs::path> checkpoint = latest_checkpoint(run_dir);
+  if (!checkpoint) {
+    throw ConfigError(run_dir.string(), "", "has no checkpoint to evaluate",
+                      "rerun it with --force (runs with an eval block save a checkpoint at the end)");
+  }
+  const AttentionSection& attention = m.methods.at(0).attention;
+  log << "evaluating " << run.name << " (" << checkpoint->string() << ", " << attention.name << " attention) into "
+      << evaluation_dir(run_dir).string() << "\n";
+  ModelFolder folder =
+      load_model_folder(*checkpoint, AttentionOptions{attention.name, attention.block_size, attention.top_k});
+  if (!folder.tokenizer && m.data.source == "jsonl") folder.tokenizer = Tokenizer::from_file(m.data.jsonl.tokenizer);
+  place_model(folder, m.train.device, m.train.precision == "bf16-mixed" ? "bfloat16" : "float32");
+  std::unique_ptr<Dataset> data;
+  if (m.data.source == "synthetic") {
+    data = make_dataset(m.data, m.seed, qwen2_preset(m.model.preset).vocab_size, m.train.max_tokens_per_microbatch);
+  }
+  fs::create_directories(evaluation_dir(run_dir));
+  run_eval_suite(folder, *m.eval, evaluation_dir(run_dir), log, data.get());
+}
+
+}  // namespace sb
