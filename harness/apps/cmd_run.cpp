@@ -7,7 +7,8 @@
 #include "harness/config/manifest.h"
 #include "harness/dist/parallel_layout.h"
 #include "harness/dist/process_group.h"
-#include "harness/report/run_summary.h"
+#include "harness/report/report.h"
+#include "harness/report/report_writers.h"
 #include "harness/runner/job_session.h"
 #include "harness/runner/local_launcher.h"
 #include "harness/runner/run_manifest.h"
@@ -26,8 +27,9 @@ struct RunFlags {
 
 // counts: whether `result` says what ran (the launcher only knows the folder).
 void print_report(const Manifest& manifest, const RunManifestResult& result, bool counts) {
-  const std::vector<RunSummary> runs = summarize_manifest_results(result.manifest_dir);
-  std::cout << report_to_markdown(manifest.name, runs);
+  // The report the ranks just wrote, computed again here (the launcher has no Report).
+  const Report report = build_report(result.manifest_dir);
+  std::cout << report_to_markdown(report);
   std::cout << "\nwrote " << (result.manifest_dir / "report.md").string();
   if (counts) {
     std::cout << " (ran " << result.ran.size() << ", resumed " << result.resumed.size() << ", skipped "
