@@ -81,8 +81,8 @@ TEST(QuickstartEndToEnd, LossFallsAndEveryFileIsWritten) {
   json report = json::parse(read_file(q.dir / "quickstart" / "report.json"));
   ASSERT_EQ(report["runs"].size(), 1u);
   EXPECT_EQ(report["runs"][0]["iterations_measured"], 28);
-  EXPECT_DOUBLE_EQ(report["runs"][0]["first_loss"].get<double>(), first);
-  EXPECT_DOUBLE_EQ(report["runs"][0]["last_loss"].get<double>(), last);
+  EXPECT_DOUBLE_EQ(report["runs"][0]["loss_first"].get<double>(), first);
+  EXPECT_DOUBLE_EQ(report["runs"][0]["loss_final"].get<double>(), last);
   EXPECT_NE(read_file(q.dir / "quickstart" / "report.md").find("| dense | complete |"),
             std::string::npos);
   fs::remove_all(q.dir);
