@@ -65,7 +65,8 @@ void read_context(const fs::path& file, RunSummary& s) {
     if (e.contains("sweep_point") && e["sweep_point"].is_object()) s.sweep_point = e["sweep_point"];
     s.simulated = e.value("simulated", false);
   }
-  if (c.contains("profile") && c["profile"].is_object() && c["profile"].contains("kind")) {
+  if (c.contains("profile") && c["profile"].is_object() && c["profile"].contains("kind") &&
+      c["profile"]["kind"].is_string()) {
     s.profile_kind = c["profile"]["kind"].get<std::string>();
   }
 }
