@@ -83,7 +83,7 @@ TEST(QuickstartEndToEnd, LossFallsAndEveryFileIsWritten) {
   EXPECT_EQ(report["runs"][0]["iterations_measured"], 28);
   EXPECT_DOUBLE_EQ(report["runs"][0]["loss_first"].get<double>(), first);
   EXPECT_DOUBLE_EQ(report["runs"][0]["loss_final"].get<double>(), last);
-  EXPECT_NE(read_file(q.dir / "quickstart" / "report.md").find("| dense | complete |"),
+  EXPECT_NE(read_file(q.dir / "quickstart" / "report.md").find("| dense | fixed | 1 x 1 | complete |"),
             std::string::npos);
   fs::remove_all(q.dir);
 }
