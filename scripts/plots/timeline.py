@@ -88,5 +88,5 @@ def plot(results_dir, out_base, run=None, iteration=None, **_):
     fig, ax = sbp.figure(width=sbp.DOUBLE_COLUMN, height=0.35 * len(entry["ranks"]) + 0.9)
     draw(ax, entry)
     ax.set_title(f"{chosen.name}, iteration {entry['iteration']}")
-    ax.legend(frameon=False, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.3))
+    ax.legend(frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=6)
     return sbp.save(fig, out_base)
