@@ -57,6 +57,8 @@ sb_setup_venv() {
   local hash
   hash="$(sha256sum "$SB_REPO/requirements.txt" | cut -c1-12)"
   SB_VENV="$SB_CACHE_DIR/venv-$hash"
+  # The interpreter `sparsebalance report --plots` runs scripts/plot_results.py with.
+  export SB_PLOT_PYTHON="${SB_PLOT_PYTHON:-$SB_VENV/bin/python}"
   if [ -x "$SB_VENV/bin/python" ] && [ -f "$SB_VENV/.sb-complete" ]; then
     return 0
   fi

@@ -5,25 +5,44 @@
 
 #include "harness/apps/commands.h"
 #include "harness/common/errors.h"
-#include "harness/report/run_summary.h"
+#include "harness/report/report.h"
+#include "harness/report/report_plots.h"
+#include "harness/report/report_writers.h"
 
 namespace sb::cli {
 
 Command register_report(CLI::App& app) {
   auto dir = std::make_shared<std::string>();
-  CLI::App* sub = app.add_subcommand("report", "Rebuild the report tables of a results folder");
+  auto plots = std::make_shared<bool>(false);
+  auto iteration = std::make_shared<int64_t>(-1);
+  auto run = std::make_shared<std::string>();
+  CLI::App* sub = app.add_subcommand("report", "Rebuild the report tables (and figures) of a results folder");
   sub->footer(
-      "Rebuilds report.{json,csv,md} of results/<manifest>/ from the records.jsonl of its runs "
-      "and prints the Markdown table.");
-  sub->add_option("dir", *dir, "Results folder of one manifest, e.g. results/quickstart")
-      ->required();
-  return [dir]() {
+      "Rebuilds report.{json,csv,md} of results/<manifest>/ from the files of its runs and prints "
+      "the Markdown report. With --plots, also draws <dir>/plots/*.{png,pdf} with "
+      "scripts/plot_results.py ($SB_PLOT_PYTHON, default python3, needs matplotlib). "
+      "Definitions: docs/reports.md.");
+  sub->add_option("dir", *dir, "Results folder of one manifest, e.g. results/quickstart")->required();
+  sub->add_flag("--plots", *plots, "Also draw the figures into <dir>/plots/");
+  sub->add_option("--iteration", *iteration,
+                  "Timeline figure: the iteration to draw (default: the measured iteration with the "
+                  "median iter_ms of the first non-baseline run)");
+  sub->add_option("--run", *run, "Timeline figure: the run to draw (default: the first non-baseline run)");
+  return [dir, plots, iteration, run]() {
     if (!std::filesystem::is_directory(*dir)) {
       throw ConfigError(*dir, "", "is not a folder", "pass results/<manifest name>");
     }
-    const std::vector<RunSummary> runs = write_report(*dir);
-    std::cout << report_to_markdown(std::filesystem::path(*dir).filename().string(), runs);
-    return 0;
+    const Report report = write_report(*dir);
+    std::cout << report_to_markdown(report);
+    if (!*plots) return 0;
+    PlotRequest request;
+    request.results_dir = *dir;
+    if (*iteration >= 0) request.iteration = *iteration;
+    if (!run->empty()) request.run = *run;
+    std::cout << std::flush;
+    const int rc = run_plot_script(request);
+    if (rc != 0) std::cerr << "sparsebalance report: the plot script exited with status " << rc << "\n";
+    return rc == 0 ? 0 : 1;
   };
 }
 

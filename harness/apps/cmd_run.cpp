@@ -7,7 +7,7 @@
 #include "harness/config/manifest.h"
 #include "harness/dist/parallel_layout.h"
 #include "harness/dist/process_group.h"
-#include "harness/report/run_summary.h"
+#include "harness/common/atomic_file.h"
 #include "harness/runner/job_session.h"
 #include "harness/runner/local_launcher.h"
 #include "harness/runner/method_profiles.h"
@@ -26,9 +26,9 @@ struct RunFlags {
 };
 
 // counts: whether `result` says what ran (the launcher only knows the folder).
-void print_report(const Manifest& manifest, const RunManifestResult& result, bool counts) {
-  const std::vector<RunSummary> runs = summarize_manifest_results(result.manifest_dir);
-  std::cout << report_to_markdown(manifest.name, runs);
+// Prints report.md as the ranks wrote it (the launcher process never holds the Report).
+void print_report(const Manifest& /*manifest*/, const RunManifestResult& result, bool counts) {
+  std::cout << read_file(result.manifest_dir / "report.md");
   std::cout << "\nwrote " << (result.manifest_dir / "report.md").string();
   if (counts) {
     std::cout << " (ran " << result.ran.size() << ", resumed " << result.resumed.size() << ", skipped "

@@ -1,9 +1,8 @@
 #include "harness/report/run_summary.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
-#include <fstream>
-#include <numeric>
 #include <sstream>
 #include <stdexcept>
 
@@ -17,9 +16,17 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+json read_json_file(const fs::path& file) {
+  try {
+    return json::parse(read_file(file));
+  } catch (const json::exception& e) {
+    throw ConfigError(file.string(), "", std::string("is not valid JSON: ") + e.what(),
+                      "rewrite it, or move the run folder aside and rerun it");
+  }
+}
+
 std::vector<IterationRecord> read_records(const fs::path& file) {
-  std::ifstream in(file);
-  if (!in) throw std::runtime_error("cannot open " + file.string());
+  std::istringstream in(read_file(file));
   std::vector<IterationRecord> records;
   std::string line;
   int64_t line_number = 0;
@@ -29,151 +36,162 @@ std::vector<IterationRecord> read_records(const fs::path& file) {
     try {
       records.push_back(iteration_record_from_json(json::parse(line)));
     } catch (const std::exception& e) {
-      throw std::runtime_error(file.string() + ":" + std::to_string(line_number) +
-                               ": not a valid iteration record: " + e.what());
+      throw ConfigError(file.string() + ":" + std::to_string(line_number), "",
+                        std::string("is not a valid iteration record: ") + e.what(),
+                        "delete the broken line (records after a crash may be cut off) and rerun the report");
     }
   }
   return records;
 }
 
-// Fixed-precision text for the CSV and Markdown writers, so golden files are stable.
-std::string fixed(double value, int digits) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof(buffer), "%.*f", digits, value);
-  return buffer;
+std::optional<double> mean_of(const std::vector<double>& values) {
+  if (values.empty()) return std::nullopt;
+  double sum = 0;
+  for (double v : values) sum += v;
+  return sum / static_cast<double>(values.size());
+}
+
+void read_context(const fs::path& file, RunSummary& s) {
+  if (!fs::exists(file)) return;
+  s.context = read_json_file(file);
+  const json& c = s.context;
+  s.git_sha = c.value("git_sha", "unknown");
+  if (c.contains("seed") && c["seed"].is_number_integer()) s.seed = c["seed"].get<int64_t>();
+  if (c.contains("experiment") && c["experiment"].is_object()) {
+    const json& e = c["experiment"];
+    s.method = e.value("method", s.method);
+    if (e.contains("baseline") && e["baseline"].is_string()) s.baseline_method = e["baseline"].get<std::string>();
+    s.is_baseline = e.value("is_baseline", false);
+    if (e.contains("sweep_point") && e["sweep_point"].is_object()) s.sweep_point = e["sweep_point"];
+    s.simulated = e.value("simulated", false);
+  }
+  if (c.contains("profile") && c["profile"].is_object() && c["profile"].contains("kind") &&
+      c["profile"]["kind"].is_string()) {
+    s.profile_kind = c["profile"]["kind"].get<std::string>();
+  }
+}
+
+void read_manifest(const fs::path& file, RunSummary& s, int64_t& default_budget) {
+  const json manifest = read_json_file(file);
+  try {
+    const json& method = manifest.at("methods").at(0);
+    s.method = method.at("name").get<std::string>();
+    const json& attention = method.at("attention");
+    s.attention = attention.is_string() ? attention.get<std::string>() : attention.at("name").get<std::string>();
+    if (attention.is_object()) default_budget = attention.value("top_k", int64_t{0});
+    s.batching = method.value("batching", "sequential");
+    s.budget = method.value("budget", "fixed");
+    if (method.contains("dst")) {
+      s.dst_anchor = method["dst"].at("anchor").get<std::string>();
+      s.dst_p = method["dst"].at("p").get<double>();
+    }
+    // Without a profile the policies predict nothing; with one, only context.json
+    // knows whether it was measured or analytic.
+    if (!method.contains("profile")) s.profile_kind = "none";
+    if (manifest.contains("parallelism")) {
+      s.dp = manifest["parallelism"].value("dp", int64_t{1});
+      s.pp = manifest["parallelism"].value("pp", int64_t{1});
+    }
+  } catch (const json::exception& e) {
+    throw ConfigError(file.string(), "$.methods[0]", std::string("is not a resolved manifest: ") + e.what(),
+                      "the run folder was not written by `sparsebalance run`; move it out of the results folder");
+  }
+}
+
+void read_accuracy(const fs::path& file, RunSummary& s) {
+  if (!fs::exists(file)) return;
+  const json columns = read_json_file(file);
+  if (!columns.is_object()) {
+    throw ConfigError(file.string(), "$", "is not a JSON object of accuracy columns",
+                      "write {\"column\": number, ...}");
+  }
+  for (const auto& [key, value] : columns.items()) {
+    if (value.is_number()) s.accuracy[key] = value.get<double>();
+  }
+}
+
+void summarize_records(const std::vector<IterationRecord>& records, int64_t default_budget, RunSummary& s) {
+  s.iterations_recorded = static_cast<int64_t>(records.size());
+  if (records.empty()) return;
+  s.loss_first = records.front().loss;
+  s.loss_final = records.back().loss;
+  std::vector<double> iter_ms, imbalance, bubble, overhead, allreduce, coverage, budgets, ape;
+  double tokens = 0, total_ms = 0, bubble_max = 0;
+  for (const IterationRecord& r : records) {
+    if (r.warmup) continue;
+    iter_ms.push_back(r.iter_ms);
+    imbalance.push_back(r.imbalance);
+    bubble.push_back(r.bubble_fraction);
+    bubble_max = std::max(bubble_max, r.bubble_fraction_max);
+    overhead.push_back(r.balance_overhead_ms);
+    allreduce.push_back(r.allreduce_ms);
+    tokens += static_cast<double>(r.tokens);
+    total_ms += r.iter_ms;
+    coverage.insert(coverage.end(), r.coverage.begin(), r.coverage.end());
+    for (int64_t b : r.budgets) budgets.push_back(static_cast<double>(b == 0 ? default_budget : b));
+    const size_t n = std::min(r.microbatch_pred_ms.size(), r.microbatch_ms.size());
+    for (size_t k = 0; k < n; ++k) {
+      const double measured = r.microbatch_ms[k];
+      if (measured > 0) ape.push_back(100.0 * std::abs(r.microbatch_pred_ms[k] - measured) / measured);
+    }
+  }
+  s.iterations_measured = static_cast<int64_t>(iter_ms.size());
+  if (iter_ms.empty()) return;
+  s.iter_ms = sample_stats(iter_ms);
+  s.imbalance = sample_stats(imbalance);
+  s.bubble_fraction_mean = mean_of(bubble);
+  s.bubble_fraction_max = bubble_max;
+  s.overhead_ms = median_of(overhead);
+  if (s.iter_ms->median > 0) s.overhead_pct = 100.0 * *s.overhead_ms / s.iter_ms->median;
+  s.allreduce_ms = median_of(allreduce);
+  if (total_ms > 0) s.tokens_per_s = tokens / total_ms * 1000.0;
+  s.coverage_mean = mean_of(coverage);
+  s.budget_mean = mean_of(budgets);
+  s.prediction_mape = mean_of(ape);
 }
 
 }  // namespace
 
-double median_of(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+std::string RunSummary::budget_text() const {
+  if (!dst_anchor || !dst_p) return budget;
+  char p[32];
+  std::snprintf(p, sizeof(p), "%g", *dst_p);
+  return budget + "(anchor=" + *dst_anchor + ",p=" + p + ")";
 }
 
 RunSummary summarize_run(const fs::path& run_dir) {
   RunSummary s;
   s.run = run_dir.filename().string();
-  const json manifest = json::parse(read_file(run_dir / "manifest.resolved.json"));
-  s.attention = manifest.at("methods").at(0).at("attention").at("name").get<std::string>();
-  s.batching = manifest.at("methods").at(0).at("batching").get<std::string>();
-  if (manifest.contains("parallelism")) {
-    s.dp = manifest.at("parallelism").value("dp", int64_t{1});
-    s.pp = manifest.at("parallelism").value("pp", int64_t{1});
-  }
-  s.git_sha = "unknown";
-  if (fs::exists(run_dir / "context.json")) {
-    s.git_sha = json::parse(read_file(run_dir / "context.json")).value("git_sha", "unknown");
-  }
-  s.state = "incomplete";
+  int64_t default_budget = 0;
+  read_manifest(run_dir / "manifest.resolved.json", s, default_budget);
+  read_context(run_dir / "context.json", s);
   if (fs::exists(run_dir / "status.json")) {
-    s.state = json::parse(read_file(run_dir / "status.json")).at("state").get<std::string>();
+    s.state = read_json_file(run_dir / "status.json").value("state", "incomplete");
   }
-  const std::vector<IterationRecord> records = read_records(run_dir / "records.jsonl");
-  s.iterations_recorded = static_cast<int64_t>(records.size());
-  if (records.empty()) return s;
-  s.first_loss = records.front().loss;
-  s.last_loss = records.back().loss;
-  std::vector<double> iter_ms, imbalance;
-  double tokens = 0, total_ms = 0, bubble = 0;
-  for (const auto& r : records) {
-    if (r.warmup) continue;
-    iter_ms.push_back(r.iter_ms);
-    imbalance.push_back(r.imbalance);
-    tokens += static_cast<double>(r.tokens);
-    total_ms += r.iter_ms;
-    bubble += r.bubble_fraction;
-  }
-  s.iterations_measured = static_cast<int64_t>(iter_ms.size());
-  if (s.iterations_measured == 0) return s;
-  s.median_iter_ms = median_of(iter_ms);
-  s.tokens_per_s = total_ms > 0 ? tokens / total_ms * 1000.0 : 0;
-  s.median_imbalance = median_of(imbalance);
-  s.mean_bubble_fraction = bubble / static_cast<double>(s.iterations_measured);
+  read_accuracy(run_dir / "eval" / "eval_columns.json", s);
+  summarize_records(read_records(run_dir / "records.jsonl"), default_budget, s);
   return s;
 }
 
-std::vector<RunSummary> summarize_manifest_results(const fs::path& manifest_dir) {
+std::vector<fs::path> list_run_folders(const fs::path& manifest_dir, std::vector<std::string>* skipped) {
   std::vector<fs::path> run_dirs;
   for (const auto& entry : fs::directory_iterator(manifest_dir)) {
-    if (entry.is_directory() && fs::exists(entry.path() / "records.jsonl") &&
-        fs::exists(entry.path() / "manifest.resolved.json")) {
-      run_dirs.push_back(entry.path());
+    if (!entry.is_directory()) continue;
+    const std::string name = entry.path().filename().string();
+    if (name.find(".interrupted-") != std::string::npos) {
+      if (skipped) skipped->push_back(name + ": moved aside by a rerun (interrupted)");
+      continue;
     }
+    if (!fs::exists(entry.path() / "records.jsonl")) continue;  // plots/, eval/, ...
+    if (!fs::exists(entry.path() / "manifest.resolved.json")) {
+      if (skipped) skipped->push_back(name + ": records.jsonl without manifest.resolved.json");
+      continue;
+    }
+    run_dirs.push_back(entry.path());
   }
   std::sort(run_dirs.begin(), run_dirs.end());
-  std::vector<RunSummary> runs;
-  for (const auto& dir : run_dirs) runs.push_back(summarize_run(dir));
-  return runs;
-}
-
-json report_to_json(const std::string& manifest_name, const std::vector<RunSummary>& runs) {
-  json rows = json::array();
-  for (const auto& s : runs) {
-    rows.push_back({{"run", s.run},
-                    {"state", s.state},
-                    {"attention", s.attention},
-                    {"batching", s.batching},
-                    {"dp", s.dp},
-                    {"pp", s.pp},
-                    {"git_sha", s.git_sha},
-                    {"iterations_recorded", s.iterations_recorded},
-                    {"iterations_measured", s.iterations_measured},
-                    {"median_iter_ms", s.median_iter_ms},
-                    {"tokens_per_s", s.tokens_per_s},
-                    {"first_loss", s.first_loss},
-                    {"last_loss", s.last_loss},
-                    {"median_imbalance", s.median_imbalance},
-                    {"mean_bubble_fraction", s.mean_bubble_fraction}});
-  }
-  return json{{"manifest", manifest_name}, {"runs", rows}};
-}
-
-std::string report_to_csv(const std::vector<RunSummary>& runs) {
-  std::ostringstream out;
-  out << "run,state,attention,batching,dp,pp,git_sha,iterations_recorded,iterations_measured,median_iter_ms,"
-         "tokens_per_s,first_loss,last_loss,median_imbalance,mean_bubble_fraction\n";
-  for (const auto& s : runs) {
-    out << s.run << ',' << s.state << ',' << s.attention << ',' << s.batching << ',' << s.dp << ',' << s.pp << ','
-        << s.git_sha << ','
-        << s.iterations_recorded << ',' << s.iterations_measured << ','
-        << fixed(s.median_iter_ms, 3) << ',' << fixed(s.tokens_per_s, 1) << ','
-        << fixed(s.first_loss, 6) << ',' << fixed(s.last_loss, 6) << ','
-        << fixed(s.median_imbalance, 4) << ',' << fixed(s.mean_bubble_fraction, 4) << '\n';
-  }
-  return out.str();
-}
-
-std::string report_to_markdown(const std::string& manifest_name,
-                               const std::vector<RunSummary>& runs) {
-  std::ostringstream out;
-  out << "# " << manifest_name << "\n\n"
-      << "| run | state | attention | batching | dp x pp | iterations measured | median iteration ms "
-         "| tokens/s | first loss | last loss | imbalance (median) | bubble fraction (mean) |\n"
-      << "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n";
-  for (const auto& s : runs) {
-    out << "| " << s.run << " | " << s.state << " | " << s.attention << " | " << s.batching << " | " << s.dp
-        << " x " << s.pp << " | " << s.iterations_measured << " | " << fixed(s.median_iter_ms, 2) << " | "
-        << fixed(s.tokens_per_s, 0) << " | " << fixed(s.first_loss, 4) << " | "
-        << fixed(s.last_loss, 4) << " | " << fixed(s.median_imbalance, 3) << " | "
-        << fixed(s.mean_bubble_fraction, 3) << " |\n";
-  }
-  out << "\nMedians and rates exclude warm-up iterations. Definitions: README.md, \"Metrics\".\n";
-  return out.str();
-}
-
-std::vector<RunSummary> write_report(const fs::path& manifest_dir) {
-  std::vector<RunSummary> runs = summarize_manifest_results(manifest_dir);
-  if (runs.empty()) {
-    throw ConfigError(manifest_dir.string(), "", "holds no run folders (<run>/records.jsonl)",
-                      "pass the results folder of one manifest, e.g. results/quickstart");
-  }
-  const std::string name = manifest_dir.filename().string();
-  write_file_atomic(manifest_dir / "report.json", report_to_json(name, runs).dump(2) + "\n");
-  write_file_atomic(manifest_dir / "report.csv", report_to_csv(runs));
-  write_file_atomic(manifest_dir / "report.md", report_to_markdown(name, runs));
-  return runs;
+  if (skipped) std::sort(skipped->begin(), skipped->end());
+  return run_dirs;
 }
 
 }  // namespace sb

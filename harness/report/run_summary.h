@@ -1,53 +1,100 @@
 #pragma once
-// The report: one RunSummary per run folder, computed from records.jsonl, written by
-// three writers (JSON, CSV, Markdown). Definitions:
-//   iterations_measured  iterations with warmup == false
-//   median_iter_ms       median of iter_ms over measured iterations
-//   tokens_per_s         sum(tokens) / sum(iter_ms) over measured iterations, x 1000
-//   first_loss, last_loss  loss of the first and the last recorded iteration
-//   median_imbalance     median over measured iterations of the per-iteration imbalance
-//   mean_bubble_fraction mean over measured iterations of bubble_fraction
+// One run of a results folder, summarized from its files:
+//   records.jsonl            measured iterations = records with warmup == false
+//   context.json             experiment {method, baseline, is_baseline, sweep_point,
+//                            simulated}, profile {kind}, git SHA, hardware
+//   manifest.resolved.json   attention, batching, budget (+ dst anchor and p), dp x pp
+//   status.json              present and "complete": the run finished
+//   eval/eval_columns.json   optional flat object; every numeric key is an accuracy column
+//
+// Definitions (one each; docs/reports.md repeats them):
+//   iter_ms           median, min, max, p25, p75 of iter_ms over measured iterations
+//   imbalance         the same over the records' imbalance (max / mean micro-batch ms)
+//   bubble_fraction   mean of bubble_fraction and max of bubble_fraction_max, measured
+//   overhead_ms       median of balance_overhead_ms; overhead_pct = 100 x overhead_ms /
+//                     median iter_ms
+//   allreduce_ms      median of allreduce_ms
+//   tokens_per_s      sum(tokens) / sum(iter_ms) x 1000, measured
+//   loss_first/final  loss of the first and the last recorded iteration (warm-up included)
+//   coverage_mean     mean of coverage[k] over measured iterations and micro-batches
+//   budget_mean       mean of budgets[k] (0, the backend's default, counted as the
+//                     method's top_k) over measured iterations and micro-batches
+//   prediction_mape   mean over measured iterations and micro-batches (measured ms > 0)
+//                     of 100 |microbatch_pred_ms[k] - microbatch_ms[k]| / microbatch_ms[k]
+//   speedup           see report_speedup.h (filled in over all runs of the folder)
+// A value whose inputs are absent stays nullopt (null in JSON, empty in CSV, "-" in
+// Markdown), never 0.
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <filesystem>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "harness/report/sample_stats.h"
 
 namespace sb {
 
 struct RunSummary {
-  std::string run;
-  std::string state;  // "complete" or "incomplete"
+  std::string run;  // folder name
+  // From context.json "experiment" (method falls back to the resolved method's name).
+  std::string method;
+  std::optional<std::string> baseline_method;
+  bool is_baseline = false;
+  nlohmann::json sweep_point = nlohmann::json::object();  // {"dotted.path": value}
+  bool simulated = false;
+  std::optional<std::string> profile_kind;  // "measured" | "analytic" | "none"
+  std::optional<int64_t> seed;
+  std::string git_sha = "unknown";
+  nlohmann::json context;  // context.json as written (null when absent)
+  // From manifest.resolved.json.
   std::string attention;
   std::string batching;
-  int64_t dp = 1;  // parallelism of the run (from its resolved manifest)
+  std::string budget;  // "fixed" | "dst"
+  std::optional<std::string> dst_anchor;
+  std::optional<double> dst_p;
+  int64_t dp = 1;
   int64_t pp = 1;
-  std::string git_sha;  // from the run's context.json
+  std::string state = "incomplete";  // "complete" | "incomplete"
+  // From records.jsonl.
   int64_t iterations_recorded = 0;
   int64_t iterations_measured = 0;
-  double median_iter_ms = 0;
-  double tokens_per_s = 0;
-  double first_loss = 0;
-  double last_loss = 0;
-  double median_imbalance = 0;
-  double mean_bubble_fraction = 0;
+  std::optional<SampleStats> iter_ms;
+  std::optional<SampleStats> imbalance;
+  std::optional<double> bubble_fraction_mean;
+  std::optional<double> bubble_fraction_max;
+  std::optional<double> overhead_ms;
+  std::optional<double> overhead_pct;
+  std::optional<double> allreduce_ms;
+  std::optional<double> tokens_per_s;
+  std::optional<double> loss_first;
+  std::optional<double> loss_final;
+  std::optional<double> coverage_mean;
+  std::optional<double> budget_mean;
+  std::optional<double> prediction_mape;
+  // From eval/eval_columns.json.
+  std::map<std::string, double> accuracy;
+  // Filled by attach_speedups (report_speedup.h).
+  std::optional<double> speedup;
+  std::string speedup_baseline_run;  // the run it was measured against
+  std::string speedup_note;          // why speedup is null, when it is
+
+  bool complete() const { return state == "complete"; }
+  // "budget" column text: "fixed" or "dst(anchor=mean,p=0.1)".
+  std::string budget_text() const;
 };
 
-// Reads <run_dir>/records.jsonl, manifest.resolved.json and status.json.
+// Reads one run folder (it must hold records.jsonl and manifest.resolved.json).
+// Errors name the file (and line for records.jsonl).
 RunSummary summarize_run(const std::filesystem::path& run_dir);
 
-// Every run folder directly under manifest_dir (those holding records.jsonl), by name.
-std::vector<RunSummary> summarize_manifest_results(const std::filesystem::path& manifest_dir);
-
-nlohmann::json report_to_json(const std::string& manifest_name, const std::vector<RunSummary>& runs);
-std::string report_to_csv(const std::vector<RunSummary>& runs);
-std::string report_to_markdown(const std::string& manifest_name, const std::vector<RunSummary>& runs);
-
-// Writes report.json, report.csv and report.md into manifest_dir (atomically) and
-// returns the summaries. A folder without runs is a ConfigError.
-std::vector<RunSummary> write_report(const std::filesystem::path& manifest_dir);
-
-double median_of(std::vector<double> values);
+// Run folders directly under manifest_dir, by name: folders named *.interrupted-*
+// (moved aside by a rerun) and folders without records.jsonl or
+// manifest.resolved.json are skipped, each with a line in `skipped` (when given).
+std::vector<std::filesystem::path> list_run_folders(const std::filesystem::path& manifest_dir,
+                                                    std::vector<std::string>* skipped = nullptr);
 
 }  // namespace sb

@@ -8,7 +8,7 @@
 #include <ostream>
 
 #include "harness/common/errors.h"
-#include "harness/report/run_summary.h"
+#include "harness/report/report.h"
 #include "harness/runner/fault_injection.h"
 #include "harness/runner/job_session.h"
 #include "harness/runner/method_profiles.h"

@@ -3,7 +3,7 @@ saving PNG and PDF side by side.
 
 A results folder is results/<manifest>/ as `sparsebalance run` writes it: report.json and
 one folder per run with manifest.resolved.json, records.jsonl and, for runs on the
-distributed runtime, timeline_events.jsonl (docs: README "Outputs", "Metrics").
+distributed runtime, timeline_events.jsonl (docs: docs/reports.md, README "Metrics").
 """
 
 import json
@@ -60,12 +60,14 @@ def read_json(path):
 
 
 class Run:
-    """One run folder: its name, resolved manifest and records."""
+    """One run folder: its name, resolved manifest, context and records."""
 
     def __init__(self, folder):
         self.folder = Path(folder)
         self.name = self.folder.name
         self.manifest = read_json(self.folder / "manifest.resolved.json")
+        context = self.folder / "context.json"
+        self.context = read_json(context) if context.exists() else {}
         records = self.folder / "records.jsonl"
         self.records = read_jsonl(records) if records.exists() else []
 
@@ -74,9 +76,19 @@ class Run:
         return self.manifest["methods"][0]
 
     @property
+    def is_baseline(self):
+        return bool(self.context.get("experiment", {}).get("is_baseline", False))
+
+    @property
     def measured(self):
         """Records of the iterations the report measures (warm-up excluded)."""
         return [r for r in self.records if not r.get("warmup", False)]
+
+    def median_iteration(self):
+        """The measured iteration whose iter_ms is the median (the lower one of an even
+        count), or None without measured records."""
+        measured = sorted(self.measured, key=lambda r: (r["iter_ms"], r["iteration"]))
+        return measured[(len(measured) - 1) // 2]["iteration"] if measured else None
 
     def timeline(self):
         path = self.folder / "timeline_events.jsonl"
@@ -84,7 +96,10 @@ class Run:
 
 
 def runs_of(results_dir):
-    """Run folders of a results folder, by name (folders moved aside are skipped)."""
+    """Run folders of a results folder, by name, as the report lists them: folders
+    moved aside by a rerun (*.interrupted-*) and folders without records.jsonl or
+    manifest.resolved.json are skipped."""
     results_dir = Path(results_dir)
     return [Run(p) for p in sorted(results_dir.iterdir())
-            if p.is_dir() and (p / "manifest.resolved.json").exists() and ".interrupted-" not in p.name]
+            if p.is_dir() and ".interrupted-" not in p.name
+            and (p / "manifest.resolved.json").exists() and (p / "records.jsonl").exists()]

@@ -1,5 +1,6 @@
-"""Speedup of every method over the manifest's baseline (report.json): bars at the median
-over seeds, whiskers spanning the runs' range, the count behind each bar under it."""
+"""Speedup of every method over the manifest's baseline (report.json "methods"): bars at
+the median over seeds, whiskers from the smallest to the largest run, the number of runs
+behind each bar in it."""
 
 import sb_plotting as sbp
 
@@ -13,8 +14,8 @@ def plot(results_dir, out_base, **_):
     groups = [g for g in sbp.read_json(report_path).get("methods", []) if g.get("speedup") is not None]
     if not groups:
         return []
-    fig, ax = sbp.figure(width=max(sbp.SINGLE_COLUMN, 0.45 * len(groups) + 1))
-    xs = range(len(groups))
+    fig, ax = sbp.figure(width=sbp.SINGLE_COLUMN if len(groups) <= 6 else sbp.DOUBLE_COLUMN)
+    xs = list(range(len(groups)))
     medians = [g["speedup"]["median"] for g in groups]
     lows = [g["speedup"]["median"] - g["speedup"]["min"] for g in groups]
     highs = [g["speedup"]["max"] - g["speedup"]["median"] for g in groups]
@@ -22,7 +23,7 @@ def plot(results_dir, out_base, **_):
     for x, g in zip(xs, groups):
         ax.text(x, 0.02, f"n={g['speedup']['count']}", ha="center", va="bottom", fontsize=5, color="white")
     ax.axhline(1.0, color="black", linewidth=0.7)
-    ax.set_xticks(list(xs))
+    ax.set_xticks(xs)
     ax.set_xticklabels([g["label"] for g in groups], rotation=30, ha="right")
     ax.set_ylabel("speedup over baseline")
     return sbp.save(fig, out_base)

@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <torch/version.h>
 
+#include "harness/common/atomic_file.h"
+#include "tests/cpu/report_fixture.h"
 #include "tests/support/run_command.h"
 
 namespace sb {
@@ -90,7 +92,22 @@ TEST(Cli, ReportOnMissingOrEmptyFolderExitsTwo) {
   r = run_command(sparsebalance_binary() + " report " + dir.string());
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("holds no run folders"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(dir.string()), std::string::npos) << "the error names the folder: " << r.output;
   std::filesystem::remove_all(dir);
+}
+
+TEST(Cli, ReportWritesTheThreeFilesAndPrintsTheTables) {
+  auto root = test::fresh_temp_dir("cli_report");
+  const std::filesystem::path dir = test::write_report_fixture(root);
+  auto r = run_command(sparsebalance_binary() + " report " + dir.string());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("## DST ablation: dst"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("| base__seed=1 | fixed | 2 x 2 | complete |"), std::string::npos) << r.output;
+  for (const char* file : {"report.json", "report.csv", "report.md"}) {
+    EXPECT_TRUE(std::filesystem::exists(dir / file)) << file;
+  }
+  EXPECT_EQ(nlohmann::json::parse(sb::read_file(dir / "report.json"))["runs"].size(), 14u);
+  std::filesystem::remove_all(root);
 }
 
 TEST(Cli, VersionNamesLibTorchAndBuild) {

@@ -89,9 +89,9 @@ TEST(QuickstartEndToEnd, LossFallsAndEveryFileIsWritten) {
   json report = json::parse(read_file(q.dir / "quickstart" / "report.json"));
   ASSERT_EQ(report["runs"].size(), 1u);
   EXPECT_EQ(report["runs"][0]["iterations_measured"], 28);
-  EXPECT_DOUBLE_EQ(report["runs"][0]["first_loss"].get<double>(), first);
-  EXPECT_DOUBLE_EQ(report["runs"][0]["last_loss"].get<double>(), last);
-  EXPECT_NE(read_file(q.dir / "quickstart" / "report.md").find("| baseline | complete |"),
+  EXPECT_DOUBLE_EQ(report["runs"][0]["loss_first"].get<double>(), first);
+  EXPECT_DOUBLE_EQ(report["runs"][0]["loss_final"].get<double>(), last);
+  EXPECT_NE(read_file(q.dir / "quickstart" / "report.md").find("| baseline | fixed | 1 x 1 | complete |"),
             std::string::npos);
   fs::remove_all(q.dir);
 }

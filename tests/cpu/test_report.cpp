@@ -1,133 +1,329 @@
-// Report: summaries computed from records by the written definitions (checked on
-// hand-computed numbers), and golden outputs for the CSV and Markdown writers.
+// Report: every number of a hand-built results folder (tests/cpu/report_fixture.h)
+// checked against values worked out on paper from the written definitions
+// (harness/report/*.h), and the writers' CSV header, rows and Markdown content.
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
 
 #include "harness/common/atomic_file.h"
-#include "harness/report/run_summary.h"
+#include "harness/common/errors.h"
+#include "harness/report/report.h"
+#include "harness/report/report_speedup.h"
+#include "harness/report/report_writers.h"
+#include "harness/report/sample_stats.h"
 #include "harness/train/iteration_record.h"
+#include "tests/cpu/report_fixture.h"
 #include "tests/support/run_command.h"
 
 namespace sb {
 namespace {
 
 namespace fs = std::filesystem;
+using nlohmann::json;
 
-IterationRecord record(int64_t it, bool warmup, double loss, int64_t tokens, double iter_ms,
-                       std::vector<double> microbatch_ms) {
-  IterationRecord r;
-  r.iteration = it;
-  r.warmup = warmup;
-  r.loss = loss;
-  r.tokens = tokens;
-  r.iter_ms = iter_ms;
-  r.microbatch_ms = std::move(microbatch_ms);
-  r.derive_single_stage_metrics();
-  return r;
+class ReportFixture : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    root_ = new fs::path(test::fresh_temp_dir("report_fixture"));
+    dir_ = new fs::path(test::write_report_fixture(*root_));
+    report_ = new Report(build_report(*dir_));
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*root_);
+    delete report_;
+    delete dir_;
+    delete root_;
+  }
+  static const RunSummary& run(const std::string& name) {
+    for (const RunSummary& r : report_->runs) {
+      if (r.run == name) return r;
+    }
+    throw std::runtime_error("no run " + name);
+  }
+  static const MethodAggregate& group(const std::string& label) {
+    for (const MethodAggregate& g : report_->methods) {
+      if (g.label == label) return g;
+    }
+    throw std::runtime_error("no method group " + label);
+  }
+  static fs::path* root_;
+  static fs::path* dir_;
+  static Report* report_;
+};
+fs::path* ReportFixture::root_ = nullptr;
+fs::path* ReportFixture::dir_ = nullptr;
+Report* ReportFixture::report_ = nullptr;
+
+TEST(SampleStats, QuantilesInterpolateLinearly) {
+  EXPECT_DOUBLE_EQ(median_of({4, 1, 3, 2}), 2.5);
+  EXPECT_DOUBLE_EQ(median_of({7}), 7);
+  const SampleStats s = *sample_stats({430, 390, 400});
+  EXPECT_EQ(s.count, 3);
+  EXPECT_DOUBLE_EQ(s.median, 400);
+  EXPECT_DOUBLE_EQ(s.p25, 395);
+  EXPECT_DOUBLE_EQ(s.p75, 415);
+  EXPECT_DOUBLE_EQ(s.min, 390);
+  EXPECT_DOUBLE_EQ(s.max, 430);
+  EXPECT_FALSE(sample_stats({}).has_value());
+}
+
+TEST(ReportSpeedup, SweepPointsAgreeOutsideMethodAxes) {
+  EXPECT_TRUE(same_non_method_point(json{{"seed", 1}}, json{{"seed", 1}, {"methods.dst.p", 0.1}}));
+  EXPECT_FALSE(same_non_method_point(json{{"seed", 1}}, json{{"seed", 2}}));
+  EXPECT_FALSE(same_non_method_point(json{{"seed", 1}}, json::object()));
+}
+
+TEST_F(ReportFixture, ListsRunsSkippingMovedAsideAndNonRunFolders) {
+  ASSERT_EQ(report_->runs.size(), 14u);
+  EXPECT_EQ(report_->manifest, "abl");
+  EXPECT_EQ(report_->runs.front().run, "base__seed=1");
+  EXPECT_EQ(report_->runs.back().run, "sim_sab__seed=3");
+  ASSERT_EQ(report_->skipped.size(), 1u);
+  EXPECT_NE(report_->skipped[0].find("sab__seed=1.interrupted-20260101T000000Z"), std::string::npos);
+}
+
+TEST_F(ReportFixture, RunSummaryFollowsTheDefinitions) {
+  const RunSummary& b = run("base__seed=1");
+  EXPECT_EQ(b.method, "base");
+  EXPECT_TRUE(b.is_baseline);
+  EXPECT_EQ(b.attention, "moba");
+  EXPECT_EQ(b.budget_text(), "fixed");
+  EXPECT_EQ(b.dp, 2);
+  EXPECT_EQ(b.pp, 2);
+  EXPECT_EQ(b.seed, 1);
+  EXPECT_EQ(b.state, "complete");
+  EXPECT_FALSE(b.simulated);
+  EXPECT_EQ(b.profile_kind, "none");  // no profile in the method
+  EXPECT_EQ(b.iterations_recorded, 4);
+  EXPECT_EQ(b.iterations_measured, 3);
+  ASSERT_TRUE(b.iter_ms);
+  EXPECT_DOUBLE_EQ(b.iter_ms->median, 400);
+  EXPECT_DOUBLE_EQ(b.iter_ms->min, 390);
+  EXPECT_DOUBLE_EQ(b.iter_ms->max, 430);
+  EXPECT_DOUBLE_EQ(b.iter_ms->p25, 395);
+  EXPECT_DOUBLE_EQ(b.iter_ms->p75, 415);
+  EXPECT_DOUBLE_EQ(b.imbalance->median, 1.2);
+  EXPECT_DOUBLE_EQ(b.imbalance->min, 1.1);
+  EXPECT_DOUBLE_EQ(b.imbalance->max, 1.5);
+  EXPECT_DOUBLE_EQ(*b.bubble_fraction_mean, 0.2);
+  EXPECT_DOUBLE_EQ(*b.bubble_fraction_max, 0.5);
+  EXPECT_DOUBLE_EQ(*b.overhead_ms, 2);
+  EXPECT_DOUBLE_EQ(*b.overhead_pct, 0.5);  // 2 / 400
+  EXPECT_DOUBLE_EQ(*b.allreduce_ms, 4);
+  EXPECT_DOUBLE_EQ(*b.tokens_per_s, 6000.0 / 1220.0 * 1000.0);
+  EXPECT_DOUBLE_EQ(*b.loss_first, 5);
+  EXPECT_DOUBLE_EQ(*b.loss_final, 2);
+  EXPECT_FALSE(b.coverage_mean);  // absent data stays absent
+  EXPECT_FALSE(b.budget_mean);
+  EXPECT_FALSE(b.prediction_mape);
+  EXPECT_EQ(b.accuracy, (std::map<std::string, double>{{"longbench_avg", 40.0}, {"niah_score", 0.95}}));
+
+  const RunSummary& d = run("dst__anchor=mean__p=0.1__seed=1");
+  EXPECT_EQ(d.budget_text(), "dst(anchor=mean,p=0.1)");
+  EXPECT_EQ(d.profile_kind, "analytic");
+  EXPECT_DOUBLE_EQ(*d.coverage_mean, 0.85);  // (0.9 + 0.8 + 0.9 + 0.8 + 0.85) / 5
+  EXPECT_DOUBLE_EQ(*d.budget_mean, 40);      // (32 + 48 + 32 + 48 + 40) / 5, 0 -> top_k 32
+  EXPECT_DOUBLE_EQ(*run("sab__seed=1").prediction_mape, 14.0);  // (10 + 25 + 10 + 25 + 0) / 5
+  EXPECT_EQ(run("lbb__seed=1").state, "incomplete");
+  EXPECT_TRUE(run("sim_sab__seed=3").simulated);
+}
+
+TEST_F(ReportFixture, SpeedupsAgainstTheBaselineAtTheSameSeed) {
+  EXPECT_DOUBLE_EQ(*run("base__seed=1").speedup, 1.0);
+  EXPECT_DOUBLE_EQ(*run("sab__seed=1").speedup, 400.0 / 320.0);
+  EXPECT_EQ(run("sab__seed=2").speedup_baseline_run, "base__seed=2");
+  EXPECT_DOUBLE_EQ(*run("sab__seed=2").speedup, 2.0);
+  EXPECT_DOUBLE_EQ(*run("dst__anchor=mean__p=0.1__seed=1").speedup, 1.6);
+  EXPECT_DOUBLE_EQ(*run("dst__anchor=mean__p=0.1__seed=2").speedup, 2.0);
+  EXPECT_DOUBLE_EQ(*run("dst__anchor=max__p=0.2__seed=2").speedup, 1.0);
+  EXPECT_DOUBLE_EQ(*run("lbb__seed=1").speedup, 400.0 / 300.0);  // itself incomplete, baseline complete
+  const RunSummary& sim = run("sim_sab__seed=3");
+  EXPECT_FALSE(sim.speedup);
+  EXPECT_NE(sim.speedup_note.find("no run of the baseline method base"), std::string::npos) << sim.speedup_note;
+}
+
+TEST(ReportSpeedup, IncompleteBaselineGivesNoSpeedup) {
+  RunSummary base, method;
+  base.run = "base";
+  base.method = "base";
+  base.baseline_method = "base";
+  base.state = "incomplete";
+  base.iter_ms = sample_stats({100});
+  method = base;
+  method.run = "m";
+  method.method = "m";
+  method.state = "complete";
+  std::vector<RunSummary> runs = {base, method};
+  attach_speedups(runs);
+  EXPECT_FALSE(runs[1].speedup);
+  EXPECT_EQ(runs[1].speedup_note, "baseline run base is incomplete");
+}
+
+TEST_F(ReportFixture, MethodAggregatesOverSeeds) {
+  std::vector<std::string> labels;
+  for (const MethodAggregate& g : report_->methods) labels.push_back(g.label);
+  EXPECT_EQ(labels, (std::vector<std::string>{"base", "dst (anchor=max, p=0.1)", "dst (anchor=max, p=0.2)",
+                                              "dst (anchor=mean, p=0.1)", "dst (anchor=mean, p=0.2)", "sab",
+                                              "sim_sab"}));  // lbb: incomplete, left out
+  const MethodAggregate& base = group("base");
+  EXPECT_EQ(base.runs.size(), 2u);
+  EXPECT_DOUBLE_EQ(base.speedup->median, 1.0);
+  EXPECT_DOUBLE_EQ(base.iter_ms->median, 450);
+  EXPECT_DOUBLE_EQ(base.iter_ms->min, 400);
+  EXPECT_DOUBLE_EQ(base.iter_ms->max, 500);
+  const MethodAggregate& sab = group("sab");
+  EXPECT_DOUBLE_EQ(sab.speedup->median, (1.25 + 2.0) / 2);
+  EXPECT_DOUBLE_EQ(sab.speedup->min, 1.25);
+  EXPECT_DOUBLE_EQ(sab.speedup->max, 2.0);
+  EXPECT_EQ(sab.speedup->count, 2);
+  EXPECT_DOUBLE_EQ(sab.overhead_ms->median, 2.0);
+  const MethodAggregate& mean01 = group("dst (anchor=mean, p=0.1)");
+  EXPECT_DOUBLE_EQ(mean01.speedup->median, 1.8);
+  EXPECT_DOUBLE_EQ(mean01.accuracy.at("niah_score").median, 0.85);
+  EXPECT_DOUBLE_EQ(mean01.accuracy.at("niah_score").min, 0.8);
+  EXPECT_EQ(mean01.accuracy.at("niah_score").count, 2);
+  EXPECT_FALSE(group("sim_sab").speedup);
+}
+
+TEST_F(ReportFixture, AblationGridOfMediansOverSeeds) {
+  ASSERT_EQ(report_->ablation.size(), 1u);
+  const AblationTable& t = report_->ablation[0];
+  EXPECT_EQ(t.method, "dst");
+  EXPECT_EQ(t.anchors, (std::vector<std::string>{"mean", "max"}));
+  EXPECT_EQ(t.ps, (std::vector<double>{0.1, 0.2}));
+  EXPECT_EQ(t.metrics, (std::vector<std::string>{"speedup", "imbalance", "longbench_avg", "niah_score"}));
+  EXPECT_DOUBLE_EQ(*t.values[0][0][0], 1.8);
+  EXPECT_DOUBLE_EQ(*t.values[0][0][1], 2.0);
+  EXPECT_DOUBLE_EQ(*t.values[0][1][0], 1.25);
+  EXPECT_DOUBLE_EQ(*t.values[0][1][1], 1.0);
+  EXPECT_DOUBLE_EQ(*t.values[1][1][1], 1.2);
+  EXPECT_DOUBLE_EQ(*t.values[3][0][0], 0.85);
+  EXPECT_DOUBLE_EQ(*t.values[3][1][0], 0.7);
+  EXPECT_EQ(t.runs, (std::vector<std::vector<int64_t>>{{2, 2}, {2, 2}}));
+  const json j = ablation_table_to_json(t);
+  EXPECT_DOUBLE_EQ(j["values"]["niah_score"][0][0].get<double>(), 0.85);
+}
+
+TEST_F(ReportFixture, JsonCarriesRunsMethodsAblationAndContext) {
+  const json j = report_to_json(*report_);
+  EXPECT_EQ(j["manifest"], "abl");
+  EXPECT_EQ(j["accuracy_columns"], (json{"longbench_avg", "niah_score"}));
+  const json& first = j["runs"][0];
+  EXPECT_EQ(first["run"], "base__seed=1");
+  EXPECT_DOUBLE_EQ(first["iter_ms"]["p75"].get<double>(), 415);
+  EXPECT_DOUBLE_EQ(first["bubble_fraction"]["max"].get<double>(), 0.5);
+  EXPECT_TRUE(first["coverage_mean"].is_null());
+  EXPECT_TRUE(first["dst"].is_null());
+  EXPECT_DOUBLE_EQ(first["accuracy"]["niah_score"].get<double>(), 0.95);
+  const json& sim = j["runs"][13];
+  EXPECT_TRUE(sim["speedup"].is_null());
+  EXPECT_TRUE(sim["simulated"].get<bool>());
+  EXPECT_EQ(j["methods"][5]["label"], "sab");
+  EXPECT_DOUBLE_EQ(j["methods"][5]["speedup"]["max"].get<double>(), 2.0);
+  EXPECT_EQ(j["methods"][5]["count"], 2);
+  EXPECT_EQ(j["ablation"][0]["anchors"], (json{"mean", "max"}));
+  EXPECT_EQ(j["context"]["git_shas"], (json{"aaa111", "bbb222"}));
+  EXPECT_TRUE(j["context"]["git_shas_differ"].get<bool>());
+  EXPECT_EQ(j["context"]["runs"]["base__seed=1"]["host"], "node1");
+  EXPECT_FALSE(j["context"]["sparsebalance"]["version"].get<std::string>().empty());
+}
+
+TEST_F(ReportFixture, CsvHeaderAndRow) {
+  const std::string csv = report_to_csv(*report_);
+  const std::string header =
+      "run,method,attention,batching,budget,dst_anchor,dst_p,dp,pp,seed,state,simulated,profile_kind,"
+      "iterations_recorded,iterations_measured,iter_ms_median,iter_ms_min,iter_ms_max,iter_ms_p25,iter_ms_p75,"
+      "speedup,speedup_baseline_run,imbalance_median,imbalance_min,imbalance_max,imbalance_p25,imbalance_p75,"
+      "bubble_fraction_mean,bubble_fraction_max,overhead_ms,overhead_pct,allreduce_ms,tokens_per_s,loss_first,"
+      "loss_final,coverage_mean,budget_mean,prediction_mape,git_sha,longbench_avg,niah_score\n";
+  ASSERT_EQ(csv.substr(0, header.size()), header);
+  EXPECT_NE(csv.find("\nbase__seed=1,base,moba,sequential,fixed,,,2,2,1,complete,false,none,4,3,400,390,430,395,415,"
+                     "1,base__seed=1,1.2,1.1,1.5,1.15,1.35,0.2,0.5,2,0.5,4,4918.032787,5,2,,,,aaa111,40,0.95\n"),
+            std::string::npos)
+      << csv;
+  EXPECT_NE(csv.find("\nsab__seed=1,sab,moba,sab,fixed,,,2,2,1,complete,false,none,4,3,320,310,350,315,335,1.25,"),
+            std::string::npos);
+  EXPECT_NE(csv.find(",0.2,0.5,2,0.625,4,6122.44898,5,2,,,14,aaa111,,\n"), std::string::npos) << csv;  // sab seed 1
+  EXPECT_NE(csv.find("\nsim_sab__seed=3,sim_sab,moba,sequential,fixed,,,2,2,3,complete,true,"), std::string::npos);
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 15);
+}
+
+TEST_F(ReportFixture, MarkdownTablesNotesAndContext) {
+  Report fixed_time = *report_;
+  fixed_time.provenance = {"2026-01-01T00:00:00Z", "0.1.0", "cafe", false, "Release"};
+  const std::string md = report_to_markdown(fixed_time);
+  for (const char* expected : {
+           "# abl\n\n14 runs, 13 complete.",
+           "| config | budget | dp x pp | state | imbalance | iteration ms | speedup | overhead ms (%) "
+           "| bubble (mean / max) | tokens/s | loss final | longbench_avg | niah_score |\n",
+           "| base__seed=1 | fixed | 2 x 2 | complete | 1.200 | 400.00 | 1.00 | 2.00 (0.50%) | 0.200 / 0.500 "
+           "| 4918 | 2.0000 | 40.0000 | 0.9500 |\n",
+           "| dst__anchor=mean__p=0.1__seed=1 | dst(anchor=mean,p=0.1) | 2 x 2 | complete | 1.200 | 250.00 | 1.60 |",
+           "| sim_sab__seed=3 † | fixed | 2 x 2 | complete | 1.200 | 200.00 | - |",
+           "| sab | 2 | 1.62 [1.25, 2.00] | 285.00 [250.00, 320.00] |",
+           "## DST ablation: dst",
+           "speedup:\n\n| anchor \\ p | 0.1 | 0.2 |\n|---|---:|---:|\n| mean | 1.80 | 2.00 |\n| max | 1.25 | 1.00 |\n",
+           "niah_score:\n\n| anchor \\ p | 0.1 | 0.2 |\n|---|---:|---:|\n| mean | 0.8500 | 0.7000 |\n",
+           "- † simulated run:",
+           "- lbb__seed=1 is incomplete (no status.json): left out of the aggregates.",
+           "- sim_sab__seed=3: no speedup: no run of the baseline method base at sweep point {\"seed\":3}.",
+           "- skipped sab__seed=1.interrupted-20260101T000000Z: moved aside by a rerun (interrupted).",
+           "- report: generated 2026-01-01T00:00:00Z by sparsebalance 0.1.0 (cafe, Release)",
+           "- WARNING: the runs were built from 2 different commits: aaa111 (base__seed=1,",
+           "bbb222 (sim_sab__seed=3);",
+           "- host: node1\n",
+       }) {
+    EXPECT_NE(md.find(expected), std::string::npos) << "missing: " << expected << "\n---\n" << md;
+  }
+}
+
+TEST_F(ReportFixture, WriteReportWritesThreeFiles) {
+  write_report(*dir_);
+  for (const char* file : {"report.json", "report.csv", "report.md"}) {
+    EXPECT_TRUE(fs::exists(*dir_ / file)) << file;
+  }
+  EXPECT_EQ(json::parse(read_file(*dir_ / "report.json"))["runs"].size(), 14u);
+  EXPECT_EQ(read_file(*dir_ / "report.csv"), report_to_csv(*report_));
+}
+
+TEST(Report, FolderWithoutRunsIsAConfigErrorNamingIt) {
+  const fs::path dir = test::fresh_temp_dir("report_empty");
+  fs::create_directories(dir / "plots");
+  try {
+    build_report(dir);
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.file(), dir.string());
+    EXPECT_NE(e.problem().find("holds no run folders"), std::string::npos);
+  }
+  fs::remove_all(dir);
+}
+
+TEST(Report, BrokenRecordLineNamesFileAndLine) {
+  const fs::path root = test::fresh_temp_dir("report_broken");
+  test::FixtureRun f{"base__seed=1", "base", {{"seed", 1}}, 100.0};
+  test::write_fixture_run(root / "m" / f.name, f);
+  std::ofstream(root / "m" / f.name / "records.jsonl", std::ios::app) << "{\"iteration\": 4, \"lo\n";
+  try {
+    build_report(root / "m");
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(e.file().find("records.jsonl:5"), std::string::npos) << e.file();
+  }
+  fs::remove_all(root);
 }
 
 TEST(IterationRecord, DerivedMetricsFollowTheirDefinitions) {
-  IterationRecord r = record(0, false, 1, 10, 100.0, {10.0, 30.0, 20.0});
+  IterationRecord r;
+  r.iter_ms = 100.0;
+  r.microbatch_ms = {10.0, 30.0, 20.0};
+  r.derive_single_stage_metrics();
   EXPECT_DOUBLE_EQ(r.imbalance, 30.0 / 20.0);
   EXPECT_EQ(r.per_stage_busy_ms, (std::vector<double>{60.0}));
   EXPECT_EQ(r.per_stage_idle_ms, (std::vector<double>{40.0}));
   EXPECT_DOUBLE_EQ(r.bubble_fraction, 0.4);
   IterationRecord back = iteration_record_from_json(iteration_record_to_json(r));
   EXPECT_EQ(iteration_record_to_json(back), iteration_record_to_json(r));
-}
-
-TEST(RunSummary, ComputedFromRecordsExcludingWarmup) {
-  fs::path root = test::fresh_temp_dir("report_summary");
-  fs::path run = root / "m" / "dense";
-  fs::create_directories(run);
-  write_file_atomic(run / "manifest.resolved.json",
-                    R"({"methods": [{"name": "dense", "attention": {"name": "dense"}, "batching": "sequential"}]})");
-  write_file_atomic(run / "context.json", R"({"git_sha": "abc123"})");
-  std::ofstream out(run / "records.jsonl");
-  out << iteration_record_to_json(record(0, true, 5.0, 1000, 900.0, {900.0})).dump() << "\n";
-  out << iteration_record_to_json(record(1, false, 4.0, 100, 10.0, {5.0, 5.0})).dump() << "\n";
-  out << iteration_record_to_json(record(2, false, 3.0, 300, 30.0, {10.0, 20.0})).dump() << "\n";
-  out << iteration_record_to_json(record(3, false, 2.0, 200, 20.0, {10.0})).dump() << "\n";
-  out.close();
-
-  RunSummary s = summarize_run(run);
-  EXPECT_EQ(s.state, "incomplete");  // no status.json yet
-  EXPECT_EQ(s.git_sha, "abc123");
-  EXPECT_EQ(s.iterations_recorded, 4);
-  EXPECT_EQ(s.iterations_measured, 3);
-  EXPECT_DOUBLE_EQ(s.median_iter_ms, 20.0);
-  EXPECT_DOUBLE_EQ(s.tokens_per_s, 600.0 / 60.0 * 1000.0);
-  EXPECT_DOUBLE_EQ(s.first_loss, 5.0);
-  EXPECT_DOUBLE_EQ(s.last_loss, 2.0);
-  // imbalances 1.0, 20/15, 1.0 -> median 1.0; bubbles 0, 0, 0.5 -> mean 1/6
-  EXPECT_DOUBLE_EQ(s.median_imbalance, 1.0);
-  EXPECT_NEAR(s.mean_bubble_fraction, 0.5 / 3.0, 1e-12);
-
-  write_file_atomic(run / "status.json", R"({"state": "complete"})");
-  auto runs = write_report(root / "m");
-  ASSERT_EQ(runs.size(), 1u);
-  EXPECT_EQ(runs[0].state, "complete");
-  EXPECT_TRUE(fs::exists(root / "m" / "report.json"));
-  EXPECT_TRUE(fs::exists(root / "m" / "report.csv"));
-  EXPECT_TRUE(fs::exists(root / "m" / "report.md"));
-  fs::remove_all(root);
-}
-
-TEST(RunSummary, MedianOfEvenCountAveragesTheMiddlePair) {
-  EXPECT_DOUBLE_EQ(median_of({4, 1, 3, 2}), 2.5);
-  EXPECT_DOUBLE_EQ(median_of({7}), 7);
-}
-
-std::vector<RunSummary> golden_runs() {
-  RunSummary a;
-  a.run = "dense";
-  a.state = "complete";
-  a.attention = "dense";
-  a.batching = "sequential";
-  a.dp = 2;
-  a.pp = 4;
-  a.git_sha = "0123abc";
-  a.iterations_recorded = 12;
-  a.iterations_measured = 10;
-  a.median_iter_ms = 123.4567;
-  a.tokens_per_s = 9876.54;
-  a.first_loss = 5.5;
-  a.last_loss = 1.25;
-  a.median_imbalance = 1.2346;
-  a.mean_bubble_fraction = 0.0412;
-  return {a};
-}
-
-TEST(ReportWriters, CsvGolden) {
-  EXPECT_EQ(report_to_csv(golden_runs()),
-            "run,state,attention,batching,dp,pp,git_sha,iterations_recorded,iterations_measured,"
-            "median_iter_ms,tokens_per_s,first_loss,last_loss,median_imbalance,"
-            "mean_bubble_fraction\n"
-            "dense,complete,dense,sequential,2,4,0123abc,12,10,123.457,9876.5,5.500000,1.250000,"
-            "1.2346,0.0412\n");
-}
-
-TEST(ReportWriters, MarkdownGolden) {
-  EXPECT_EQ(report_to_markdown("quickstart", golden_runs()),
-            "# quickstart\n\n"
-            "| run | state | attention | batching | dp x pp | iterations measured | median iteration ms "
-            "| tokens/s | first loss | last loss | imbalance (median) | bubble fraction (mean) |\n"
-            "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n"
-            "| dense | complete | dense | sequential | 2 x 4 | 10 | 123.46 | 9877 | 5.5000 | 1.2500 | "
-            "1.235 | 0.041 |\n"
-            "\nMedians and rates exclude warm-up iterations. Definitions: README.md, \"Metrics\".\n");
-}
-
-TEST(ReportWriters, JsonCarriesEveryField) {
-  auto j = report_to_json("quickstart", golden_runs());
-  EXPECT_EQ(j["manifest"], "quickstart");
-  EXPECT_EQ(j["runs"][0]["git_sha"], "0123abc");
-  EXPECT_DOUBLE_EQ(j["runs"][0]["median_iter_ms"].get<double>(), 123.4567);
-  EXPECT_EQ(j["runs"][0]["iterations_measured"], 10);
-  EXPECT_EQ(j["runs"][0]["dp"], 2);
-  EXPECT_EQ(j["runs"][0]["pp"], 4);
 }
 
 }  // namespace

@@ -1,0 +1,347 @@
+#include "harness/report/report_writers.h"
+
+#include <cstdio>
+#include <functional>
+#include <optional>
+#include <sstream>
+
+namespace sb {
+namespace {
+
+using nlohmann::json;
+
+template <typename T>
+json or_null(const std::optional<T>& v) {
+  return v ? json(*v) : json(nullptr);
+}
+
+std::string format(const char* pattern, double value) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), pattern, value);
+  return buffer;
+}
+
+// CSV: enough digits to reproduce the value, empty when absent.
+std::string csv_number(const std::optional<double>& v) { return v ? format("%.10g", *v) : ""; }
+
+std::string csv_text(const std::string& text) {
+  if (text.find_first_of(",\"\n") == std::string::npos) return text;
+  std::string quoted = "\"";
+  for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return quoted + "\"";
+}
+
+// Markdown: rounded for reading, "-" when absent.
+std::string md(const std::optional<double>& v, const char* pattern) { return v ? format(pattern, *v) : "-"; }
+
+std::optional<double> median_field(const std::optional<SampleStats>& s) {
+  return s ? std::optional<double>(s->median) : std::nullopt;
+}
+
+std::string md_range(const std::optional<SampleStats>& s, const char* pattern) {
+  if (!s) return "-";
+  if (s->count == 1) return format(pattern, s->median);
+  return format(pattern, s->median) + " [" + format(pattern, s->min) + ", " + format(pattern, s->max) + "]";
+}
+
+std::string config_of(const RunSummary& r) { return r.run + (r.simulated ? " †" : ""); }
+
+void write_runs_table(const Report& report, std::ostringstream& out) {
+  out << "## Runs\n\n"
+      << "| config | budget | dp x pp | state | imbalance | iteration ms | speedup | overhead ms (%) "
+         "| bubble (mean / max) | tokens/s | loss final |";
+  std::string align = "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|";
+  for (const std::string& column : report.accuracy_columns) {
+    out << ' ' << column << " |";
+    align += "---:|";
+  }
+  out << '\n' << align << '\n';
+  for (const RunSummary& r : report.runs) {
+    std::string overhead = md(r.overhead_ms, "%.2f");
+    if (r.overhead_pct) overhead += " (" + format("%.2f", *r.overhead_pct) + "%)";
+    std::string bubble = "-";
+    if (r.bubble_fraction_mean) bubble = format("%.3f", *r.bubble_fraction_mean) + " / " + md(r.bubble_fraction_max, "%.3f");
+    out << "| " << config_of(r) << " | " << r.budget_text() << " | " << r.dp << " x " << r.pp << " | " << r.state
+        << " | " << md(median_field(r.imbalance), "%.3f") << " | " << md(median_field(r.iter_ms), "%.2f") << " | "
+        << md(r.speedup, "%.2f") << " | " << overhead << " | " << bubble << " | " << md(r.tokens_per_s, "%.0f")
+        << " | " << md(r.loss_final, "%.4f") << " |";
+    for (const std::string& column : report.accuracy_columns) {
+      const auto it = r.accuracy.find(column);
+      out << ' ' << (it == r.accuracy.end() ? "-" : format("%.4f", it->second)) << " |";
+    }
+    out << '\n';
+  }
+  out << "\nimbalance and iteration ms: medians over measured (non-warm-up) iterations; speedup: median "
+         "baseline iteration ms / median iteration ms, baseline at the same non-method sweep point.\n";
+}
+
+void write_methods_table(const Report& report, std::ostringstream& out) {
+  if (report.methods.empty()) return;
+  out << "\n## Methods\n\nComplete runs per method and method sweep values, over the other axes (seeds): "
+         "median [min, max].\n\n"
+      << "| method | runs | speedup | iteration ms | imbalance | bubble (mean) | overhead ms |";
+  std::string align = "|---|---:|---:|---:|---:|---:|---:|";
+  for (const std::string& column : report.accuracy_columns) {
+    out << ' ' << column << " |";
+    align += "---:|";
+  }
+  out << '\n' << align << '\n';
+  for (const MethodAggregate& g : report.methods) {
+    out << "| " << g.label << " | " << g.runs.size() << " | " << md_range(g.speedup, "%.2f") << " | "
+        << md_range(g.iter_ms, "%.2f") << " | " << md_range(g.imbalance, "%.3f") << " | "
+        << md_range(g.bubble_fraction, "%.3f") << " | " << md_range(g.overhead_ms, "%.2f") << " |";
+    for (const std::string& column : report.accuracy_columns) {
+      const auto it = g.accuracy.find(column);
+      out << ' ' << (it == g.accuracy.end() ? "-" : md_range(it->second, "%.4f")) << " |";
+    }
+    out << '\n';
+  }
+}
+
+void write_ablation_tables(const Report& report, std::ostringstream& out) {
+  for (const AblationTable& t : report.ablation) {
+    out << "\n## DST ablation: " << t.method << "\n\nMedians over the complete runs at each anchor and p.\n";
+    for (size_t m = 0; m < t.metrics.size(); ++m) {
+      out << "\n" << t.metrics[m] << ":\n\n| anchor \\ p |";
+      std::string align = "|---|";
+      for (double p : t.ps) {
+        out << ' ' << format("%g", p) << " |";
+        align += "---:|";
+      }
+      out << '\n' << align << '\n';
+      const char* pattern = t.metrics[m] == "imbalance" ? "%.3f" : t.metrics[m] == "speedup" ? "%.2f" : "%.4f";
+      for (size_t a = 0; a < t.anchors.size(); ++a) {
+        out << "| " << t.anchors[a] << " |";
+        for (size_t p = 0; p < t.ps.size(); ++p) out << ' ' << md(t.values[m][a][p], pattern) << " |";
+        out << '\n';
+      }
+    }
+  }
+}
+
+void write_notes(const Report& report, std::ostringstream& out) {
+  std::vector<std::string> notes;
+  bool any_simulated = false;
+  for (const RunSummary& r : report.runs) any_simulated = any_simulated || r.simulated;
+  if (any_simulated) {
+    notes.push_back("† simulated run: its timings come from the simulator's latency model, not from a "
+                    "measurement.");
+  }
+  for (const RunSummary& r : report.runs) {
+    if (!r.complete()) notes.push_back(r.run + " is incomplete (no status.json): left out of the aggregates.");
+  }
+  for (const RunSummary& r : report.runs) {
+    if (!r.speedup && !r.speedup_note.empty()) notes.push_back(r.run + ": no speedup: " + r.speedup_note + ".");
+  }
+  for (const std::string& s : report.skipped) notes.push_back("skipped " + s + ".");
+  if (notes.empty()) return;
+  out << "\n## Notes\n\n";
+  for (const std::string& note : notes) out << "- " << note << '\n';
+}
+
+std::string joined(const json& values) {
+  std::string text;
+  for (const auto& v : values) text += (text.empty() ? "" : ", ") + (v.is_string() ? v.get<std::string>() : v.dump());
+  return text;
+}
+
+void write_context(const Report& report, std::ostringstream& out) {
+  const ReportProvenance& p = report.provenance;
+  out << "\n## Context\n\n"
+      << "- report: generated " << p.generated_at_utc << " by sparsebalance " << p.version << " (" << p.git_sha
+      << (p.git_dirty ? ", uncommitted changes" : "") << ", " << p.build_type << ")\n";
+  const std::vector<std::string> shas = report.git_shas();
+  if (shas.size() > 1) {
+    out << "- WARNING: the runs were built from " << shas.size() << " different commits:";
+    for (const std::string& sha : shas) {
+      std::string names;
+      for (const RunSummary& r : report.runs) {
+        if (r.git_sha == sha) names += (names.empty() ? "" : ", ") + r.run;
+      }
+      out << ' ' << sha << " (" << names << ");";
+    }
+    out << '\n';
+  }
+  for (const auto& [key, values] : report.distinct_context.items()) {
+    out << "- " << key << ": " << joined(values) << '\n';
+  }
+}
+
+}  // namespace
+
+json run_summary_to_json(const RunSummary& r) {
+  json dst = nullptr;
+  if (r.dst_anchor && r.dst_p) dst = {{"anchor", *r.dst_anchor}, {"p", *r.dst_p}};
+  json accuracy = json::object();
+  for (const auto& [column, value] : r.accuracy) accuracy[column] = value;
+  return {{"run", r.run},
+          {"method", r.method},
+          {"baseline_method", or_null(r.baseline_method)},
+          {"is_baseline", r.is_baseline},
+          {"sweep_point", r.sweep_point},
+          {"seed", or_null(r.seed)},
+          {"attention", r.attention},
+          {"batching", r.batching},
+          {"budget", r.budget},
+          {"dst", dst},
+          {"dp", r.dp},
+          {"pp", r.pp},
+          {"state", r.state},
+          {"simulated", r.simulated},
+          {"profile_kind", or_null(r.profile_kind)},
+          {"git_sha", r.git_sha},
+          {"iterations_recorded", r.iterations_recorded},
+          {"iterations_measured", r.iterations_measured},
+          {"iter_ms", spread_to_json(r.iter_ms)},
+          {"speedup", or_null(r.speedup)},
+          {"speedup_baseline_run", r.speedup_baseline_run.empty() ? json(nullptr) : json(r.speedup_baseline_run)},
+          {"speedup_note", r.speedup_note.empty() ? json(nullptr) : json(r.speedup_note)},
+          {"imbalance", spread_to_json(r.imbalance)},
+          {"bubble_fraction", r.bubble_fraction_mean ? json{{"mean", *r.bubble_fraction_mean},
+                                                             {"max", or_null(r.bubble_fraction_max)}}
+                                                     : json(nullptr)},
+          {"overhead_ms", or_null(r.overhead_ms)},
+          {"overhead_pct", or_null(r.overhead_pct)},
+          {"allreduce_ms", or_null(r.allreduce_ms)},
+          {"tokens_per_s", or_null(r.tokens_per_s)},
+          {"loss_first", or_null(r.loss_first)},
+          {"loss_final", or_null(r.loss_final)},
+          {"coverage_mean", or_null(r.coverage_mean)},
+          {"budget_mean", or_null(r.budget_mean)},
+          {"prediction_mape", or_null(r.prediction_mape)},
+          {"accuracy", accuracy}};
+}
+
+json report_to_json(const Report& report) {
+  json runs = json::array();
+  for (const RunSummary& r : report.runs) runs.push_back(run_summary_to_json(r));
+  json methods = json::array();
+  for (const MethodAggregate& g : report.methods) {
+    json accuracy = json::object();
+    for (const auto& [column, stats] : g.accuracy) accuracy[column] = range_to_json(stats);
+    methods.push_back({{"label", g.label},
+                       {"method", g.method},
+                       {"method_point", g.method_point},
+                       {"is_baseline", g.is_baseline},
+                       {"count", g.runs.size()},
+                       {"runs", g.runs},
+                       {"speedup", range_to_json(g.speedup)},
+                       {"iter_ms", range_to_json(g.iter_ms)},
+                       {"imbalance", range_to_json(g.imbalance)},
+                       {"bubble_fraction", range_to_json(g.bubble_fraction)},
+                       {"overhead_ms", range_to_json(g.overhead_ms)},
+                       {"accuracy", accuracy}});
+  }
+  json ablation = json::array();
+  for (const AblationTable& t : report.ablation) ablation.push_back(ablation_table_to_json(t));
+  json contexts = json::object();
+  for (const RunSummary& r : report.runs) contexts[r.run] = r.context;
+  const ReportProvenance& p = report.provenance;
+  const std::vector<std::string> shas = report.git_shas();
+  return {{"manifest", report.manifest},
+          {"accuracy_columns", report.accuracy_columns},
+          {"runs", runs},
+          {"methods", methods},
+          {"ablation", ablation},
+          {"skipped", report.skipped},
+          {"context",
+           {{"generated_at_utc", p.generated_at_utc},
+            {"sparsebalance", {{"version", p.version}, {"git_sha", p.git_sha}, {"git_dirty", p.git_dirty},
+                               {"build_type", p.build_type}}},
+            {"git_shas", shas},
+            {"git_shas_differ", shas.size() > 1},
+            {"distinct", report.distinct_context},
+            {"runs", contexts}}}};
+}
+
+std::string report_to_csv(const Report& report) {
+  using Column = std::pair<const char*, std::function<std::string(const RunSummary&)>>;
+  auto number = [](std::function<std::optional<double>(const RunSummary&)> get) {
+    return [get](const RunSummary& r) { return csv_number(get(r)); };
+  };
+  auto spread = [](std::optional<SampleStats> RunSummary::*field, double SampleStats::*part) {
+    return [field, part](const RunSummary& r) {
+      const auto& s = r.*field;
+      return s ? csv_number((*s).*part) : std::string();
+    };
+  };
+  const std::vector<Column> columns = {
+      {"run", [](const RunSummary& r) { return r.run; }},
+      {"method", [](const RunSummary& r) { return r.method; }},
+      {"attention", [](const RunSummary& r) { return r.attention; }},
+      {"batching", [](const RunSummary& r) { return r.batching; }},
+      {"budget", [](const RunSummary& r) { return r.budget; }},
+      {"dst_anchor", [](const RunSummary& r) { return r.dst_anchor.value_or(""); }},
+      {"dst_p", number([](const RunSummary& r) { return r.dst_p; })},
+      {"dp", [](const RunSummary& r) { return std::to_string(r.dp); }},
+      {"pp", [](const RunSummary& r) { return std::to_string(r.pp); }},
+      {"seed", [](const RunSummary& r) { return r.seed ? std::to_string(*r.seed) : std::string(); }},
+      {"state", [](const RunSummary& r) { return r.state; }},
+      {"simulated", [](const RunSummary& r) { return std::string(r.simulated ? "true" : "false"); }},
+      {"profile_kind", [](const RunSummary& r) { return r.profile_kind.value_or(""); }},
+      {"iterations_recorded", [](const RunSummary& r) { return std::to_string(r.iterations_recorded); }},
+      {"iterations_measured", [](const RunSummary& r) { return std::to_string(r.iterations_measured); }},
+      {"iter_ms_median", spread(&RunSummary::iter_ms, &SampleStats::median)},
+      {"iter_ms_min", spread(&RunSummary::iter_ms, &SampleStats::min)},
+      {"iter_ms_max", spread(&RunSummary::iter_ms, &SampleStats::max)},
+      {"iter_ms_p25", spread(&RunSummary::iter_ms, &SampleStats::p25)},
+      {"iter_ms_p75", spread(&RunSummary::iter_ms, &SampleStats::p75)},
+      {"speedup", number([](const RunSummary& r) { return r.speedup; })},
+      {"speedup_baseline_run", [](const RunSummary& r) { return r.speedup_baseline_run; }},
+      {"imbalance_median", spread(&RunSummary::imbalance, &SampleStats::median)},
+      {"imbalance_min", spread(&RunSummary::imbalance, &SampleStats::min)},
+      {"imbalance_max", spread(&RunSummary::imbalance, &SampleStats::max)},
+      {"imbalance_p25", spread(&RunSummary::imbalance, &SampleStats::p25)},
+      {"imbalance_p75", spread(&RunSummary::imbalance, &SampleStats::p75)},
+      {"bubble_fraction_mean", number([](const RunSummary& r) { return r.bubble_fraction_mean; })},
+      {"bubble_fraction_max", number([](const RunSummary& r) { return r.bubble_fraction_max; })},
+      {"overhead_ms", number([](const RunSummary& r) { return r.overhead_ms; })},
+      {"overhead_pct", number([](const RunSummary& r) { return r.overhead_pct; })},
+      {"allreduce_ms", number([](const RunSummary& r) { return r.allreduce_ms; })},
+      {"tokens_per_s", number([](const RunSummary& r) { return r.tokens_per_s; })},
+      {"loss_first", number([](const RunSummary& r) { return r.loss_first; })},
+      {"loss_final", number([](const RunSummary& r) { return r.loss_final; })},
+      {"coverage_mean", number([](const RunSummary& r) { return r.coverage_mean; })},
+      {"budget_mean", number([](const RunSummary& r) { return r.budget_mean; })},
+      {"prediction_mape", number([](const RunSummary& r) { return r.prediction_mape; })},
+      {"git_sha", [](const RunSummary& r) { return r.git_sha; }},
+  };
+  std::ostringstream out;
+  bool first = true;
+  for (const Column& c : columns) {
+    out << (first ? "" : ",") << c.first;
+    first = false;
+  }
+  for (const std::string& column : report.accuracy_columns) out << ',' << csv_text(column);
+  out << '\n';
+  for (const RunSummary& r : report.runs) {
+    first = true;
+    for (const Column& c : columns) {
+      out << (first ? "" : ",") << csv_text(c.second(r));
+      first = false;
+    }
+    for (const std::string& column : report.accuracy_columns) {
+      const auto it = r.accuracy.find(column);
+      out << ',' << (it == r.accuracy.end() ? "" : csv_number(it->second));
+    }
+    out << '\n';
+  }
+  return out.str();
+}
+
+std::string report_to_markdown(const Report& report) {
+  std::ostringstream out;
+  int complete = 0;
+  for (const RunSummary& r : report.runs) complete += r.complete() ? 1 : 0;
+  out << "# " << report.manifest << "\n\n"
+      << report.runs.size() << " runs, " << complete
+      << " complete. Medians and rates exclude warm-up iterations; definitions: docs/reports.md.\n\n";
+  write_runs_table(report, out);
+  write_methods_table(report, out);
+  write_ablation_tables(report, out);
+  write_notes(report, out);
+  write_context(report, out);
+  return out.str();
+}
+
+}  // namespace sb

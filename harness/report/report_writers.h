@@ -1,0 +1,20 @@
+#pragma once
+// The report's three writers: JSON (everything, nulls for absent values), CSV (one flat
+// row per run, empty cells for absent values) and Markdown (a Table I style table, the
+// per-method aggregates, the ablation grids, notes and context; "-" for absent values).
+// Numbers in CSV keep 10 significant digits; Markdown rounds for reading.
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "harness/report/report.h"
+
+namespace sb {
+
+nlohmann::json report_to_json(const Report& report);
+nlohmann::json run_summary_to_json(const RunSummary& run);
+std::string report_to_csv(const Report& report);
+std::string report_to_markdown(const Report& report);
+
+}  // namespace sb
