@@ -200,6 +200,27 @@ TEST(RunSimulator, TensorParallelismDividesComputeAndAddsFourAllReducesPerLayer)
   EXPECT_NEAR(y.record.iter_ms, x.record.iter_ms / 2.0 + static_cast<double>(c.num_hidden_layers) * per_layer, 1e-9);
 }
 
+TEST(RunSimulator, MicrobatchTimeIsThePredictorsStageTimesSummed) {
+  json j = tiny_manifest_json();
+  j["methods"] = json::array({{{"name", "x"}, {"preset", "baseline"}}});
+  j["parallelism"]["pp"] = 2;
+  const Manifest m = tiny_run(j);
+  RunSimulator sim = make_simulator(m);
+  const SimulatedIteration x = sim.simulate_iteration(0);
+  const LatencyPredictor& p = *sim.profile().predictor;
+  size_t k = 0;
+  for (const auto& rank : x.plan.ranks) {
+    for (const PlannedMicroBatch& mb : rank) {
+      const std::vector<int64_t> lengths{mb.tokens};  // one sequence per micro-batch
+      const double expected = p.stage_ms(lengths, 2, m.parallelism.stage_layers[0], false) +
+                              p.stage_ms(lengths, 2, m.parallelism.stage_layers[1], true);
+      EXPECT_NEAR(x.record.microbatch_ms.at(k), expected, 1e-9);
+      EXPECT_NEAR(x.record.microbatch_pred_ms.at(k), expected, 1e-9);
+      ++k;
+    }
+  }
+}
+
 TEST(RunSimulator, PlansEqualTheRealTrainersPlans) {
   for (const char* preset : {"sab+dst", "lbb+dst", "sab", "baseline"}) {
     json j = tiny_manifest_json();
