@@ -94,6 +94,7 @@ Command register_run(CLI::App& app) {
     const bool as_rank = DistEnv::started_as_rank();
     if (as_rank) arm_parent_death_signal();
     const Manifest manifest = load_manifest(flags->manifest);
+    check_runnable_by_trainer(manifest);
     RunManifestOptions options;
     options.manifest_file = flags->manifest;
     options.results_root = flags->results;

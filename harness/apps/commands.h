@@ -21,5 +21,6 @@ Command register_eval(CLI::App& app);
 Command register_generate(CLI::App& app);
 Command register_profile(CLI::App& app);
 Command register_bench(CLI::App& app);
+Command register_simulate(CLI::App& app);
 
 }  // namespace sb::cli

@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   add(&sb::cli::register_generate);
   add(&sb::cli::register_profile);
   add(&sb::cli::register_bench);
+  add(&sb::cli::register_simulate);
 
   try {
     app.parse(argc, argv);

@@ -153,7 +153,7 @@ ParallelismSection parse_parallelism(const json& j, const std::string& path,
   ParallelismSection p;
   p.dp = r.optional<int64_t>("dp", p.dp);
   p.pp = r.optional<int64_t>("pp", p.pp);
-  const int64_t tp = r.optional<int64_t>("tp", 1);
+  p.tp = r.optional<int64_t>("tp", p.tp);
   if (const json* split = r.optional_value("stage_layers")) {
     const json& list = expect_json_array(*split, r.child_path("stage_layers"), file);
     for (size_t i = 0; i < list.size(); ++i) {
@@ -168,8 +168,7 @@ ParallelismSection parse_parallelism(const json& j, const std::string& path,
   p.timeout_s = r.optional<double>("timeout_s", p.timeout_s);
   p.bucket_mb = r.optional<double>("bucket_mb", p.bucket_mb);
   r.finish();
-  r.expect(tp == 1, "tp", "tensor parallelism is reserved and not implemented",
-           "remove \"tp\" (or set it to 1); use dp and pp");
+  r.expect(p.tp >= 1, "tp", "must be >= 1", "use 1 for no tensor parallelism");
   r.expect(p.dp >= 1, "dp", "must be >= 1", "use 1 for no data parallelism");
   r.expect(p.pp >= 1, "pp", "must be >= 1", "use 1 for no pipeline parallelism");
   r.expect(p.pp <= model_layers, "pp",
@@ -293,6 +292,20 @@ TrainSection parse_train(const json& j, const std::string& path, const std::stri
 
 }  // namespace
 
+void check_runnable_by_trainer(const Manifest& m) {
+  if (m.parallelism.tp != 1) {
+    throw ConfigError(m.file, "$.parallelism.tp",
+                      "is " + std::to_string(m.parallelism.tp) +
+                          ": tensor parallelism is not implemented by the trainer; only `sparsebalance "
+                          "simulate` supports tp > 1",
+                      "set tp to 1 (or remove it) for `sparsebalance run`, or use `sparsebalance simulate`");
+  }
+  // The simulation's profile serves only `simulate`: the trainer needs the method's own.
+  for (size_t i = 0; i < m.methods.size(); ++i) {
+    check_method_profile(m.methods[i], "$.methods[" + std::to_string(i) + "]", m.file, false);
+  }
+}
+
 std::vector<std::string> manifest_attention_choices() { return attention_backend_names(); }
 std::vector<std::string> manifest_batching_choices() { return batching_policy_names(); }
 
@@ -344,9 +357,20 @@ Manifest parse_manifest(const json& j, const std::string& file) {
                  m.data.source,
              "remove eval.synthetic, or use \"heldout\" with a file of held-out documents");
   }
+  if (const json* cluster = r.optional_value("cluster")) {
+    m.cluster = parse_cluster_section(*cluster, r.child_path("cluster"), file);
+  }
+  if (const json* simulation = r.optional_value("simulation")) {
+    m.simulation = parse_simulation_section(*simulation, r.child_path("simulation"), file,
+                                            m.cluster ? &*m.cluster : nullptr);
+  }
   r.expect(m.methods.empty() || names.count(m.baseline) == 1, "baseline",
            "names no method (\"" + m.baseline + "\")", "use the name of one of the methods");
   r.finish();
+  const bool simulation_profile = m.simulation && m.simulation->profile.kind != "method";
+  for (size_t i = 0; i < m.methods.size(); ++i) {
+    check_method_profile(m.methods[i], "$.methods[" + std::to_string(i) + "]", file, simulation_profile);
+  }
   r.expect(!m.methods.empty(), "methods", "must list at least one method",
            "add {\"name\": \"dense\"}");
   if (m.data.source == "synthetic") {
@@ -483,6 +507,9 @@ json manifest_to_json(const Manifest& m) {
       {"methods", methods},
       {"baseline", m.baseline},
   };
+  if (m.parallelism.tp != 1) resolved["parallelism"]["tp"] = m.parallelism.tp;
+  if (m.cluster) resolved["cluster"] = cluster_section_to_json(*m.cluster);
+  if (m.simulation) resolved["simulation"] = simulation_section_to_json(*m.simulation);
   if (!m.sweep.empty()) {
     json sweep = json::object();
     for (const SweepAxis& axis : m.sweep) sweep[axis.path] = axis.values;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "harness/config/method_spec.h"
+#include "harness/config/simulation_spec.h"
 #include "harness/config/sweep.h"
 #include "harness/data/length_profiles.h"
 #include "harness/eval/eval_spec.h"
@@ -64,6 +65,9 @@ struct DataSection {
 struct ParallelismSection {
   int64_t dp = 1;
   int64_t pp = 1;
+  // Tensor parallelism: only `sparsebalance simulate` models it (harness/sim); `run`
+  // rejects tp > 1 (check_runnable_by_trainer).
+  int64_t tp = 1;
   // Decoder layers per pipeline stage (size pp, summing to the model's layers); the
   // resolved manifest always lists it (the even split when the file does not).
   std::vector<int64_t> stage_layers;
@@ -127,6 +131,10 @@ struct Manifest {
   // What to evaluate after training (harness/eval/eval_spec.h); every run's final
   // weights are evaluated by rank 0 once training has finished.
   std::optional<EvalSpec> eval;
+  // Read by `sparsebalance simulate` only (harness/config/simulation_spec.h); absent
+  // stays absent in the resolved manifest.
+  std::optional<ClusterSection> cluster;
+  std::optional<SimulationSection> simulation;
   nlohmann::json source;         // the manifest as written (sweep points are built from it)
   std::string file;              // where it was read from (errors, relative paths)
 };
@@ -153,6 +161,9 @@ Manifest parse_manifest(const nlohmann::json& json, const std::string& file);
 Manifest load_manifest(const std::filesystem::path& path);
 nlohmann::json manifest_to_json(const Manifest& manifest);
 std::vector<RunSpec> expand_runs(const Manifest& manifest);
+
+// What the real trainer cannot run (tp > 1): ConfigError naming $.parallelism.tp.
+void check_runnable_by_trainer(const Manifest& manifest);
 
 // Values the manifest may choose from (also shown in error messages).
 std::vector<std::string> manifest_attention_choices();

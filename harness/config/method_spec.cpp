@@ -164,11 +164,18 @@ MethodSection parse_method_section(const json& own, const json* defaults, const 
   r.expect(m.budget != "dst" || m.attention.name == "moba", "budget",
            "dst tunes a sparse attention budget, and attention is \"" + m.attention.name + "\"",
            "use attention \"moba\" or budget \"fixed\"");
-  const bool needs_profile = m.batching == "sab" || m.budget == "dst";
-  r.expect(!needs_profile || !m.profile.empty(), "profile",
-           "is required: batching \"" + m.batching + "\" with budget \"" + m.budget + "\" predicts latency",
-           "name a latency profile file (made by `sparsebalance profile`, or measured on first use when missing)");
   return m;
+}
+
+bool method_needs_profile(const MethodSection& m) { return m.batching == "sab" || m.budget == "dst"; }
+
+void check_method_profile(const MethodSection& m, const std::string& path, const std::string& manifest_file,
+                          bool simulation_profile) {
+  if (!method_needs_profile(m) || !m.profile.empty() || simulation_profile) return;
+  throw ConfigError(manifest_file, path + ".profile",
+                    "is required: batching \"" + m.batching + "\" with budget \"" + m.budget + "\" predicts latency",
+                    "name a latency profile file (made by `sparsebalance profile`, or measured on first use when "
+                    "missing); `sparsebalance simulate` also accepts simulation.profile");
 }
 
 void check_method_defaults(const json& defaults, const std::string& path, const std::string& file) {

@@ -63,6 +63,13 @@ MethodSection parse_method_section(const nlohmann::json& j, const nlohmann::json
                                    const std::string& path, const std::string& manifest_file);
 nlohmann::json method_to_json(const MethodSection& method);
 
+// Whether the method's policies predict latency (sab batching or dst budgets).
+bool method_needs_profile(const MethodSection& method);
+// ConfigError at <path>.profile when the method needs a profile and names none, unless
+// simulation_profile (the manifest's simulation.profile serves `simulate`).
+void check_method_profile(const MethodSection& method, const std::string& path, const std::string& manifest_file,
+                          bool simulation_profile);
+
 // Checks the manifest's method_defaults: only method keys (no name or preset), each
 // of the right type; ConfigError naming the JSON path otherwise.
 void check_method_defaults(const nlohmann::json& defaults, const std::string& path,

@@ -215,6 +215,7 @@ std::vector<RunDecision> decide_runs(const Manifest& manifest, const RunManifest
 }
 
 RunManifestResult run_manifest(const Manifest& manifest, const RunManifestOptions& options, std::ostream& log) {
+  check_runnable_by_trainer(manifest);
   const int64_t world = manifest.parallelism.dp * manifest.parallelism.pp;
   const std::optional<FaultInjection> fault = FaultInjection::from_environment();
   std::unique_ptr<JobSession> session;

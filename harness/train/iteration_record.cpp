@@ -1,5 +1,7 @@
 #include "harness/train/iteration_record.h"
 
+#include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "harness/trace/iteration_metrics.h"
@@ -20,12 +22,10 @@ nlohmann::json iteration_record_to_json(const IterationRecord& r) {
   nlohmann::json j{
       {"iteration", r.iteration},
       {"warmup", r.warmup},
-      {"loss", r.loss},
       {"loss_tokens", r.loss_tokens},
       {"tokens", r.tokens},
       {"sequences", r.sequences},
       {"lr", r.lr},
-      {"grad_norm", r.grad_norm},
       {"iter_ms", r.iter_ms},
       {"microbatch_ms", r.microbatch_ms},
       {"microbatch_tokens", r.microbatch_tokens},
@@ -38,6 +38,9 @@ nlohmann::json iteration_record_to_json(const IterationRecord& r) {
       {"balance_overhead_ms", r.balance_overhead_ms},
       {"allreduce_ms", r.allreduce_ms},
   };
+  // NaN (nothing was trained: a simulated iteration) is left out, never written as a number.
+  if (std::isfinite(r.loss)) j["loss"] = r.loss;
+  if (std::isfinite(r.grad_norm)) j["grad_norm"] = r.grad_norm;
   if (!r.microbatch_pred_ms.empty()) j["microbatch_pred_ms"] = r.microbatch_pred_ms;
   if (!r.budgets.empty()) j["budgets"] = r.budgets;
   if (!r.coverage.empty()) j["coverage"] = r.coverage;
@@ -50,12 +53,13 @@ IterationRecord iteration_record_from_json(const nlohmann::json& j) {
   IterationRecord r;
   r.iteration = j.at("iteration").get<int64_t>();
   r.warmup = j.at("warmup").get<bool>();
-  r.loss = j.at("loss").get<double>();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  r.loss = j.contains("loss") && j["loss"].is_number() ? j["loss"].get<double>() : nan;
   r.loss_tokens = j.at("loss_tokens").get<int64_t>();
   r.tokens = j.at("tokens").get<int64_t>();
   r.sequences = j.at("sequences").get<int64_t>();
   r.lr = j.at("lr").get<double>();
-  r.grad_norm = j.at("grad_norm").get<double>();
+  r.grad_norm = j.contains("grad_norm") && j["grad_norm"].is_number() ? j["grad_norm"].get<double>() : nan;
   r.iter_ms = j.at("iter_ms").get<double>();
   r.microbatch_ms = j.at("microbatch_ms").get<std::vector<double>>();
   r.microbatch_tokens = j.at("microbatch_tokens").get<std::vector<int64_t>>();

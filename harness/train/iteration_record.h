@@ -17,6 +17,8 @@
 //   allreduce_ms         time in the data-parallel gradient all-reduce, max over ranks
 //   loss                 token mean of the cross-entropy over every predicted token of
 //                        the global batch (sum of token losses / loss_tokens)
+// Absent when NaN (a simulated iteration trains nothing: harness/sim), read back as NaN:
+//   loss, grad_norm
 // Present only when meaningful, never made up:
 //   microbatch_pred_ms[k] the latency predictor's estimate (when the plan carries one)
 //   budgets[k]           the attention budget requested for micro-batch k (0 = the

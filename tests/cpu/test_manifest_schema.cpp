@@ -92,7 +92,12 @@ std::vector<json> variant_manifests(const fs::path& dir) {
                  "dst": {"p": 0.2}, "sab": {"ema_alpha": 0.1}, "profile": "/q.json"},
                 {"name": "b", "attention": "dense", "batching": "lbb", "budget": "fixed"}],
     "baseline": "b",
-    "sweep": {"seed": [1, 2]}
+    "sweep": {"seed": [1, 2]},
+    "cluster": {"preset": "h20", "gpus_per_node": 4, "intra_node": {"alpha_us": 2, "bandwidth_gbps": 3000},
+                "inter_node": {"alpha_us": 8, "bandwidth_gbps": 200}, "memory_bandwidth_gbps": 30000,
+                "device": "h20"},
+    "simulation": {"profile": {"analytic": {"device": "h200", "matmul_efficiency": 0.4, "attention_efficiency": 0.2}},
+                   "coverage": {"model": "zipf", "exponent": 0.8}, "forward_fraction": 0.3, "optimizer_ms": 2}
   })");
   std::vector<json> variants{base};
   json retrieval = base;
@@ -113,6 +118,9 @@ std::vector<json> variant_manifests(const fs::path& dir) {
   jsonl["data"] = {{"source", "jsonl"},
                    {"jsonl", {{"path", "/d.jsonl"}, {"tokenizer", "/t.json"}, {"too_long", "skip"}, {"shuffle", false}}}};
   variants.push_back(jsonl);
+  json profile_file = base;
+  profile_file["simulation"]["profile"] = {{"file", "/profile.json"}};
+  variants.push_back(profile_file);
   return variants;
 }
 

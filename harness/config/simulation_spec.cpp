@@ -1,0 +1,152 @@
+#include "harness/config/simulation_spec.h"
+
+#include <stdexcept>
+
+#include "harness/common/errors.h"
+#include "harness/config/json_object_reader.h"
+#include "harness/latency/analytic_profile.h"
+
+namespace sb {
+namespace {
+
+using nlohmann::json;
+
+LinkSection parse_link(const json& j, const std::string& path, const std::string& file, LinkSection link) {
+  JsonObjectReader r(j, path, file);
+  link.alpha_us = r.optional<double>("alpha_us", link.alpha_us);
+  link.bandwidth_gbps = r.optional<double>("bandwidth_gbps", link.bandwidth_gbps);
+  r.finish();
+  r.expect(link.alpha_us >= 0, "alpha_us", "must be >= 0 (microseconds)", "e.g. 3 for NVLink, 10 for InfiniBand");
+  r.expect(link.bandwidth_gbps > 0, "bandwidth_gbps", "must be > 0 (Gbit/s)",
+           "e.g. 3600 for NVLink 4 (450 GB/s per direction), 400 for InfiniBand NDR");
+  return link;
+}
+
+std::string join(const std::vector<std::string>& names) {
+  std::string text;
+  for (const auto& n : names) text += (text.empty() ? "\"" : ", \"") + n + "\"";
+  return text;
+}
+
+}  // namespace
+
+std::vector<std::string> cluster_preset_names() { return {"h200", "h20", "a100"}; }
+
+// Nominal figures (assumptions; sustained bandwidths are lower):
+//   intra-node: NVLink through NVSwitch. H200 and H20 (HGX, NVLink 4): 900 GB/s
+//     bidirectional per GPU = 450 GB/s = 3600 Gbit/s per direction; A100 (HGX, NVLink 3):
+//     600 GB/s bidirectional = 2400 Gbit/s per direction (NVIDIA data sheets). alpha 3 us:
+//     an assumed NCCL small-message latency inside a node.
+//   inter-node: one InfiniBand NIC per GPU as in DGX/HGX systems: ConnectX-7 NDR 400 Gbit/s
+//     for H200 and H20, ConnectX-6 HDR 200 Gbit/s for A100. alpha 10 us: an assumed NCCL
+//     latency across nodes.
+//   memory: HBM bandwidth, H200 4.8 TB/s, H20 4.0 TB/s, A100 80GB SXM 2.0 TB/s (data sheets).
+ClusterSection cluster_preset(const std::string& name) {
+  ClusterSection c;
+  c.preset = name;
+  c.gpus_per_node = 8;
+  c.device = name;
+  if (name == "h200" || name == "h20") {
+    c.intra_node = {3.0, 3600.0};
+    c.inter_node = {10.0, 400.0};
+    c.memory_bandwidth_gbps = name == "h200" ? 4800.0 * 8 : 4000.0 * 8;
+  } else if (name == "a100") {
+    c.intra_node = {3.0, 2400.0};
+    c.inter_node = {10.0, 200.0};
+    c.memory_bandwidth_gbps = 2000.0 * 8;
+  } else {
+    throw std::invalid_argument("unknown cluster preset \"" + name + "\"; known: " + join(cluster_preset_names()));
+  }
+  return c;
+}
+
+ClusterSection parse_cluster_section(const json& j, const std::string& path, const std::string& file) {
+  JsonObjectReader r(j, path, file);
+  const std::string preset = r.optional_choice("preset", "h200", cluster_preset_names());
+  ClusterSection c = cluster_preset(preset);
+  c.gpus_per_node = r.optional<int64_t>("gpus_per_node", c.gpus_per_node);
+  if (const json* link = r.optional_value("intra_node")) {
+    c.intra_node = parse_link(*link, r.child_path("intra_node"), file, c.intra_node);
+  }
+  if (const json* link = r.optional_value("inter_node")) {
+    c.inter_node = parse_link(*link, r.child_path("inter_node"), file, c.inter_node);
+  }
+  c.memory_bandwidth_gbps = r.optional<double>("memory_bandwidth_gbps", c.memory_bandwidth_gbps);
+  c.device = r.optional_choice("device", c.device, device_throughput_preset_names());
+  r.finish();
+  r.expect(c.gpus_per_node >= 1, "gpus_per_node", "must be >= 1", "e.g. 8");
+  r.expect(c.memory_bandwidth_gbps > 0, "memory_bandwidth_gbps", "must be > 0 (Gbit/s)",
+           "e.g. 38400 (4.8 TB/s, H200)");
+  return c;
+}
+
+SimulationSection parse_simulation_section(const json& j, const std::string& path, const std::string& file,
+                                           const ClusterSection* cluster) {
+  JsonObjectReader r(j, path, file);
+  SimulationSection s;
+  if (const json* profile = r.optional_value("profile")) {
+    JsonObjectReader p(*profile, r.child_path("profile"), file);
+    const bool analytic = p.contains("analytic");
+    const bool from_file = p.contains("file");
+    p.expect(analytic != from_file, "analytic", "give exactly one of \"analytic\" and \"file\"",
+             "e.g. {\"analytic\": {\"device\": \"h200\"}} or {\"file\": \"profiles/cpu.json\"}");
+    if (analytic) {
+      s.profile.kind = "analytic";
+      JsonObjectReader a(p.required_value("analytic"), p.child_path("analytic"), file);
+      const std::string device_default = cluster != nullptr ? cluster->device : "h200";
+      s.profile.analytic.device = a.optional_choice("device", device_default, device_throughput_preset_names());
+      const DeviceThroughput preset = device_throughput_preset(s.profile.analytic.device);
+      s.profile.analytic.matmul_efficiency = a.optional<double>("matmul_efficiency", preset.matmul_efficiency);
+      s.profile.analytic.attention_efficiency =
+          a.optional<double>("attention_efficiency", preset.attention_efficiency);
+      a.finish();
+      a.expect(s.profile.analytic.matmul_efficiency > 0 && s.profile.analytic.matmul_efficiency <= 1,
+               "matmul_efficiency", "must be in (0, 1]", "e.g. 0.5");
+      a.expect(s.profile.analytic.attention_efficiency > 0 && s.profile.analytic.attention_efficiency <= 1,
+               "attention_efficiency", "must be in (0, 1]", "e.g. 0.3");
+    } else {
+      s.profile.kind = "file";
+      s.profile.file = resolve_manifest_path(file, p.required<std::string>("file"));
+    }
+    p.finish();
+  }
+  if (const json* coverage = r.optional_value("coverage")) {
+    JsonObjectReader c(*coverage, r.child_path("coverage"), file);
+    s.coverage.model = c.optional_choice("model", s.coverage.model, {"zipf"});
+    s.coverage.exponent = c.optional<double>("exponent", s.coverage.exponent);
+    c.finish();
+    c.expect(s.coverage.exponent >= 0, "exponent", "must be >= 0", "e.g. 1.0 (0: uniform routing scores)");
+  }
+  s.forward_fraction = r.optional<double>("forward_fraction", s.forward_fraction);
+  s.optimizer_ms = r.optional<double>("optimizer_ms", s.optimizer_ms);
+  r.finish();
+  r.expect(s.forward_fraction > 0 && s.forward_fraction < 1, "forward_fraction", "must be in (0, 1)",
+           "e.g. 0.3333 (backward = 2 x forward)");
+  return s;
+}
+
+json cluster_section_to_json(const ClusterSection& c) {
+  return {{"preset", c.preset},
+          {"gpus_per_node", c.gpus_per_node},
+          {"intra_node", {{"alpha_us", c.intra_node.alpha_us}, {"bandwidth_gbps", c.intra_node.bandwidth_gbps}}},
+          {"inter_node", {{"alpha_us", c.inter_node.alpha_us}, {"bandwidth_gbps", c.inter_node.bandwidth_gbps}}},
+          {"memory_bandwidth_gbps", c.memory_bandwidth_gbps},
+          {"device", c.device}};
+}
+
+json simulation_section_to_json(const SimulationSection& s) {
+  json j{{"coverage", {{"model", s.coverage.model}, {"exponent", s.coverage.exponent}}},
+         {"forward_fraction", s.forward_fraction},
+         {"optimizer_ms", s.optimizer_ms}};
+  if (s.profile.kind == "analytic") {
+    j["profile"] = {{"analytic",
+                     {{"device", s.profile.analytic.device},
+                      {"matmul_efficiency", s.profile.analytic.matmul_efficiency},
+                      {"attention_efficiency", s.profile.analytic.attention_efficiency}}}};
+  } else if (s.profile.kind == "file") {
+    j["profile"] = {{"file", s.profile.file}};
+  }
+  return j;
+}
+
+}  // namespace sb

@@ -1,0 +1,87 @@
+#pragma once
+// The manifest blocks only `sparsebalance simulate` reads (the real runner ignores them;
+// docs/simulator.md):
+//
+//   "cluster": {"preset": "h200" | "h20" | "a100",      the defaults below
+//               "gpus_per_node": 8,
+//               "intra_node": {"alpha_us": 3, "bandwidth_gbps": 3600},   NVLink/NVSwitch
+//               "inter_node": {"alpha_us": 10, "bandwidth_gbps": 400},   InfiniBand, per GPU
+//               "memory_bandwidth_gbps": 38400,                         HBM (optimizer step)
+//               "device": "h200"}                  the analytic profile's default device
+//   "simulation": {"profile": {"analytic": {"device": "h200", "matmul_efficiency": 0.5,
+//                                           "attention_efficiency": 0.3}}
+//                             | {"file": "profiles/cpu.json"},
+//                  "coverage": {"model": "zipf", "exponent": 1.0},
+//                  "forward_fraction": 0.3333,
+//                  "optimizer_ms": -1}
+//
+// Bandwidths are in gigaBITS per second (Gbit/s, as link speeds are quoted), latencies
+// in microseconds. Preset figures are nominal data-sheet numbers, assumptions of this
+// project (see cluster_preset in simulation_spec.cpp for their sources); real links
+// reach less, so simulated communication is optimistic.
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sb {
+
+struct LinkSection {
+  double alpha_us = 0;        // per-message latency (microseconds)
+  double bandwidth_gbps = 0;  // Gbit/s per direction per GPU
+};
+
+struct ClusterSection {
+  std::string preset = "h200";
+  int64_t gpus_per_node = 8;
+  LinkSection intra_node;
+  LinkSection inter_node;
+  double memory_bandwidth_gbps = 0;  // HBM, Gbit/s (the optimizer step's memory model)
+  std::string device = "h200";       // device_throughput_preset name (analytic profiles)
+};
+
+// The defaults of a preset (std::invalid_argument for an unknown name).
+ClusterSection cluster_preset(const std::string& name);
+std::vector<std::string> cluster_preset_names();  // "h200", "h20", "a100"
+
+struct AnalyticProfileSection {
+  std::string device;  // "" in the file: the cluster's device (resolved)
+  double matmul_efficiency = 0;     // 0 in the file: the device preset's (resolved)
+  double attention_efficiency = 0;  // 0 in the file: the device preset's (resolved)
+};
+
+// Where simulated compute times come from. kind "method": each method's own `profile`
+// (a file); "file": one profile file for every method; "analytic": make_analytic_profile.
+struct SimProfileSection {
+  std::string kind = "method";
+  std::string file;  // kind == "file" (absolute once resolved)
+  AnalyticProfileSection analytic;
+};
+
+// Routing-score coverage C(length, k) for DST's floor (harness/sim/coverage_model.h).
+struct CoverageSection {
+  std::string model = "zipf";
+  double exponent = 1.0;
+};
+
+struct SimulationSection {
+  SimProfileSection profile;
+  CoverageSection coverage;
+  // Share of a micro-batch's forward + backward time spent in the forward (the profile
+  // measures the sum). Default 1/3: backward = 2 x forward for matmuls.
+  double forward_fraction = 1.0 / 3.0;
+  // Optimizer step per rank (ms); negative: the memory-bandwidth model of
+  // harness/sim/cluster_model.h.
+  double optimizer_ms = -1;
+};
+
+// path: "$.cluster" / "$.simulation"; file: the manifest (errors, relative paths).
+ClusterSection parse_cluster_section(const nlohmann::json& j, const std::string& path, const std::string& file);
+SimulationSection parse_simulation_section(const nlohmann::json& j, const std::string& path, const std::string& file,
+                                           const ClusterSection* cluster);
+nlohmann::json cluster_section_to_json(const ClusterSection& cluster);
+nlohmann::json simulation_section_to_json(const SimulationSection& simulation);
+
+}  // namespace sb

@@ -1,0 +1,58 @@
+#include "harness/sim/cluster_model.h"
+
+#include <stdexcept>
+#include <string>
+
+namespace sb {
+
+double alpha_beta_ms(const LinkSection& link, double bytes) {
+  return link.alpha_us / 1000.0 + bytes * 8.0 / (link.bandwidth_gbps * 1e9) * 1000.0;
+}
+
+double ring_allreduce_ms(const LinkSection& link, int64_t ranks, double bytes) {
+  if (ranks <= 1) return 0.0;
+  const double n = static_cast<double>(ranks);
+  return 2.0 * (n - 1.0) / n * bytes * 8.0 / (link.bandwidth_gbps * 1e9) * 1000.0 +
+         2.0 * (n - 1.0) * link.alpha_us / 1000.0;
+}
+
+ClusterModel::ClusterModel(ClusterSection cluster, int64_t dp, int64_t pp, int64_t tp)
+    : cluster_(std::move(cluster)), dp_(dp), pp_(pp), tp_(tp) {
+  if (dp < 1 || pp < 1 || tp < 1) {
+    throw std::invalid_argument("ClusterModel: dp, pp and tp must be >= 1 (got " + std::to_string(dp) + ", " +
+                                std::to_string(pp) + ", " + std::to_string(tp) + ")");
+  }
+  if (cluster_.gpus_per_node < 1) throw std::invalid_argument("ClusterModel: gpus_per_node must be >= 1");
+}
+
+int64_t ClusterModel::world_rank(int64_t dp_rank, int64_t stage, int64_t tp_rank) const {
+  return (dp_rank * pp_ + stage) * tp_ + tp_rank;
+}
+
+int64_t ClusterModel::node_of(int64_t rank) const { return rank / cluster_.gpus_per_node; }
+
+int64_t ClusterModel::node_count() const {
+  return (world_size() + cluster_.gpus_per_node - 1) / cluster_.gpus_per_node;
+}
+
+const LinkSection& ClusterModel::link_between(int64_t a, int64_t b) const {
+  return node_of(a) == node_of(b) ? cluster_.intra_node : cluster_.inter_node;
+}
+
+const LinkSection& ClusterModel::pipeline_link(int64_t dp_rank, int64_t stage) const {
+  return link_between(world_rank(dp_rank, stage, 0), world_rank(dp_rank, stage + 1, 0));
+}
+
+const LinkSection& ClusterModel::data_parallel_link(int64_t stage) const {
+  const int64_t first = node_of(world_rank(0, stage, 0));
+  for (int64_t d = 1; d < dp_; ++d) {
+    if (node_of(world_rank(d, stage, 0)) != first) return cluster_.inter_node;
+  }
+  return cluster_.intra_node;
+}
+
+const LinkSection& ClusterModel::tensor_parallel_link(int64_t dp_rank, int64_t stage) const {
+  return link_between(world_rank(dp_rank, stage, 0), world_rank(dp_rank, stage, tp_ - 1));
+}
+
+}  // namespace sb

@@ -1,0 +1,222 @@
+#include "harness/sim/run_simulator.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "harness/dist/parallel_layout.h"
+#include "harness/sim/pipeline_simulator.h"
+#include "harness/trace/iteration_metrics.h"
+#include "harness/train/lr_schedule.h"
+#include "models/qwen2/qwen2_config.h"
+
+namespace sb {
+namespace {
+
+double now_ms() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double activation_bytes(const Manifest& m) { return m.train.precision == "fp32" ? 4.0 : 2.0; }
+
+// (in, out) features of a LoRA target projection.
+std::pair<double, double> projection_shape(const Qwen2Config& c, const std::string& name) {
+  const auto h = static_cast<double>(c.hidden_size);
+  const auto q = static_cast<double>(c.num_attention_heads * c.head_dim);
+  const auto kv = static_cast<double>(c.num_key_value_heads * c.head_dim);
+  const auto i = static_cast<double>(c.intermediate_size);
+  if (name == "q_proj") return {h, q};
+  if (name == "k_proj" || name == "v_proj") return {h, kv};
+  if (name == "o_proj") return {q, h};
+  if (name == "gate_proj" || name == "up_proj") return {h, i};
+  if (name == "down_proj") return {i, h};
+  throw std::invalid_argument("projection_shape: unknown projection \"" + name + "\"");
+}
+
+}  // namespace
+
+BatchPlannerOptions simulation_planner_options(const Manifest& m) {
+  const MethodSection& method = m.methods.at(0);
+  BatchPlannerOptions o;
+  o.batching = method.batching;
+  o.budget.name = method.budget;
+  o.budget.top_k = method.attention.top_k;
+  o.budget.block_size = method.attention.block_size;
+  o.budget.total_layers = qwen2_preset(m.model.preset).num_hidden_layers;
+  o.budget.dst.anchor = dst_anchor_from_name(method.dst.anchor);
+  o.budget.dst.p = method.dst.p;
+  o.budget.dst.k_min = method.dst.k_min;
+  o.budget.dst.k_max = method.dst.k_max;
+  o.budget.dst.bottleneck = dst_bottleneck_rule_from_name(method.dst.bottleneck);
+  o.sab_ema_alpha = method.sab.ema_alpha;
+  o.dp = m.parallelism.dp;
+  o.max_tokens = m.train.max_tokens_per_microbatch;
+  o.max_samples = m.train.max_samples_per_microbatch;
+  return o;
+}
+
+std::vector<double> stage_trained_parameters(const Manifest& m) {
+  const Qwen2Config& c = qwen2_preset(m.model.preset);
+  const auto h = static_cast<double>(c.hidden_size);
+  const auto q = static_cast<double>(c.num_attention_heads * c.head_dim);
+  const auto kv = static_cast<double>(c.num_key_value_heads * c.head_dim);
+  const int64_t pp = m.parallelism.pp;
+  std::vector<double> out(static_cast<size_t>(pp), 0.0);
+  double per_layer = 0;
+  if (m.train.lora) {
+    for (const std::string& module : m.train.lora->target_modules) {
+      const auto [in, outf] = projection_shape(c, module);
+      per_layer += static_cast<double>(m.train.lora->rank) * (in + outf);
+    }
+  } else {
+    per_layer = (h * q + q) + 2 * (h * kv + kv) + q * h + 3 * h * static_cast<double>(c.intermediate_size) + 2 * h;
+  }
+  const double embedding = m.train.lora ? 0.0 : static_cast<double>(c.vocab_size) * h;
+  for (int64_t s = 0; s < pp; ++s) {
+    out[static_cast<size_t>(s)] = per_layer * static_cast<double>(m.parallelism.stage_layers[static_cast<size_t>(s)]);
+  }
+  out.front() += embedding;
+  if (!m.train.lora) out.back() += h;  // final norm
+  // The last stage holds the lm_head, or with tied embeddings (pp > 1) a copy of the
+  // embedding it trains too.
+  if (!c.tie_word_embeddings || pp > 1) out.back() += embedding;
+  return out;
+}
+
+RunSimulator::RunSimulator(const Manifest& m, SimProfile profile, ClusterSection cluster, RunSimulatorOptions options)
+    : manifest_(m),
+      profile_(std::move(profile)),
+      cluster_(std::move(cluster), m.parallelism.dp, m.parallelism.pp, m.parallelism.tp),
+      options_(options),
+      simulation_(m.simulation ? *m.simulation : SimulationSection{}) {
+  const Qwen2Config& config = qwen2_preset(m.model.preset);
+  dataset_ = make_dataset(m.data, m.seed, config.vocab_size, m.train.max_tokens_per_microbatch);
+  planner_ = std::make_unique<BatchPlanner>(simulation_planner_options(m), profile_.predictor);
+  const MethodSection& method = m.methods.at(0);
+  if (method.attention.name == "moba") {
+    coverage_ = std::make_unique<ZipfCoverageModel>(simulation_.coverage.exponent, method.attention.block_size);
+  }
+  stage_trained_params_ = stage_trained_parameters(m);
+}
+
+SimulatedIteration RunSimulator::simulate_iteration(int64_t iteration) {
+  const Manifest& m = manifest_;
+  const TrainSection& train = m.train;
+  const MethodSection& method = m.methods.at(0);
+  const Qwen2Config& config = qwen2_preset(m.model.preset);
+  const LatencyPredictor& predictor = *profile_.predictor;
+  const int64_t dp = m.parallelism.dp, pp = m.parallelism.pp, tp = m.parallelism.tp;
+  const bool moba = method.attention.name == "moba";
+
+  SimulatedIteration out;
+  IterationRecord& record = out.record;
+  const std::vector<Sample> batch = dataset_->global_batch(iteration, train.global_batch_size);
+  std::vector<int64_t> lengths;
+  for (const Sample& s : batch) {
+    lengths.push_back(s.length());
+    record.tokens += s.length();
+    record.loss_tokens += s.loss_tokens();
+  }
+  record.sequences = static_cast<int64_t>(batch.size());
+
+  const double plan_start = now_ms();
+  out.plan = planner_->plan(lengths);
+  const double measured_plan_ms = now_ms() - plan_start;
+  out.plan.validate(lengths, train.max_tokens_per_microbatch);
+  const double plan_ms = options_.fixed_plan_ms >= 0 ? options_.fixed_plan_ms : measured_plan_ms;
+
+  const double sim_start = now_ms();
+  const double act_bytes = activation_bytes(m);
+  const auto hidden = static_cast<double>(config.hidden_size);
+  const double f = simulation_.forward_fraction;
+  PipelineSimInput in;
+  in.dp = dp;
+  in.pp = pp;
+  in.start_ms.assign(static_cast<size_t>(dp), plan_ms);
+  in.forward_ms.assign(static_cast<size_t>(dp), std::vector<std::vector<double>>(static_cast<size_t>(pp)));
+  in.backward_ms = in.forward_ms;
+  in.transfer_ms = in.forward_ms;
+  std::vector<std::vector<double>> realized(static_cast<size_t>(dp));
+  for (int64_t d = 0; d < dp; ++d) {
+    const auto& mbs = out.plan.ranks[static_cast<size_t>(d)];
+    for (const PlannedMicroBatch& mb : mbs) {
+      const std::vector<int64_t> mb_lengths = microbatch_lengths(mb, lengths);
+      const int64_t planned_k = mb.budget > 0 ? mb.budget : method.attention.top_k;
+      double attention = 0;
+      double budget_sum = 0, coverage_sum = 0;
+      for (int64_t length : mb_lengths) {
+        int64_t k = moba ? planned_k : 0;
+        if (moba && coverage_) {
+          k = coverage_->effective_budget(length, planned_k, mb.coverage_reference_k, mb.coverage_floor_ratio);
+          coverage_sum += coverage_->coverage(length, k);
+        }
+        budget_sum += static_cast<double>(k);
+        attention += predictor.attention_ms(length, k);
+      }
+      const auto n = static_cast<double>(mb_lengths.size());
+      realized[static_cast<size_t>(d)].push_back(moba ? budget_sum / n : static_cast<double>(mb.budget));
+      if (moba) {
+        record.budgets.push_back(planned_k);
+        record.coverage.push_back(coverage_sum / n);
+      }
+      const double per_layer = attention + predictor.rest_ms(mb.tokens);
+      const double tokens_bytes = static_cast<double>(mb.tokens) * hidden * act_bytes;
+      for (int64_t s = 0; s < pp; ++s) {
+        const auto layers = static_cast<double>(m.parallelism.stage_layers[static_cast<size_t>(s)]);
+        double compute = layers * per_layer;
+        if (s == pp - 1 && predictor.options().include_head) compute += predictor.head_ms(mb.tokens);
+        compute /= static_cast<double>(tp);
+        const double tp_allreduce =
+            tp > 1 ? layers * 2.0 * ring_allreduce_ms(cluster_.tensor_parallel_link(d, s), tp, tokens_bytes) : 0.0;
+        in.forward_ms[static_cast<size_t>(d)][static_cast<size_t>(s)].push_back(f * compute + tp_allreduce);
+        in.backward_ms[static_cast<size_t>(d)][static_cast<size_t>(s)].push_back((1 - f) * compute + tp_allreduce);
+        in.transfer_ms[static_cast<size_t>(d)][static_cast<size_t>(s)].push_back(
+            s + 1 < pp ? alpha_beta_ms(cluster_.pipeline_link(d, s), tokens_bytes / static_cast<double>(tp)) : 0.0);
+      }
+      record.microbatch_tokens.push_back(mb.tokens);
+      record.microbatch_dp_rank.push_back(d);
+      if (mb.predicted_ms >= 0) record.microbatch_pred_ms.push_back(mb.predicted_ms);
+    }
+  }
+  // Predictions only when every micro-batch has one (as the real record).
+  if (record.microbatch_pred_ms.size() != record.microbatch_tokens.size()) record.microbatch_pred_ms.clear();
+  for (int64_t s = 0; s < pp; ++s) {
+    const double params = stage_trained_params_[static_cast<size_t>(s)] / static_cast<double>(tp);
+    in.allreduce_ms.push_back(ring_allreduce_ms(cluster_.data_parallel_link(s), dp, params * 4.0));
+    in.optimizer_ms.push_back(simulation_.optimizer_ms >= 0
+                                  ? simulation_.optimizer_ms
+                                  : params * 28.0 * 8.0 / (cluster_.cluster().memory_bandwidth_gbps * 1e9) * 1000.0);
+  }
+  PipelineSimResult sim = simulate_pipeline_iteration(in);
+  std::vector<int64_t> counts;
+  for (const auto& rank : out.plan.ranks) counts.push_back(static_cast<int64_t>(rank.size()));
+  const PipelineMetrics metrics = compute_pipeline_metrics(sim.ranks, dp, pp, counts);
+  out.simulate_ms = now_ms() - sim_start;
+
+  record.iteration = iteration;
+  record.warmup = iteration < train.warmup_iterations;
+  record.loss = std::numeric_limits<double>::quiet_NaN();
+  record.grad_norm = std::numeric_limits<double>::quiet_NaN();
+  record.lr = learning_rate_at(iteration, train);
+  record.iter_ms = metrics.iter_ms;
+  record.microbatch_ms = metrics.microbatch_ms;
+  record.imbalance = metrics.imbalance;
+  record.per_stage_busy_ms = metrics.busy_ms;
+  record.per_stage_idle_ms = metrics.idle_ms;
+  record.bubble_fraction = metrics.bubble_fraction;
+  record.bubble_fraction_max = metrics.bubble_fraction_max;
+  record.balance_overhead_ms = plan_ms;
+  record.allreduce_ms = sim.max_allreduce_ms;
+
+  out.timeline.iteration = iteration;
+  // Simulated iterations follow each other on one time axis (ms since the run's start).
+  out.timeline.origin_unix_ms = elapsed_ms_;
+  elapsed_ms_ += metrics.iter_ms;
+  out.timeline.ranks = std::move(sim.ranks);
+  planner_->observe(out.plan, lengths, realized);
+  return out;
+}
+
+}  // namespace sb

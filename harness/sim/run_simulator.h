@@ -1,0 +1,92 @@
+#pragma once
+// One simulated run: the run's data (the same Dataset the trainer reads, so every
+// iteration has the real run's sample lengths), the same BatchPlanner (same policies,
+// same options, same predictor and observations), then per iteration the stage times
+// from the predictor, the communication model and the 1F1B discrete-event simulation
+// (pipeline_simulator.h), turned into the IterationRecord and timelines a real run
+// writes (docs/simulator.md).
+//
+// Per micro-batch m with samples of lengths L_i, planned budget k_m (DST's coverage floor
+// applied per sequence with coverage_model.h: k_i = max(k_m, floor(L_i))), T tokens:
+//   compute of stage s  = layers_s x (sum_i attention_ms(L_i, k_i) + rest_ms(T))
+//                         (+ head_ms(T) on the last stage when the predictor includes it)
+//   with TP:              compute / tp + layers_s x 4 ring all-reduces of T x hidden x
+//                         act_bytes over the TP group (2 in the forward, 2 in the backward)
+//   forward / backward  = forward_fraction / (1 - forward_fraction) of the compute, plus
+//                         2 TP all-reduces per layer each
+//   stage transfer      = alpha-beta of T x hidden x act_bytes / tp (sequence-parallel
+//                         shards; act_bytes 2 for bf16-mixed, 4 for fp32)
+//   DP all-reduce       = ring over dp of (trained parameters of the stage / tp) x 4 bytes
+//                         (fp32 gradients; LoRA: only the adapters)
+//   optimizer           = simulation.optimizer_ms, or AdamW's memory traffic: 28 bytes per
+//                         trained parameter of the rank (read param, grad, m, v; write param,
+//                         m, v; fp32) / memory bandwidth
+// Iteration start: the planner's measured wall time (balance_overhead_ms) on every rank.
+// Records: loss and grad_norm are NaN (omitted from records.jsonl: nothing was trained);
+// coverage[k] is the coverage model's value, budgets[k] the planned budget.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "harness/balance/batch_planner.h"
+#include "harness/config/manifest.h"
+#include "harness/data/dataset.h"
+#include "harness/sim/cluster_model.h"
+#include "harness/sim/coverage_model.h"
+#include "harness/sim/sim_profile.h"
+#include "harness/train/iteration_record.h"
+#include "harness/trace/timeline.h"
+
+namespace sb {
+
+// The trainer's planning options for a run's manifest (mirrors the trainer's own
+// construction; tests/cpu/test_simulator.cpp checks that the plans agree).
+BatchPlannerOptions simulation_planner_options(const Manifest& manifest);
+
+struct RunSimulatorOptions {
+  // Negative: measure the planner call's wall time; otherwise use this (deterministic
+  // timelines for tests and comparisons).
+  double fixed_plan_ms = -1;
+};
+
+struct SimulatedIteration {
+  IterationRecord record;
+  TimelineIteration timeline;
+  GlobalBatchPlan plan;
+  double simulate_ms = 0;  // wall time of the event simulation itself (benchmarks)
+};
+
+class RunSimulator {
+ public:
+  // run_manifest: one run's manifest; cluster: the cluster block or its default.
+  RunSimulator(const Manifest& run_manifest, SimProfile profile, ClusterSection cluster,
+               RunSimulatorOptions options = {});
+
+  // Iterations must be simulated in order (the planner learns from each).
+  SimulatedIteration simulate_iteration(int64_t iteration);
+
+  const SimProfile& profile() const { return profile_; }
+  const ClusterModel& cluster() const { return cluster_; }
+  const ZipfCoverageModel* coverage() const { return coverage_.get(); }
+  const SimulationSection& simulation() const { return simulation_; }
+  BatchPlanner& planner() { return *planner_; }
+
+ private:
+  Manifest manifest_;
+  SimProfile profile_;
+  ClusterModel cluster_;
+  RunSimulatorOptions options_;
+  SimulationSection simulation_;
+  std::unique_ptr<Dataset> dataset_;
+  std::unique_ptr<BatchPlanner> planner_;
+  std::unique_ptr<ZipfCoverageModel> coverage_;
+  std::vector<double> stage_trained_params_;  // [stage], whole stage (all TP ranks)
+  double elapsed_ms_ = 0;                     // simulated time of the iterations so far
+};
+
+// Trained parameters of each stage (LoRA: adapters only), for the DP all-reduce and the
+// optimizer model.
+std::vector<double> stage_trained_parameters(const Manifest& manifest);
+
+}  // namespace sb

@@ -1,0 +1,148 @@
+#include "harness/sim/sim_runner.h"
+
+#include <chrono>
+#include <cstdio>
+#include <ostream>
+
+#include "harness/common/atomic_file.h"
+#include "harness/common/errors.h"
+#include "harness/report/report.h"
+#include "harness/runner/run_folder.h"
+#include "harness/runner/system_info.h"
+#include "harness/sim/run_simulator.h"
+#include "models/qwen2/qwen2_config.h"
+
+namespace sb {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// A measured run's folder is never a simulation's to replace.
+void refuse_measured_folder(const fs::path& run_dir) {
+  const fs::path context = run_dir / "context.json";
+  if (!fs::exists(context)) return;
+  json j;
+  try {
+    j = json::parse(read_file(context));
+  } catch (const std::exception&) {
+    return;
+  }
+  const json experiment = j.value("experiment", json::object());
+  if (!experiment.value("simulated", false)) {
+    throw ConfigError(run_dir.string(), "", "holds a measured run (context.json experiment.simulated is false)",
+                      "simulate into another folder: --results results/simulated");
+  }
+}
+
+json simulation_context(const RunSpec& run, const SimulateOptions& options, const RunSimulator& sim) {
+  const Manifest& m = run.manifest;
+  json context = collect_system_info();  // the machine that simulated, not the simulated one
+  context["seed"] = m.seed;
+  context["run"] = run.name;
+  context["manifest_name"] = m.name;
+  context["manifest_file"] = options.run.manifest_file.string();
+  context["command_line"] = options.run.command_line;
+  context["started_at_utc"] = utc_timestamp("%Y-%m-%dT%H:%M:%SZ");
+  context["experiment"] = {{"method", run.method},
+                           {"baseline", run.baseline_method},
+                           {"is_baseline", run.is_baseline},
+                           {"sweep_point", run.sweep_point},
+                           {"simulated", true}};
+  const ParallelismSection& p = m.parallelism;
+  const ClusterSection& cluster = sim.cluster().cluster();
+  context["world"] = {{"world_size", p.dp * p.pp * p.tp},
+                      {"dp", p.dp},
+                      {"pp", p.pp},
+                      {"tp", p.tp},
+                      {"stage_layers", p.stage_layers},
+                      {"device", cluster.device},
+                      {"nodes", sim.cluster().node_count()},
+                      {"collective_backend", "simulated"},
+                      {"rank_placement", "TP innermost, then PP, then DP: rank = (dp_rank * pp + stage) * tp + tp_rank"}};
+  context["profile"] = sim.profile().describe();
+  context["cluster"] = cluster_section_to_json(cluster);
+  context["cluster"]["from"] = m.cluster ? "manifest" : "default (preset h200)";
+  const SimulationSection& s = sim.simulation();
+  if (sim.coverage() != nullptr) {
+    context["coverage_model"] = {
+        {"model", s.coverage.model},
+        {"exponent", s.coverage.exponent},
+        {"used_for", "DST's per-layer floor: each sequence runs max(k_m, smallest k with C(L, k) >= (1 - p) C(L, k0))"},
+        {"definition", "C(L, k) = mean over query blocks i of H_min(k, i+1)(s) / H_(i+1)(s), Zipf routing scores "
+                       "(harness/sim/coverage_model.h)"}};
+  } else {
+    context["coverage_model"] = {{"model", "none"}, {"reason", "dense attention has no budget"}};
+  }
+  context["simulator"] = {
+      {"forward_fraction", s.forward_fraction},
+      {"optimizer",
+       s.optimizer_ms >= 0 ? json("constant " + std::to_string(s.optimizer_ms) + " ms (simulation.optimizer_ms)")
+                           : json("28 bytes per trained parameter of the rank / memory_bandwidth_gbps")},
+      {"include_head", sim.profile().predictor->options().include_head},
+      {"loss", "not simulated: loss and grad_norm are omitted from records.jsonl"},
+      {"balance_overhead", options.fixed_plan_ms >= 0 ? "fixed " + std::to_string(options.fixed_plan_ms) + " ms"
+                                                      : "measured wall time of the BatchPlanner call"}};
+  return context;
+}
+
+}  // namespace
+
+ClusterSection simulation_cluster(const Manifest& m) { return m.cluster ? *m.cluster : cluster_preset("h200"); }
+
+RunManifestResult simulate_manifest(const Manifest& manifest, const SimulateOptions& options, std::ostream& log) {
+  RunManifestResult result;
+  result.manifest_dir = options.run.results_root / manifest.name;
+  const std::vector<RunSpec> runs = select_runs(manifest, options.run);
+  // Decide every run first, so that a conflict stops the command before anything runs.
+  std::vector<RunDecision> decisions;
+  for (const RunSpec& run : runs) {
+    const fs::path run_dir = result.manifest_dir / run.name;
+    refuse_measured_folder(run_dir);
+    decisions.push_back(decide_run(run_dir, manifest_to_json(run.manifest), options.run.force,
+                                   options.run.manifest_file.string()));
+  }
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const RunSpec& run = runs[i];
+    RunDecision decision = decisions[i];
+    const fs::path run_dir = result.manifest_dir / run.name;
+    if (decision.disposition == Disposition::kSkip) {
+      log << "skipping " << run_dir.string() << ": already complete (pass --force to rerun)\n";
+      result.skipped.push_back(run.name);
+      continue;
+    }
+    if (decision.disposition == Disposition::kResume) {
+      // Simulations write no checkpoints; any left over are not theirs to resume.
+      decision.disposition = Disposition::kRestartIncomplete;
+      decision.reason = "incomplete simulation: restarted from iteration 0";
+    }
+    const Manifest& m = run.manifest;
+    const Qwen2Config& config = qwen2_preset(m.model.preset);
+    const int64_t longest = make_dataset(m.data, m.seed, config.vocab_size, m.train.max_tokens_per_microbatch)->max_length();
+    RunSimulatorOptions sim_options;
+    sim_options.fixed_plan_ms = options.fixed_plan_ms;
+    RunSimulator sim(m, load_sim_profile(m, longest, options.profile), simulation_cluster(m), sim_options);
+    prepare_run_folder(run_dir, decision, manifest_to_json(m), simulation_context(run, options, sim), log);
+    RunFolderWriter writer(run_dir);
+    const auto wall_start = std::chrono::steady_clock::now();
+    for (int64_t it = 0; it < m.train.iterations; ++it) {
+      SimulatedIteration step = sim.simulate_iteration(it);
+      writer.append(step.record, step.timeline);
+      if (it == 0 || (it + 1) % options.run.progress_every == 0 || it + 1 == m.train.iterations) {
+        char line[256];
+        std::snprintf(line, sizeof(line), "[%s/%s] simulated iteration %lld/%lld  %.1f ms  bubble %.3f  imbalance %.2f\n",
+                      m.name.c_str(), run.name.c_str(), static_cast<long long>(it + 1),
+                      static_cast<long long>(m.train.iterations), step.record.iter_ms, step.record.bubble_fraction,
+                      step.record.imbalance);
+        log << line << std::flush;
+      }
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+    writer.finish(m.train.iterations, seconds, false);
+    result.ran.push_back(run.name);
+  }
+  write_report(result.manifest_dir);
+  return result;
+}
+
+}  // namespace sb
