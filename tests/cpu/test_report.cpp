@@ -211,6 +211,7 @@ TEST_F(ReportFixture, JsonCarriesRunsMethodsAblationAndContext) {
   const json& first = j["runs"][0];
   EXPECT_EQ(first["run"], "base__seed=1");
   EXPECT_DOUBLE_EQ(first["iter_ms"]["p75"].get<double>(), 415);
+  EXPECT_DOUBLE_EQ(first["iter_ms_median"].get<double>(), first["iter_ms"]["median"].get<double>());
   EXPECT_DOUBLE_EQ(first["bubble_fraction"]["max"].get<double>(), 0.5);
   EXPECT_TRUE(first["coverage_mean"].is_null());
   EXPECT_TRUE(first["dst"].is_null());
