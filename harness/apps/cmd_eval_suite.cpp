@@ -19,7 +19,8 @@ EvalSubcommand register_eval_suite(CLI::App& eval) {
   CLI::App* sub = eval.add_subcommand("suite", "Run an eval spec (a manifest's `eval` block) on a checkpoint");
   sub->footer(
       "SPEC is a JSON file holding the object a manifest's \"eval\" block holds (keys: chat, system_prompt, "
-      "jieba_dir, longbench, longbench_v2, niah, heldout; see README); relative paths resolve against SPEC's "
+      "jieba_dir, repetition_penalty, longbench, longbench_v2, niah, heldout; \"synthetic\" needs a training run's "
+      "data and works only in a manifest; see README); relative paths resolve against SPEC's "
       "folder. Writes every evaluation's files under --out and prints the metric columns (also in "
       "<out>/eval_columns.json).");
   sub->add_option("--model", flags->model, "HF checkpoint folder")->required();
