@@ -66,14 +66,7 @@ LatencyProfile make_analytic_profile(const Qwen2Config& config, const std::strin
   }
   LatencyProfile p;
   p.kind = "analytic";
-  p.model = {{"preset", config.name},
-             {"hidden_size", config.hidden_size},
-             {"intermediate_size", config.intermediate_size},
-             {"num_hidden_layers", config.num_hidden_layers},
-             {"num_attention_heads", config.num_attention_heads},
-             {"num_key_value_heads", config.num_key_value_heads},
-             {"head_dim", config.head_dim},
-             {"vocab_size", config.vocab_size}};
+  p.model = latency_profile_model_json(config);
   p.attention = attention;
   p.block_size = attention == "moba" ? block_size : 0;
   p.device = device.name;

@@ -143,6 +143,17 @@ void LatencyProfile::validate() const {
   }
 }
 
+nlohmann::json latency_profile_model_json(const Qwen2Config& config) {
+  return {{"preset", config.name},
+          {"hidden_size", config.hidden_size},
+          {"intermediate_size", config.intermediate_size},
+          {"num_hidden_layers", config.num_hidden_layers},
+          {"num_attention_heads", config.num_attention_heads},
+          {"num_key_value_heads", config.num_key_value_heads},
+          {"head_dim", config.head_dim},
+          {"vocab_size", config.vocab_size}};
+}
+
 nlohmann::json latency_profile_to_json(const LatencyProfile& p) {
   nlohmann::json layer_median = nlohmann::json::array(), layer_spread = nlohmann::json::array(),
                  layer_samples = nlohmann::json::array();

@@ -29,6 +29,8 @@
 #include <string>
 #include <vector>
 
+#include "models/qwen2/qwen2_config.h"
+
 namespace sb {
 
 struct LatencyStat {
@@ -61,6 +63,9 @@ struct LatencyProfile {
   // or non-finite latencies).
   void validate() const;
 };
+
+// The profile's "model" object: the preset name and the shape that decides a layer's cost.
+nlohmann::json latency_profile_model_json(const Qwen2Config& config);
 
 nlohmann::json latency_profile_to_json(const LatencyProfile& profile);
 // `file` names the source in errors (ConfigError with the JSON path).

@@ -137,14 +137,7 @@ LatencyProfile measure_latency_profile(const ProfileRequest& request, const Prog
   const Qwen2Config& config = qwen2_preset(request.preset);
   LatencyProfile p;
   p.kind = "measured";
-  p.model = {{"preset", request.preset},
-             {"hidden_size", config.hidden_size},
-             {"intermediate_size", config.intermediate_size},
-             {"num_hidden_layers", config.num_hidden_layers},
-             {"num_attention_heads", config.num_attention_heads},
-             {"num_key_value_heads", config.num_key_value_heads},
-             {"head_dim", config.head_dim},
-             {"vocab_size", config.vocab_size}};
+  p.model = latency_profile_model_json(config);
   p.attention = request.attention.name;
   p.block_size = request.attention.name == "moba" ? request.attention.block_size : 0;
   p.device = request.device;

@@ -10,6 +10,7 @@
 #include "harness/sim/pipeline_simulator.h"
 #include "harness/trace/iteration_metrics.h"
 #include "harness/train/lr_schedule.h"
+#include "harness/train/method_planner_options.h"
 #include "models/qwen2/qwen2_config.h"
 
 namespace sb {
@@ -36,26 +37,6 @@ std::pair<double, double> projection_shape(const Qwen2Config& c, const std::stri
 }
 
 }  // namespace
-
-BatchPlannerOptions simulation_planner_options(const Manifest& m) {
-  const MethodSection& method = m.methods.at(0);
-  BatchPlannerOptions o;
-  o.batching = method.batching;
-  o.budget.name = method.budget;
-  o.budget.top_k = method.attention.top_k;
-  o.budget.block_size = method.attention.block_size;
-  o.budget.total_layers = qwen2_preset(m.model.preset).num_hidden_layers;
-  o.budget.dst.anchor = dst_anchor_from_name(method.dst.anchor);
-  o.budget.dst.p = method.dst.p;
-  o.budget.dst.k_min = method.dst.k_min;
-  o.budget.dst.k_max = method.dst.k_max;
-  o.budget.dst.bottleneck = dst_bottleneck_rule_from_name(method.dst.bottleneck);
-  o.sab_ema_alpha = method.sab.ema_alpha;
-  o.dp = m.parallelism.dp;
-  o.max_tokens = m.train.max_tokens_per_microbatch;
-  o.max_samples = m.train.max_samples_per_microbatch;
-  return o;
-}
 
 std::vector<double> stage_trained_parameters(const Manifest& m) {
   const Qwen2Config& c = qwen2_preset(m.model.preset);
@@ -93,7 +74,7 @@ RunSimulator::RunSimulator(const Manifest& m, SimProfile profile, ClusterSection
       simulation_(m.simulation ? *m.simulation : SimulationSection{}) {
   const Qwen2Config& config = qwen2_preset(m.model.preset);
   dataset_ = make_dataset(m.data, m.seed, config.vocab_size, m.train.max_tokens_per_microbatch);
-  planner_ = std::make_unique<BatchPlanner>(simulation_planner_options(m), profile_.predictor);
+  planner_ = std::make_unique<BatchPlanner>(method_planner_options(m, m.parallelism.dp), profile_.predictor);
   const MethodSection& method = m.methods.at(0);
   if (method.attention.name == "moba") {
     coverage_ = std::make_unique<ZipfCoverageModel>(simulation_.coverage.exponent, method.attention.block_size);

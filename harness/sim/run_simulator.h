@@ -40,10 +40,6 @@
 
 namespace sb {
 
-// The trainer's planning options for a run's manifest (mirrors the trainer's own
-// construction; tests/cpu/test_simulator.cpp checks that the plans agree).
-BatchPlannerOptions simulation_planner_options(const Manifest& manifest);
-
 struct RunSimulatorOptions {
   // Negative: measure the planner call's wall time; otherwise use this (deterministic
   // timelines for tests and comparisons).

@@ -1,5 +1,7 @@
 #include "harness/train/trainer.h"
 
+#include "harness/train/method_planner_options.h"
+
 #include "harness/dist/error_text.h"
 
 #include <ATen/ATen.h>
@@ -39,26 +41,6 @@ AttentionBudgetRequest budget_request(const PlannedMicroBatch& planned) {
   return request;
 }
 
-// The method's planning options (harness/balance/batch_planner.h).
-BatchPlannerOptions planner_options(const Manifest& m, int64_t dp) {
-  const MethodSection& method = m.methods.at(0);
-  BatchPlannerOptions o;
-  o.batching = method.batching;
-  o.budget.name = method.budget;
-  o.budget.top_k = method.attention.top_k;
-  o.budget.block_size = method.attention.block_size;
-  o.budget.total_layers = qwen2_preset(m.model.preset).num_hidden_layers;
-  o.budget.dst.anchor = dst_anchor_from_name(method.dst.anchor);
-  o.budget.dst.p = method.dst.p;
-  o.budget.dst.k_min = method.dst.k_min;
-  o.budget.dst.k_max = method.dst.k_max;
-  o.budget.dst.bottleneck = dst_bottleneck_rule_from_name(method.dst.bottleneck);
-  o.sab_ema_alpha = method.sab.ema_alpha;
-  o.dp = dp;
-  o.max_tokens = m.train.max_tokens_per_microbatch;
-  o.max_samples = m.train.max_samples_per_microbatch;
-  return o;
-}
 
 // The budget each planned micro-batch ran with, in plan order per DP rank: the mean
 // effective budget over its layers when the backend reported statistics (DST's floor
@@ -107,7 +89,7 @@ Trainer::Trainer(const RunSpec& run, const RankContext& context, TrainerOptions 
   if (options.make_batching) {
     test_batching_ = options.make_batching(m.methods.at(0).batching);
   } else {
-    planner_ = std::make_unique<BatchPlanner>(planner_options(m, context_.layout.dp()), options.predictor);
+    planner_ = std::make_unique<BatchPlanner>(method_planner_options(m, context_.layout.dp()), options.predictor);
   }
   if (!options.make_backend) {
     options.make_backend = [](const AttentionOptions& attention) {

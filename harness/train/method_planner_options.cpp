@@ -1,0 +1,28 @@
+#include "harness/train/method_planner_options.h"
+
+#include "harness/balance/budget_policy.h"
+#include "models/qwen2/qwen2_config.h"
+
+namespace sb {
+
+BatchPlannerOptions method_planner_options(const Manifest& m, int64_t dp) {
+  const MethodSection& method = m.methods.at(0);
+  BatchPlannerOptions o;
+  o.batching = method.batching;
+  o.budget.name = method.budget;
+  o.budget.top_k = method.attention.top_k;
+  o.budget.block_size = method.attention.block_size;
+  o.budget.total_layers = qwen2_preset(m.model.preset).num_hidden_layers;
+  o.budget.dst.anchor = dst_anchor_from_name(method.dst.anchor);
+  o.budget.dst.p = method.dst.p;
+  o.budget.dst.k_min = method.dst.k_min;
+  o.budget.dst.k_max = method.dst.k_max;
+  o.budget.dst.bottleneck = dst_bottleneck_rule_from_name(method.dst.bottleneck);
+  o.sab_ema_alpha = method.sab.ema_alpha;
+  o.dp = dp;
+  o.max_tokens = m.train.max_tokens_per_microbatch;
+  o.max_samples = m.train.max_samples_per_microbatch;
+  return o;
+}
+
+}  // namespace sb
