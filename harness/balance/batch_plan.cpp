@@ -45,4 +45,21 @@ void GlobalBatchPlan::validate(const std::vector<int64_t>& sample_lengths,
   }
 }
 
+std::vector<int64_t> microbatch_lengths(const PlannedMicroBatch& mb,
+                                        const std::vector<int64_t>& sample_lengths) {
+  std::vector<int64_t> lengths;
+  lengths.reserve(mb.samples.size());
+  for (int64_t s : mb.samples) lengths.push_back(sample_lengths.at(static_cast<size_t>(s)));
+  return lengths;
+}
+
+std::vector<std::vector<int64_t>> plan_microbatch_lengths(const GlobalBatchPlan& plan,
+                                                          const std::vector<int64_t>& sample_lengths) {
+  std::vector<std::vector<int64_t>> out;
+  for (const auto& rank : plan.ranks) {
+    for (const PlannedMicroBatch& mb : rank) out.push_back(microbatch_lengths(mb, sample_lengths));
+  }
+  return out;
+}
+
 }  // namespace sb

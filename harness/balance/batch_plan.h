@@ -37,4 +37,12 @@ struct GlobalBatchPlan {
   void validate(const std::vector<int64_t>& sample_lengths, int64_t max_tokens) const;
 };
 
+// Lengths of the samples of one micro-batch, in packing order.
+std::vector<int64_t> microbatch_lengths(const PlannedMicroBatch& mb,
+                                        const std::vector<int64_t>& sample_lengths);
+// The same for every micro-batch of the plan, in plan order (DP rank 0's micro-batches,
+// then DP rank 1's, ...), as records.jsonl lists micro-batches.
+std::vector<std::vector<int64_t>> plan_microbatch_lengths(const GlobalBatchPlan& plan,
+                                                          const std::vector<int64_t>& sample_lengths);
+
 }  // namespace sb

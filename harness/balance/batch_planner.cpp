@@ -1,5 +1,6 @@
 #include "harness/balance/batch_planner.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "harness/balance/dst_budget.h"
@@ -10,10 +11,12 @@ BatchPlanner::BatchPlanner(const BatchPlannerOptions& options,
                            std::shared_ptr<const LatencyPredictor> predictor)
     : options_(options),
       predictor_(std::move(predictor)),
-      estimator_(BudgetEstimatorOptions{options.sab_ema_alpha, options.budget.top_k}) {
+      estimator_(BudgetEstimatorOptions{options.sab_ema_alpha, options.budget.top_k}),
+      floor_estimator_(BudgetEstimatorOptions{
+          options.sab_ema_alpha, DstBudget::floor_prior(options.budget.top_k, options.budget.dst.p)}) {
   BatchingDependencies dependencies{predictor_.get(), &estimator_, options_.budget.total_layers};
   batching_ = make_batching_policy(options_.batching, dependencies);
-  budget_ = make_budget_policy(options_.budget, predictor_.get());
+  budget_ = make_budget_policy(options_.budget, predictor_.get(), &floor_estimator_);
 }
 
 GlobalBatchPlan BatchPlanner::plan(const std::vector<int64_t>& sample_lengths) {
@@ -24,18 +27,29 @@ GlobalBatchPlan BatchPlanner::plan(const std::vector<int64_t>& sample_lengths) {
 }
 
 void BatchPlanner::observe(const GlobalBatchPlan& plan, const std::vector<int64_t>& sample_lengths,
-                           const std::vector<std::vector<double>>& realized_budgets) {
+                           const std::vector<std::vector<double>>& realized_budgets,
+                           const std::vector<std::vector<double>>& realized_floors) {
   if (realized_budgets.size() != plan.ranks.size()) {
     throw std::invalid_argument("BatchPlanner::observe: one budget list per DP rank needed");
+  }
+  if (!realized_floors.empty() && realized_floors.size() != plan.ranks.size()) {
+    throw std::invalid_argument("BatchPlanner::observe: one floor list per DP rank needed");
   }
   for (size_t r = 0; r < plan.ranks.size(); ++r) {
     if (realized_budgets[r].size() != plan.ranks[r].size()) {
       throw std::invalid_argument("BatchPlanner::observe: one budget per micro-batch needed");
     }
     for (size_t m = 0; m < plan.ranks[r].size(); ++m) {
+      int64_t longest = 0;
       for (int64_t s : plan.ranks[r][m].samples) {
         estimator_.observe(sample_lengths.at(static_cast<size_t>(s)), realized_budgets[r][m]);
+        longest = std::max(longest, sample_lengths.at(static_cast<size_t>(s)));
       }
+      if (realized_floors.empty()) continue;
+      if (realized_floors[r].size() != plan.ranks[r].size()) {
+        throw std::invalid_argument("BatchPlanner::observe: one floor per micro-batch needed");
+      }
+      if (realized_floors[r][m] > 0) floor_estimator_.observe(longest, realized_floors[r][m]);
     }
   }
 }
@@ -45,13 +59,17 @@ double BatchPlanner::last_anchor_ms() const {
   return dst != nullptr ? dst->last_anchor_ms() : -1.0;
 }
 
-nlohmann::json BatchPlanner::state() const { return {{"budget_estimator", estimator_.to_json()}}; }
+nlohmann::json BatchPlanner::state() const {
+  return {{"budget_estimator", estimator_.to_json()}, {"floor_estimator", floor_estimator_.to_json()}};
+}
 
 void BatchPlanner::load_state(const nlohmann::json& state) {
   if (!state.is_object() || !state.contains("budget_estimator")) {
     throw std::invalid_argument("batch planner state: missing budget_estimator");
   }
   estimator_.load_json(state["budget_estimator"]);
+  // Checkpoints written before the floor estimator existed resume from its prior.
+  if (state.contains("floor_estimator")) floor_estimator_.load_json(state["floor_estimator"]);
 }
 
 }  // namespace sb

@@ -40,8 +40,12 @@ class BatchPlanner {
   // ran with (its planned budget, or the mean effective budget over layers when the
   // backend reported one). Updates SAB's budget estimator (kept for every batching
   // policy, so that the state in a checkpoint never depends on which policy ran).
+  // realized_floors (empty, or shaped as realized_budgets): the mean over layers of DST's
+  // coverage-floor budget of each micro-batch, <= 0 where no floor was computed. Each
+  // positive one updates DST's floor estimator at the micro-batch's longest sequence.
   void observe(const GlobalBatchPlan& plan, const std::vector<int64_t>& sample_lengths,
-               const std::vector<std::vector<double>>& realized_budgets);
+               const std::vector<std::vector<double>>& realized_budgets,
+               const std::vector<std::vector<double>>& realized_floors = {});
 
   // DST's anchor of the last plan (ms), or negative when not DST.
   double last_anchor_ms() const;
@@ -56,6 +60,7 @@ class BatchPlanner {
   BatchPlannerOptions options_;
   std::shared_ptr<const LatencyPredictor> predictor_;
   BudgetEstimator estimator_;
+  BudgetEstimator floor_estimator_;  // DST's expected coverage floor (dst_budget.h)
   std::unique_ptr<BatchingPolicy> batching_;
   std::unique_ptr<BudgetPolicy> budget_;
 };

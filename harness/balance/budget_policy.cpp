@@ -70,24 +70,17 @@ std::string dst_bottleneck_rule_name(DstBottleneckRule rule) {
 std::vector<std::string> budget_policy_names() { return {"fixed", "dst"}; }
 
 std::unique_ptr<BudgetPolicy> make_budget_policy(const BudgetOptions& options,
-                                                 const LatencyPredictor* predictor) {
+                                                 const LatencyPredictor* predictor,
+                                                 const BudgetEstimator* floor_estimate) {
   if (options.top_k < 1) throw std::invalid_argument("budget policy: top_k must be >= 1");
   if (options.name == "fixed") return std::make_unique<FixedBudget>(options, predictor);
   if (options.name == "dst") {
     if (predictor == nullptr) {
       throw std::invalid_argument("the dst budget policy needs a latency profile (methods[].profile)");
     }
-    return std::make_unique<DstBudget>(options, *predictor);
+    return std::make_unique<DstBudget>(options, *predictor, floor_estimate);
   }
   throw std::invalid_argument("unknown budget policy \"" + options.name + "\"; known: fixed, dst");
-}
-
-std::vector<int64_t> microbatch_lengths(const PlannedMicroBatch& mb,
-                                        const std::vector<int64_t>& sample_lengths) {
-  std::vector<int64_t> lengths;
-  lengths.reserve(mb.samples.size());
-  for (int64_t s : mb.samples) lengths.push_back(sample_lengths.at(static_cast<size_t>(s)));
-  return lengths;
 }
 
 }  // namespace sb

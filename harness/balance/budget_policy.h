@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "harness/balance/batch_plan.h"
+#include "harness/balance/budget_estimator.h"
 #include "harness/latency/latency_predictor.h"
 
 namespace sb {
@@ -48,13 +49,11 @@ class BudgetPolicy {
 };
 
 // predictor may be null for "fixed" (predicted_ms then stays unknown); "dst" needs one
-// (std::invalid_argument otherwise). The predictor must outlive the policy.
+// (std::invalid_argument otherwise). floor_estimate (optional, "dst" only): the expected
+// coverage-floor budget by length (see dst_budget.h). Both must outlive the policy.
 std::unique_ptr<BudgetPolicy> make_budget_policy(const BudgetOptions& options,
-                                                 const LatencyPredictor* predictor);
+                                                 const LatencyPredictor* predictor,
+                                                 const BudgetEstimator* floor_estimate = nullptr);
 std::vector<std::string> budget_policy_names();
-
-// Lengths of the samples of one micro-batch.
-std::vector<int64_t> microbatch_lengths(const PlannedMicroBatch& mb,
-                                        const std::vector<int64_t>& sample_lengths);
 
 }  // namespace sb

@@ -1,14 +1,21 @@
 #include "harness/balance/dst_budget.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <stdexcept>
 #include <string>
 
 namespace sb {
 
-DstBudget::DstBudget(const BudgetOptions& options, const LatencyPredictor& predictor)
-    : options_(options), predictor_(predictor) {
+int64_t DstBudget::floor_prior(int64_t k0, double p) {
+  // A hair below the exact product keeps (1 - 0.1) * 10 = 9 from rounding up to 10.
+  return std::max<int64_t>(1, static_cast<int64_t>(std::ceil((1.0 - p) * static_cast<double>(k0) - 1e-9)));
+}
+
+DstBudget::DstBudget(const BudgetOptions& options, const LatencyPredictor& predictor,
+                     const BudgetEstimator* floor_estimate)
+    : options_(options), predictor_(predictor), floor_estimate_(floor_estimate) {
   const DstOptions& d = options_.dst;
   if (d.k_min < 1 || d.k_min > d.k_max) throw std::invalid_argument("dst: need 1 <= k_min <= k_max");
   if (options_.top_k < d.k_min || options_.top_k > d.k_max) {
@@ -86,6 +93,15 @@ void DstBudget::assign(GlobalBatchPlan& plan, const std::vector<int64_t>& sample
     all[m]->coverage_floor_ratio = 1.0 - d.p;
     all[m]->coverage_reference_k = k0;
     all[m]->predicted_ms = cost(k);
+    if (floor_estimate_ != nullptr) {
+      const int64_t longest = *std::max_element(lengths[m].begin(), lengths[m].end());
+      const double expected_floor = floor_estimate_->expected_budget(longest);
+      if (expected_floor > static_cast<double>(k)) {
+        const auto below = static_cast<int64_t>(std::floor(expected_floor));
+        const double above_share = expected_floor - static_cast<double>(below);
+        all[m]->predicted_ms = (1.0 - above_share) * cost(below) + (above_share > 0 ? above_share * cost(below + 1) : 0.0);
+      }
+    }
   }
 }
 

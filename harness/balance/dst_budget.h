@@ -22,6 +22,17 @@
 //   every micro-batch carries the coverage floor ratio 1 - p relative to C(k0): each
 //            layer runs max(k_m, smallest k with C(k) >= (1 - p) C(k0)), so coverage
 //            never falls below (1 - p) C(k0) and p = 0 never lowers it.
+//   prediction (floor-aware, [our rule]): the floor is known only once the gates are
+//            computed, so the plan predicts micro-batch m at max(k_m, F(m)), F(m) the
+//            expected floor of m: the floor estimator's value for m's longest sequence
+//            (an EMA per length bucket of the mean-over-layers floors the backend
+//            reported, fed by the BatchPlanner). Its prior, before any observation, is
+//            ceil((1 - p) k0): C is concave in k (the top-k sum of sorted
+//            probabilities), so C(k) >= (k / k0) C(k0) and the floor never exceeds that
+//            bound. Without an estimator the plan predicts at k_m (floor ignored).
+//            Fractional budgets are predicted by linear interpolation between the two
+//            integers around them. The estimate changes predicted_ms only, never the
+//            budget the layers receive.
 // Budgets are integers; k0 must lie in [k_min, k_max].
 
 #include "harness/balance/budget_policy.h"
@@ -30,16 +41,21 @@ namespace sb {
 
 class DstBudget : public BudgetPolicy {
  public:
-  DstBudget(const BudgetOptions& options, const LatencyPredictor& predictor);
+  DstBudget(const BudgetOptions& options, const LatencyPredictor& predictor,
+            const BudgetEstimator* floor_estimate = nullptr);
   std::string name() const override { return "dst"; }
   void assign(GlobalBatchPlan& plan, const std::vector<int64_t>& sample_lengths) override;
 
   // The anchor A of the last assign() (ms).
   double last_anchor_ms() const { return last_anchor_ms_; }
 
+  // The prior of the floor estimator: ceil((1 - p) k0), the floor's upper bound.
+  static int64_t floor_prior(int64_t k0, double p);
+
  private:
   BudgetOptions options_;
   const LatencyPredictor& predictor_;
+  const BudgetEstimator* floor_estimate_;
   double last_anchor_ms_ = -1;
 };
 

@@ -20,6 +20,21 @@ LatencyPredictor::LatencyPredictor(LatencyProfile profile, LatencyPredictorOptio
     rest_.push_back(profile_.rest_ms[i].median);
     head_.push_back(profile_.head_ms[i].median);
   }
+  if (!profile_.model_ms.empty() && profile_.model.contains("num_hidden_layers")) {
+    const auto layers = profile_.model.at("num_hidden_layers").get<double>();
+    const auto j = static_cast<size_t>(std::find(profile_.budgets.begin(), profile_.budgets.end(), profile_.model_budget) -
+                                       profile_.budgets.begin());
+    for (size_t i = 0; i < lengths; ++i) {
+      const double parts = layers * layer_monotone_[j][i] + (options_.include_head ? head_[i] : 0.0);
+      overhead_.push_back(std::max(0.0, profile_.model_ms[i].median - parts));
+    }
+  }
+}
+
+double LatencyPredictor::microbatch_overhead_ms(int64_t tokens) const {
+  if (overhead_.empty()) return 0.0;
+  // An overhead does not vanish with fewer tokens: constant below the grid.
+  return along_length(overhead_, std::max(tokens, profile_.seq_lens.front()));
 }
 
 double LatencyPredictor::along_length(const std::vector<double>& series, int64_t length) const {
@@ -77,7 +92,9 @@ double LatencyPredictor::stage_ms(const std::vector<int64_t>& lengths, int64_t b
 
 double LatencyPredictor::microbatch_ms(const std::vector<int64_t>& lengths, int64_t budget,
                                        int64_t total_layers) const {
-  return stage_ms(lengths, budget, total_layers, /*last_stage=*/true);
+  int64_t total = 0;
+  for (int64_t length : lengths) total += length;
+  return stage_ms(lengths, budget, total_layers, /*last_stage=*/true) + microbatch_overhead_ms(total);
 }
 
 }  // namespace sb

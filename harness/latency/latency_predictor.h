@@ -12,6 +12,13 @@
 //   - a stage costs its layer count x the per-layer latency; with include_head the last
 //     stage also pays the head term (final norm, lm_head, loss) of its tokens. The paper's
 //     rule leaves the head out, so include_head is off by default.
+//   - a micro-batch (summed over its stages) also pays the overhead the profile measured
+//     beyond its layers, when the profile has model_ms: overhead(L) = model_ms(L) -
+//     layers x layer(L, model_budget) - (head(L) when include_head), never below 0,
+//     interpolated in the micro-batch's total tokens like the rest term (constant below
+//     the grid). It holds embedding, head and loss (unless counted above) and the
+//     framework's per-micro-batch cost, which dominate short micro-batches. Stage
+//     latencies (stage_ms) leave it out; the simulator spreads it over the stages.
 
 #include <cstdint>
 #include <vector>
@@ -42,9 +49,12 @@ class LatencyPredictor {
   // last_stage and include_head).
   double stage_ms(const std::vector<int64_t>& lengths, int64_t budget, int64_t layers,
                   bool last_stage) const;
-  // The micro-batch summed over all stages: total_layers layers plus the head term.
+  // The micro-batch summed over all stages: total_layers layers, the head term and the
+  // micro-batch overhead.
   double microbatch_ms(const std::vector<int64_t>& lengths, int64_t budget,
                        int64_t total_layers) const;
+  // The measured per-micro-batch overhead at this many tokens (0 without model_ms).
+  double microbatch_overhead_ms(int64_t tokens) const;
 
   const LatencyProfile& profile() const { return profile_; }
   const LatencyPredictorOptions& options() const { return options_; }
@@ -57,6 +67,7 @@ class LatencyPredictor {
   LatencyPredictorOptions options_;
   std::vector<std::vector<double>> layer_monotone_;  // [budget][length], running max over budgets
   std::vector<double> rest_, head_;                  // [length] medians
+  std::vector<double> overhead_;                     // [length]; empty without model_ms
 };
 
 }  // namespace sb

@@ -141,6 +141,16 @@ void LatencyProfile::validate() const {
     check_stat(rest_ms[i], "rest_ms[" + std::to_string(i) + "]");
     check_stat(head_ms[i], "head_ms[" + std::to_string(i) + "]");
   }
+  if (!model_ms.empty()) {
+    if (model_ms.size() != seq_lens.size()) {
+      throw std::invalid_argument("latency profile: model_ms needs one entry per sequence length");
+    }
+    for (size_t i = 0; i < model_ms.size(); ++i) check_stat(model_ms[i], "model_ms[" + std::to_string(i) + "]");
+    if (std::find(budgets.begin(), budgets.end(), model_budget) == budgets.end()) {
+      throw std::invalid_argument("latency profile: model_budget " + std::to_string(model_budget) +
+                                  " is not one of the profiled budgets");
+    }
+  }
 }
 
 nlohmann::json latency_profile_model_json(const Qwen2Config& config) {
@@ -163,7 +173,7 @@ nlohmann::json latency_profile_to_json(const LatencyProfile& p) {
     layer_spread.push_back(r["spread"]);
     layer_samples.push_back(r["samples"]);
   }
-  return {{"format", kFormat},
+  nlohmann::json j = {{"format", kFormat},
           {"version", kVersion},
           {"kind", p.kind},
           {"model", p.model},
@@ -177,6 +187,11 @@ nlohmann::json latency_profile_to_json(const LatencyProfile& p) {
           {"rest_ms", stat_table_to_json(p.rest_ms)},
           {"head_ms", stat_table_to_json(p.head_ms)},
           {"context", p.context}};
+  if (!p.model_ms.empty()) {
+    j["model_ms"] = stat_table_to_json(p.model_ms);
+    j["model_budget"] = p.model_budget;
+  }
+  return j;
 }
 
 LatencyProfile latency_profile_from_json(const nlohmann::json& json, const std::string& file) {
@@ -223,6 +238,10 @@ LatencyProfile latency_profile_from_json(const nlohmann::json& json, const std::
   }
   p.rest_ms = read_stat_row(r.required_value("rest_ms"), r.child_path("rest_ms"), file, n);
   p.head_ms = read_stat_row(r.required_value("head_ms"), r.child_path("head_ms"), file, n);
+  if (const nlohmann::json* model_ms = r.optional_value("model_ms")) {
+    p.model_ms = read_stat_row(*model_ms, r.child_path("model_ms"), file, n);
+    p.model_budget = r.required<int64_t>("model_budget");
+  }
   if (const nlohmann::json* context = r.optional_value("context")) p.context = *context;
   r.finish();
   try {

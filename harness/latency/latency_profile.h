@@ -7,7 +7,13 @@
 // Two more measured terms make packed micro-batches and whole stages predictable:
 //   rest_ms[i]  the layer's work that does not depend on the attention pattern (norms,
 //               q/k/v/o projections, rotary, MLP) for seq_lens[i] tokens;
-//   head_ms[i]  the last stage's final norm + lm_head + loss for seq_lens[i] tokens.
+//   head_ms[i]  the last stage's final norm + lm_head + loss for seq_lens[i] tokens;
+//   model_ms[i] (optional) the whole model's forward + backward on one sequence of
+//               seq_lens[i] tokens (embedding, every layer at budget model_budget, final
+//               norm, lm_head, loss): what a micro-batch costs beyond its layers
+//               (framework and autograd overhead, embedding, head) is measured, not
+//               guessed (LatencyPredictor's micro-batch overhead). Absent in analytic
+//               profiles and in profiles written before it existed.
 // The attention term of a cell is layer_ms - rest_ms.
 //
 // File format (JSON, written by `sparsebalance profile`):
@@ -19,6 +25,7 @@
 //    "layer_ms": {"median": [[len][budget]], "spread": [[...]], "samples": [[[...]]]},
 //    "rest_ms":  {"median": [len], "spread": [len], "samples": [[...]]},
 //    "head_ms":  {"median": [len], "spread": [len], "samples": [[...]]},
+//    "model_ms": {"median": [len], "spread": [len], "samples": [[...]]}, "model_budget": k  (optional),
 //    "context": {...}}
 // "spread" is the interquartile range of the repetitions (ms).
 
@@ -56,6 +63,8 @@ struct LatencyProfile {
   std::vector<std::vector<LatencyStat>> layer_ms;  // [seq_len][budget]
   std::vector<LatencyStat> rest_ms;                // [seq_len]
   std::vector<LatencyStat> head_ms;                // [seq_len]
+  std::vector<LatencyStat> model_ms;               // [seq_len] or empty (not measured)
+  int64_t model_budget = 0;                        // the budget model_ms ran at (MoBA)
   nlohmann::json context = nlohmann::json::object();
 
   // Throws std::invalid_argument describing the first inconsistency (grid not strictly

@@ -5,6 +5,7 @@
 #include <torch/cuda.h>
 #include <torch/nn/modules/linear.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <stdexcept>
@@ -50,6 +51,7 @@ class LayerBench {
     head_ = torch::nn::Linear(torch::nn::LinearOptions(config_.hidden_size, config_.vocab_size).bias(false));
     head_->to(device_);
     attention_ = make_attention_backend(request.attention);
+    attention_options_ = request.attention;
   }
 
   LatencyStat layer_ms(int64_t length, int64_t budget) {
@@ -57,6 +59,29 @@ class LayerBench {
     return time_layer(length, *attention_);
   }
   LatencyStat rest_ms(int64_t length) { return time_layer(length, pass_through_); }
+
+  // The whole model (embedding, every layer at `budget`, final norm, lm_head, loss) on one
+  // sequence, as a single-stage pipeline runs a micro-batch.
+  LatencyStat model_ms(int64_t length, int64_t budget) {
+    if (!model_) {
+      model_backend_ = std::shared_ptr<AttentionBackend>(make_attention_backend(attention_options_));
+      model_ = Qwen2ForCausalLM(config_, model_backend_);
+      model_->to(device_);
+      model_->set_precision(precision_);
+      model_->train();
+    }
+    if (model_backend_->name() == "moba") model_backend_->set_budget_request(AttentionBudgetRequest{{budget}, 0.0, 0});
+    const auto options = at::TensorOptions().dtype(at::kLong).device(device_);
+    const at::Tensor tokens = at::randint(0, config_.vocab_size, {length}, options);
+    const at::Tensor labels = at::randint(0, config_.vocab_size, {length}, options);
+    const at::Tensor positions = at::arange(length, options);
+    const PackedSequences sequences = PackedSequences::from_lengths({length});
+    return time([&] {
+      const at::Tensor logits = model_->forward(tokens, positions, sequences);
+      at::cross_entropy_loss(logits, labels).backward();
+      model_backend_->take_layer_stats();  // as the trainer drains them after each micro-batch
+    });
+  }
 
   LatencyStat head_ms(int64_t length) {
     const at::Tensor x = hidden(length);
@@ -92,6 +117,7 @@ class LayerBench {
       layer_->zero_grad();
       head_->zero_grad();
       norm_->zero_grad();
+      if (model_) model_->zero_grad();
       if (device_.is_cuda()) torch::cuda::synchronize();
       const auto start = Clock::now();
       step();
@@ -113,6 +139,9 @@ class LayerBench {
   torch::nn::Linear head_{nullptr};
   std::unique_ptr<AttentionBackend> attention_;
   PassThroughAttention pass_through_;
+  AttentionOptions attention_options_;
+  std::shared_ptr<AttentionBackend> model_backend_;
+  Qwen2ForCausalLM model_{nullptr};
 };
 
 void check_request(const ProfileRequest& r) {
@@ -145,6 +174,12 @@ LatencyProfile measure_latency_profile(const ProfileRequest& request, const Prog
   p.repetitions = request.repetitions;
   p.seq_lens = request.seq_lens;
   p.budgets = request.attention.name == "moba" ? request.budgets : std::vector<int64_t>{0};
+  // The whole model runs at the method's default budget when it is on the grid, else at
+  // the grid budget nearest below it (the validated profile names a grid budget).
+  p.model_budget = p.budgets.front();
+  for (int64_t k : p.budgets) {
+    if (k <= std::max<int64_t>(request.attention.top_k, p.budgets.front())) p.model_budget = k;
+  }
   p.context = collect_system_info();
   p.context["precision"] = request.precision;
   p.context["seed"] = request.seed;
@@ -162,9 +197,11 @@ LatencyProfile measure_latency_profile(const ProfileRequest& request, const Prog
     p.layer_ms.push_back(std::move(row));
     p.rest_ms.push_back(bench.rest_ms(length));
     p.head_ms.push_back(bench.head_ms(length));
+    p.model_ms.push_back(bench.model_ms(length, p.model_budget));
     if (progress) {
       progress("rest L=" + std::to_string(length) + ": " + std::to_string(p.rest_ms.back().median) +
-               " ms, head: " + std::to_string(p.head_ms.back().median) + " ms");
+               " ms, head: " + std::to_string(p.head_ms.back().median) + " ms, whole model: " +
+               std::to_string(p.model_ms.back().median) + " ms");
     }
   }
   p.validate();

@@ -58,7 +58,7 @@ ProfileRequest default_profile_request(const Manifest& manifest, const MethodSec
   request.precision = manifest.train.precision;
   request.seed = static_cast<uint64_t>(manifest.seed);
   const int64_t top = next_power_of_two(std::max<int64_t>(longest_sample, 64));
-  for (int64_t len = std::max<int64_t>(32, top / 32); len <= top; len *= 2) request.seq_lens.push_back(len);
+  for (int64_t len = std::max<int64_t>(16, top / 128); len <= top; len *= 2) request.seq_lens.push_back(len);
   while (request.seq_lens.size() > 8) request.seq_lens.erase(request.seq_lens.begin());
   if (method.attention.name == "moba") {
     const int64_t block = std::max<int64_t>(1, method.attention.block_size);

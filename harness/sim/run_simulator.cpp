@@ -120,6 +120,7 @@ SimulatedIteration RunSimulator::simulate_iteration(int64_t iteration) {
   in.backward_ms = in.forward_ms;
   in.transfer_ms = in.forward_ms;
   std::vector<std::vector<double>> realized(static_cast<size_t>(dp));
+  std::vector<std::vector<double>> floors(static_cast<size_t>(dp));  // DST's floor, as the backend reports it
   for (int64_t d = 0; d < dp; ++d) {
     const auto& mbs = out.plan.ranks[static_cast<size_t>(d)];
     for (const PlannedMicroBatch& mb : mbs) {
@@ -138,6 +139,12 @@ SimulatedIteration RunSimulator::simulate_iteration(int64_t iteration) {
       }
       const auto n = static_cast<double>(mb_lengths.size());
       realized[static_cast<size_t>(d)].push_back(moba ? budget_sum / n : static_cast<double>(mb.budget));
+      const int64_t longest = *std::max_element(mb_lengths.begin(), mb_lengths.end());
+      floors[static_cast<size_t>(d)].push_back(
+          moba && coverage_ && mb.coverage_floor_ratio > 0
+              ? static_cast<double>(
+                    coverage_->floor_budget(longest, mb.coverage_reference_k, mb.coverage_floor_ratio))
+              : 0.0);
       if (moba) {
         record.budgets.push_back(planned_k);
         record.coverage.push_back(coverage_sum / n);
@@ -148,6 +155,7 @@ SimulatedIteration RunSimulator::simulate_iteration(int64_t iteration) {
         const auto layers = static_cast<double>(m.parallelism.stage_layers[static_cast<size_t>(s)]);
         double compute = layers * per_layer;
         if (s == pp - 1 && predictor.options().include_head) compute += predictor.head_ms(mb.tokens);
+        compute += predictor.microbatch_overhead_ms(mb.tokens) / static_cast<double>(pp);
         compute /= static_cast<double>(tp);
         const double tp_allreduce =
             tp > 1 ? layers * 2.0 * ring_allreduce_ms(cluster_.tensor_parallel_link(d, s), tp, tokens_bytes) : 0.0;
@@ -196,7 +204,8 @@ SimulatedIteration RunSimulator::simulate_iteration(int64_t iteration) {
   out.timeline.origin_unix_ms = elapsed_ms_;
   elapsed_ms_ += metrics.iter_ms;
   out.timeline.ranks = std::move(sim.ranks);
-  planner_->observe(out.plan, lengths, realized);
+  record.microbatch_lengths = plan_microbatch_lengths(out.plan, lengths);
+  planner_->observe(out.plan, lengths, realized, floors);
   return out;
 }
 

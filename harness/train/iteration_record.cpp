@@ -46,6 +46,8 @@ nlohmann::json iteration_record_to_json(const IterationRecord& r) {
   if (!r.coverage.empty()) j["coverage"] = r.coverage;
   if (!r.layer_budgets.empty()) j["layer_budgets"] = r.layer_budgets;
   if (!r.layer_coverage.empty()) j["layer_coverage"] = r.layer_coverage;
+  if (!r.layer_floors.empty()) j["layer_floors"] = r.layer_floors;
+  if (!r.microbatch_lengths.empty()) j["microbatch_lengths"] = r.microbatch_lengths;
   return j;
 }
 
@@ -76,6 +78,8 @@ IterationRecord iteration_record_from_json(const nlohmann::json& j) {
   r.coverage = j.value("coverage", std::vector<double>{});
   r.layer_budgets = j.value("layer_budgets", std::vector<std::vector<double>>{});
   r.layer_coverage = j.value("layer_coverage", std::vector<std::vector<double>>{});
+  r.layer_floors = j.value("layer_floors", std::vector<std::vector<int64_t>>{});
+  r.microbatch_lengths = j.value("microbatch_lengths", std::vector<std::vector<int64_t>>{});
   return r;
 }
 

@@ -26,6 +26,10 @@
 //   coverage[k]          routing-score coverage of micro-batch k, mean over its layers
 //   layer_budgets[k][l]  effective budget of layer l (mean over the micro-batch's sequences)
 //   layer_coverage[k][l] coverage of layer l (the backend's coverage_mean)
+//   layer_floors[k][l]   DST's coverage floor budget of layer l (the smallest k with
+//                        C(k) >= (1 - p) C(k0) over the micro-batch), when DST asked for one
+//   microbatch_lengths[k] the sequence lengths packed into micro-batch k (always written
+//                        by the trainer and the simulator; older records lack it)
 
 #include <nlohmann/json.hpp>
 
@@ -60,6 +64,8 @@ struct IterationRecord {
   std::vector<double> coverage;
   std::vector<std::vector<double>> layer_budgets;
   std::vector<std::vector<double>> layer_coverage;
+  std::vector<std::vector<int64_t>> layer_floors;
+  std::vector<std::vector<int64_t>> microbatch_lengths;
 
   // Fills imbalance, per-stage busy/idle and bubble fractions from iter_ms and
   // microbatch_ms for one process running one pipeline stage.

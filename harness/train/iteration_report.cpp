@@ -11,7 +11,8 @@ namespace {
 using nlohmann::json;
 
 json layer_stats_to_json(const AttentionLayerStats& s) {
-  return {{"layer", s.layer}, {"top_k", s.top_k}, {"coverage", s.coverage}, {"coverage_mean", s.coverage_mean}};
+  return {{"layer", s.layer}, {"top_k", s.top_k}, {"coverage", s.coverage}, {"coverage_mean", s.coverage_mean},
+          {"k_floor", s.k_floor}};
 }
 
 AttentionLayerStats layer_stats_from_json(const json& j) {
@@ -20,6 +21,7 @@ AttentionLayerStats layer_stats_from_json(const json& j) {
   s.top_k = j.at("top_k").get<std::vector<int64_t>>();
   s.coverage = j.at("coverage").get<std::vector<double>>();
   s.coverage_mean = j.at("coverage_mean").get<double>();
+  s.k_floor = j.value("k_floor", int64_t{0});
   return s;
 }
 
@@ -111,6 +113,8 @@ void assemble_iteration_record(const std::vector<RankIterationReport>& reports,
   record.coverage.clear();
   record.layer_budgets.clear();
   record.layer_coverage.clear();
+  record.layer_floors.clear();
+  bool any_floor = false;
   bool any_stats = false;
   for (const auto& report : reports) {
     for (const auto& mb : report.layer_stats) any_stats = any_stats || !mb.empty();
@@ -119,6 +123,7 @@ void assemble_iteration_record(const std::vector<RankIterationReport>& reports,
   for (int64_t d = 0; d < layout.dp(); ++d) {
     for (size_t j = 0; j < plan.ranks[static_cast<size_t>(d)].size(); ++j) {
       std::vector<double> budgets(static_cast<size_t>(num_layers), -1.0), coverage(budgets.size(), -1.0);
+      std::vector<int64_t> floors(budgets.size(), 0);
       for (int64_t s = 0; s < layout.pp(); ++s) {
         const auto& stats = reports[static_cast<size_t>(layout.rank_of(d, s))].layer_stats;
         if (j >= stats.size()) continue;
@@ -129,6 +134,8 @@ void assemble_iteration_record(const std::vector<RankIterationReport>& reports,
           }
           budgets[static_cast<size_t>(layer.layer)] = mean_of(layer.top_k);
           coverage[static_cast<size_t>(layer.layer)] = layer.coverage_mean;
+          floors[static_cast<size_t>(layer.layer)] = layer.k_floor;
+          any_floor = any_floor || layer.k_floor > 0;
         }
       }
       for (int64_t l = 0; l < num_layers; ++l) {
@@ -143,8 +150,10 @@ void assemble_iteration_record(const std::vector<RankIterationReport>& reports,
                                 static_cast<double>(num_layers));
       record.layer_budgets.push_back(std::move(budgets));
       record.layer_coverage.push_back(std::move(coverage));
+      record.layer_floors.push_back(std::move(floors));
     }
   }
+  if (!any_floor) record.layer_floors.clear();
 }
 
 }  // namespace sb

@@ -32,7 +32,8 @@ RankIterationReport rank_iteration_report_from_json(const std::string& json);
 // (harness/trace/iteration_metrics.h), microbatch_tokens, balance_overhead_ms and
 // allreduce_ms (max over ranks), microbatch_pred_ms (when every planned micro-batch
 // has a prediction), and budgets / coverage / layer_budgets / layer_coverage (when
-// any stage reported statistics; then every layer of every micro-batch must have).
+// any stage reported statistics; then every layer of every micro-batch must have), and
+// layer_floors (when any layer applied DST's coverage floor).
 // `record` arrives with iteration, warmup, loss_tokens, tokens, sequences, lr and
 // grad_norm set. Throws std::invalid_argument when the reports do not fit the plan.
 void assemble_iteration_record(const std::vector<RankIterationReport>& reports,

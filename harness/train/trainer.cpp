@@ -63,6 +63,26 @@ std::vector<std::vector<double>> realized_budgets(const GlobalBatchPlan& plan, c
   return out;
 }
 
+// DST's coverage floor of each planned micro-batch, shaped as realized_budgets: the mean
+// over its layers of the floor budget the backend computed, 0 where none was.
+std::vector<std::vector<double>> realized_floors(const GlobalBatchPlan& plan, const IterationRecord& record) {
+  std::vector<std::vector<double>> out;
+  size_t k = 0;
+  for (const auto& rank : plan.ranks) {
+    out.emplace_back();
+    for (size_t m = 0; m < rank.size(); ++m, ++k) {
+      double floor = 0;
+      if (k < record.layer_floors.size() && !record.layer_floors[k].empty()) {
+        const auto& layers = record.layer_floors[k];
+        floor = static_cast<double>(std::accumulate(layers.begin(), layers.end(), int64_t{0})) /
+                static_cast<double>(layers.size());
+      }
+      out.back().push_back(floor);
+    }
+  }
+  return out;
+}
+
 PackedMicroBatch to_device(PackedMicroBatch mb, const c10::Device& device) {
   if (device.is_cpu()) return mb;
   mb.tokens = mb.tokens.to(device);
@@ -244,8 +264,11 @@ std::optional<IterationOutcome> Trainer::train_iteration(int64_t iteration) {
   record.tokens = pass.tokens;
   record.sequences = pass.sequences;
   assemble_iteration_record(reports, pass.plan, context_.layout, stage_->config().num_hidden_layers, record);
+  record.microbatch_lengths = plan_microbatch_lengths(pass.plan, pass.lengths);
   // Every rank holds every report, so every rank's planner sees the same budgets.
-  if (planner_) planner_->observe(pass.plan, pass.lengths, realized_budgets(pass.plan, record));
+  if (planner_) {
+    planner_->observe(pass.plan, pass.lengths, realized_budgets(pass.plan, record), realized_floors(pass.plan, record));
+  }
   if (context_.rank != 0) return std::nullopt;
 
   IterationOutcome outcome;

@@ -33,6 +33,7 @@ struct AttentionLayerStats {
   std::vector<int64_t> top_k;    // effective budget per sequence (after the floor)
   std::vector<double> coverage;  // routing-score coverage C(k) per sequence
   double coverage_mean = 0.0;    // C(k) over all (head, query block) of the micro-batch
+  int64_t k_floor = 0;           // DST's coverage floor of this layer (0: no floor requested)
 };
 
 class AttentionBackend {

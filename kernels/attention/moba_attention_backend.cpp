@@ -46,6 +46,7 @@ at::Tensor MobaAttention::forward(const at::Tensor& q, const at::Tensor& k, cons
   stats.top_k = std::move(result.routing.top_k);
   stats.coverage = std::move(result.routing.coverage);
   stats.coverage_mean = result.routing.coverage_mean;
+  stats.k_floor = result.routing.k_floor;
   return result.out;
 }
 

@@ -223,6 +223,51 @@ TEST(BatchPlanner, ObservationsSteerSabAndStateRoundTrips) {
   EXPECT_EQ(samples_of(restored.plan(lengths)), samples_of(second));
 }
 
+TEST(BatchPlanner, ReportedFloorsSteerDstPredictionsAndRoundTrip) {
+  BatchPlannerOptions options;
+  options.batching = "sequential";
+  options.dp = 2;
+  options.max_tokens = 1 << 20;
+  options.max_samples = 1;
+  options.sab_ema_alpha = 1.0;
+  options.budget.name = "dst";
+  options.budget.top_k = 8;
+  options.budget.block_size = 64;
+  options.budget.dst = DstOptions{DstAnchor::kMean, 0.1, 1, 64};
+  const auto predictor = analytic_predictor();
+  BatchPlanner planner(options, predictor);
+  const std::vector<int64_t> lengths{4096, 1024, 1024, 512};  // sequential: 4096 | 1024 on rank 0
+  const GlobalBatchPlan first = planner.plan(lengths);
+  ASSERT_EQ(first.ranks[0][0].samples, (std::vector<int64_t>{0}));
+  ASSERT_EQ(first.ranks[0][0].budget, 1);
+  EXPECT_NEAR(first.ranks[0][0].predicted_ms, predictor->microbatch_ms({4096}, 8, 1), 1e-12);  // the prior
+
+  std::vector<std::vector<double>> realized, floors;
+  for (const auto& rank : first.ranks) {
+    realized.emplace_back();
+    floors.emplace_back();
+    for (const auto& mb : rank) {
+      realized.back().push_back(mb.samples.front() == 0 ? 3.0 : static_cast<double>(mb.budget));
+      floors.back().push_back(mb.samples.front() == 0 ? 3.0 : 0.0);  // 0: no floor reported
+    }
+  }
+  planner.observe(first, lengths, realized, floors);
+  const GlobalBatchPlan second = planner.plan(lengths);
+  EXPECT_NEAR(second.ranks[0][0].predicted_ms, predictor->microbatch_ms({4096}, 3, 1), 1e-12);
+  EXPECT_NEAR(second.ranks[0][1].predicted_ms, first.ranks[0][1].predicted_ms, 1e-12);  // no floor seen
+
+  BatchPlanner restored(options, predictor);
+  restored.load_state(planner.state());
+  EXPECT_NEAR(restored.plan(lengths).ranks[0][0].predicted_ms, second.ranks[0][0].predicted_ms, 1e-12);
+  // A checkpoint from before the floor estimator resumes from the prior.
+  nlohmann::json old_state = planner.state();
+  old_state.erase("floor_estimator");
+  BatchPlanner from_old(options, predictor);
+  from_old.load_state(old_state);
+  EXPECT_NEAR(from_old.plan(lengths).ranks[0][0].predicted_ms, first.ranks[0][0].predicted_ms, 1e-12);
+  EXPECT_THROW(planner.observe(first, lengths, realized, {{1.0}}), std::invalid_argument);
+}
+
 TEST(BatchPlanner, PoliciesThatNeedAProfileSayWhichKey) {
   BatchPlannerOptions options;
   options.batching = "sab";

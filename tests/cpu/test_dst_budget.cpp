@@ -147,6 +147,47 @@ TEST(DstBudget, PZeroAsksForTheFullReferenceCoverage) {
   }
 }
 
+TEST(DstBudget, FloorPriorIsTheFloorsUpperBound) {
+  // ceil((1 - p) k0): C(k) >= (k / k0) C(k0), so that k always keeps (1 - p) C(k0).
+  EXPECT_EQ(DstBudget::floor_prior(8, 0.1), 8);    // 7.2 -> 8
+  EXPECT_EQ(DstBudget::floor_prior(10, 0.1), 9);   // exactly 9, not 9.000...1 -> 10
+  EXPECT_EQ(DstBudget::floor_prior(32, 0.2), 26);  // 25.6 -> 26
+  EXPECT_EQ(DstBudget::floor_prior(8, 0.0), 8);
+  EXPECT_EQ(DstBudget::floor_prior(8, 1.0), 1);
+}
+
+TEST(DstBudget, PredictsAtTheExpectedFloorWithoutChangingBudgets) {
+  const LatencyPredictor predictor = analytic_predictor();
+  const BudgetOptions o = dst_options(DstAnchor::kMean, 0.1);
+  BudgetEstimator floors({1.0, DstBudget::floor_prior(8, 0.1)});  // alpha 1: the last observation
+  DstBudget dst(o, predictor, &floors);
+  std::vector<int64_t> lengths;
+  GlobalBatchPlan plan = four_microbatches(lengths);
+  const auto cost = [&](int64_t length, int64_t k) { return predictor.microbatch_ms({length}, k, 1); };
+
+  // Nothing observed: the bottleneck (planned k = 1) is predicted at the prior, 8; the
+  // raised micro-batches (16, 16) and the one at k0 are above the floor: unchanged.
+  dst.assign(plan, lengths);
+  EXPECT_EQ(budgets_of(plan), (std::vector<int64_t>{1, 16, 16, 8}));
+  EXPECT_NEAR(plan.ranks[0][0].predicted_ms, cost(4096, 8), 1e-12);
+  EXPECT_NEAR(plan.ranks[0][1].predicted_ms, cost(1024, 16), 1e-12);
+  EXPECT_NEAR(plan.ranks[1][1].predicted_ms, cost(512, 8), 1e-12);
+
+  // Layers of 4096-token micro-batches reported a mean floor of 2.5: halfway between the
+  // predictions at 2 and 3 (the predictor is linear in k between them).
+  floors.observe(4096, 2.5);
+  plan = four_microbatches(lengths);
+  dst.assign(plan, lengths);
+  EXPECT_EQ(budgets_of(plan), (std::vector<int64_t>{1, 16, 16, 8}));
+  EXPECT_NEAR(plan.ranks[0][0].predicted_ms, 0.5 * cost(4096, 2) + 0.5 * cost(4096, 3), 1e-12);
+
+  // A floor at or below the planned budget changes nothing.
+  floors.observe(4096, 1.0);
+  plan = four_microbatches(lengths);
+  dst.assign(plan, lengths);
+  EXPECT_NEAR(plan.ranks[0][0].predicted_ms, cost(4096, 1), 1e-12);
+}
+
 TEST(DstBudget, RejectsInconsistentOptions) {
   const LatencyPredictor predictor = analytic_predictor();
   BudgetOptions o = dst_options(DstAnchor::kMean, 0.1);

@@ -87,8 +87,8 @@ TEST(IterationMetrics, MaxOverMean) {
   EXPECT_DOUBLE_EQ(max_over_mean({0.0, 0.0}), 1.0);
 }
 
-AttentionLayerStats layer(int64_t index, int64_t k, double coverage) {
-  return AttentionLayerStats{index, {k, k}, {coverage, coverage}, coverage};
+AttentionLayerStats layer(int64_t index, int64_t k, double coverage, int64_t k_floor = 0) {
+  return AttentionLayerStats{index, {k, k}, {coverage, coverage}, coverage, k_floor};
 }
 
 PlannedMicroBatch planned(std::vector<int64_t> samples, int64_t tokens, int64_t budget, double predicted_ms) {
@@ -128,6 +128,18 @@ TEST(IterationReport, RecordFromTwoStagesWithStatistics) {
   EXPECT_EQ(record.layer_coverage, (std::vector<std::vector<double>>{{0.9, 0.8, 0.5, 0.4}, {0.7, 0.6, 0.3, 0.2}}));
   EXPECT_DOUBLE_EQ(record.coverage[0], (0.9 + 0.8 + 0.5 + 0.4) / 4);
   EXPECT_DOUBLE_EQ(record.coverage[1], (0.7 + 0.6 + 0.3 + 0.2) / 4);
+  EXPECT_TRUE(record.layer_floors.empty()) << "no layer applied a floor";
+
+  // DST's floors, per (micro-batch, layer) over both stages; a layer without one reads 0.
+  reports[0].layer_stats = {{layer(0, 8, 0.9, 6), layer(1, 8, 0.8, 7)}, {layer(0, 4, 0.7, 3), layer(1, 5, 0.6, 5)}};
+  reports[1].layer_stats = {{layer(2, 8, 0.5, 8), layer(3, 8, 0.4)}, {layer(2, 4, 0.3, 2), layer(3, 4, 0.2, 4)}};
+  assemble_iteration_record(reports, plan, layout, 4, record);
+  EXPECT_EQ(record.layer_floors, (std::vector<std::vector<int64_t>>{{6, 7, 8, 0}, {3, 5, 2, 4}}));
+  record.microbatch_lengths = plan_microbatch_lengths(plan, {10, 20, 20});
+  EXPECT_EQ(record.microbatch_lengths, (std::vector<std::vector<int64_t>>{{10, 20}, {20}}));
+  const IterationRecord back = iteration_record_from_json(iteration_record_to_json(record));
+  EXPECT_EQ(back.layer_floors, record.layer_floors);
+  EXPECT_EQ(back.microbatch_lengths, record.microbatch_lengths);
 
   // Without statistics and predictions the fields stay empty (absent from the JSON).
   for (auto& r : reports) r.layer_stats = {{}, {}};
@@ -148,10 +160,11 @@ TEST(IterationReport, JsonRoundTrip) {
   RankIterationReport r;
   r.timeline = two_stage_example()[1];
   r.loss_sum = 3.25;
-  r.layer_stats = {{layer(2, 8, 0.5)}, {}};
+  r.layer_stats = {{layer(2, 8, 0.5, 3)}, {}};
   const RankIterationReport back = rank_iteration_report_from_json(rank_iteration_report_to_json(r));
   EXPECT_EQ(rank_iteration_report_to_json(back), rank_iteration_report_to_json(r));
   EXPECT_EQ(back.timeline.events.size(), r.timeline.events.size());
+  EXPECT_EQ(back.layer_stats[0][0].k_floor, 3);
 }
 
 TEST(ChromeTrace, OneRowPerDataParallelRankAndStageOnOneTimeAxis) {

@@ -92,6 +92,53 @@ TEST(LatencyPredictor, HeadTermOnlyOnTheLastStageWhenEnabled) {
   EXPECT_NEAR(predictor.stage_ms({1024}, 2, 2, true), 2 * layer + 0.002 * 1024, 1e-12);
 }
 
+// A profile whose whole-model time is 3 layers at k = 4 plus a head plus a known overhead.
+LatencyProfile profile_with_model_ms(const std::vector<double>& overhead) {
+  LatencyProfile p = grid_profile();
+  p.model = {{"preset", "closed-form"}, {"num_hidden_layers", 3}};
+  p.model_budget = 4;
+  for (size_t i = 0; i < p.seq_lens.size(); ++i) {
+    const double layers = 3 * p.layer_ms[i][2].median;
+    p.model_ms.push_back(LatencyStat{layers + p.head_ms[i].median + overhead[i], 0, {}});
+  }
+  return p;
+}
+
+TEST(LatencyPredictor, MicroBatchPaysTheMeasuredOverheadOnce) {
+  const std::vector<double> overhead{2.0, 2.5, 3.5, 5.5};  // at 256, 512, 1024, 2048 tokens
+  const LatencyProfile profile = profile_with_model_ms(overhead);
+  const LatencyPredictor predictor(profile);  // head left out: the overhead absorbs it
+  for (size_t i = 0; i < profile.seq_lens.size(); ++i) {
+    EXPECT_NEAR(predictor.microbatch_overhead_ms(profile.seq_lens[i]), overhead[i] + profile.head_ms[i].median, 1e-12);
+  }
+  // Interpolated in the total tokens of a packed micro-batch; constant below the grid.
+  const double at_768 = 0.5 * (2.5 + 0.002 * 512) + 0.5 * (3.5 + 0.002 * 1024);
+  EXPECT_NEAR(predictor.microbatch_overhead_ms(768), at_768, 1e-12);
+  EXPECT_NEAR(predictor.microbatch_overhead_ms(16), 2.0 + 0.002 * 256, 1e-12);
+  EXPECT_NEAR(predictor.microbatch_ms({256, 512}, 4, 5), 5 * predictor.packed_layer_ms({256, 512}, 4) + at_768, 1e-12);
+  EXPECT_NEAR(predictor.stage_ms({256, 512}, 4, 5, true), 5 * predictor.packed_layer_ms({256, 512}, 4), 1e-12);
+
+  // With the head counted on its own the overhead is what is left; never below 0.
+  const LatencyPredictor with_head(profile, LatencyPredictorOptions{true});
+  EXPECT_NEAR(with_head.microbatch_overhead_ms(512), 2.5, 1e-12);
+  const LatencyPredictor negative(profile_with_model_ms({-1.0, -1.0, -1.0, -1.0}), LatencyPredictorOptions{true});
+  EXPECT_DOUBLE_EQ(negative.microbatch_overhead_ms(512), 0.0);
+  // Profiles without model_ms (analytic, older files) predict no overhead.
+  EXPECT_DOUBLE_EQ(LatencyPredictor(grid_profile()).microbatch_overhead_ms(512), 0.0);
+}
+
+TEST(LatencyProfile, ModelMsRoundTripsAndMustMatchTheGrid) {
+  LatencyProfile profile = profile_with_model_ms({1, 1, 1, 1});
+  nlohmann::json json = latency_profile_to_json(profile);
+  EXPECT_EQ(json.at("model_budget"), 4);
+  EXPECT_EQ(latency_profile_to_json(latency_profile_from_json(json, "<test>")), json);
+  json["model_budget"] = 3;  // not a profiled budget
+  EXPECT_THROW(latency_profile_from_json(json, "<test>"), ConfigError);
+  json = latency_profile_to_json(profile);
+  json["model_ms"]["median"] = {1.0, 2.0};
+  EXPECT_THROW(latency_profile_from_json(json, "<test>"), ConfigError);
+}
+
 TEST(LatencyProfile, JsonRoundTripKeepsSamplesAndRejectsBadFiles) {
   LatencyProfile profile = grid_profile();
   profile.kind = "measured";

@@ -38,8 +38,8 @@ Manifest manifest_with(const std::string& budget, const fs::path& profile, const
 TEST(MethodProfiles, DefaultGridSpansTheDataAndTheBudgetsThePoliciesAsk) {
   const Manifest m = manifest_with("dst", "/tmp/unused.json");
   const ProfileRequest request = default_profile_request(m, m.methods[0], 500);
-  // Lengths double from max(32, 512 / 32) to the first power of two >= 500.
-  EXPECT_EQ(request.seq_lens, (std::vector<int64_t>{32, 64, 128, 256, 512}));
+  // Lengths double from max(16, 512 / 128) to the first power of two >= 500.
+  EXPECT_EQ(request.seq_lens, (std::vector<int64_t>{16, 32, 64, 128, 256, 512}));
   // Budgets double from 1 to the 16 blocks of 500 tokens; top_k 4 and k_max 8 included.
   EXPECT_EQ(request.budgets, (std::vector<int64_t>{1, 2, 4, 8, 16}));
   EXPECT_EQ(request.preset, "qwen2-test");
@@ -50,8 +50,8 @@ TEST(MethodProfiles, DefaultGridSpansTheDataAndTheBudgetsThePoliciesAsk) {
   Manifest wide = manifest_with("fixed", "/tmp/unused.json");
   wide.methods[0].attention.top_k = 5;
   const ProfileRequest r2 = default_profile_request(wide, wide.methods[0], 100000);
-  EXPECT_EQ(r2.seq_lens.size(), 6u);  // 4096 .. 131072
-  EXPECT_EQ(r2.seq_lens.front(), 4096);
+  EXPECT_EQ(r2.seq_lens.size(), 8u);  // 1024 .. 131072 (131072 / 128 = 1024)
+  EXPECT_EQ(r2.seq_lens.front(), 1024);
   EXPECT_EQ(r2.seq_lens.back(), 131072);
   EXPECT_NE(std::find(r2.budgets.begin(), r2.budgets.end(), 5), r2.budgets.end());
   EXPECT_EQ(r2.budgets.back(), (100000 + 31) / 32);
@@ -62,7 +62,7 @@ TEST(MethodProfiles, CommandLineMeasuresTheSameGrid) {
   const ProfileRequest request = default_profile_request(m, m.methods[0], 500);
   EXPECT_EQ(profile_command_line(request, "/tmp/p.json"),
             "sparsebalance profile --model qwen2-test --attention moba --block 32 --device cpu --precision fp32 "
-            "--seq-lens 32,64,128,256,512 --budgets 1,2,4,8,16 --out /tmp/p.json");
+            "--seq-lens 16,32,64,128,256,512 --budgets 1,2,4,8,16 --out /tmp/p.json");
 }
 
 LatencyProfile analytic_for(const std::string& preset, int64_t block) {
@@ -115,7 +115,7 @@ TEST(MethodProfiles, MissingProfileUnderTorchrunSaysHowToMeasureIt) {
 TEST(MethodProfiles, MissingProfileIsMeasuredOnceThenReused) {
   const fs::path dir = test::fresh_temp_dir("method_profiles_measure");
   Manifest m = manifest_with("fixed", dir / "sub" / "p.json");
-  // A short grid: lengths 40..60 -> seq_lens 32, 64 and budgets 1, 2, 4.
+  // A short grid: lengths 40..60 -> seq_lens 16, 32, 64 and budgets 1, 2, 4.
   m.data.synthetic.length_mixture = {{1.0, 40, 60}};
   const std::vector<RunSpec> runs = expand_runs(m);
   std::ostringstream log;
@@ -123,7 +123,11 @@ TEST(MethodProfiles, MissingProfileIsMeasuredOnceThenReused) {
   ASSERT_TRUE(fs::exists(dir / "sub" / "p.json")) << log.str();
   EXPECT_NE(log.str().find("measuring the latency profile"), std::string::npos);
   const LatencyProfile measured = load_latency_profile(dir / "sub" / "p.json");
-  EXPECT_EQ(measured.seq_lens, (std::vector<int64_t>{32, 64}));
+  EXPECT_EQ(measured.seq_lens, (std::vector<int64_t>{16, 32, 64}));
+  // The whole model was timed too, at the method's k0 (4, on the grid), once per length.
+  ASSERT_EQ(measured.model_ms.size(), 3u);
+  EXPECT_EQ(measured.model_budget, 4);
+  for (const LatencyStat& s : measured.model_ms) EXPECT_GT(s.median, 0.0);
   EXPECT_EQ(measured.budgets, (std::vector<int64_t>{1, 2, 4}));
   EXPECT_EQ(measured.kind, "measured");
   EXPECT_EQ(measured.context["measured_for"]["method"], "x");
