@@ -114,6 +114,11 @@ SimulationSection parse_simulation_section(const json& j, const std::string& pat
     JsonObjectReader c(*coverage, r.child_path("coverage"), file);
     s.coverage.model = c.optional_choice("model", s.coverage.model, {"zipf"});
     s.coverage.exponent = c.optional<double>("exponent", s.coverage.exponent);
+    // With fit_from, `simulate` replaces the exponent by the fit (a resolved manifest
+    // carries both: the folder and the exponent fitted from it).
+    if (c.optional_value("fit_from") != nullptr) {
+      s.coverage.fit_from = resolve_manifest_path(file, c.required<std::string>("fit_from"));
+    }
     c.finish();
     c.expect(s.coverage.exponent >= 0, "exponent", "must be >= 0", "e.g. 1.0 (0: uniform routing scores)");
   }
@@ -135,7 +140,9 @@ json cluster_section_to_json(const ClusterSection& c) {
 }
 
 json simulation_section_to_json(const SimulationSection& s) {
-  json j{{"coverage", {{"model", s.coverage.model}, {"exponent", s.coverage.exponent}}},
+  json coverage{{"model", s.coverage.model}, {"exponent", s.coverage.exponent}};
+  if (!s.coverage.fit_from.empty()) coverage["fit_from"] = s.coverage.fit_from;
+  json j{{"coverage", coverage},
          {"forward_fraction", s.forward_fraction},
          {"optimizer_ms", s.optimizer_ms}};
   if (s.profile.kind == "analytic") {

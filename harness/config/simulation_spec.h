@@ -11,7 +11,7 @@
 //   "simulation": {"profile": {"analytic": {"device": "h200", "matmul_efficiency": 0.5,
 //                                           "attention_efficiency": 0.3}}
 //                             | {"file": "profiles/cpu.json"},
-//                  "coverage": {"model": "zipf", "exponent": 1.0},
+//                  "coverage": {"model": "zipf", "exponent": 1.0 | "fit_from": "results dir"},
 //                  "forward_fraction": 0.3333,
 //                  "optimizer_ms": -1}
 //
@@ -64,6 +64,10 @@ struct SimProfileSection {
 struct CoverageSection {
   std::string model = "zipf";
   double exponent = 1.0;
+  // A results folder of measured runs (absolute once resolved; relative paths are from
+  // the manifest's folder): when set, `simulate` fits the exponent to the coverage they
+  // recorded (harness/sim/coverage_fit.h) and uses it instead of `exponent`.
+  std::string fit_from;
 };
 
 struct SimulationSection {

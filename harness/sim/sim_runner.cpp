@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <ostream>
 
 #include "harness/common/atomic_file.h"
@@ -9,6 +10,7 @@
 #include "harness/report/report.h"
 #include "harness/runner/run_folder.h"
 #include "harness/runner/system_info.h"
+#include "harness/sim/coverage_fit.h"
 #include "harness/sim/run_simulator.h"
 #include "models/qwen2/qwen2_config.h"
 
@@ -35,7 +37,8 @@ void refuse_measured_folder(const fs::path& run_dir) {
   }
 }
 
-json simulation_context(const RunSpec& run, const SimulateOptions& options, const RunSimulator& sim) {
+json simulation_context(const RunSpec& run, const SimulateOptions& options, const RunSimulator& sim,
+                        const CoverageFit* fit) {
   const Manifest& m = run.manifest;
   json context = collect_system_info();  // the machine that simulated, not the simulated one
   context["seed"] = m.seed;
@@ -71,6 +74,16 @@ json simulation_context(const RunSpec& run, const SimulateOptions& options, cons
         {"used_for", "DST's per-layer floor: each sequence runs max(k_m, smallest k with C(L, k) >= (1 - p) C(L, k0))"},
         {"definition", "C(L, k) = mean over query blocks i of H_min(k, i+1)(s) / H_(i+1)(s), Zipf routing scores "
                        "(harness/sim/coverage_model.h)"}};
+    if (fit != nullptr) {
+      context["coverage_model"]["exponent_from"] = {
+          {"kind", "fitted to measured runs' layer coverage (harness/sim/coverage_fit.h)"},
+          {"results", s.coverage.fit_from},
+          {"runs", fit->runs},
+          {"points", fit->points},
+          {"rmse", fit->rmse}};
+    } else {
+      context["coverage_model"]["exponent_from"] = {{"kind", "assumed (simulation.coverage.exponent)"}};
+    }
   } else {
     context["coverage_model"] = {{"model", "none"}, {"reason", "dense attention has no budget"}};
   }
@@ -93,7 +106,30 @@ ClusterSection simulation_cluster(const Manifest& m) { return m.cluster ? *m.clu
 RunManifestResult simulate_manifest(const Manifest& manifest, const SimulateOptions& options, std::ostream& log) {
   RunManifestResult result;
   result.manifest_dir = options.run.results_root / manifest.name;
-  const std::vector<RunSpec> runs = select_runs(manifest, options.run);
+  std::vector<RunSpec> runs = select_runs(manifest, options.run);
+  // The coverage exponent fitted once per (results folder, block size), before any
+  // decision, so that the resolved manifests carry the exponent the runs use.
+  std::map<std::pair<std::string, int64_t>, CoverageFit> fits;
+  std::map<std::string, const CoverageFit*> fit_of_run;
+  for (RunSpec& run : runs) {
+    if (!run.manifest.simulation || run.manifest.simulation->coverage.fit_from.empty()) continue;
+    const AttentionSection& attention = run.manifest.methods.at(0).attention;
+    if (attention.name != "moba") continue;
+    CoverageSection& coverage = run.manifest.simulation->coverage;
+    const auto key = std::make_pair(coverage.fit_from, attention.block_size);
+    auto it = fits.find(key);
+    if (it == fits.end()) {
+      it = fits.emplace(key, fit_coverage_from_results(coverage.fit_from, attention.block_size,
+                                                       options.run.manifest_file.string(),
+                                                       "$.simulation.coverage.fit_from"))
+               .first;
+      log << "coverage exponent fitted to " << it->second.points << " (micro-batch, layer) coverages of "
+          << it->second.runs.size() << " measured runs under " << coverage.fit_from << ": s = " << it->second.exponent
+          << " (RMSE " << it->second.rmse << ")\n";
+    }
+    coverage.exponent = it->second.exponent;
+    fit_of_run[run.name] = &it->second;
+  }
   // Decide every run first, so that a conflict stops the command before anything runs.
   std::vector<RunDecision> decisions;
   for (const RunSpec& run : runs) {
@@ -122,7 +158,9 @@ RunManifestResult simulate_manifest(const Manifest& manifest, const SimulateOpti
     RunSimulatorOptions sim_options;
     sim_options.fixed_plan_ms = options.fixed_plan_ms;
     RunSimulator sim(m, load_sim_profile(m, longest, options.profile), simulation_cluster(m), sim_options);
-    prepare_run_folder(run_dir, decision, manifest_to_json(m), simulation_context(run, options, sim), log);
+    const auto fit = fit_of_run.find(run.name);
+    prepare_run_folder(run_dir, decision, manifest_to_json(m),
+                       simulation_context(run, options, sim, fit == fit_of_run.end() ? nullptr : fit->second), log);
     RunFolderWriter writer(run_dir);
     const auto wall_start = std::chrono::steady_clock::now();
     for (int64_t it = 0; it < m.train.iterations; ++it) {

@@ -9,6 +9,7 @@
 #include "harness/config/manifest.h"
 #include "harness/latency/analytic_profile.h"
 #include "harness/sim/cluster_model.h"
+#include "harness/sim/coverage_fit.h"
 #include "harness/sim/coverage_model.h"
 #include "harness/sim/pipeline_simulator.h"
 #include "harness/sim/run_simulator.h"
@@ -173,6 +174,72 @@ RunSimulator make_simulator(const Manifest& m) {
   return RunSimulator(m, load_sim_profile(m, 64, std::nullopt), simulation_cluster(m), o);
 }
 
+
+TEST(CoverageFit, RecoversTheExponentThatMadeTheObservations) {
+  // Observations made by the model itself at s = 0.7 (packed and single sequences,
+  // budgets 1..8): the fit must find 0.7 with a zero residual.
+  std::vector<CoverageObservation> observations;
+  for (int64_t k : {1, 2, 4, 8}) {
+    for (const std::vector<int64_t>& lengths : {std::vector<int64_t>{100}, {512}, {2048}, {64, 700, 300}}) {
+      CoverageObservation o{lengths, k, 0.0};
+      o.coverage = modelled_coverage(o, 0.7, 32);
+      observations.push_back(o);
+    }
+  }
+  const CoverageFit fit = fit_coverage_exponent(observations, 32);
+  EXPECT_NEAR(fit.exponent, 0.7, 1e-3);
+  EXPECT_LT(fit.rmse, 1e-4);
+  EXPECT_EQ(fit.points, 16);
+  // Packed micro-batches weigh each sequence by its query blocks: 2 + 22 + 10 blocks.
+  const ZipfCoverageModel model(0.7, 32);
+  const CoverageObservation packed{{64, 700, 300}, 4, 0.0};
+  EXPECT_NEAR(modelled_coverage(packed, 0.7, 32),
+              (2 * model.coverage(64, 4) + 22 * model.coverage(700, 4) + 10 * model.coverage(300, 4)) / 34, 1e-12);
+  EXPECT_THROW(fit_coverage_exponent({}, 32), std::invalid_argument);
+}
+
+TEST(CoverageFit, ReadsMeasuredRunsOfTheSameBlockSizeOnly) {
+  const std::filesystem::path dir = test::fresh_temp_dir("coverage_fit");
+  const auto write_run = [&](const std::string& name, int64_t block, bool simulated) {
+    std::filesystem::create_directories(dir / name);
+    std::ofstream(dir / name / "manifest.resolved.json")
+        << json{{"methods", json::array({{{"attention", {{"name", "moba"}, {"block_size", block}}}}})}}.dump();
+    std::ofstream(dir / name / "context.json") << json{{"experiment", {{"simulated", simulated}}}}.dump();
+    std::ofstream records(dir / name / "records.jsonl");
+    for (int64_t it = 0; it < 3; ++it) {
+      IterationRecord r;
+      r.iteration = it;
+      r.warmup = it == 0;
+      r.microbatch_tokens = {1000, 300};
+      r.microbatch_lengths = {{1000}, {300}};
+      r.layer_budgets = {{4, 6}, {4, 4}};
+      r.layer_coverage.clear();
+      for (size_t k = 0; k < 2; ++k) {
+        r.layer_coverage.emplace_back();
+        for (double budget : r.layer_budgets[k]) {
+          const CoverageObservation o{r.microbatch_lengths[k], static_cast<int64_t>(budget), 0.0};
+          r.layer_coverage.back().push_back(modelled_coverage(o, 1.3, block));
+        }
+      }
+      records << iteration_record_to_json(r).dump() << "\n";
+    }
+  };
+  write_run("measured", 32, false);
+  write_run("other_block", 64, false);
+  write_run("simulated", 32, true);
+  const CoverageFit fit = fit_coverage_from_results(dir, 32, "m.json", "$.simulation.coverage.fit_from");
+  EXPECT_NEAR(fit.exponent, 1.3, 1e-3);
+  EXPECT_EQ(fit.points, 2 * 2 * 2);  // 2 measured iterations x 2 micro-batches x 2 layers
+  EXPECT_EQ(fit.runs, (std::vector<std::string>{(dir / "measured").string()}));
+  try {
+    fit_coverage_from_results(dir, 16, "m.json", "$.simulation.coverage.fit_from");
+    FAIL() << "no run has block size 16";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.json_path(), "$.simulation.coverage.fit_from");
+  }
+  EXPECT_THROW(fit_coverage_from_results(dir / "missing", 32, "m.json", "$"), ConfigError);
+  std::filesystem::remove_all(dir);
+}
 
 TEST(RunSimulator, SameSeedSameRecords) {
   const Manifest m = tiny_run(tiny_manifest_json());
