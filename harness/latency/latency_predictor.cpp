@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
 
 namespace sb {
 
@@ -26,7 +27,7 @@ LatencyPredictor::LatencyPredictor(LatencyProfile profile, LatencyPredictorOptio
                                        profile_.budgets.begin());
     for (size_t i = 0; i < lengths; ++i) {
       const double parts = layers * layer_monotone_[j][i] + (options_.include_head ? head_[i] : 0.0);
-      overhead_.push_back(std::max(0.0, profile_.model_ms[i].median - parts));
+      overhead_.push_back(profile_.model_ms[i].median - parts);
     }
   }
 }
@@ -34,17 +35,30 @@ LatencyPredictor::LatencyPredictor(LatencyProfile profile, LatencyPredictorOptio
 double LatencyPredictor::microbatch_overhead_ms(int64_t tokens) const {
   if (overhead_.empty()) return 0.0;
   // An overhead does not vanish with fewer tokens: constant below the grid.
-  return along_length(overhead_, std::max(tokens, profile_.seq_lens.front()));
+  return along_length(overhead_, std::max(tokens, profile_.seq_lens.front()), /*clamp_at_zero=*/false);
 }
 
-double LatencyPredictor::along_length(const std::vector<double>& series, int64_t length) const {
+double LatencyPredictor::microbatch_overhead_share_ms(int64_t tokens, int64_t stage, int64_t stages) const {
+  if (stages < 1 || stage < 0 || stage >= stages) {
+    throw std::invalid_argument("LatencyPredictor: stage " + std::to_string(stage) + " is not one of " +
+                                std::to_string(stages) + " stages");
+  }
+  const double overhead = microbatch_overhead_ms(tokens);
+  if (overhead_.empty()) return 0.0;
+  // The head inside the overhead is measured on its own (head_ms): it belongs to the last stage.
+  const double head = options_.include_head ? 0.0 : head_ms(tokens);
+  return (overhead - head) / static_cast<double>(stages) + (stage == stages - 1 ? head : 0.0);
+}
+
+double LatencyPredictor::along_length(const std::vector<double>& series, int64_t length, bool clamp_at_zero) const {
   const std::vector<int64_t>& grid = profile_.seq_lens;
   // Segment [grid[i], grid[i + 1]] containing length, or the nearest one outside.
   size_t i = 0;
   while (i + 2 < grid.size() && length > grid[i + 1]) ++i;
   const double x0 = static_cast<double>(grid[i]), x1 = static_cast<double>(grid[i + 1]);
   const double t = (static_cast<double>(length) - x0) / (x1 - x0);
-  return std::max(0.0, series[i] + t * (series[i + 1] - series[i]));
+  const double value = series[i] + t * (series[i + 1] - series[i]);
+  return clamp_at_zero ? std::max(0.0, value) : value;
 }
 
 double LatencyPredictor::layer_ms(int64_t length, int64_t budget) const {
@@ -94,7 +108,7 @@ double LatencyPredictor::microbatch_ms(const std::vector<int64_t>& lengths, int6
                                        int64_t total_layers) const {
   int64_t total = 0;
   for (int64_t length : lengths) total += length;
-  return stage_ms(lengths, budget, total_layers, /*last_stage=*/true) + microbatch_overhead_ms(total);
+  return std::max(0.0, stage_ms(lengths, budget, total_layers, /*last_stage=*/true) + microbatch_overhead_ms(total));
 }
 
 }  // namespace sb

@@ -12,13 +12,17 @@
 //   - a stage costs its layer count x the per-layer latency; with include_head the last
 //     stage also pays the head term (final norm, lm_head, loss) of its tokens. The paper's
 //     rule leaves the head out, so include_head is off by default.
-//   - a micro-batch (summed over its stages) also pays the overhead the profile measured
-//     beyond its layers, when the profile has model_ms: overhead(L) = model_ms(L) -
-//     layers x layer(L, model_budget) - (head(L) when include_head), never below 0,
-//     interpolated in the micro-batch's total tokens like the rest term (constant below
-//     the grid). It holds embedding, head and loss (unless counted above) and the
-//     framework's per-micro-batch cost, which dominate short micro-batches. Stage
-//     latencies (stage_ms) leave it out; the simulator spreads it over the stages.
+//   - a micro-batch (summed over its stages) is calibrated to the whole-model time the
+//     profile measured, when it has model_ms: overhead(L) = model_ms(L) -
+//     layers x layer(L, model_budget) - (head(L) when include_head), interpolated in the
+//     micro-batch's total tokens like the rest term (constant below the grid), is added
+//     once per micro-batch, and the sum is never below 0. The overhead is signed. Positive,
+//     it holds embedding, head and loss (unless counted above) and the framework's
+//     per-micro-batch cost, which dominate short micro-batches. Negative, it corrects a
+//     standalone layer timing that overstates the layer inside the model (seen on CPU at
+//     long lengths, 6-9 % per layer), so at model_budget on the grid the prediction is
+//     the whole-model measurement. Stage latencies (stage_ms) leave it out; the
+//     simulator spreads it over the stages.
 
 #include <cstdint>
 #include <vector>
@@ -53,21 +57,26 @@ class LatencyPredictor {
   // micro-batch overhead.
   double microbatch_ms(const std::vector<int64_t>& lengths, int64_t budget,
                        int64_t total_layers) const;
-  // The measured per-micro-batch overhead at this many tokens (0 without model_ms).
+  // The measured per-micro-batch overhead at this many tokens, signed (0 without model_ms).
   double microbatch_overhead_ms(int64_t tokens) const;
+  // Stage `stage`'s share (of `stages`) of that overhead: the head term, when stage_ms
+  // leaves it out, on the last stage (which runs final norm, lm_head and loss), the rest
+  // evenly. The shares sum to microbatch_overhead_ms(tokens).
+  double microbatch_overhead_share_ms(int64_t tokens, int64_t stage, int64_t stages) const;
 
   const LatencyProfile& profile() const { return profile_; }
   const LatencyPredictorOptions& options() const { return options_; }
 
  private:
-  // Piecewise-linear value over seq_lens at `length` of a per-length series.
-  double along_length(const std::vector<double>& series, int64_t length) const;
+  // Piecewise-linear value over seq_lens at `length` of a per-length series (latencies
+  // clamped at 0; a signed series such as the overhead is not).
+  double along_length(const std::vector<double>& series, int64_t length, bool clamp_at_zero = true) const;
 
   LatencyProfile profile_;
   LatencyPredictorOptions options_;
   std::vector<std::vector<double>> layer_monotone_;  // [budget][length], running max over budgets
   std::vector<double> rest_, head_;                  // [length] medians
-  std::vector<double> overhead_;                     // [length]; empty without model_ms
+  std::vector<double> overhead_;                     // [length], signed; empty without model_ms
 };
 
 }  // namespace sb

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
+#include <string>
 #include <stdexcept>
 
 #include "harness/latency/latency_predictor.h"
@@ -34,15 +36,14 @@ class PassThroughAttention : public AttentionBackend {
   }
 };
 
-// One decoder layer and a head on one device, with inputs per length.
+// One decoder layer, a head and (when asked) the whole model on one device; each method
+// returns the sampler of one grid point, holding its own inputs.
 class LayerBench {
  public:
   LayerBench(const ProfileRequest& request)
       : config_(qwen2_preset(request.preset)),
         device_(request.device == "cuda" ? c10::Device(c10::kCUDA) : c10::Device(c10::kCPU)),
-        precision_(qwen2_precision_from_name(request.precision)),
-        warmup_(request.warmup),
-        repetitions_(request.repetitions) {
+        precision_(qwen2_precision_from_name(request.precision)) {
     at::manual_seed(request.seed);
     layer_ = Qwen2DecoderLayer(config_, 0);
     layer_->to(device_);
@@ -54,15 +55,19 @@ class LayerBench {
     attention_options_ = request.attention;
   }
 
-  LatencyStat layer_ms(int64_t length, int64_t budget) {
-    if (attention_->name() == "moba") attention_->set_budget_request(AttentionBudgetRequest{{budget}, 0.0, 0});
-    return time_layer(length, *attention_);
+  TimedPoint layer(int64_t length, int64_t budget) {
+    return layer_sample(length, [this, budget]() -> AttentionBackend& {
+      if (attention_->name() == "moba") attention_->set_budget_request(AttentionBudgetRequest{{budget}, 0.0, 0});
+      return *attention_;
+    });
   }
-  LatencyStat rest_ms(int64_t length) { return time_layer(length, pass_through_); }
+  TimedPoint rest(int64_t length) {
+    return layer_sample(length, [this]() -> AttentionBackend& { return pass_through_; });
+  }
 
   // The whole model (embedding, every layer at `budget`, final norm, lm_head, loss) on one
   // sequence, as a single-stage pipeline runs a micro-batch.
-  LatencyStat model_ms(int64_t length, int64_t budget) {
+  TimedPoint model(int64_t length, int64_t budget) {
     if (!model_) {
       model_backend_ = std::shared_ptr<AttentionBackend>(make_attention_backend(attention_options_));
       model_ = Qwen2ForCausalLM(config_, model_backend_);
@@ -70,27 +75,31 @@ class LayerBench {
       model_->set_precision(precision_);
       model_->train();
     }
-    if (model_backend_->name() == "moba") model_backend_->set_budget_request(AttentionBudgetRequest{{budget}, 0.0, 0});
     const auto options = at::TensorOptions().dtype(at::kLong).device(device_);
     const at::Tensor tokens = at::randint(0, config_.vocab_size, {length}, options);
     const at::Tensor labels = at::randint(0, config_.vocab_size, {length}, options);
     const at::Tensor positions = at::arange(length, options);
     const PackedSequences sequences = PackedSequences::from_lengths({length});
-    return time([&] {
-      const at::Tensor logits = model_->forward(tokens, positions, sequences);
-      at::cross_entropy_loss(logits, labels).backward();
-      model_backend_->take_layer_stats();  // as the trainer drains them after each micro-batch
-    });
+    return [this, budget, tokens, labels, positions, sequences] {
+      if (model_backend_->name() == "moba") model_backend_->set_budget_request(AttentionBudgetRequest{{budget}, 0.0, 0});
+      return run_once([&] {
+        const at::Tensor logits = model_->forward(tokens, positions, sequences);
+        at::cross_entropy_loss(logits, labels).backward();
+        model_backend_->take_layer_stats();  // as the trainer drains them after each micro-batch
+      });
+    };
   }
 
-  LatencyStat head_ms(int64_t length) {
+  TimedPoint head(int64_t length) {
     const at::Tensor x = hidden(length);
     const at::Tensor labels = at::randint(0, config_.vocab_size, {length}, at::TensorOptions().dtype(at::kLong).device(device_));
-    return time([&] {
-      Qwen2AutocastGuard autocast(device_.type(), precision_);
-      const at::Tensor logits = head_->forward(norm_->forward(x)).to(at::kFloat);
-      at::cross_entropy_loss(logits, labels).backward();
-    });
+    return [this, x, labels] {
+      return run_once([&] {
+        Qwen2AutocastGuard autocast(device_.type(), precision_);
+        const at::Tensor logits = head_->forward(norm_->forward(x)).to(at::kFloat);
+        at::cross_entropy_loss(logits, labels).backward();
+      });
+    };
   }
 
  private:
@@ -98,42 +107,39 @@ class LayerBench {
     return at::randn({length, config_.hidden_size}, at::TensorOptions().device(device_)).requires_grad_(true);
   }
 
-  LatencyStat time_layer(int64_t length, AttentionBackend& backend) {
+  // `backend` is called before every run: it sets the point's budget on a shared backend.
+  TimedPoint layer_sample(int64_t length, std::function<AttentionBackend&()> backend) {
     const at::Tensor x = hidden(length);
     const at::Tensor positions = at::arange(length, at::TensorOptions().dtype(at::kLong).device(device_));
     const auto [cos, sin] = qwen2_rotary_tables(positions, config_.head_dim, config_.rope_theta);
     const PackedSequences sequences = PackedSequences::from_lengths({length});
     const at::Tensor grad = at::randn({length, config_.hidden_size}, x.options().requires_grad(false));
-    return time([&] {
-      Qwen2AutocastGuard autocast(device_.type(), precision_);
-      const at::Tensor y = layer_->forward(x, cos, sin, sequences, backend);
-      y.to(at::kFloat).backward(grad);
-    });
+    return [this, backend = std::move(backend), x, cos = cos, sin = sin, sequences, grad] {
+      AttentionBackend& attention = backend();
+      return run_once([&] {
+        Qwen2AutocastGuard autocast(device_.type(), precision_);
+        const at::Tensor y = layer_->forward(x, cos, sin, sequences, attention);
+        y.to(at::kFloat).backward(grad);
+      });
+    };
   }
 
   template <typename Step>
-  LatencyStat time(Step&& step) {
-    const auto run_once = [&] {
-      layer_->zero_grad();
-      head_->zero_grad();
-      norm_->zero_grad();
-      if (model_) model_->zero_grad();
-      if (device_.is_cuda()) torch::cuda::synchronize();
-      const auto start = Clock::now();
-      step();
-      if (device_.is_cuda()) torch::cuda::synchronize();
-      return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-    };
-    for (int64_t i = 0; i < warmup_; ++i) run_once();
-    std::vector<double> samples;
-    for (int64_t i = 0; i < repetitions_; ++i) samples.push_back(run_once());
-    return latency_stat_from_samples(std::move(samples));
+  double run_once(Step&& step) {
+    layer_->zero_grad();
+    head_->zero_grad();
+    norm_->zero_grad();
+    if (model_) model_->zero_grad();
+    if (device_.is_cuda()) torch::cuda::synchronize();
+    const auto start = Clock::now();
+    step();
+    if (device_.is_cuda()) torch::cuda::synchronize();
+    return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   }
 
   Qwen2Config config_;
   c10::Device device_;
   Qwen2Precision precision_;
-  int64_t warmup_, repetitions_;
   Qwen2DecoderLayer layer_{nullptr};
   Qwen2RMSNorm norm_{nullptr};
   torch::nn::Linear head_{nullptr};
@@ -161,6 +167,28 @@ void check_request(const ProfileRequest& r) {
 
 }  // namespace
 
+std::vector<LatencyStat> measure_interleaved(const std::vector<TimedPoint>& points, int64_t warmup,
+                                             int64_t repetitions, const ProgressFn& progress) {
+  if (warmup < 0 || repetitions < 1) {
+    throw std::invalid_argument("measure_interleaved: need warmup >= 0 and repetitions >= 1 (got " +
+                                std::to_string(warmup) + ", " + std::to_string(repetitions) + ")");
+  }
+  for (int64_t round = 0; round < warmup; ++round) {
+    for (const TimedPoint& point : points) point();
+  }
+  std::vector<std::vector<double>> samples(points.size());
+  for (int64_t round = 0; round < repetitions; ++round) {
+    for (size_t i = 0; i < points.size(); ++i) samples[i].push_back(points[i]());
+    if (progress) {
+      progress("round " + std::to_string(round + 1) + "/" + std::to_string(repetitions) + " of " +
+               std::to_string(points.size()) + " points timed");
+    }
+  }
+  std::vector<LatencyStat> stats;
+  for (std::vector<double>& point : samples) stats.push_back(latency_stat_from_samples(std::move(point)));
+  return stats;
+}
+
 LatencyProfile measure_latency_profile(const ProfileRequest& request, const ProgressFn& progress) {
   check_request(request);
   const Qwen2Config& config = qwen2_preset(request.preset);
@@ -185,22 +213,30 @@ LatencyProfile measure_latency_profile(const ProfileRequest& request, const Prog
   p.context["seed"] = request.seed;
 
   LayerBench bench(request);
+  // Per length: the layer at every budget, then rest, head and the whole model.
+  std::vector<TimedPoint> points;
   for (int64_t length : p.seq_lens) {
-    std::vector<LatencyStat> row;
-    for (int64_t k : p.budgets) {
-      row.push_back(bench.layer_ms(length, k));
-      if (progress) {
-        progress("layer L=" + std::to_string(length) + " k=" + std::to_string(k) + ": " +
-                 std::to_string(row.back().median) + " ms");
-      }
-    }
+    for (int64_t k : p.budgets) points.push_back(bench.layer(length, k));
+    points.push_back(bench.rest(length));
+    points.push_back(bench.head(length));
+    points.push_back(bench.model(length, p.model_budget));
+  }
+  const std::vector<LatencyStat> stats = measure_interleaved(points, request.warmup, request.repetitions, progress);
+  auto next = stats.begin();
+  for (int64_t length : p.seq_lens) {
+    std::vector<LatencyStat> row(next, next + static_cast<std::ptrdiff_t>(p.budgets.size()));
+    next += static_cast<std::ptrdiff_t>(p.budgets.size());
     p.layer_ms.push_back(std::move(row));
-    p.rest_ms.push_back(bench.rest_ms(length));
-    p.head_ms.push_back(bench.head_ms(length));
-    p.model_ms.push_back(bench.model_ms(length, p.model_budget));
+    p.rest_ms.push_back(*next++);
+    p.head_ms.push_back(*next++);
+    p.model_ms.push_back(*next++);
     if (progress) {
-      progress("rest L=" + std::to_string(length) + ": " + std::to_string(p.rest_ms.back().median) +
-               " ms, head: " + std::to_string(p.head_ms.back().median) + " ms, whole model: " +
+      std::string line = "L=" + std::to_string(length) + ": layer";
+      for (size_t j = 0; j < p.budgets.size(); ++j) {
+        line += " k=" + std::to_string(p.budgets[j]) + " " + std::to_string(p.layer_ms.back()[j].median);
+      }
+      progress(line + " ms, rest " + std::to_string(p.rest_ms.back().median) + " ms, head " +
+               std::to_string(p.head_ms.back().median) + " ms, whole model " +
                std::to_string(p.model_ms.back().median) + " ms");
     }
   }
@@ -232,11 +268,17 @@ ProfileCheck check_latency_profile(const LatencyProfile& profile, int64_t warmup
   if (budgets.empty()) budgets = profile.budgets;
   const LatencyPredictor predictor(profile);
   LayerBench bench(request);
+  std::vector<TimedPoint> points;
+  for (int64_t length : lengths) {
+    for (int64_t k : budgets) points.push_back(bench.layer(length, k));
+  }
+  const std::vector<LatencyStat> measured = measure_interleaved(points, warmup, repetitions, progress);
   ProfileCheck check;
   double sum = 0;
+  auto next = measured.begin();
   for (int64_t length : lengths) {
     for (int64_t k : budgets) {
-      ProfileCheckPoint point{length, k, predictor.layer_ms(length, k), bench.layer_ms(length, k), 0};
+      ProfileCheckPoint point{length, k, predictor.layer_ms(length, k), *next++, 0};
       point.abs_pct_error = 100.0 * std::abs(point.predicted_ms - point.measured.median) / point.measured.median;
       sum += point.abs_pct_error;
       if (progress) {

@@ -3,9 +3,12 @@
 // model preset, forward + backward, on one sequence of each length at each budget, after
 // warm-up, as the median and interquartile range of `repetitions` timings (raw samples
 // kept). Also measures, per length:
-//   rest  the same layer with a pass-through attention (its output is q): norms,
-//         projections, rotary, MLP, everything the attention pattern does not change;
-//   head  the final norm, the lm_head and the cross-entropy loss.
+//   rest   the same layer with a pass-through attention (its output is q): norms,
+//          projections, rotary, MLP, everything the attention pattern does not change;
+//   head   the final norm, the lm_head and the cross-entropy loss;
+//   model  the whole model (embedding, every layer at model_budget, head, loss).
+// The timings are interleaved: warm-up and repetitions run in rounds, each round timing
+// every grid point once, so a slow phase of a shared machine cannot bias a few points.
 // On CUDA every timing is bracketed by device synchronisation.
 //
 // check_latency_profile re-measures held-out points (the midpoints between neighbouring
@@ -34,6 +37,18 @@ struct ProfileRequest {
 };
 
 using ProgressFn = std::function<void(const std::string&)>;
+
+// One timed run of one grid point: it sets what it needs (e.g. the budget), runs once and
+// returns the milliseconds.
+using TimedPoint = std::function<double()>;
+
+// Times every point `repetitions` times after `warmup` untimed runs, in rounds: each round
+// runs every point once, in order. On a shared machine a slow phase then spreads over all
+// points instead of biasing the few timed back to back during it, which would distort the
+// latency ratios between lengths and budgets that the balancing acts on. Returns one
+// LatencyStat per point, in order; progress (if set) hears of each timed round.
+std::vector<LatencyStat> measure_interleaved(const std::vector<TimedPoint>& points, int64_t warmup,
+                                             int64_t repetitions, const ProgressFn& progress = {});
 
 // Throws std::invalid_argument for an inconsistent request.
 LatencyProfile measure_latency_profile(const ProfileRequest& request, const ProgressFn& progress = {});

@@ -155,7 +155,8 @@ SimulatedIteration RunSimulator::simulate_iteration(int64_t iteration) {
         const auto layers = static_cast<double>(m.parallelism.stage_layers[static_cast<size_t>(s)]);
         double compute = layers * per_layer;
         if (s == pp - 1 && predictor.options().include_head) compute += predictor.head_ms(mb.tokens);
-        compute += predictor.microbatch_overhead_ms(mb.tokens) / static_cast<double>(pp);
+        // The stage's share of the (signed) overhead; a stage never computes for less than 0 ms.
+        compute = std::max(0.0, compute + predictor.microbatch_overhead_share_ms(mb.tokens, s, pp));
         compute /= static_cast<double>(tp);
         const double tp_allreduce =
             tp > 1 ? layers * 2.0 * ring_allreduce_ms(cluster_.tensor_parallel_link(d, s), tp, tokens_bytes) : 0.0;

@@ -118,13 +118,49 @@ TEST(LatencyPredictor, MicroBatchPaysTheMeasuredOverheadOnce) {
   EXPECT_NEAR(predictor.microbatch_ms({256, 512}, 4, 5), 5 * predictor.packed_layer_ms({256, 512}, 4) + at_768, 1e-12);
   EXPECT_NEAR(predictor.stage_ms({256, 512}, 4, 5, true), 5 * predictor.packed_layer_ms({256, 512}, 4), 1e-12);
 
-  // With the head counted on its own the overhead is what is left; never below 0.
+  // With the head counted on its own the overhead is what is left.
   const LatencyPredictor with_head(profile, LatencyPredictorOptions{true});
   EXPECT_NEAR(with_head.microbatch_overhead_ms(512), 2.5, 1e-12);
-  const LatencyPredictor negative(profile_with_model_ms({-1.0, -1.0, -1.0, -1.0}), LatencyPredictorOptions{true});
-  EXPECT_DOUBLE_EQ(negative.microbatch_overhead_ms(512), 0.0);
+  // A whole model faster than its layers timed alone: the overhead is negative and the
+  // micro-batch at model_budget on the grid is exactly the whole-model measurement.
+  const LatencyProfile faster = profile_with_model_ms({-1.0, -1.5, -2.0, -3.0});
+  const LatencyPredictor negative(faster, LatencyPredictorOptions{true});
+  EXPECT_NEAR(negative.microbatch_overhead_ms(512), -1.5, 1e-12);
+  EXPECT_NEAR(negative.microbatch_overhead_ms(768), -1.75, 1e-12);
+  for (size_t i = 0; i < faster.seq_lens.size(); ++i) {
+    EXPECT_NEAR(negative.microbatch_ms({faster.seq_lens[i]}, 4, 3), faster.model_ms[i].median, 1e-9);
+  }
+  // The sum never falls below 0: a whole model measured at almost nothing makes the raw
+  // sum at a smaller budget negative.
+  LatencyProfile tiny = profile_with_model_ms({0, 0, 0, 0});
+  for (LatencyStat& stat : tiny.model_ms) stat = LatencyStat{1e-6, 0, {}};
+  const LatencyPredictor clamped(tiny);
+  const double raw = 3 * (clamped.layer_ms(512, 1) - clamped.layer_ms(512, 4)) + 1e-6;
+  ASSERT_LT(raw, 0.0);
+  EXPECT_NEAR(clamped.microbatch_overhead_ms(512) + 3 * clamped.layer_ms(512, 1), raw, 1e-9);
+  EXPECT_DOUBLE_EQ(clamped.microbatch_ms({512}, 1, 3), 0.0);
   // Profiles without model_ms (analytic, older files) predict no overhead.
   EXPECT_DOUBLE_EQ(LatencyPredictor(grid_profile()).microbatch_overhead_ms(512), 0.0);
+}
+
+TEST(LatencyPredictor, OverheadSharesPutTheHeadOnTheLastStage) {
+  const LatencyProfile profile = profile_with_model_ms({2.0, 2.5, 3.5, 5.5});
+  const LatencyPredictor predictor(profile);  // head left out of stage_ms: it is in the overhead
+  const double overhead = predictor.microbatch_overhead_ms(768);
+  const double head = predictor.head_ms(768);
+  for (int64_t stages : {1, 2, 4}) {
+    double sum = 0;
+    for (int64_t s = 0; s < stages; ++s) sum += predictor.microbatch_overhead_share_ms(768, s, stages);
+    EXPECT_NEAR(sum, overhead, 1e-12) << stages << " stages";
+  }
+  EXPECT_NEAR(predictor.microbatch_overhead_share_ms(768, 0, 4), (overhead - head) / 4, 1e-12);
+  EXPECT_NEAR(predictor.microbatch_overhead_share_ms(768, 3, 4), (overhead - head) / 4 + head, 1e-12);
+  // With the head counted in the last stage's stage_ms, the overhead is spread evenly.
+  const LatencyPredictor with_head(profile, LatencyPredictorOptions{true});
+  EXPECT_NEAR(with_head.microbatch_overhead_share_ms(768, 3, 4), with_head.microbatch_overhead_ms(768) / 4, 1e-12);
+  // No model_ms, no overhead to share; a stage outside the pipeline is an error.
+  EXPECT_DOUBLE_EQ(LatencyPredictor(grid_profile()).microbatch_overhead_share_ms(768, 1, 2), 0.0);
+  EXPECT_THROW(predictor.microbatch_overhead_share_ms(768, 2, 2), std::invalid_argument);
 }
 
 TEST(LatencyProfile, ModelMsRoundTripsAndMustMatchTheGrid) {
