@@ -41,46 +41,39 @@ AttentionBudgetRequest budget_request(const PlannedMicroBatch& planned) {
   return request;
 }
 
+// One value per planned micro-batch, shaped [dp rank][micro-batch] as the plan; value(k, mb)
+// gets the micro-batch's index k in the record's flattened (plan-order) lists.
+template <typename Value>
+std::vector<std::vector<double>> per_planned_microbatch(const GlobalBatchPlan& plan, Value&& value) {
+  std::vector<std::vector<double>> out;
+  size_t k = 0;
+  for (const auto& rank : plan.ranks) {
+    out.emplace_back();
+    for (const PlannedMicroBatch& mb : rank) out.back().push_back(value(k++, mb));
+  }
+  return out;
+}
 
 // The budget each planned micro-batch ran with, in plan order per DP rank: the mean
 // effective budget over its layers when the backend reported statistics (DST's floor
 // may have raised it), the planned budget otherwise.
 std::vector<std::vector<double>> realized_budgets(const GlobalBatchPlan& plan, const IterationRecord& record) {
-  std::vector<std::vector<double>> out;
-  size_t k = 0;
-  for (const auto& rank : plan.ranks) {
-    out.emplace_back();
-    for (const PlannedMicroBatch& mb : rank) {
-      if (k < record.layer_budgets.size()) {
-        const auto& layers = record.layer_budgets[k];
-        out.back().push_back(std::accumulate(layers.begin(), layers.end(), 0.0) / static_cast<double>(layers.size()));
-      } else {
-        out.back().push_back(static_cast<double>(mb.budget));
-      }
-      ++k;
-    }
-  }
-  return out;
+  return per_planned_microbatch(plan, [&](size_t k, const PlannedMicroBatch& mb) {
+    if (k >= record.layer_budgets.size()) return static_cast<double>(mb.budget);
+    const auto& layers = record.layer_budgets[k];
+    return std::accumulate(layers.begin(), layers.end(), 0.0) / static_cast<double>(layers.size());
+  });
 }
 
 // DST's coverage floor of each planned micro-batch, shaped as realized_budgets: the mean
 // over its layers of the floor budget the backend computed, 0 where none was.
 std::vector<std::vector<double>> realized_floors(const GlobalBatchPlan& plan, const IterationRecord& record) {
-  std::vector<std::vector<double>> out;
-  size_t k = 0;
-  for (const auto& rank : plan.ranks) {
-    out.emplace_back();
-    for (size_t m = 0; m < rank.size(); ++m, ++k) {
-      double floor = 0;
-      if (k < record.layer_floors.size() && !record.layer_floors[k].empty()) {
-        const auto& layers = record.layer_floors[k];
-        floor = static_cast<double>(std::accumulate(layers.begin(), layers.end(), int64_t{0})) /
-                static_cast<double>(layers.size());
-      }
-      out.back().push_back(floor);
-    }
-  }
-  return out;
+  return per_planned_microbatch(plan, [&](size_t k, const PlannedMicroBatch&) {
+    if (k >= record.layer_floors.size() || record.layer_floors[k].empty()) return 0.0;
+    const auto& layers = record.layer_floors[k];
+    return static_cast<double>(std::accumulate(layers.begin(), layers.end(), int64_t{0})) /
+           static_cast<double>(layers.size());
+  });
 }
 
 PackedMicroBatch to_device(PackedMicroBatch mb, const c10::Device& device) {
