@@ -14,6 +14,12 @@ BatchPlanner::BatchPlanner(const BatchPlannerOptions& options,
       estimator_(BudgetEstimatorOptions{options.sab_ema_alpha, options.budget.top_k}),
       floor_estimator_(BudgetEstimatorOptions{
           options.sab_ema_alpha, DstBudget::floor_prior(options.budget.top_k, options.budget.dst.p)}) {
+  if (options_.latency_calibration_alpha > 0 && predictor_) {
+    calibration_.emplace(options_.latency_calibration_alpha);
+    auto calibrated = std::make_shared<LatencyPredictor>(*predictor_);
+    calibrated->set_microbatch_scale([this](int64_t tokens) { return calibration_->factor(tokens); });
+    predictor_ = std::move(calibrated);
+  }
   BatchingDependencies dependencies{predictor_.get(), &estimator_, options_.budget.total_layers};
   batching_ = make_batching_policy(options_.batching, dependencies);
   budget_ = make_budget_policy(options_.budget, predictor_.get(), &floor_estimator_);
@@ -54,13 +60,35 @@ void BatchPlanner::observe(const GlobalBatchPlan& plan, const std::vector<int64_
   }
 }
 
+void BatchPlanner::observe_latencies(const GlobalBatchPlan& plan, const std::vector<std::vector<double>>& measured_ms) {
+  if (!calibration_) return;
+  if (measured_ms.size() != plan.ranks.size()) {
+    throw std::invalid_argument("BatchPlanner::observe_latencies: one latency list per DP rank needed");
+  }
+  std::vector<LatencyObservation> iteration;
+  for (size_t r = 0; r < plan.ranks.size(); ++r) {
+    if (measured_ms[r].size() != plan.ranks[r].size()) {
+      throw std::invalid_argument("BatchPlanner::observe_latencies: one latency per micro-batch needed");
+    }
+    for (size_t m = 0; m < plan.ranks[r].size(); ++m) {
+      const PlannedMicroBatch& mb = plan.ranks[r][m];
+      if (mb.predicted_ms <= 0) continue;
+      // The plan predicted with the factor the calibration still holds: undo it.
+      iteration.push_back({mb.tokens, mb.predicted_ms / calibration_->factor(mb.tokens), measured_ms[r][m]});
+    }
+  }
+  calibration_->observe(iteration);
+}
+
 double BatchPlanner::last_anchor_ms() const {
   const auto* dst = dynamic_cast<const DstBudget*>(budget_.get());
   return dst != nullptr ? dst->last_anchor_ms() : -1.0;
 }
 
 nlohmann::json BatchPlanner::state() const {
-  return {{"budget_estimator", estimator_.to_json()}, {"floor_estimator", floor_estimator_.to_json()}};
+  nlohmann::json state{{"budget_estimator", estimator_.to_json()}, {"floor_estimator", floor_estimator_.to_json()}};
+  if (calibration_) state["latency_calibration"] = calibration_->to_json();
+  return state;
 }
 
 void BatchPlanner::load_state(const nlohmann::json& state) {
@@ -70,6 +98,9 @@ void BatchPlanner::load_state(const nlohmann::json& state) {
   estimator_.load_json(state["budget_estimator"]);
   // Checkpoints written before the floor estimator existed resume from its prior.
   if (state.contains("floor_estimator")) floor_estimator_.load_json(state["floor_estimator"]);
+  // A calibration resumes when both the state and this run have one; otherwise it starts
+  // from its prior (a checkpoint of a run without calibration).
+  if (calibration_ && state.contains("latency_calibration")) calibration_->load_json(state["latency_calibration"]);
 }
 
 }  // namespace sb

@@ -1,19 +1,22 @@
 #pragma once
 // Plans every global batch of a run: the batching policy (sequential | lbb | sab), then
 // the budget policy (fixed | dst), with the latency predictor when the method has a
-// profile. Keeps SAB's budget estimator and feeds it the budgets that ran. Every rank
-// owns one planner built from the same options and fed the same observations, so every
-// rank computes the same plans.
+// profile. Keeps SAB's budget estimator and feeds it the budgets that ran, and, when the
+// method asks for it, calibrates the predictor's micro-batch latency against the measured
+// one (latency_calibration.h). Every rank owns one planner built from the same options
+// and fed the same observations, so every rank computes the same plans.
 
 #include <nlohmann/json.hpp>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "harness/balance/batching_policy.h"
 #include "harness/balance/budget_estimator.h"
 #include "harness/balance/budget_policy.h"
+#include "harness/balance/latency_calibration.h"
 #include "harness/latency/latency_predictor.h"
 
 namespace sb {
@@ -25,13 +28,18 @@ struct BatchPlannerOptions {
   int64_t dp = 1;
   int64_t max_tokens = 4096;  // per micro-batch
   int64_t max_samples = 0;    // per micro-batch; 0 = no limit
+  double latency_calibration_alpha = 0;  // EMA weight of the online calibration; 0 = off
 };
 
 class BatchPlanner {
  public:
   // predictor: null when the method has no latency profile (then sab and dst are errors:
   // std::invalid_argument).
+  // With calibration the planner predicts with its own copy of the predictor, scaled by
+  // its calibration; it holds a pointer to itself, hence neither copied nor moved.
   BatchPlanner(const BatchPlannerOptions& options, std::shared_ptr<const LatencyPredictor> predictor);
+  BatchPlanner(const BatchPlanner&) = delete;
+  BatchPlanner& operator=(const BatchPlanner&) = delete;
 
   // Throws std::invalid_argument for a sample longer than max_tokens (before planning).
   GlobalBatchPlan plan(const std::vector<int64_t>& sample_lengths);
@@ -47,6 +55,13 @@ class BatchPlanner {
                const std::vector<std::vector<double>>& realized_budgets,
                const std::vector<std::vector<double>>& realized_floors = {});
 
+  // After the iteration ran: measured_ms[r][m] is the measured latency of micro-batch m of
+  // rank r (shaped as the plan; <= 0 where none). Updates the calibration, if on, from the
+  // micro-batches the plan predicted. Call it before the next plan().
+  void observe_latencies(const GlobalBatchPlan& plan, const std::vector<std::vector<double>>& measured_ms);
+  // The calibration, when the method turned it on.
+  const LatencyCalibration* calibration() const { return calibration_ ? &*calibration_ : nullptr; }
+
   // DST's anchor of the last plan (ms), or negative when not DST.
   double last_anchor_ms() const;
 
@@ -61,6 +76,7 @@ class BatchPlanner {
   std::shared_ptr<const LatencyPredictor> predictor_;
   BudgetEstimator estimator_;
   BudgetEstimator floor_estimator_;  // DST's expected coverage floor (dst_budget.h)
+  std::optional<LatencyCalibration> calibration_;
   std::unique_ptr<BatchingPolicy> batching_;
   std::unique_ptr<BudgetPolicy> budget_;
 };

@@ -88,6 +88,11 @@ json effective_method_json(const json& own, const json* defaults, const std::str
   if (d.contains("sab") && string_or(merged, "batching", "sequential") == "sab") {
     merged["sab"] = merge_over(d["sab"], merged.contains("sab") ? merged["sab"] : json::object());
   }
+  // Calibration applies to every method that predicts with a profile.
+  if (d.contains("latency_calibration") && merged.contains("profile")) {
+    merged["latency_calibration"] = merge_over(
+        d["latency_calibration"], merged.contains("latency_calibration") ? merged["latency_calibration"] : json::object());
+  }
   return merged;
 }
 
@@ -160,6 +165,16 @@ MethodSection parse_method_section(const json& own, const json* defaults, const 
     }
   }
   m.profile = resolve_manifest_path(file, r.optional<std::string>("profile", ""));
+  if (const json* calibration = r.optional_value("latency_calibration")) {
+    JsonObjectReader c(*calibration, r.child_path("latency_calibration"), file);
+    m.latency_calibration.enabled = true;
+    m.latency_calibration.ema_alpha = c.optional<double>("ema_alpha", m.latency_calibration.ema_alpha);
+    c.finish();
+    c.expect(m.latency_calibration.ema_alpha > 0 && m.latency_calibration.ema_alpha <= 1, "ema_alpha",
+             "must be in (0, 1]", "e.g. 0.3");
+    r.expect(!m.profile.empty(), "latency_calibration", "calibrates latency predictions, and the method has no profile",
+             "name a profile, or leave latency_calibration out");
+  }
   r.finish();
   r.expect(m.budget != "dst" || m.attention.name == "moba", "budget",
            "dst tunes a sparse attention budget, and attention is \"" + m.attention.name + "\"",
@@ -210,6 +225,11 @@ void check_method_defaults(const json& defaults, const std::string& path, const 
     a.optional<double>("ema_alpha", 0);
     a.finish();
   }
+  if (const json* calibration = r.optional_value("latency_calibration")) {
+    JsonObjectReader a(*calibration, r.child_path("latency_calibration"), file);
+    a.optional<double>("ema_alpha", 0);
+    a.finish();
+  }
   r.optional<std::string>("profile", "");
   r.finish();
 }
@@ -228,6 +248,7 @@ json method_to_json(const MethodSection& m) {
   }
   if (m.batching == "sab") j["sab"] = {{"ema_alpha", m.sab.ema_alpha}};
   if (!m.profile.empty()) j["profile"] = m.profile;
+  if (m.latency_calibration.enabled) j["latency_calibration"] = {{"ema_alpha", m.latency_calibration.ema_alpha}};
   return j;
 }
 

@@ -10,12 +10,14 @@
 //    "budget": "fixed" | "dst",
 //    "dst": {"anchor": "mean", "p": 0.1, "k_min": 1, "k_max": 2 x top_k, "bottleneck": "smallest"},
 //    "sab": {"ema_alpha": 0.2},
-//    "profile": "profiles/cpu.json"}     latency profile (needed by sab and dst)
+//    "profile": "profiles/cpu.json",     latency profile (needed by sab and dst)
+//    "latency_calibration": {"ema_alpha": 0.3}}  optional; online calibration of the
+//                                        predictions (harness/balance/latency_calibration.h)
 //
 // Precedence: the method's own keys, then its preset, then the manifest's
 // method_defaults (same keys, no name or preset), of which only the parts that apply
 // are taken (dst when the budget is dst, sab when batching is sab, block_size and top_k
-// when the attention is moba). In the method itself, keys that do not apply are errors.
+// when the attention is moba, latency_calibration when the method has a profile). In the method itself, keys that do not apply are errors.
 // The resolved form (method_to_json) spells every field out; it parses back to itself.
 
 #include <nlohmann/json.hpp>
@@ -44,6 +46,11 @@ struct SabSection {
   double ema_alpha = 0.2;
 };
 
+struct LatencyCalibrationSection {
+  bool enabled = false;  // on when the method (or method_defaults) has the key
+  double ema_alpha = 0.3;
+};
+
 struct MethodSection {
   std::string name;
   std::string preset;  // "" when none
@@ -53,6 +60,7 @@ struct MethodSection {
   DstSection dst;       // meaningful when budget == "dst"
   SabSection sab;       // meaningful when batching == "sab"
   std::string profile;  // absolute path once resolved; "" when none
+  LatencyCalibrationSection latency_calibration;
 };
 
 std::vector<std::string> method_preset_names();

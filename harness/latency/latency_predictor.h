@@ -25,6 +25,7 @@
 //     simulator spreads it over the stages.
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "harness/latency/latency_profile.h"
@@ -57,6 +58,13 @@ class LatencyPredictor {
   // micro-batch overhead.
   double microbatch_ms(const std::vector<int64_t>& lengths, int64_t budget,
                        int64_t total_layers) const;
+  // A multiplicative scale on microbatch_ms by the micro-batch's total tokens (the batch
+  // planner's online calibration, harness/balance/latency_calibration.h); none by default.
+  // stage_ms and the per-layer terms stay uncalibrated.
+  void set_microbatch_scale(std::function<double(int64_t)> scale) { microbatch_scale_ = std::move(scale); }
+  // microbatch_ms without that scale.
+  double uncalibrated_microbatch_ms(const std::vector<int64_t>& lengths, int64_t budget, int64_t total_layers) const;
+
   // The measured per-micro-batch overhead at this many tokens, signed (0 without model_ms).
   double microbatch_overhead_ms(int64_t tokens) const;
   // Stage `stage`'s share (of `stages`) of that overhead: the head term, when stage_ms
@@ -77,6 +85,7 @@ class LatencyPredictor {
   std::vector<std::vector<double>> layer_monotone_;  // [budget][length], running max over budgets
   std::vector<double> rest_, head_;                  // [length] medians
   std::vector<double> overhead_;                     // [length], signed; empty without model_ms
+  std::function<double(int64_t)> microbatch_scale_;  // empty: no scale
 };
 
 }  // namespace sb

@@ -33,7 +33,9 @@ struct RunManifestResult {
   std::filesystem::path manifest_dir;
 };
 
-// The runs `options` selects (ConfigError for an unknown --only).
+// The runs `options` selects (ConfigError for an unknown --only), in execution order:
+// grouped by their point on the non-method sweep axes (e.g. the seed), so that each run
+// executes right next to the baseline it is compared with.
 std::vector<RunSpec> select_runs(const Manifest& manifest, const RunManifestOptions& options);
 
 // The selected runs that are not skipped (complete with the same manifest).

@@ -261,6 +261,9 @@ std::optional<IterationOutcome> Trainer::train_iteration(int64_t iteration) {
   // Every rank holds every report, so every rank's planner sees the same budgets.
   if (planner_) {
     planner_->observe(pass.plan, pass.lengths, realized_budgets(pass.plan, record), realized_floors(pass.plan, record));
+    planner_->observe_latencies(pass.plan, per_planned_microbatch(pass.plan, [&](size_t k, const PlannedMicroBatch&) {
+                                  return k < record.microbatch_ms.size() ? record.microbatch_ms[k] : -1.0;
+                                }));
   }
   if (context_.rank != 0) return std::nullopt;
 

@@ -223,6 +223,46 @@ TEST(BatchPlanner, ObservationsSteerSabAndStateRoundTrips) {
   EXPECT_EQ(samples_of(restored.plan(lengths)), samples_of(second));
 }
 
+TEST(BatchPlanner, CalibrationScalesPredictionsByMeasuredOverPredictedAndRoundTrips) {
+  BatchPlannerOptions options;
+  options.dp = 1;
+  options.max_tokens = 1 << 20;
+  options.max_samples = 1;
+  options.budget.top_k = 8;
+  options.budget.block_size = 64;
+  options.latency_calibration_alpha = 1.0;  // the factor becomes the last ratio
+  const auto predictor = analytic_predictor();
+  BatchPlanner planner(options, predictor);
+  ASSERT_NE(planner.calibration(), nullptr);
+  const std::vector<int64_t> lengths{2048, 100};
+  const GlobalBatchPlan first = planner.plan(lengths);
+  const double long_raw = predictor->microbatch_ms({2048}, 8, 1);
+  const double short_raw = predictor->microbatch_ms({100}, 8, 1);
+  ASSERT_NEAR(first.ranks[0][0].predicted_ms, long_raw, 1e-12);
+  // The long micro-batch ran twice as slow as predicted, the short one as predicted.
+  planner.observe_latencies(first, {{2 * long_raw, short_raw}});
+  const GlobalBatchPlan second = planner.plan(lengths);
+  EXPECT_NEAR(second.ranks[0][0].predicted_ms, 2 * long_raw, 1e-9);
+  EXPECT_NEAR(second.ranks[0][1].predicted_ms, short_raw, 1e-9);
+  // The planner predicts with its own copy: the shared predictor is left as it was.
+  EXPECT_NEAR(predictor->microbatch_ms({2048}, 8, 1), long_raw, 1e-12);
+  // Observing the calibrated plan undoes the factor it was planned with.
+  planner.observe_latencies(second, {{2 * long_raw, short_raw}});
+  EXPECT_NEAR(planner.plan(lengths).ranks[0][0].predicted_ms, 2 * long_raw, 1e-9);
+
+  BatchPlanner restored(options, predictor);
+  restored.load_state(planner.state());
+  EXPECT_NEAR(restored.plan(lengths).ranks[0][0].predicted_ms, 2 * long_raw, 1e-9);
+  // Off (the default): no calibration, observations change nothing.
+  options.latency_calibration_alpha = 0;
+  BatchPlanner plain(options, predictor);
+  EXPECT_EQ(plain.calibration(), nullptr);
+  plain.observe_latencies(first, {{2 * long_raw, short_raw}});
+  EXPECT_NEAR(plain.plan(lengths).ranks[0][0].predicted_ms, long_raw, 1e-12);
+  EXPECT_FALSE(plain.state().contains("latency_calibration"));
+  EXPECT_THROW(planner.observe_latencies(first, {}), std::invalid_argument);
+}
+
 TEST(BatchPlanner, ReportedFloorsSteerDstPredictionsAndRoundTrip) {
   BatchPlannerOptions options;
   options.batching = "sequential";

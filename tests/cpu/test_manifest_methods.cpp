@@ -94,6 +94,28 @@ TEST(ManifestMethods, SabAndDstNeedAProfileAndDstNeedsMoba) {
   EXPECT_EQ(error_path(manifest_with(json::array({{{"name", "x"}, {"preset", "lbb"}}}))), "(no error)");
 }
 
+TEST(ManifestMethods, LatencyCalibrationAppliesToMethodsWithAProfile) {
+  const json defaults{{"attention", {{"name", "moba"}, {"top_k", 8}}}, {"latency_calibration", {{"ema_alpha", 0.5}}}};
+  const json methods = json::array({{{"name", "a"}, {"preset", "sab"}, {"profile", "/p.json"}},
+                                    {{"name", "b"}, {"preset", "lbb"}}});
+  const Manifest m = parse_manifest(manifest_with(methods, defaults), "m.json");
+  EXPECT_TRUE(m.methods[0].latency_calibration.enabled);
+  EXPECT_EQ(m.methods[0].latency_calibration.ema_alpha, 0.5);
+  EXPECT_FALSE(m.methods[1].latency_calibration.enabled);  // no profile: not taken
+  const json resolved = manifest_to_json(m);
+  EXPECT_EQ(resolved["methods"][0]["latency_calibration"]["ema_alpha"], 0.5);
+  EXPECT_FALSE(resolved["methods"][1].contains("latency_calibration"));
+  EXPECT_EQ(manifest_to_json(parse_manifest(resolved, "resolved.json")), resolved);
+  // In the method itself: needs a profile, alpha in (0, 1].
+  EXPECT_EQ(error_path(manifest_with(json::array({{{"name", "x"}, {"latency_calibration", json::object()}}}))),
+            "$.methods[0].latency_calibration");
+  EXPECT_EQ(error_path(manifest_with(json::array({{{"name", "x"}, {"profile", "/p.json"},
+                                                   {"latency_calibration", {{"ema_alpha", 0}}}}}))),
+            "$.methods[0].latency_calibration.ema_alpha");
+  EXPECT_EQ(error_path(manifest_with(json::array({{{"name", "x"}}}), {{"latency_calibration", {{"alpha", 1}}}})),
+            "$.method_defaults.latency_calibration.alpha");
+}
+
 TEST(ManifestMethods, BaselineMustNameAMethodAndDefaultsCannotNameOne) {
   json j = manifest_with(json::array({{{"name", "a"}}, {{"name", "b"}}}));
   j["baseline"] = "b";

@@ -11,6 +11,7 @@
 #include "harness/runner/fault_injection.h"
 #include "harness/runner/local_launcher.h"
 #include "harness/runner/run_folder.h"
+#include "harness/runner/run_manifest.h"
 #include "tests/support/run_command.h"
 
 namespace sb {
@@ -94,6 +95,28 @@ TEST(RunFolder, ResumeDropsRecordsAfterTheCheckpointAndMovingAsideKeepsEverythin
   EXPECT_EQ(aside, 1);
   EXPECT_EQ(json::parse(read_file(run / "context.json"))["host"], "h");
   fs::remove_all(root);
+}
+
+TEST(RunOrder, RunsOfOneNonMethodSweepPointExecuteBackToBack) {
+  const Manifest m = parse_manifest(json::parse(R"({
+    "name": "order",
+    "model": {"preset": "qwen2-test"},
+    "data": {"synthetic": {"length_mixture": [{"min_tokens": 8, "max_tokens": 16}]}},
+    "train": {"iterations": 3},
+    "method_defaults": {"attention": {"name": "moba", "block_size": 4, "top_k": 2}, "profile": "/p.json"},
+    "methods": [{"name": "baseline", "preset": "baseline"}, {"name": "dst", "preset": "dst"}],
+    "sweep": {"methods.dst.p": [0.1, 0.2], "seed": [1, 2]}
+  })"),
+                                    "m.json");
+  std::vector<std::string> names;
+  for (const RunSpec& run : select_runs(m, RunManifestOptions{})) names.push_back(run.name);
+  // expand_runs lists method by method; execution goes seed by seed, methods in order.
+  const std::vector<std::string> expected{"baseline__seed=1", "dst__p=0.1__seed=1", "dst__p=0.2__seed=1",
+                                          "baseline__seed=2", "dst__p=0.1__seed=2", "dst__p=0.2__seed=2"};
+  EXPECT_EQ(names, expected);
+  RunManifestOptions only;
+  only.only = "dst__p=0.2__seed=2";
+  ASSERT_EQ(select_runs(m, only).size(), 1u);
 }
 
 TEST(FaultInjection, ParsesOrRejectsWithTheVariableName) {
