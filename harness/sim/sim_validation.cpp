@@ -1,7 +1,10 @@
 #include "harness/sim/sim_validation.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "harness/common/atomic_file.h"
 #include "harness/common/errors.h"
@@ -12,6 +15,48 @@ namespace sb {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+namespace {
+
+// Median of the finite values; NaN when there are none.
+double median_of(std::vector<double> values) {
+  values.erase(std::remove_if(values.begin(), values.end(), [](double v) { return !std::isfinite(v); }), values.end());
+  if (values.empty()) return std::nan("");
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+// A JSON number, or NaN for null (a statistic nothing measured).
+double num(const json& j) { return j.is_number() ? j.get<double>() : std::nan(""); }
+
+double relative(double simulated, double measured) {
+  return measured != 0 ? (simulated - measured) / measured : std::nan("");
+}
+
+// One method's runs: each run's simulated and measured statistic, in run order.
+struct MethodValues {
+  std::string method;
+  std::vector<double> sim_iter, real_iter, sim_bubble, real_bubble;
+};
+
+json per_method_json(const std::vector<MethodValues>& methods) {
+  json out = json::array();
+  for (const MethodValues& m : methods) {
+    const double sim_iter = median_of(m.sim_iter), real_iter = median_of(m.real_iter);
+    const double sim_bubble = median_of(m.sim_bubble), real_bubble = median_of(m.real_bubble);
+    out.push_back({{"method", m.method},
+                   {"runs", m.sim_iter.size()},
+                   {"median_iter_ms", {{"simulated", sim_iter}, {"measured", real_iter},
+                                       {"relative_error", relative(sim_iter, real_iter)}}},
+                   {"mean_bubble_fraction", {{"simulated", sim_bubble}, {"measured", real_bubble},
+                                             {"relative_error", relative(sim_bubble, real_bubble)},
+                                             {"absolute_error", sim_bubble - real_bubble}}}});
+  }
+  return out;
+}
+
+}  // namespace
+
 json validate_simulation(const fs::path& simulated_dir, const fs::path& measured_dir) {
   if (!fs::is_directory(measured_dir)) {
     throw ConfigError("--validate-against", "", measured_dir.string() + " is not a folder",
@@ -19,6 +64,7 @@ json validate_simulation(const fs::path& simulated_dir, const fs::path& measured
   }
   json runs = json::array();
   std::string missing;
+  std::vector<MethodValues> methods;  // in the order first seen
   for (const fs::path& simulated_run : list_run_folders(simulated_dir)) {
     const RunSummary sim = summarize_run(simulated_run);
     const fs::path measured_run = measured_dir / sim.run;
@@ -27,7 +73,7 @@ json validate_simulation(const fs::path& simulated_dir, const fs::path& measured
       continue;
     }
     const RunSummary real = summarize_run(measured_run);
-    const auto rel = [](double s, double r) { return r != 0 ? (s - r) / r : std::nan(""); };
+    const auto rel = relative;
     // Absent statistics (no measured iteration) compare as NaN, never as 0.
     const auto iter_median = [](const RunSummary& r) { return r.iter_ms ? r.iter_ms->median : std::nan(""); };
     const auto bubble = [](const RunSummary& r) { return r.bubble_fraction_mean.value_or(std::nan("")); };
@@ -43,6 +89,12 @@ json validate_simulation(const fs::path& simulated_dir, const fs::path& measured
                       {"relative_error", rel(bubble(sim), bubble(real))},
                       {"absolute_error", bubble(sim) - bubble(real)}}},
                     {"median_imbalance", {{"simulated", imbalance(sim)}, {"measured", imbalance(real)}}}});
+    auto it = std::find_if(methods.begin(), methods.end(), [&](const MethodValues& m) { return m.method == sim.method; });
+    if (it == methods.end()) it = methods.insert(methods.end(), MethodValues{sim.method, {}, {}, {}, {}});
+    it->sim_iter.push_back(iter_median(sim));
+    it->real_iter.push_back(iter_median(real));
+    it->sim_bubble.push_back(bubble(sim));
+    it->real_bubble.push_back(bubble(real));
   }
   if (runs.empty()) {
     throw ConfigError("--validate-against", "", "no run of " + simulated_dir.string() + " has measured records in " +
@@ -53,8 +105,10 @@ json validate_simulation(const fs::path& simulated_dir, const fs::path& measured
            {"measured", measured_dir.string()},
            {"definitions",
             "relative_error = (simulated - measured) / measured; medians and means over iterations with "
-            "warmup == false (harness/report/run_summary.h)"},
-           {"runs", runs}};
+            "warmup == false (harness/report/run_summary.h); methods: the median over a method's runs "
+            "(e.g. its seeds) of each run's value, simulated and measured, then their relative error"},
+           {"runs", runs},
+           {"methods", per_method_json(methods)}};
   if (!missing.empty()) out["runs_without_measurement"] = missing;
   write_file_atomic(simulated_dir / "validation.json", out.dump(2) + "\n");
   return out;
@@ -67,11 +121,23 @@ std::string validation_to_text(const json& v) {
   for (const json& r : v.at("runs")) {
     const json& it = r.at("median_iter_ms");
     const json& b = r.at("mean_bubble_fraction");
-    const auto num = [](const json& j) { return j.is_number() ? j.get<double>() : std::nan(""); };
     std::snprintf(line, sizeof(line), "| %s | %.2f | %.2f | %+.1f%% | %.3f | %.3f | %+.1f%% |\n",
                   r.at("run").get<std::string>().c_str(), num(it.at("simulated")), num(it.at("measured")),
                   100 * num(it.at("relative_error")), num(b.at("simulated")), num(b.at("measured")),
                   100 * num(b.at("relative_error")));
+    text += line;
+  }
+  if (!v.contains("methods")) return text;
+  text += "\nper method (median over its runs):\n"
+          "| method | runs | iter ms sim | iter ms measured | rel. error | bubble sim | bubble measured | rel. error |\n"
+          "|---|---|---|---|---|---|---|---|\n";
+  for (const json& m : v.at("methods")) {
+    const json& it = m.at("median_iter_ms");
+    const json& b = m.at("mean_bubble_fraction");
+    std::snprintf(line, sizeof(line), "| %s | %d | %.2f | %.2f | %+.1f%% | %.3f | %.3f | %+.1f%% |\n",
+                  m.at("method").get<std::string>().c_str(), m.at("runs").get<int>(), num(it.at("simulated")),
+                  num(it.at("measured")), 100 * num(it.at("relative_error")), num(b.at("simulated")),
+                  num(b.at("measured")), 100 * num(b.at("relative_error")));
     text += line;
   }
   return text;
