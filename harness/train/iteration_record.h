@@ -20,7 +20,8 @@
 // Absent when NaN (a simulated iteration trains nothing: harness/sim), read back as NaN:
 //   loss, grad_norm
 // Present only when meaningful, never made up:
-//   microbatch_pred_ms[k] the latency predictor's estimate (when the plan carries one)
+//   microbatch_pred_ms[k] the latency predictor's estimate (when the plan carries one), made
+//                        before the iteration ran (calibrated when latency_calibration is on)
 //   budgets[k]           the attention budget requested for micro-batch k (0 = the
 //                        backend's default), when the attention backend reports statistics
 //   coverage[k]          routing-score coverage of micro-batch k, mean over its layers
