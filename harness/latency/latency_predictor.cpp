@@ -104,20 +104,13 @@ double LatencyPredictor::stage_ms(const std::vector<int64_t>& lengths, int64_t b
   return ms;
 }
 
-double LatencyPredictor::uncalibrated_microbatch_ms(const std::vector<int64_t>& lengths, int64_t budget,
-                                                    int64_t total_layers) const {
-  int64_t total = 0;
-  for (int64_t length : lengths) total += length;
-  return std::max(0.0, stage_ms(lengths, budget, total_layers, /*last_stage=*/true) + microbatch_overhead_ms(total));
-}
-
 double LatencyPredictor::microbatch_ms(const std::vector<int64_t>& lengths, int64_t budget,
                                        int64_t total_layers) const {
-  const double ms = uncalibrated_microbatch_ms(lengths, budget, total_layers);
-  if (!microbatch_scale_) return ms;
   int64_t total = 0;
   for (int64_t length : lengths) total += length;
-  return ms * microbatch_scale_(total);
+  const double ms =
+      std::max(0.0, stage_ms(lengths, budget, total_layers, /*last_stage=*/true) + microbatch_overhead_ms(total));
+  return microbatch_scale_ ? ms * microbatch_scale_(total) : ms;
 }
 
 }  // namespace sb

@@ -62,8 +62,6 @@ class LatencyPredictor {
   // planner's online calibration, harness/balance/latency_calibration.h); none by default.
   // stage_ms and the per-layer terms stay uncalibrated.
   void set_microbatch_scale(std::function<double(int64_t)> scale) { microbatch_scale_ = std::move(scale); }
-  // microbatch_ms without that scale.
-  double uncalibrated_microbatch_ms(const std::vector<int64_t>& lengths, int64_t budget, int64_t total_layers) const;
 
   // The measured per-micro-batch overhead at this many tokens, signed (0 without model_ms).
   double microbatch_overhead_ms(int64_t tokens) const;

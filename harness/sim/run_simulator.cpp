@@ -6,6 +6,7 @@
 #include <limits>
 #include <numeric>
 
+#include "harness/data/batch_shape.h"
 #include "harness/dist/parallel_layout.h"
 #include "harness/sim/pipeline_simulator.h"
 #include "harness/trace/iteration_metrics.h"
@@ -93,14 +94,11 @@ SimulatedIteration RunSimulator::simulate_iteration(int64_t iteration) {
 
   SimulatedIteration out;
   IterationRecord& record = out.record;
-  const std::vector<Sample> batch = dataset_->global_batch(iteration, train.global_batch_size);
-  std::vector<int64_t> lengths;
-  for (const Sample& s : batch) {
-    lengths.push_back(s.length());
-    record.tokens += s.length();
-    record.loss_tokens += s.loss_tokens();
-  }
-  record.sequences = static_cast<int64_t>(batch.size());
+  const BatchShape shape = batch_shape(dataset_->global_batch(iteration, train.global_batch_size));
+  const std::vector<int64_t>& lengths = shape.lengths;
+  record.tokens = shape.tokens;
+  record.loss_tokens = shape.loss_tokens;
+  record.sequences = shape.sequences;
 
   const double plan_start = now_ms();
   out.plan = planner_->plan(lengths);
@@ -166,7 +164,6 @@ SimulatedIteration RunSimulator::simulate_iteration(int64_t iteration) {
             s + 1 < pp ? alpha_beta_ms(cluster_.pipeline_link(d, s), tokens_bytes / static_cast<double>(tp)) : 0.0);
       }
       record.microbatch_tokens.push_back(mb.tokens);
-      record.microbatch_dp_rank.push_back(d);
       if (mb.predicted_ms >= 0) record.microbatch_pred_ms.push_back(mb.predicted_ms);
     }
   }
@@ -190,13 +187,7 @@ SimulatedIteration RunSimulator::simulate_iteration(int64_t iteration) {
   record.loss = std::numeric_limits<double>::quiet_NaN();
   record.grad_norm = std::numeric_limits<double>::quiet_NaN();
   record.lr = learning_rate_at(iteration, train);
-  record.iter_ms = metrics.iter_ms;
-  record.microbatch_ms = metrics.microbatch_ms;
-  record.imbalance = metrics.imbalance;
-  record.per_stage_busy_ms = metrics.busy_ms;
-  record.per_stage_idle_ms = metrics.idle_ms;
-  record.bubble_fraction = metrics.bubble_fraction;
-  record.bubble_fraction_max = metrics.bubble_fraction_max;
+  record.set_pipeline_metrics(metrics);
   record.balance_overhead_ms = plan_ms;
   record.allreduce_ms = sim.max_allreduce_ms;
 

@@ -8,6 +8,17 @@
 
 namespace sb {
 
+void IterationRecord::set_pipeline_metrics(const PipelineMetrics& metrics) {
+  iter_ms = metrics.iter_ms;
+  per_stage_busy_ms = metrics.busy_ms;
+  per_stage_idle_ms = metrics.idle_ms;
+  bubble_fraction = metrics.bubble_fraction;
+  bubble_fraction_max = metrics.bubble_fraction_max;
+  microbatch_ms = metrics.microbatch_ms;
+  microbatch_dp_rank = metrics.microbatch_dp_rank;
+  imbalance = metrics.imbalance;
+}
+
 void IterationRecord::derive_single_stage_metrics() {
   PipelineMetrics m;
   derive_bubbles({std::accumulate(microbatch_ms.begin(), microbatch_ms.end(), 0.0)}, iter_ms, m);

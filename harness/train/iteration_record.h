@@ -39,6 +39,8 @@
 
 namespace sb {
 
+struct PipelineMetrics;  // harness/trace/iteration_metrics.h
+
 struct IterationRecord {
   int64_t iteration = 0;
   bool warmup = false;  // excluded from medians and rates
@@ -71,6 +73,9 @@ struct IterationRecord {
   // Fills imbalance, per-stage busy/idle and bubble fractions from iter_ms and
   // microbatch_ms for one process running one pipeline stage.
   void derive_single_stage_metrics();
+  // Takes iter_ms, per-stage busy/idle, bubble fractions, microbatch_ms,
+  // microbatch_dp_rank and imbalance from the pipeline's metrics (real or simulated).
+  void set_pipeline_metrics(const PipelineMetrics& metrics);
 };
 
 nlohmann::json iteration_record_to_json(const IterationRecord& record);

@@ -87,14 +87,7 @@ void assemble_iteration_record(const std::vector<RankIterationReport>& reports,
   record.loss = record.loss_tokens > 0 ? loss_sum / static_cast<double>(record.loss_tokens) : 0.0;
 
   const PipelineMetrics m = compute_pipeline_metrics(timelines, layout.dp(), layout.pp(), counts);
-  record.iter_ms = m.iter_ms;
-  record.per_stage_busy_ms = m.busy_ms;
-  record.per_stage_idle_ms = m.idle_ms;
-  record.bubble_fraction = m.bubble_fraction;
-  record.bubble_fraction_max = m.bubble_fraction_max;
-  record.microbatch_ms = m.microbatch_ms;
-  record.microbatch_dp_rank = m.microbatch_dp_rank;
-  record.imbalance = m.imbalance;
+  record.set_pipeline_metrics(m);
 
   record.microbatch_tokens.clear();
   record.microbatch_pred_ms.clear();

@@ -1,5 +1,6 @@
 #include "harness/train/trainer.h"
 
+#include "harness/data/batch_shape.h"
 #include "harness/train/method_planner_options.h"
 
 #include "harness/dist/error_text.h"
@@ -157,13 +158,11 @@ GradientPass Trainer::compute_gradients(int64_t iteration) {
 
   double start = timeline_.now_ms();
   const std::vector<Sample> batch = dataset_->global_batch(iteration, train.global_batch_size);
-  std::vector<int64_t> lengths;
-  for (const Sample& s : batch) {
-    lengths.push_back(s.length());
-    pass.tokens += s.length();
-    pass.loss_tokens += s.loss_tokens();
-  }
-  pass.sequences = static_cast<int64_t>(batch.size());
+  const BatchShape shape = batch_shape(batch);
+  const std::vector<int64_t>& lengths = shape.lengths;
+  pass.tokens = shape.tokens;
+  pass.loss_tokens = shape.loss_tokens;
+  pass.sequences = shape.sequences;
   timeline_.record(EventKind::kData, -1, start, timeline_.now_ms());
 
   start = timeline_.now_ms();

@@ -9,6 +9,7 @@
 
 #include "harness/common/errors.h"
 #include "harness/config/manifest.h"
+#include "tests/support/manifest_error_path.h"
 
 namespace sb {
 namespace {
@@ -24,30 +25,21 @@ json with_data(const json& data, int64_t capacity = 4096) {
               {"methods", json::array({{{"name", "dense"}}})}};
 }
 
-std::string error_path(const json& manifest) {
-  try {
-    parse_manifest(manifest, "m.json");
-  } catch (const ConfigError& e) {
-    return e.json_path();
-  }
-  return "(no error)";
-}
-
 TEST(ManifestData, TaskSpecificKeysAreRejectedForTheOtherTask) {
-  EXPECT_EQ(error_path(with_data({{"synthetic", {{"task", "retrieval"}, {"max_stride", 2}, {"lengths", "bimodal"}}}})),
+  EXPECT_EQ(test::manifest_error_path(with_data({{"synthetic", {{"task", "retrieval"}, {"max_stride", 2}, {"lengths", "bimodal"}}}})),
             "$.data.synthetic.max_stride");
-  EXPECT_EQ(error_path(with_data({{"synthetic", {{"key_tokens", 2}, {"length_mixture", {{{"min_tokens", 8}, {"max_tokens", 9}}}}}}})),
+  EXPECT_EQ(test::manifest_error_path(with_data({{"synthetic", {{"key_tokens", 2}, {"length_mixture", {{{"min_tokens", 8}, {"max_tokens", 9}}}}}}})),
             "$.data.synthetic.key_tokens");
-  EXPECT_EQ(error_path(with_data({{"synthetic", {{"lengths", "bimodal"}, {"length_mixture", json::array()}}}})),
+  EXPECT_EQ(test::manifest_error_path(with_data({{"synthetic", {{"lengths", "bimodal"}, {"length_mixture", json::array()}}}})),
             "$.data.synthetic.length_mixture");
-  EXPECT_EQ(error_path(with_data({{"source", "jsonl"}, {"synthetic", json::object()}})), "$.data.synthetic");
-  EXPECT_EQ(error_path(with_data({{"synthetic", {{"lengths", "chatqa2"}}}})), "$.data.synthetic.lengths");
+  EXPECT_EQ(test::manifest_error_path(with_data({{"source", "jsonl"}, {"synthetic", json::object()}})), "$.data.synthetic");
+  EXPECT_EQ(test::manifest_error_path(with_data({{"synthetic", {{"lengths", "chatqa2"}}}})), "$.data.synthetic.lengths");
 }
 
 TEST(ManifestData, ScaledProfileMustFitTheCapacityAndThePositions) {
   // bimodal up to 32768 tokens x 1/64 = 512.
   const json data{{"synthetic", {{"task", "retrieval"}, {"lengths", "bimodal"}, {"length_scale", 1.0 / 64}}}};
-  EXPECT_EQ(error_path(with_data(data, 511)), "$.train.max_tokens_per_microbatch");
+  EXPECT_EQ(test::manifest_error_path(with_data(data, 511)), "$.train.max_tokens_per_microbatch");
   const Manifest m = parse_manifest(with_data(data, 512), "m.json");
   EXPECT_EQ(m.data.synthetic.task, "retrieval");
   EXPECT_EQ(m.data.synthetic.answer_tokens, 8);
@@ -56,7 +48,7 @@ TEST(ManifestData, ScaledProfileMustFitTheCapacityAndThePositions) {
   EXPECT_FALSE(resolved["data"]["synthetic"].contains("max_stride"));
   EXPECT_EQ(manifest_to_json(parse_manifest(resolved, "resolved.json")), resolved);
   // Unscaled, 32768 tokens exceed qwen2-test's positions.
-  EXPECT_EQ(error_path(with_data({{"synthetic", {{"lengths", "bimodal"}}}}, 40000)), "$.data.synthetic");
+  EXPECT_EQ(test::manifest_error_path(with_data({{"synthetic", {{"lengths", "bimodal"}}}}, 40000)), "$.data.synthetic");
 }
 
 TEST(ManifestData, PathsResolveAgainstTheManifestFolder) {

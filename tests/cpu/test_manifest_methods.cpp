@@ -5,6 +5,7 @@
 
 #include "harness/common/errors.h"
 #include "harness/config/manifest.h"
+#include "tests/support/manifest_error_path.h"
 
 namespace sb {
 namespace {
@@ -19,15 +20,6 @@ json manifest_with(const json& methods, const json& defaults = nullptr) {
          {"methods", methods}};
   if (!defaults.is_null()) j["method_defaults"] = defaults;
   return j;
-}
-
-std::string error_path(const json& j) {
-  try {
-    parse_manifest(j, "m.json");
-  } catch (const ConfigError& e) {
-    return e.json_path();
-  }
-  return "(no error)";
 }
 
 TEST(ManifestMethods, PresetsAreTheTableOneRows) {
@@ -74,24 +66,24 @@ TEST(ManifestMethods, OwnKeysOverrideThePresetAndMustApply) {
   EXPECT_EQ(m.methods[0].budget, "fixed");
   EXPECT_EQ(m.methods[0].batching, "sab");
   j["dst"] = {{"p", 0.2}};  // dst parameters on a fixed budget
-  EXPECT_EQ(error_path(manifest_with(json::array({j}))), "$.methods[0].dst");
+  EXPECT_EQ(test::manifest_error_path(manifest_with(json::array({j}))), "$.methods[0].dst");
   j = base;
   j["sab"] = {{"ema_alpha", 0}};
-  EXPECT_EQ(error_path(manifest_with(json::array({j}))), "$.methods[0].sab.ema_alpha");
+  EXPECT_EQ(test::manifest_error_path(manifest_with(json::array({j}))), "$.methods[0].sab.ema_alpha");
   j = base;
   j["dst"] = {{"k_min", 5}};  // above top_k 4
-  EXPECT_EQ(error_path(manifest_with(json::array({j}))), "$.methods[0].dst.k_min");
+  EXPECT_EQ(test::manifest_error_path(manifest_with(json::array({j}))), "$.methods[0].dst.k_min");
   j = {{"name", "x"}, {"attention", {{"name", "dense"}, {"top_k", 4}}}};
-  EXPECT_EQ(error_path(manifest_with(json::array({j}))), "$.methods[0].attention.top_k");
+  EXPECT_EQ(test::manifest_error_path(manifest_with(json::array({j}))), "$.methods[0].attention.top_k");
   j = {{"name", "x"}, {"preset", "sab+"}};
-  EXPECT_EQ(error_path(manifest_with(json::array({j}))), "$.methods[0].preset");
+  EXPECT_EQ(test::manifest_error_path(manifest_with(json::array({j}))), "$.methods[0].preset");
 }
 
 TEST(ManifestMethods, SabAndDstNeedAProfileAndDstNeedsMoba) {
-  EXPECT_EQ(error_path(manifest_with(json::array({{{"name", "x"}, {"preset", "sab"}}}))), "$.methods[0].profile");
-  EXPECT_EQ(error_path(manifest_with(json::array({{{"name", "x"}, {"budget", "dst"}, {"profile", "/p.json"}}}))),
+  EXPECT_EQ(test::manifest_error_path(manifest_with(json::array({{{"name", "x"}, {"preset", "sab"}}}))), "$.methods[0].profile");
+  EXPECT_EQ(test::manifest_error_path(manifest_with(json::array({{{"name", "x"}, {"budget", "dst"}, {"profile", "/p.json"}}}))),
             "$.methods[0].budget");
-  EXPECT_EQ(error_path(manifest_with(json::array({{{"name", "x"}, {"preset", "lbb"}}}))), "(no error)");
+  EXPECT_EQ(test::manifest_error_path(manifest_with(json::array({{{"name", "x"}, {"preset", "lbb"}}}))), "(no error)");
 }
 
 TEST(ManifestMethods, LatencyCalibrationAppliesToMethodsWithAProfile) {
@@ -107,12 +99,12 @@ TEST(ManifestMethods, LatencyCalibrationAppliesToMethodsWithAProfile) {
   EXPECT_FALSE(resolved["methods"][1].contains("latency_calibration"));
   EXPECT_EQ(manifest_to_json(parse_manifest(resolved, "resolved.json")), resolved);
   // In the method itself: needs a profile, alpha in (0, 1].
-  EXPECT_EQ(error_path(manifest_with(json::array({{{"name", "x"}, {"latency_calibration", json::object()}}}))),
+  EXPECT_EQ(test::manifest_error_path(manifest_with(json::array({{{"name", "x"}, {"latency_calibration", json::object()}}}))),
             "$.methods[0].latency_calibration");
-  EXPECT_EQ(error_path(manifest_with(json::array({{{"name", "x"}, {"profile", "/p.json"},
+  EXPECT_EQ(test::manifest_error_path(manifest_with(json::array({{{"name", "x"}, {"profile", "/p.json"},
                                                    {"latency_calibration", {{"ema_alpha", 0}}}}}))),
             "$.methods[0].latency_calibration.ema_alpha");
-  EXPECT_EQ(error_path(manifest_with(json::array({{{"name", "x"}}}), {{"latency_calibration", {{"alpha", 1}}}})),
+  EXPECT_EQ(test::manifest_error_path(manifest_with(json::array({{{"name", "x"}}}), {{"latency_calibration", {{"alpha", 1}}}})),
             "$.method_defaults.latency_calibration.alpha");
 }
 
@@ -121,12 +113,12 @@ TEST(ManifestMethods, BaselineMustNameAMethodAndDefaultsCannotNameOne) {
   j["baseline"] = "b";
   EXPECT_EQ(parse_manifest(j, "m.json").baseline, "b");
   j["baseline"] = "c";
-  EXPECT_EQ(error_path(j), "$.baseline");
-  EXPECT_EQ(error_path(manifest_with(json::array({{{"name", "a"}}}), {{"name", "x"}})), "$.method_defaults.name");
-  EXPECT_EQ(error_path(manifest_with(json::array({{{"name", "a"}}}), {{"budgett", "x"}})), "$.method_defaults.budgett");
-  EXPECT_EQ(error_path(manifest_with(json::array({{{"name", "a"}}}), {{"dst", {{"pp", 0.1}}}})),
+  EXPECT_EQ(test::manifest_error_path(j), "$.baseline");
+  EXPECT_EQ(test::manifest_error_path(manifest_with(json::array({{{"name", "a"}}}), {{"name", "x"}})), "$.method_defaults.name");
+  EXPECT_EQ(test::manifest_error_path(manifest_with(json::array({{{"name", "a"}}}), {{"budgett", "x"}})), "$.method_defaults.budgett");
+  EXPECT_EQ(test::manifest_error_path(manifest_with(json::array({{{"name", "a"}}}), {{"dst", {{"pp", 0.1}}}})),
             "$.method_defaults.dst.pp");
-  EXPECT_EQ(error_path(manifest_with(json::array({{{"name", "a"}}}), {{"attention", {{"top_k", "8"}}}})),
+  EXPECT_EQ(test::manifest_error_path(manifest_with(json::array({{{"name", "a"}}}), {{"attention", {{"top_k", "8"}}}})),
             "$.method_defaults.attention.top_k");
 }
 

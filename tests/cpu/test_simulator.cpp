@@ -17,6 +17,7 @@
 #include "harness/trace/iteration_metrics.h"
 #include "harness/train/trainer.h"
 #include "tests/support/run_command.h"
+#include "tests/support/manifest_error_path.h"
 
 namespace sb {
 namespace {
@@ -319,31 +320,22 @@ TEST(RunSimulator, PlansEqualTheRealTrainersPlans) {
   }
 }
 
-std::string error_path(const json& j) {
-  try {
-    parse_manifest(j, "m.json");
-  } catch (const ConfigError& e) {
-    return e.json_path();
-  }
-  return "(no error)";
-}
-
 TEST(SimulationManifest, ClusterBlockErrorsNameTheJsonPath) {
   json j = tiny_manifest_json();
   j["cluster"]["intra_node"] = {{"alpha_us", 1}, {"bandwidth", 5}};
-  EXPECT_EQ(error_path(j), "$.cluster.intra_node.bandwidth");
+  EXPECT_EQ(test::manifest_error_path(j), "$.cluster.intra_node.bandwidth");
   j = tiny_manifest_json();
   j["cluster"]["preset"] = "tpu";
-  EXPECT_EQ(error_path(j), "$.cluster.preset");
+  EXPECT_EQ(test::manifest_error_path(j), "$.cluster.preset");
   j = tiny_manifest_json();
   j["cluster"]["inter_node"] = {{"bandwidth_gbps", 0}};
-  EXPECT_EQ(error_path(j), "$.cluster.inter_node.bandwidth_gbps");
+  EXPECT_EQ(test::manifest_error_path(j), "$.cluster.inter_node.bandwidth_gbps");
   j = tiny_manifest_json();
   j["cluster"]["gpus"] = 8;
-  EXPECT_EQ(error_path(j), "$.cluster.gpus");
+  EXPECT_EQ(test::manifest_error_path(j), "$.cluster.gpus");
   j = tiny_manifest_json();
   j["simulation"]["profile"] = {{"analytic", json::object()}, {"file", "/p.json"}};
-  EXPECT_EQ(error_path(j), "$.simulation.profile.analytic");
+  EXPECT_EQ(test::manifest_error_path(j), "$.simulation.profile.analytic");
   // Resolved form round trip with the blocks.
   const Manifest m = parse_manifest(tiny_manifest_json(), "m.json");
   EXPECT_EQ(manifest_to_json(parse_manifest(manifest_to_json(m), "m.json")), manifest_to_json(m));
@@ -362,7 +354,7 @@ TEST(SimulationManifest, TpIsAcceptedButTheTrainerRejectsIt) {
     EXPECT_NE(e.problem().find("simulate"), std::string::npos);
   }
   j["parallelism"]["tp"] = 0;
-  EXPECT_EQ(error_path(j), "$.parallelism.tp");
+  EXPECT_EQ(test::manifest_error_path(j), "$.parallelism.tp");
 }
 
 TEST(SimulationManifest, RunCommandRejectsTp) {
