@@ -10,6 +10,7 @@
 #include "harness/common/atomic_file.h"
 #include "harness/common/errors.h"
 #include "harness/latency/latency_profiler.h"
+#include "harness/runner/method_profiles.h"
 #include "harness/runner/system_info.h"
 
 namespace sb::cli {
@@ -63,24 +64,40 @@ int run_check(const ProfileFlags& f) {
   } catch (const std::invalid_argument& e) {
     throw ConfigError(f.check, "", e.what(), "re-profile on this machine");
   }
-  nlohmann::json points = nlohmann::json::array();
-  for (const auto& p : check.points) {
-    points.push_back({{"seq_len", p.seq_len}, {"budget", p.budget}, {"predicted_ms", p.predicted_ms},
-                      {"measured_ms", p.measured.median}, {"measured_spread_ms", p.measured.spread},
-                      {"measured_samples_ms", p.measured.samples}, {"abs_pct_error", p.abs_pct_error}});
-  }
-  const nlohmann::json result{{"profile", f.check}, {"mape_pct", check.mape}, {"points", points},
+  const auto points_json = [](const std::vector<ProfileCheckPoint>& list) {
+    nlohmann::json points = nlohmann::json::array();
+    for (const auto& p : list) {
+      nlohmann::json point{{"seq_len", p.seq_len}, {"budget", p.budget}, {"predicted_ms", p.predicted_ms},
+                           {"measured_ms", p.measured.median}, {"measured_spread_ms", p.measured.spread},
+                           {"measured_samples_ms", p.measured.samples}, {"abs_pct_error", p.abs_pct_error}};
+      if (!p.packed_lengths.empty()) point["packed_lengths"] = p.packed_lengths;
+      points.push_back(std::move(point));
+    }
+    return points;
+  };
+  const nlohmann::json result{{"profile", f.check},
+                              {"mape_pct", check.mape},
+                              {"points", points_json(check.points)},
+                              {"packed_mape_pct", check.packed_mape},
+                              {"packed_points", points_json(check.packed_points)},
                               {"context", collect_system_info()}};
   if (!f.out.empty()) write_file_atomic(f.out, result.dump(1) + "\n");
   if (f.json) {
     std::cout << result.dump() << "\n";
   } else {
-    std::printf("%8s %6s %12s %12s %8s\n", "seq_len", "budget", "predicted_ms", "measured_ms", "error%");
-    for (const auto& p : check.points) {
-      std::printf("%8lld %6lld %12.3f %12.3f %8.2f\n", static_cast<long long>(p.seq_len),
-                  static_cast<long long>(p.budget), p.predicted_ms, p.measured.median, p.abs_pct_error);
+    std::printf("%8s %6s %12s %12s %8s  %s\n", "seq_len", "budget", "predicted_ms", "measured_ms", "error%",
+                "packed as");
+    for (const auto* list : {&check.points, &check.packed_points}) {
+      for (const auto& p : *list) {
+        std::string packed;
+        for (int64_t l : p.packed_lengths) packed += (packed.empty() ? "" : "+") + std::to_string(l);
+        std::printf("%8lld %6lld %12.3f %12.3f %8.2f  %s\n", static_cast<long long>(p.seq_len),
+                    static_cast<long long>(p.budget), p.predicted_ms, p.measured.median, p.abs_pct_error,
+                    packed.c_str());
+      }
     }
-    std::printf("MAPE on %zu held-out points: %.2f%%\n", check.points.size(), check.mape);
+    std::printf("MAPE on %zu held-out points: %.2f%%; on %zu packed micro-batches: %.2f%%\n", check.points.size(),
+                check.mape, check.packed_points.size(), check.packed_mape);
   }
   return 0;
 }
@@ -94,8 +111,8 @@ Command register_profile(CLI::App& app) {
       "Measures one decoder layer's forward + backward time over the grid --seq-lens x --budgets "
       "(median and interquartile range of --repetitions runs after --warmup, raw samples kept), the "
       "layer's non-attention work and the head, with the machine's context, and writes --out. "
-      "--check FILE re-measures the points halfway between grid points and prints the predictor's "
-      "error (MAPE). Example:\n  sparsebalance profile --model qwen2-tiny --attention moba --block 64 "
+      "--check FILE re-measures the points halfway between grid points, and micro-batches packed from "
+      "three sequences, and prints the predictor's error (MAPE) on each. Example:\n  sparsebalance profile --model qwen2-tiny --attention moba --block 64 "
       "--seq-lens 64,128,256,512 --budgets 1,2,4,8 --out profile.json");
   sub->add_option("--model", f->model, "Model preset (one decoder layer is timed)");
   sub->add_option("--attention", f->attention, "moba | dense")->capture_default_str();
@@ -138,6 +155,10 @@ Command register_profile(CLI::App& app) {
     } catch (const std::invalid_argument& e) {
       throw ConfigError("sparsebalance profile", "", e.what(), "fix the flags");
     }
+    // The command that measures this grid again, e.g. on another machine.
+    std::string command = profile_command_line(request, f->out);
+    if (f->threads > 0) command += " --threads " + std::to_string(f->threads);
+    profile.context["command"] = command;
     save_latency_profile(profile, f->out);
     std::cerr << "wrote " << f->out << "\n";
     return 0;

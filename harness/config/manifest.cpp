@@ -16,6 +16,10 @@
 #include "models/qwen2/qwen2_lora.h"
 #include "models/qwen2/qwen2_precision.h"
 
+#ifdef SB_WITH_CUDA
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+
 namespace sb {
 namespace {
 
@@ -243,7 +247,7 @@ CheckpointSection parse_checkpoint(const json& j, const std::string& path, const
 TrainSection parse_train(const json& j, const std::string& path, const std::string& file) {
   JsonObjectReader r(j, path, file);
   TrainSection t;
-  t.device = r.optional_choice("device", t.device, {"cpu"});
+  t.device = r.optional_choice("device", t.device, {"cpu", "cuda"});
   t.iterations = r.required<int64_t>("iterations");
   t.warmup_iterations = r.optional<int64_t>("warmup_iterations", t.warmup_iterations);
   t.global_batch_size = r.optional<int64_t>("global_batch_size", t.global_batch_size);
@@ -290,6 +294,31 @@ TrainSection parse_train(const json& j, const std::string& path, const std::stri
   return t;
 }
 
+// train.device "cuda": this build has the CUDA kernels, MoBA runs in bf16 (its CUDA path
+// is flash-attention, which has no float32 kernel), and this machine sees a GPU. Each
+// rank then uses the GPU of its local rank (harness/dist/rank_context.cpp).
+void check_cuda_training(const Manifest& m) {
+#ifndef SB_WITH_CUDA
+  throw ConfigError(m.file, "$.train.device",
+                    "is \"cuda\" but this build of sparsebalance has no CUDA kernels (configured without nvcc)",
+                    "rebuild with the CUDA toolkit on the PATH (SB_CUDA=ON), or set train.device to \"cpu\"");
+#else
+  for (size_t i = 0; i < m.methods.size(); ++i) {
+    if (m.methods[i].attention.name == "moba" && m.train.precision != "bf16-mixed") {
+      throw ConfigError(m.file, "$.train.precision",
+                        "is \"" + m.train.precision + "\" but methods[" + std::to_string(i) +
+                            "] uses MoBA on CUDA, whose attention (flash-attention varlen) runs only in bfloat16",
+                        "set train.precision to \"bf16-mixed\"");
+    }
+  }
+  if (c10::cuda::device_count() == 0) {
+    throw ConfigError(m.file, "$.train.device", "is \"cuda\" but no CUDA device is visible on this machine",
+                      "run on a machine with a GPU (check nvidia-smi and CUDA_VISIBLE_DEVICES), or set "
+                      "train.device to \"cpu\"");
+  }
+#endif
+}
+
 }  // namespace
 
 void check_runnable_by_trainer(const Manifest& m) {
@@ -300,6 +329,7 @@ void check_runnable_by_trainer(const Manifest& m) {
                           "simulate` supports tp > 1",
                       "set tp to 1 (or remove it) for `sparsebalance run`, or use `sparsebalance simulate`");
   }
+  if (m.train.device == "cuda") check_cuda_training(m);
   // The simulation's profile serves only `simulate`: the trainer needs the method's own.
   for (size_t i = 0; i < m.methods.size(); ++i) {
     check_method_profile(m.methods[i], "$.methods[" + std::to_string(i) + "]", m.file, false);

@@ -57,6 +57,17 @@ RankContext RankContext::connect(const DistEnv& env, ParallelLayout layout,
   CollectiveBackend data_backend = CollectiveBackend::kGloo;
   if (device.is_cuda()) {
 #ifdef SB_WITH_CUDA
+    // One GPU per rank: a second rank on the same GPU would make NCCL fail later with a
+    // less helpful message.
+    const int64_t visible = c10::cuda::device_count();
+    if (env.local_rank >= visible) {
+      throw std::invalid_argument("rank " + std::to_string(env.rank) + " is local rank " +
+                                  std::to_string(env.local_rank) + " of its node but only " +
+                                  std::to_string(visible) +
+                                  " CUDA device(s) are visible: train.device \"cuda\" uses one GPU per "
+                                  "rank; launch at most that many ranks per node (dp x pp), or set "
+                                  "CUDA_VISIBLE_DEVICES");
+    }
     c10::cuda::set_device(static_cast<c10::DeviceIndex>(env.local_rank));
     c.device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank));
 #endif

@@ -21,6 +21,13 @@ LatencyPredictor::LatencyPredictor(LatencyProfile profile, LatencyPredictorOptio
     rest_.push_back(profile_.rest_ms[i].median);
     head_.push_back(profile_.head_ms[i].median);
   }
+  if (profile_.packed_ms) {
+    // n sequences of l0 tokens measured packed: n a(l0) + rest(n l0) - (n - 1) fixed = measured.
+    const int64_t n = profile_.packed_count, l0 = profile_.seq_lens.front();
+    const double a0 = attention_ms(l0, profile_.budgets.front());
+    const double saved = static_cast<double>(n) * a0 + rest_ms(n * l0) - profile_.packed_ms->median;
+    attention_fixed_ms_ = std::clamp(saved / static_cast<double>(n - 1), 0.0, a0);
+  }
   if (!profile_.model_ms.empty() && profile_.model.contains("num_hidden_layers")) {
     const auto layers = profile_.model.at("num_hidden_layers").get<double>();
     const auto j = static_cast<size_t>(std::find(profile_.budgets.begin(), profile_.budgets.end(), profile_.model_budget) -
@@ -81,16 +88,27 @@ double LatencyPredictor::attention_ms(int64_t length, int64_t budget) const {
   return std::max(0.0, layer_ms(length, budget) - rest_ms(length));
 }
 
+double LatencyPredictor::packed_attention_ms(const std::vector<double>& terms) const {
+  if (terms.empty()) throw std::invalid_argument("LatencyPredictor: empty micro-batch");
+  double sum = 0, largest = 0;
+  for (double t : terms) {
+    sum += t;
+    largest = std::max(largest, t);
+  }
+  return std::max(largest, sum - static_cast<double>(terms.size() - 1) * attention_fixed_ms_);
+}
+
 double LatencyPredictor::packed_layer_ms(const std::vector<int64_t>& lengths, int64_t budget) const {
   if (lengths.empty()) throw std::invalid_argument("LatencyPredictor: empty micro-batch");
   int64_t total = 0;
-  double attention = 0;
+  std::vector<double> terms;
+  terms.reserve(lengths.size());
   for (int64_t length : lengths) {
     if (length < 1) throw std::invalid_argument("LatencyPredictor: sequence length must be >= 1");
     total += length;
-    attention += attention_ms(length, budget);
+    terms.push_back(attention_ms(length, budget));
   }
-  return attention + rest_ms(total);
+  return packed_attention_ms(terms) + rest_ms(total);
 }
 
 double LatencyPredictor::stage_ms(const std::vector<int64_t>& lengths, int64_t budget,

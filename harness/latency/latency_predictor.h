@@ -48,7 +48,22 @@ class LatencyPredictor {
   // layer_ms - rest_ms, never below 0.
   double attention_ms(int64_t length, int64_t budget) const;
 
-  // One layer over a packed micro-batch of these sequence lengths.
+  // [our rule] The attention of a packed micro-batch runs as one call over all its
+  // sequences (varlen kernels). Part of a sequence's attention term can therefore be paid
+  // once per micro-batch rather than once per sequence (on a GPU, the kernel launches of
+  // the routing and gathering: about 2.5 ms of a 0.5B layer at any length up to 4K).
+  // Given the sequences' own attention terms (attention_ms), the micro-batch's is their
+  // sum less (n - 1) x attention_fixed_ms(), never below the largest term; one sequence
+  // keeps its own term.
+  double packed_attention_ms(const std::vector<double>& terms) const;
+  // That shared part, from the profile's packed point (n sequences of the shortest length
+  // at the smallest budget, LatencyProfile::packed_ms): (n a(L0) + rest(n L0) - measured)
+  // / (n - 1), clamped to [0, a(L0)]. 0 without the point (analytic profiles, profiles
+  // measured before it existed): then a packed micro-batch is the plain sum.
+  double attention_fixed_ms() const { return attention_fixed_ms_; }
+
+  // One layer over a packed micro-batch of these sequence lengths:
+  // packed_attention_ms of the sequences' terms + rest_ms of the total tokens.
   double packed_layer_ms(const std::vector<int64_t>& lengths, int64_t budget) const;
   // One pipeline stage holding `layers` decoder layers (the head term added when
   // last_stage and include_head).
@@ -82,7 +97,8 @@ class LatencyPredictor {
   LatencyPredictorOptions options_;
   std::vector<std::vector<double>> layer_monotone_;  // [budget][length], running max over budgets
   std::vector<double> rest_, head_;                  // [length] medians
-  std::vector<double> overhead_;                     // [length], signed; empty without model_ms
+  std::vector<double> overhead_;
+  double attention_fixed_ms_ = 0;                     // [length], signed; empty without model_ms
   std::function<double(int64_t)> microbatch_scale_;  // empty: no scale
 };
 

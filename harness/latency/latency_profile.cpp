@@ -151,6 +151,13 @@ void LatencyProfile::validate() const {
                                   " is not one of the profiled budgets");
     }
   }
+  if (packed_ms) {
+    check_stat(*packed_ms, "packed_ms");
+    if (packed_count < 2) {
+      throw std::invalid_argument("latency profile: packed_count must be >= 2 (sequences in packed_ms), got " +
+                                  std::to_string(packed_count));
+    }
+  }
 }
 
 nlohmann::json latency_profile_model_json(const Qwen2Config& config) {
@@ -190,6 +197,10 @@ nlohmann::json latency_profile_to_json(const LatencyProfile& p) {
   if (!p.model_ms.empty()) {
     j["model_ms"] = stat_table_to_json(p.model_ms);
     j["model_budget"] = p.model_budget;
+  }
+  if (p.packed_ms) {
+    j["packed_ms"] = stat_table_to_json({*p.packed_ms});
+    j["packed_count"] = p.packed_count;
   }
   return j;
 }
@@ -241,6 +252,10 @@ LatencyProfile latency_profile_from_json(const nlohmann::json& json, const std::
   if (const nlohmann::json* model_ms = r.optional_value("model_ms")) {
     p.model_ms = read_stat_row(*model_ms, r.child_path("model_ms"), file, n);
     p.model_budget = r.required<int64_t>("model_budget");
+  }
+  if (const nlohmann::json* packed = r.optional_value("packed_ms")) {
+    p.packed_ms = read_stat_row(*packed, r.child_path("packed_ms"), file, 1).at(0);
+    p.packed_count = r.required<int64_t>("packed_count");
   }
   if (const nlohmann::json* context = r.optional_value("context")) p.context = *context;
   r.finish();

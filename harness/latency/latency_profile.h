@@ -14,6 +14,10 @@
 //               (framework and autograd overhead, embedding, head) is measured, not
 //               guessed (LatencyPredictor's micro-batch overhead). Absent in analytic
 //               profiles and in profiles written before it existed.
+//   packed_ms   (optional) one layer over packed_count sequences of seq_lens[0] tokens
+//               each, packed into one micro-batch, at budgets[0]: how much of the
+//               attention's cost a packed micro-batch pays once rather than per sequence
+//               (LatencyPredictor::attention_fixed_ms). Absent as model_ms is.
 // The attention term of a cell is layer_ms - rest_ms.
 //
 // File format (JSON, written by `sparsebalance profile`):
@@ -26,6 +30,7 @@
 //    "rest_ms":  {"median": [len], "spread": [len], "samples": [[...]]},
 //    "head_ms":  {"median": [len], "spread": [len], "samples": [[...]]},
 //    "model_ms": {"median": [len], "spread": [len], "samples": [[...]]}, "model_budget": k  (optional),
+//    "packed_ms": {"median": [m], "spread": [s], "samples": [[...]]}, "packed_count": n  (optional),
 //    "context": {...}}
 // "spread" is the interquartile range of the repetitions (ms).
 
@@ -33,6 +38,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,6 +71,8 @@ struct LatencyProfile {
   std::vector<LatencyStat> head_ms;                // [seq_len]
   std::vector<LatencyStat> model_ms;               // [seq_len] or empty (not measured)
   int64_t model_budget = 0;                        // the budget model_ms ran at (MoBA)
+  std::optional<LatencyStat> packed_ms;            // packed_count x seq_lens[0] tokens, or none
+  int64_t packed_count = 0;                        // sequences in packed_ms (>= 2 when measured)
   nlohmann::json context = nlohmann::json::object();
 
   // Throws std::invalid_argument describing the first inconsistency (grid not strictly

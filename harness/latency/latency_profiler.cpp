@@ -9,6 +9,8 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <numeric>
+#include <random>
 #include <string>
 #include <stdexcept>
 
@@ -21,6 +23,9 @@ namespace sb {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// [our rule] Sequences in the profile's packed point (LatencyProfile::packed_ms).
+constexpr int64_t kPackedCount = 4;
 
 // The attention of a layer replaced by its input q (same shape as the output): what is
 // left of the layer is what the attention pattern does not change.
@@ -55,14 +60,17 @@ class LayerBench {
     attention_options_ = request.attention;
   }
 
-  TimedPoint layer(int64_t length, int64_t budget) {
-    return layer_sample(length, [this, budget]() -> AttentionBackend& {
-      if (attention_->name() == "moba") attention_->set_budget_request(AttentionBudgetRequest{{budget}, 0.0, 0});
+  TimedPoint layer(int64_t length, int64_t budget) { return packed_layer({length}, budget); }
+  // One layer over several sequences packed into one micro-batch, as the trainer runs them.
+  TimedPoint packed_layer(const std::vector<int64_t>& lengths, int64_t budget) {
+    const std::vector<int64_t> per_sequence(lengths.size(), budget);
+    return layer_sample(lengths, [this, per_sequence]() -> AttentionBackend& {
+      if (attention_->name() == "moba") attention_->set_budget_request(AttentionBudgetRequest{per_sequence, 0.0, 0});
       return *attention_;
     });
   }
   TimedPoint rest(int64_t length) {
-    return layer_sample(length, [this]() -> AttentionBackend& { return pass_through_; });
+    return layer_sample({length}, [this]() -> AttentionBackend& { return pass_through_; });
   }
 
   // The whole model (embedding, every layer at `budget`, final norm, lm_head, loss) on one
@@ -108,12 +116,17 @@ class LayerBench {
   }
 
   // `backend` is called before every run: it sets the point's budget on a shared backend.
-  TimedPoint layer_sample(int64_t length, std::function<AttentionBackend&()> backend) {
-    const at::Tensor x = hidden(length);
-    const at::Tensor positions = at::arange(length, at::TensorOptions().dtype(at::kLong).device(device_));
+  // Positions restart at 0 in every packed sequence.
+  TimedPoint layer_sample(const std::vector<int64_t>& lengths, std::function<AttentionBackend&()> backend) {
+    const auto index = at::TensorOptions().dtype(at::kLong).device(device_);
+    std::vector<at::Tensor> ranges;
+    for (int64_t length : lengths) ranges.push_back(at::arange(length, index));
+    const at::Tensor positions = at::cat(ranges);
+    const int64_t total = positions.size(0);
+    const at::Tensor x = hidden(total);
     const auto [cos, sin] = qwen2_rotary_tables(positions, config_.head_dim, config_.rope_theta);
-    const PackedSequences sequences = PackedSequences::from_lengths({length});
-    const at::Tensor grad = at::randn({length, config_.hidden_size}, x.options().requires_grad(false));
+    const PackedSequences sequences = PackedSequences::from_lengths(lengths);
+    const at::Tensor grad = at::randn({total, config_.hidden_size}, x.options().requires_grad(false));
     return [this, backend = std::move(backend), x, cos = cos, sin = sin, sequences, grad] {
       AttentionBackend& attention = backend();
       return run_once([&] {
@@ -168,19 +181,23 @@ void check_request(const ProfileRequest& r) {
 }  // namespace
 
 std::vector<LatencyStat> measure_interleaved(const std::vector<TimedPoint>& points, int64_t warmup,
-                                             int64_t repetitions, const ProgressFn& progress) {
+                                             int64_t repetitions, uint64_t seed, const ProgressFn& progress) {
   if (warmup < 0 || repetitions < 1) {
     throw std::invalid_argument("measure_interleaved: need warmup >= 0 and repetitions >= 1 (got " +
                                 std::to_string(warmup) + ", " + std::to_string(repetitions) + ")");
   }
-  for (int64_t round = 0; round < warmup; ++round) {
-    for (const TimedPoint& point : points) point();
-  }
+  std::mt19937_64 rng(seed);
+  std::vector<size_t> order(points.size());
+  std::iota(order.begin(), order.end(), size_t{0});
   std::vector<std::vector<double>> samples(points.size());
-  for (int64_t round = 0; round < repetitions; ++round) {
-    for (size_t i = 0; i < points.size(); ++i) samples[i].push_back(points[i]());
-    if (progress) {
-      progress("round " + std::to_string(round + 1) + "/" + std::to_string(repetitions) + " of " +
+  for (int64_t round = 0; round < warmup + repetitions; ++round) {
+    std::shuffle(order.begin(), order.end(), rng);
+    for (size_t i : order) {
+      const double ms = points[i]();
+      if (round >= warmup) samples[i].push_back(ms);
+    }
+    if (round >= warmup && progress) {
+      progress("round " + std::to_string(round - warmup + 1) + "/" + std::to_string(repetitions) + " of " +
                std::to_string(points.size()) + " points timed");
     }
   }
@@ -213,7 +230,8 @@ LatencyProfile measure_latency_profile(const ProfileRequest& request, const Prog
   p.context["seed"] = request.seed;
 
   LayerBench bench(request);
-  // Per length: the layer at every budget, then rest, head and the whole model.
+  // Per length: the layer at every budget, then rest, head and the whole model; last, one
+  // layer over kPackedCount packed sequences of the shortest length at the smallest budget.
   std::vector<TimedPoint> points;
   for (int64_t length : p.seq_lens) {
     for (int64_t k : p.budgets) points.push_back(bench.layer(length, k));
@@ -221,7 +239,11 @@ LatencyProfile measure_latency_profile(const ProfileRequest& request, const Prog
     points.push_back(bench.head(length));
     points.push_back(bench.model(length, p.model_budget));
   }
-  const std::vector<LatencyStat> stats = measure_interleaved(points, request.warmup, request.repetitions, progress);
+  p.packed_count = kPackedCount;
+  points.push_back(bench.packed_layer(std::vector<int64_t>(kPackedCount, p.seq_lens.front()), p.budgets.front()));
+  const std::vector<LatencyStat> stats =
+      measure_interleaved(points, request.warmup, request.repetitions, request.seed, progress);
+  p.packed_ms = stats.back();
   auto next = stats.begin();
   for (int64_t length : p.seq_lens) {
     std::vector<LatencyStat> row(next, next + static_cast<std::ptrdiff_t>(p.budgets.size()));
@@ -239,6 +261,11 @@ LatencyProfile measure_latency_profile(const ProfileRequest& request, const Prog
                std::to_string(p.head_ms.back().median) + " ms, whole model " +
                std::to_string(p.model_ms.back().median) + " ms");
     }
+  }
+  if (progress) {
+    progress("packed: " + std::to_string(kPackedCount) + " x " + std::to_string(p.seq_lens.front()) +
+             " tokens at k=" + std::to_string(p.budgets.front()) + ": layer " + std::to_string(p.packed_ms->median) +
+             " ms");
   }
   p.validate();
   return p;
@@ -268,28 +295,49 @@ ProfileCheck check_latency_profile(const LatencyProfile& profile, int64_t warmup
   if (budgets.empty()) budgets = profile.budgets;
   const LatencyPredictor predictor(profile);
   LayerBench bench(request);
+  // Single sequences at every (length, budget) midpoint; then, at each length midpoint and
+  // the middle held-out budget, that many tokens packed as three sequences (1/2, 1/4, 1/4),
+  // which tests the packing rule (LatencyPredictor::packed_layer_ms).
+  std::vector<ProfileCheckPoint> planned;
+  for (int64_t length : lengths) {
+    for (int64_t k : budgets) planned.push_back({length, k, predictor.layer_ms(length, k), {}, 0, {}});
+  }
+  const int64_t packed_k = budgets[budgets.size() / 2];
+  for (int64_t length : lengths) {
+    const int64_t quarter = length / 4;
+    if (quarter < 1) continue;
+    const std::vector<int64_t> parts{length - 2 * quarter, quarter, quarter};
+    planned.push_back({length, packed_k, predictor.packed_layer_ms(parts, packed_k), {}, 0, parts});
+  }
   std::vector<TimedPoint> points;
-  for (int64_t length : lengths) {
-    for (int64_t k : budgets) points.push_back(bench.layer(length, k));
+  for (const ProfileCheckPoint& p : planned) {
+    points.push_back(
+        bench.packed_layer(p.packed_lengths.empty() ? std::vector<int64_t>{p.seq_len} : p.packed_lengths, p.budget));
   }
-  const std::vector<LatencyStat> measured = measure_interleaved(points, warmup, repetitions, progress);
+  const std::vector<LatencyStat> measured =
+      measure_interleaved(points, warmup, repetitions, request.seed, progress);
   ProfileCheck check;
-  double sum = 0;
-  auto next = measured.begin();
-  for (int64_t length : lengths) {
-    for (int64_t k : budgets) {
-      ProfileCheckPoint point{length, k, predictor.layer_ms(length, k), *next++, 0};
-      point.abs_pct_error = 100.0 * std::abs(point.predicted_ms - point.measured.median) / point.measured.median;
-      sum += point.abs_pct_error;
-      if (progress) {
-        progress("L=" + std::to_string(length) + " k=" + std::to_string(k) + ": predicted " +
-                 std::to_string(point.predicted_ms) + " ms, measured " + std::to_string(point.measured.median) +
-                 " ms (" + std::to_string(point.abs_pct_error) + "%)");
+  double sum = 0, packed_sum = 0;
+  for (size_t i = 0; i < planned.size(); ++i) {
+    ProfileCheckPoint point = std::move(planned[i]);
+    point.measured = measured[i];
+    point.abs_pct_error = 100.0 * std::abs(point.predicted_ms - point.measured.median) / point.measured.median;
+    if (progress) {
+      std::string what = "L=" + std::to_string(point.seq_len);
+      if (!point.packed_lengths.empty()) {
+        what += " packed as " + std::to_string(point.packed_lengths[0]) + "+" + std::to_string(point.packed_lengths[1]) +
+                "+" + std::to_string(point.packed_lengths[2]);
       }
-      check.points.push_back(std::move(point));
+      progress(what + " k=" + std::to_string(point.budget) + ": predicted " + std::to_string(point.predicted_ms) +
+               " ms, measured " + std::to_string(point.measured.median) + " ms (" +
+               std::to_string(point.abs_pct_error) + "%)");
     }
+    (point.packed_lengths.empty() ? check.points : check.packed_points).push_back(std::move(point));
   }
+  for (const ProfileCheckPoint& p : check.points) sum += p.abs_pct_error;
+  for (const ProfileCheckPoint& p : check.packed_points) packed_sum += p.abs_pct_error;
   check.mape = check.points.empty() ? 0 : sum / static_cast<double>(check.points.size());
+  check.packed_mape = check.packed_points.empty() ? 0 : packed_sum / static_cast<double>(check.packed_points.size());
   return check;
 }
 

@@ -43,31 +43,39 @@ using ProgressFn = std::function<void(const std::string&)>;
 using TimedPoint = std::function<double()>;
 
 // Times every point `repetitions` times after `warmup` untimed runs, in rounds: each round
-// runs every point once, in order. On a shared machine a slow phase then spreads over all
-// points instead of biasing the few timed back to back during it, which would distort the
-// latency ratios between lengths and budgets that the balancing acts on. Returns one
-// LatencyStat per point, in order; progress (if set) hears of each timed round.
+// runs every point once. On a shared machine a slow phase then spreads over all points
+// instead of biasing the few timed back to back during it, which would distort the
+// latency ratios between lengths and budgets that the balancing acts on. Each round
+// visits the points in its own order, shuffled by `seed` (the same seed, the same
+// orders): a point that runs slower after a particular other one (on a GPU, the first
+// small layer after a whole-model run was 15-30 % slower, round after round) then pays
+// that in a few rounds, which the median drops, not in all of them. Returns one
+// LatencyStat per point, in the points' order; progress (if set) hears of each timed round.
 std::vector<LatencyStat> measure_interleaved(const std::vector<TimedPoint>& points, int64_t warmup,
-                                             int64_t repetitions, const ProgressFn& progress = {});
+                                             int64_t repetitions, uint64_t seed, const ProgressFn& progress = {});
 
 // Throws std::invalid_argument for an inconsistent request.
 LatencyProfile measure_latency_profile(const ProfileRequest& request, const ProgressFn& progress = {});
 
 struct ProfileCheckPoint {
-  int64_t seq_len = 0;
+  int64_t seq_len = 0;  // tokens (the sum of packed_lengths when packed)
   int64_t budget = 0;
   double predicted_ms = 0;
   LatencyStat measured;
   double abs_pct_error = 0;  // 100 |predicted - measured| / measured
+  std::vector<int64_t> packed_lengths;  // empty: one sequence of seq_len tokens
 };
 
 struct ProfileCheck {
-  std::vector<ProfileCheckPoint> points;
-  double mape = 0;  // mean of abs_pct_error, in percent
+  std::vector<ProfileCheckPoint> points;         // one sequence each
+  std::vector<ProfileCheckPoint> packed_points;  // several sequences in one micro-batch
+  double mape = 0;         // mean of points' abs_pct_error, in percent
+  double packed_mape = 0;  // the same over packed_points
 };
 
 // The profile's own model, attention, device and precision (from its "model" and
-// "context"), re-measured now.
+// "context"), re-measured now: one layer at the midpoints between grid lengths x between
+// grid budgets, and at each length midpoint a packed micro-batch of that many tokens.
 ProfileCheck check_latency_profile(const LatencyProfile& profile, int64_t warmup, int64_t repetitions,
                                    const ProgressFn& progress = {});
 

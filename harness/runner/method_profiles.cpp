@@ -82,6 +82,9 @@ std::string profile_command_line(const ProfileRequest& request, const fs::path& 
   line << " --device " << request.device << " --precision " << request.precision << " --seq-lens "
        << join(request.seq_lens);
   if (!request.budgets.empty()) line << " --budgets " << join(request.budgets);
+  const ProfileRequest defaults;
+  if (request.warmup != defaults.warmup) line << " --warmup " << request.warmup;
+  if (request.repetitions != defaults.repetitions) line << " --repetitions " << request.repetitions;
   line << " --out " << out.string();
   return line.str();
 }
@@ -142,6 +145,7 @@ void ensure_method_profiles(const std::vector<RunSpec>& runs, bool may_measure, 
       }
       at::set_num_threads(threads_before);
       profile.context["measured_for"] = {{"manifest", m.file}, {"method", run.method}, {"threads", rank_threads(m)}};
+      profile.context["command"] = profile_command_line(request, method.profile);
       fs::create_directories(fs::absolute(method.profile).parent_path());
       save_latency_profile(profile, method.profile);
       log << "wrote " << method.profile << "\n";

@@ -3,6 +3,9 @@
 #include <ATen/Parallel.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <torch/version.h>
+#ifdef SB_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#endif
 #include <unistd.h>
 
 #include <fstream>
@@ -58,6 +61,17 @@ nlohmann::json collect_system_info() {
   info["memory_gib"] = memory_gib();
   info["libtorch"] = TORCH_VERSION;
   info["gpu_count"] = cuda.hasCUDA() ? cuda.getNumGPUs() : 0;
+#ifdef SB_WITH_CUDA
+  // Names and memory of the visible GPUs: a timing means little without them.
+  nlohmann::json gpus = nlohmann::json::array();
+  for (int64_t i = 0; cuda.hasCUDA() && i < cuda.getNumGPUs(); ++i) {
+    const cudaDeviceProp* p = at::cuda::getDeviceProperties(static_cast<c10::DeviceIndex>(i));
+    gpus.push_back({{"name", p->name},
+                    {"memory_gib", static_cast<double>(p->totalGlobalMem) / (1024.0 * 1024.0 * 1024.0)},
+                    {"compute_capability", std::to_string(p->major) + "." + std::to_string(p->minor)}});
+  }
+  info["gpus"] = gpus;
+#endif
   if (cuda.hasCUDART()) {
     const long v = cuda.versionCUDART();  // major * 1000 + minor * 10
     info["cuda_runtime"] = std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);

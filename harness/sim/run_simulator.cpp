@@ -124,7 +124,7 @@ SimulatedIteration RunSimulator::simulate_iteration(int64_t iteration) {
     for (const PlannedMicroBatch& mb : mbs) {
       const std::vector<int64_t> mb_lengths = microbatch_lengths(mb, lengths);
       const int64_t planned_k = mb.budget > 0 ? mb.budget : method.attention.top_k;
-      double attention = 0;
+      std::vector<double> attention_terms;
       double budget_sum = 0, coverage_sum = 0;
       for (int64_t length : mb_lengths) {
         int64_t k = moba ? planned_k : 0;
@@ -133,7 +133,7 @@ SimulatedIteration RunSimulator::simulate_iteration(int64_t iteration) {
           coverage_sum += coverage_->coverage(length, k);
         }
         budget_sum += static_cast<double>(k);
-        attention += predictor.attention_ms(length, k);
+        attention_terms.push_back(predictor.attention_ms(length, k));
       }
       const auto n = static_cast<double>(mb_lengths.size());
       realized[static_cast<size_t>(d)].push_back(moba ? budget_sum / n : static_cast<double>(mb.budget));
@@ -147,7 +147,7 @@ SimulatedIteration RunSimulator::simulate_iteration(int64_t iteration) {
         record.budgets.push_back(planned_k);
         record.coverage.push_back(coverage_sum / n);
       }
-      const double per_layer = attention + predictor.rest_ms(mb.tokens);
+      const double per_layer = predictor.packed_attention_ms(attention_terms) + predictor.rest_ms(mb.tokens);
       const double tokens_bytes = static_cast<double>(mb.tokens) * hidden * act_bytes;
       for (int64_t s = 0; s < pp; ++s) {
         const auto layers = static_cast<double>(m.parallelism.stage_layers[static_cast<size_t>(s)]);

@@ -76,6 +76,8 @@ TEST(LatencyPredictor, NonMonotoneBudgetRowsBecomeTheirRunningMaximum) {
 
 TEST(LatencyPredictor, PackedMicroBatchIsSumOfAttentionTermsPlusRestOfTotal) {
   const LatencyPredictor predictor(grid_profile());
+  // Without a measured packed point nothing is shared: the plain sum.
+  EXPECT_DOUBLE_EQ(predictor.attention_fixed_ms(), 0.0);
   // On grid points the analytic terms are exact: rest is linear, so rest(256 + 512) is exact too.
   const double expected = analytic_attention_ms(256, 4, 64) + analytic_attention_ms(512, 4, 64) +
                           analytic_rest_ms(768);
@@ -83,6 +85,60 @@ TEST(LatencyPredictor, PackedMicroBatchIsSumOfAttentionTermsPlusRestOfTotal) {
   EXPECT_NEAR(predictor.stage_ms({256, 512}, 4, 3, /*last_stage=*/true), 3 * expected, 1e-12);
   EXPECT_NEAR(predictor.microbatch_ms({256, 512}, 4, 5), 5 * expected, 1e-12);
   EXPECT_THROW(predictor.packed_layer_ms({}, 4), std::invalid_argument);
+  EXPECT_THROW(predictor.packed_attention_ms({}), std::invalid_argument);
+}
+
+// A GPU-like profile: every attention call costs a fixed 2 ms (launches) plus its work,
+// and the profile's packed point (4 x 256 tokens at k = 1) shows that 4 packed sequences
+// pay the 2 ms once. Packing n sequences then pays it once.
+LatencyProfile launch_bound_profile(double packed_fixed_ms) {
+  LatencyProfile profile = grid_profile();
+  for (auto& row : profile.layer_ms) {
+    for (LatencyStat& point : row) point.median += 2.0;
+  }
+  profile.packed_count = 4;
+  profile.packed_ms = LatencyStat{analytic_rest_ms(1024) + 4 * analytic_attention_ms(256, 1, 64) + packed_fixed_ms, 0, {}};
+  return profile;
+}
+
+TEST(LatencyPredictor, PackedMicroBatchPaysTheMeasuredSharedAttentionCostOnce) {
+  const LatencyProfile profile = launch_bound_profile(2.0);
+  const LatencyPredictor predictor(profile);
+  EXPECT_NEAR(predictor.attention_fixed_ms(), 2.0, 1e-12);
+  // One sequence: its own layer time, exactly as before.
+  EXPECT_NEAR(predictor.packed_layer_ms({512}, 4), profile.layer_ms[1][2].median, 1e-12);
+  // Three sequences: three work terms, one fixed cost, rest of the total tokens.
+  const double work = 2 * analytic_attention_ms(256, 4, 64) + analytic_attention_ms(512, 4, 64);
+  EXPECT_NEAR(predictor.packed_layer_ms({256, 256, 512}, 4), 2.0 + work + analytic_rest_ms(1024), 1e-12);
+  // Never below the largest sequence's own term.
+  EXPECT_DOUBLE_EQ(predictor.packed_attention_ms({1.0, 1.5, 5.0}), 5.0);
+  EXPECT_DOUBLE_EQ(predictor.packed_attention_ms({3.0, 4.0, 5.0}), 12.0 - 2 * 2.0);
+
+  // A packed point as slow as the plain sum (per-sequence costs, as on this CPU) shares
+  // nothing; a faster one than a single sequence's own attention cannot make packing free:
+  // the shared part is clamped to [0, a(L0)].
+  LatencyProfile per_sequence = launch_bound_profile(2.0 + 3 * 2.0);
+  EXPECT_DOUBLE_EQ(LatencyPredictor(per_sequence).attention_fixed_ms(), 0.0);
+  LatencyProfile slower = launch_bound_profile(2.0 + 4 * 2.0);
+  EXPECT_DOUBLE_EQ(LatencyPredictor(slower).attention_fixed_ms(), 0.0);
+  LatencyProfile too_fast = launch_bound_profile(-4.0);
+  EXPECT_NEAR(LatencyPredictor(too_fast).attention_fixed_ms(), 2.0 + analytic_attention_ms(256, 1, 64), 1e-12);
+}
+
+TEST(LatencyProfile, PackedPointRoundTripsAndNeedsTwoSequences) {
+  LatencyProfile profile = launch_bound_profile(2.0);
+  nlohmann::json json = latency_profile_to_json(profile);
+  EXPECT_EQ(json.at("packed_count"), 4);
+  const LatencyProfile back = latency_profile_from_json(json, "<test>");
+  ASSERT_TRUE(back.packed_ms.has_value());
+  EXPECT_DOUBLE_EQ(back.packed_ms->median, profile.packed_ms->median);
+  EXPECT_EQ(latency_profile_to_json(back), json);
+  json["packed_count"] = 1;
+  EXPECT_THROW(latency_profile_from_json(json, "<test>"), ConfigError);
+  json.erase("packed_count");
+  EXPECT_THROW(latency_profile_from_json(json, "<test>"), ConfigError);
+  json.erase("packed_ms");
+  EXPECT_FALSE(latency_profile_from_json(json, "<test>").packed_ms.has_value());
 }
 
 TEST(LatencyPredictor, HeadTermOnlyOnTheLastStageWhenEnabled) {

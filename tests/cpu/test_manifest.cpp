@@ -7,6 +7,11 @@
 
 #include "harness/common/errors.h"
 #include "harness/config/manifest.h"
+#include "harness/latency/latency_profile.h"
+
+#ifdef SB_WITH_CUDA
+#include <c10/cuda/CUDAFunctions.h>
+#endif
 
 namespace sb {
 namespace {
@@ -123,6 +128,50 @@ TEST(Manifest, BadTrainingOptionsNameTheirPath) {
   }
 }
 
+
+// train.device "cuda" parses and round-trips; what a CUDA run needs (CUDA kernels in the
+// build, bf16 for MoBA, a visible GPU) is checked before training, naming the key.
+TEST(Manifest, CudaDeviceIsCheckedBeforeTraining) {
+  json j = minimal_manifest();
+  j["train"]["device"] = "gpu";
+  const std::string bad = config_error_of(j);
+  EXPECT_EQ(bad.rfind("$.train.device |", 0), 0u) << bad;
+  EXPECT_NE(bad.find("cuda"), std::string::npos) << bad;
+
+  j["train"]["device"] = "cuda";
+  j["methods"] = json::parse(R"([{"name": "moba", "attention": {"name": "moba", "block_size": 8, "top_k": 2}}])");
+  const Manifest fp32 = parse_manifest(j, "m.json");
+  EXPECT_EQ(fp32.train.device, "cuda");
+  EXPECT_EQ(manifest_to_json(fp32)["train"]["device"], "cuda");
+  const auto runnable_error = [](const Manifest& m) -> std::string {
+    try {
+      check_runnable_by_trainer(m);
+    } catch (const ConfigError& e) {
+      return e.json_path() + " | " + e.what();
+    }
+    return "";
+  };
+#ifndef SB_WITH_CUDA
+  EXPECT_NE(runnable_error(fp32).find("$.train.device | "), std::string::npos);
+#else
+  const std::string precision = runnable_error(fp32);
+  EXPECT_EQ(precision.rfind("$.train.precision |", 0), 0u) << precision;
+  EXPECT_NE(precision.find("bf16-mixed"), std::string::npos) << precision;
+
+  j["train"]["precision"] = "bf16-mixed";
+  const Manifest bf16 = parse_manifest(j, "m.json");
+  if (c10::cuda::device_count() == 0) {
+    const std::string none = runnable_error(bf16);
+    EXPECT_EQ(none.rfind("$.train.device |", 0), 0u) << none;
+    EXPECT_NE(none.find("no CUDA device"), std::string::npos) << none;
+  } else {
+    EXPECT_EQ(runnable_error(bf16), "");
+  }
+#endif
+  j["train"]["device"] = "cpu";
+  j["train"]["precision"] = "fp32";
+  EXPECT_EQ(runnable_error(parse_manifest(j, "m.json")), "");
+}
 
 TEST(Manifest, ParallelismResolvesTheStageSplit) {
   json j = minimal_manifest();
@@ -270,14 +319,25 @@ TEST(Manifest, LoadReportsJsonSyntaxErrorWithLine) {
 }
 
 TEST(Manifest, CheckedInManifestsParse) {
-  for (const auto& entry : std::filesystem::recursive_directory_iterator(SB_SOURCE_DIR "/experiments")) {
-    // schema/ holds the JSON Schema; profiles/ the latency profiles runs measure on first
-    // use (not manifests, not checked in).
-    const auto folder = entry.path().parent_path().filename();
-    if (entry.path().extension() != ".json" || folder == "schema" || folder == "profiles") continue;
+  const std::filesystem::path root = SB_SOURCE_DIR "/experiments";
+  int profiles = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(root)) {
+    if (entry.path().extension() != ".json") continue;
     SCOPED_TRACE(entry.path().string());
+    // schema/ holds the JSON Schema; profiles/ latency profiles: those runs measure on first
+    // use (git-ignored) and, in profiles/gpu/, those kept as data, which must load.
+    const std::string top = std::filesystem::relative(entry.path(), root).begin()->string();
+    if (top == "schema") continue;
+    if (top == "profiles") {
+      if (entry.path().parent_path().filename() == "gpu") {
+        EXPECT_NO_THROW(load_latency_profile(entry.path()));
+        ++profiles;
+      }
+      continue;
+    }
     EXPECT_NO_THROW(load_manifest(entry.path()));
   }
+  EXPECT_GE(profiles, 1) << "experiments/profiles/gpu/ holds the H100 profile table1-gpu1.json names";
 }
 
 }  // namespace

@@ -63,6 +63,12 @@ TEST(MethodProfiles, CommandLineMeasuresTheSameGrid) {
   EXPECT_EQ(profile_command_line(request, "/tmp/p.json"),
             "sparsebalance profile --model qwen2-test --attention moba --block 32 --device cpu --precision fp32 "
             "--seq-lens 16,32,64,128,256,512 --budgets 1,2,4,8,16 --out /tmp/p.json");
+  // Warm-up and repetitions other than the defaults are part of the command.
+  ProfileRequest more = request;
+  more.warmup = 3;
+  more.repetitions = 10;
+  const std::string line = profile_command_line(more, "/tmp/p.json");
+  EXPECT_NE(line.find(" --budgets 1,2,4,8,16 --warmup 3 --repetitions 10 --out /tmp/p.json"), std::string::npos) << line;
 }
 
 LatencyProfile analytic_for(const std::string& preset, int64_t block) {
