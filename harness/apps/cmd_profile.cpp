@@ -89,11 +89,9 @@ int run_check(const ProfileFlags& f) {
                 "packed as");
     for (const auto* list : {&check.points, &check.packed_points}) {
       for (const auto& p : *list) {
-        std::string packed;
-        for (int64_t l : p.packed_lengths) packed += (packed.empty() ? "" : "+") + std::to_string(l);
         std::printf("%8lld %6lld %12.3f %12.3f %8.2f  %s\n", static_cast<long long>(p.seq_len),
                     static_cast<long long>(p.budget), p.predicted_ms, p.measured.median, p.abs_pct_error,
-                    packed.c_str());
+                    packed_lengths_text(p).c_str());
       }
     }
     std::printf("MAPE on %zu held-out points: %.2f%%; on %zu packed micro-batches: %.2f%%\n", check.points.size(),
@@ -110,9 +108,11 @@ Command register_profile(CLI::App& app) {
   sub->footer(
       "Measures one decoder layer's forward + backward time over the grid --seq-lens x --budgets "
       "(median and interquartile range of --repetitions runs after --warmup, raw samples kept), the "
-      "layer's non-attention work and the head, with the machine's context, and writes --out. "
+      "layer's non-attention work, the head, the whole model per length and one layer over 4 packed "
+      "sequences of the shortest length, with the machine's context and this command, and writes --out. "
       "--check FILE re-measures the points halfway between grid points, and micro-batches packed from "
-      "three sequences, and prints the predictor's error (MAPE) on each. Example:\n  sparsebalance profile --model qwen2-tiny --attention moba --block 64 "
+      "three sequences, and prints the predictor's error (MAPE) on each. Example:\n"
+      "  sparsebalance profile --model qwen2-tiny --attention moba --block 64 "
       "--seq-lens 64,128,256,512 --budgets 1,2,4,8 --out profile.json");
   sub->add_option("--model", f->model, "Model preset (one decoder layer is timed)");
   sub->add_option("--attention", f->attention, "moba | dense")->capture_default_str();
@@ -156,9 +156,7 @@ Command register_profile(CLI::App& app) {
       throw ConfigError("sparsebalance profile", "", e.what(), "fix the flags");
     }
     // The command that measures this grid again, e.g. on another machine.
-    std::string command = profile_command_line(request, f->out);
-    if (f->threads > 0) command += " --threads " + std::to_string(f->threads);
-    profile.context["command"] = command;
+    profile.context["command"] = profile_command_line(request, f->out, f->threads);
     save_latency_profile(profile, f->out);
     std::cerr << "wrote " << f->out << "\n";
     return 0;

@@ -97,8 +97,8 @@ class LatencyPredictor {
   LatencyPredictorOptions options_;
   std::vector<std::vector<double>> layer_monotone_;  // [budget][length], running max over budgets
   std::vector<double> rest_, head_;                  // [length] medians
-  std::vector<double> overhead_;
-  double attention_fixed_ms_ = 0;                     // [length], signed; empty without model_ms
+  std::vector<double> overhead_;                     // [length], signed; empty without model_ms
+  double attention_fixed_ms_ = 0;                    // shared attention cost (packed_ms), 0 without it
   std::function<double(int64_t)> microbatch_scale_;  // empty: no scale
 };
 

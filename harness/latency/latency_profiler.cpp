@@ -271,6 +271,12 @@ LatencyProfile measure_latency_profile(const ProfileRequest& request, const Prog
   return p;
 }
 
+std::string packed_lengths_text(const ProfileCheckPoint& point) {
+  std::string text;
+  for (int64_t length : point.packed_lengths) text += (text.empty() ? "" : "+") + std::to_string(length);
+  return text;
+}
+
 ProfileCheck check_latency_profile(const LatencyProfile& profile, int64_t warmup, int64_t repetitions,
                                    const ProgressFn& progress) {
   if (profile.kind != "measured") throw std::invalid_argument("only measured profiles can be re-measured");
@@ -317,27 +323,26 @@ ProfileCheck check_latency_profile(const LatencyProfile& profile, int64_t warmup
   const std::vector<LatencyStat> measured =
       measure_interleaved(points, warmup, repetitions, request.seed, progress);
   ProfileCheck check;
-  double sum = 0, packed_sum = 0;
   for (size_t i = 0; i < planned.size(); ++i) {
     ProfileCheckPoint point = std::move(planned[i]);
     point.measured = measured[i];
     point.abs_pct_error = 100.0 * std::abs(point.predicted_ms - point.measured.median) / point.measured.median;
     if (progress) {
       std::string what = "L=" + std::to_string(point.seq_len);
-      if (!point.packed_lengths.empty()) {
-        what += " packed as " + std::to_string(point.packed_lengths[0]) + "+" + std::to_string(point.packed_lengths[1]) +
-                "+" + std::to_string(point.packed_lengths[2]);
-      }
+      if (!point.packed_lengths.empty()) what += " packed as " + packed_lengths_text(point);
       progress(what + " k=" + std::to_string(point.budget) + ": predicted " + std::to_string(point.predicted_ms) +
                " ms, measured " + std::to_string(point.measured.median) + " ms (" +
                std::to_string(point.abs_pct_error) + "%)");
     }
     (point.packed_lengths.empty() ? check.points : check.packed_points).push_back(std::move(point));
   }
-  for (const ProfileCheckPoint& p : check.points) sum += p.abs_pct_error;
-  for (const ProfileCheckPoint& p : check.packed_points) packed_sum += p.abs_pct_error;
-  check.mape = check.points.empty() ? 0 : sum / static_cast<double>(check.points.size());
-  check.packed_mape = check.packed_points.empty() ? 0 : packed_sum / static_cast<double>(check.packed_points.size());
+  const auto mape = [](const std::vector<ProfileCheckPoint>& points) {
+    double sum = 0;
+    for (const ProfileCheckPoint& p : points) sum += p.abs_pct_error;
+    return points.empty() ? 0.0 : sum / static_cast<double>(points.size());
+  };
+  check.mape = mape(check.points);
+  check.packed_mape = mape(check.packed_points);
   return check;
 }
 

@@ -66,6 +66,9 @@ struct ProfileCheckPoint {
   std::vector<int64_t> packed_lengths;  // empty: one sequence of seq_len tokens
 };
 
+// "384+192+192" for a packed point, "" for a single sequence.
+std::string packed_lengths_text(const ProfileCheckPoint& point);
+
 struct ProfileCheck {
   std::vector<ProfileCheckPoint> points;         // one sequence each
   std::vector<ProfileCheckPoint> packed_points;  // several sequences in one micro-batch

@@ -75,7 +75,7 @@ ProfileRequest default_profile_request(const Manifest& manifest, const MethodSec
   return request;
 }
 
-std::string profile_command_line(const ProfileRequest& request, const fs::path& out) {
+std::string profile_command_line(const ProfileRequest& request, const fs::path& out, int64_t threads) {
   std::ostringstream line;
   line << "sparsebalance profile --model " << request.preset << " --attention " << request.attention.name;
   if (request.attention.name == "moba") line << " --block " << request.attention.block_size;
@@ -85,6 +85,7 @@ std::string profile_command_line(const ProfileRequest& request, const fs::path& 
   const ProfileRequest defaults;
   if (request.warmup != defaults.warmup) line << " --warmup " << request.warmup;
   if (request.repetitions != defaults.repetitions) line << " --repetitions " << request.repetitions;
+  if (threads > 0) line << " --threads " << threads;
   line << " --out " << out.string();
   return line.str();
 }
@@ -128,11 +129,11 @@ void ensure_method_profiles(const std::vector<RunSpec>& runs, bool may_measure, 
       const ProfileRequest request = default_profile_request(m, method, data->max_length());
       if (!may_measure) {
         throw ConfigError(m.file, path, "names " + method.profile + ", which does not exist",
-                          "measure it first: " + profile_command_line(request, method.profile));
+                          "measure it first: " + profile_command_line(request, method.profile, rank_threads(m)));
       }
       log << "measuring the latency profile " << method.profile << " (first use; " << request.seq_lens.size()
           << " lengths x " << std::max<size_t>(1, request.budgets.size()) << " budgets): "
-          << profile_command_line(request, method.profile) << "\n";
+          << profile_command_line(request, method.profile, rank_threads(m)) << "\n";
       const int threads_before = at::get_num_threads();
       at::set_num_threads(rank_threads(m));
       LatencyProfile profile;
@@ -141,11 +142,11 @@ void ensure_method_profiles(const std::vector<RunSpec>& runs, bool may_measure, 
       } catch (const std::invalid_argument& e) {
         at::set_num_threads(threads_before);
         throw ConfigError(m.file, path, std::string("could not measure a profile: ") + e.what(),
-                          "measure one yourself: " + profile_command_line(request, method.profile));
+                          "measure one yourself: " + profile_command_line(request, method.profile, rank_threads(m)));
       }
       at::set_num_threads(threads_before);
       profile.context["measured_for"] = {{"manifest", m.file}, {"method", run.method}, {"threads", rank_threads(m)}};
-      profile.context["command"] = profile_command_line(request, method.profile);
+      profile.context["command"] = profile_command_line(request, method.profile, rank_threads(m));
       fs::create_directories(fs::absolute(method.profile).parent_path());
       save_latency_profile(profile, method.profile);
       log << "wrote " << method.profile << "\n";

@@ -33,8 +33,10 @@ namespace sb {
 ProfileRequest default_profile_request(const Manifest& manifest, const MethodSection& method,
                                        int64_t longest_sample);
 
-// The `sparsebalance profile` command line that measures `request` into `out`.
-std::string profile_command_line(const ProfileRequest& request, const std::filesystem::path& out);
+// The `sparsebalance profile` command line that measures `request` into `out` (with
+// --threads when threads > 0: the intra-op threads the profile is measured with).
+std::string profile_command_line(const ProfileRequest& request, const std::filesystem::path& out,
+                                 int64_t threads = 0);
 
 // ConfigError (naming the profile file and `json_path`) when the profile was not measured
 // for the manifest's model preset, the method's attention (and MoBA block size) and the

@@ -86,6 +86,7 @@ TEST(ProfileCheck, ReMeasuresMidpointsAndPackedMicroBatches) {
   double sum = 0;
   for (const ProfileCheckPoint& p : check.points) {
     EXPECT_TRUE(p.packed_lengths.empty());
+    EXPECT_EQ(packed_lengths_text(p), "");
     EXPECT_TRUE(p.seq_len == 24 || p.seq_len == 48) << p.seq_len;
     EXPECT_DOUBLE_EQ(p.predicted_ms, predictor.layer_ms(p.seq_len, p.budget));
     EXPECT_GT(p.measured.median, 0.0);
@@ -100,6 +101,7 @@ TEST(ProfileCheck, ReMeasuresMidpointsAndPackedMicroBatches) {
   for (size_t i = 0; i < 2; ++i) {
     const ProfileCheckPoint& p = check.packed_points[i];
     EXPECT_EQ(p.packed_lengths, parts[i]);
+    EXPECT_EQ(packed_lengths_text(p), i == 0 ? "12+6+6" : "24+12+12");
     EXPECT_EQ(p.seq_len, 2 * parts[i][0]);
     EXPECT_EQ(p.budget, 3);  // the middle held-out budget
     EXPECT_DOUBLE_EQ(p.predicted_ms, predictor.packed_layer_ms(parts[i], 3));

@@ -69,6 +69,9 @@ TEST(MethodProfiles, CommandLineMeasuresTheSameGrid) {
   more.repetitions = 10;
   const std::string line = profile_command_line(more, "/tmp/p.json");
   EXPECT_NE(line.find(" --budgets 1,2,4,8,16 --warmup 3 --repetitions 10 --out /tmp/p.json"), std::string::npos) << line;
+  // The threads the profile is measured with (a rank's, on first use) too.
+  const std::string threaded = profile_command_line(more, "/tmp/p.json", 2);
+  EXPECT_NE(threaded.find(" --repetitions 10 --threads 2 --out /tmp/p.json"), std::string::npos) << threaded;
 }
 
 LatencyProfile analytic_for(const std::string& preset, int64_t block) {
