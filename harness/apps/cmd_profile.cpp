@@ -55,8 +55,20 @@ std::vector<int64_t> parse_int_list(const std::string& text, const std::string& 
 
 int run_check(const ProfileFlags& f) {
   const LatencyProfile profile = load_latency_profile(f.check);
+  // Time under the profile's own thread count unless --threads says otherwise: a check at
+  // LibTorch's default (all cores) of a profile measured single-threaded reports the
+  // thread difference as prediction error.
+  const int64_t recorded = profile.measured_threads();
+  if (f.threads == 0 && recorded > 0) at::set_num_threads(static_cast<int>(recorded));
+  const int64_t threads = at::get_num_threads();
   std::cerr << "re-measuring held-out points of " << f.check << " (" << profile.model.value("preset", "?") << ", "
-            << profile.attention << ", " << profile.device << ")\n";
+            << profile.attention << ", " << profile.device << ", " << threads << " intra-op thread"
+            << (threads == 1 ? "" : "s")
+            << (f.threads == 0 && recorded > 0 ? ", as the profile was measured" : "") << ")\n";
+  if (f.threads > 0 && recorded > 0 && f.threads != recorded) {
+    std::cerr << "warning: --threads " << f.threads << " differs from the " << recorded
+              << " thread(s) the profile was measured with; the error below includes that difference\n";
+  }
   ProfileCheck check;
   try {
     check = check_latency_profile(profile, f.warmup, f.repetitions,
@@ -80,6 +92,8 @@ int run_check(const ProfileFlags& f) {
                               {"points", points_json(check.points)},
                               {"packed_mape_pct", check.packed_mape},
                               {"packed_points", points_json(check.packed_points)},
+                              {"threads", threads},
+                              {"profile_threads", recorded > 0 ? nlohmann::json(recorded) : nlohmann::json()},
                               {"context", collect_system_info()}};
   if (!f.out.empty()) write_file_atomic(f.out, result.dump(1) + "\n");
   if (f.json) {
@@ -123,7 +137,9 @@ Command register_profile(CLI::App& app) {
   sub->add_option("--budgets", f->budgets, "Comma-separated MoBA budgets (ascending)");
   sub->add_option("--warmup", f->warmup, "Untimed runs before timing")->capture_default_str();
   sub->add_option("--repetitions", f->repetitions, "Timed runs per point")->capture_default_str();
-  sub->add_option("--threads", f->threads, "Intra-op CPU threads (0: LibTorch's default)")->capture_default_str();
+  sub->add_option("--threads", f->threads,
+                  "Intra-op CPU threads (0: LibTorch's default; with --check, the profile's own)")
+      ->capture_default_str();
   sub->add_option("--out", f->out, "Where to write the profile (or, with --check, the check's JSON)");
   sub->add_option("--check", f->check, "Re-measure held-out points of this profile and report the MAPE");
   sub->add_flag("--json", f->json, "With --check: print the result as one JSON object");

@@ -267,6 +267,12 @@ LatencyProfile latency_profile_from_json(const nlohmann::json& json, const std::
   return p;
 }
 
+int64_t LatencyProfile::measured_threads() const {
+  const auto it = context.find("intra_op_threads");
+  if (it == context.end() || !it->is_number_integer()) return 0;
+  return std::max<int64_t>(0, it->get<int64_t>());
+}
+
 LatencyProfile load_latency_profile(const std::filesystem::path& path) {
   std::ifstream in(path);
   if (!in) {

@@ -79,6 +79,12 @@ struct LatencyProfile {
   // ascending, fewer than 2 lengths, table shapes that do not match the grid, negative
   // or non-finite latencies).
   void validate() const;
+
+  // The intra-op CPU threads the profile was measured with (context.intra_op_threads),
+  // or 0 when the context does not say (analytic profiles, hand-written files). On a CPU
+  // a layer's time depends on it by up to the thread count, so a re-measurement that
+  // should be comparable has to use the same.
+  int64_t measured_threads() const;
 };
 
 // The profile's "model" object: the preset name and the shape that decides a layer's cost.

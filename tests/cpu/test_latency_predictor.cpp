@@ -231,6 +231,18 @@ TEST(LatencyProfile, ModelMsRoundTripsAndMustMatchTheGrid) {
   EXPECT_THROW(latency_profile_from_json(json, "<test>"), ConfigError);
 }
 
+TEST(LatencyProfile, MeasuredThreadsComeFromTheContextAndSurviveTheFile) {
+  LatencyProfile profile = grid_profile();
+  EXPECT_EQ(profile.measured_threads(), 0);  // nothing recorded: unknown
+  profile.context["intra_op_threads"] = 1;
+  EXPECT_EQ(profile.measured_threads(), 1);
+  EXPECT_EQ(latency_profile_from_json(latency_profile_to_json(profile), "<test>").measured_threads(), 1);
+  profile.context["intra_op_threads"] = 16;
+  EXPECT_EQ(profile.measured_threads(), 16);
+  profile.context["intra_op_threads"] = "two";  // not a count: unknown, not an error
+  EXPECT_EQ(profile.measured_threads(), 0);
+}
+
 TEST(LatencyProfile, JsonRoundTripKeepsSamplesAndRejectsBadFiles) {
   LatencyProfile profile = grid_profile();
   profile.kind = "measured";
