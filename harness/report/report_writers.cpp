@@ -210,6 +210,7 @@ json run_summary_to_json(const RunSummary& r) {
           {"loss_final", or_null(r.loss_final)},
           {"coverage_mean", or_null(r.coverage_mean)},
           {"budget_mean", or_null(r.budget_mean)},
+          {"effective_budget_mean", or_null(r.effective_budget_mean)},
           {"prediction_mape", or_null(r.prediction_mape)},
           {"accuracy", accuracy}};
 }
@@ -305,6 +306,7 @@ std::string report_to_csv(const Report& report) {
       {"loss_final", number([](const RunSummary& r) { return r.loss_final; })},
       {"coverage_mean", number([](const RunSummary& r) { return r.coverage_mean; })},
       {"budget_mean", number([](const RunSummary& r) { return r.budget_mean; })},
+      {"effective_budget_mean", number([](const RunSummary& r) { return r.effective_budget_mean; })},
       {"prediction_mape", number([](const RunSummary& r) { return r.prediction_mape; })},
       {"git_sha", [](const RunSummary& r) { return r.git_sha; }},
   };

@@ -115,7 +115,7 @@ void summarize_records(const std::vector<IterationRecord>& records, int64_t defa
   if (records.empty()) return;
   s.loss_first = records.front().loss;
   s.loss_final = records.back().loss;
-  std::vector<double> iter_ms, imbalance, bubble, overhead, allreduce, coverage, budgets, ape;
+  std::vector<double> iter_ms, imbalance, bubble, overhead, allreduce, coverage, budgets, layer_budgets, ape;
   double tokens = 0, total_ms = 0, bubble_max = 0;
   for (const IterationRecord& r : records) {
     if (r.warmup) continue;
@@ -129,6 +129,7 @@ void summarize_records(const std::vector<IterationRecord>& records, int64_t defa
     total_ms += r.iter_ms;
     coverage.insert(coverage.end(), r.coverage.begin(), r.coverage.end());
     for (int64_t b : r.budgets) budgets.push_back(static_cast<double>(b == 0 ? default_budget : b));
+    for (const auto& layers : r.layer_budgets) layer_budgets.insert(layer_budgets.end(), layers.begin(), layers.end());
     const size_t n = std::min(r.microbatch_pred_ms.size(), r.microbatch_ms.size());
     for (size_t k = 0; k < n; ++k) {
       const double measured = r.microbatch_ms[k];
@@ -147,6 +148,7 @@ void summarize_records(const std::vector<IterationRecord>& records, int64_t defa
   if (total_ms > 0) s.tokens_per_s = tokens / total_ms * 1000.0;
   s.coverage_mean = mean_of(coverage);
   s.budget_mean = mean_of(budgets);
+  s.effective_budget_mean = mean_of(layer_budgets);
   s.prediction_mape = mean_of(ape);
 }
 

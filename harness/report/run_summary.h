@@ -18,7 +18,11 @@
 //   loss_first/final  loss of the first and the last recorded iteration (warm-up included)
 //   coverage_mean     mean of coverage[k] over measured iterations and micro-batches
 //   budget_mean       mean of budgets[k] (0, the backend's default, counted as the
-//                     method's top_k) over measured iterations and micro-batches
+//                     method's top_k) over measured iterations and micro-batches: the
+//                     budget the plan asked for
+//   effective_budget_mean  mean of layer_budgets[k][l] over measured iterations,
+//                     micro-batches and layers: the budget the layers ran after DST's
+//                     coverage floor (absent when the records carry no layer budgets)
 //   prediction_mape   mean over measured iterations and micro-batches (measured ms > 0)
 //                     of 100 |microbatch_pred_ms[k] - microbatch_ms[k]| / microbatch_ms[k]
 //   speedup           see report_speedup.h (filled in over all runs of the folder)
@@ -74,6 +78,7 @@ struct RunSummary {
   std::optional<double> loss_final;
   std::optional<double> coverage_mean;
   std::optional<double> budget_mean;
+  std::optional<double> effective_budget_mean;
   std::optional<double> prediction_mape;
   // From eval/eval_columns.json.
   std::map<std::string, double> accuracy;

@@ -98,6 +98,9 @@ inline void write_fixture_run(const std::filesystem::path& dir, const FixtureRun
       if (r.microbatch_ms.size() == 2) r.coverage = {0.9, 0.8};
       r.budgets = std::vector<int64_t>(r.microbatch_ms.size(), 40);
       if (r.budgets.size() == 2) r.budgets = {0, 48};  // 0: the default top_k = 32
+      // What the layers ran: the coverage floor lifted micro-batch 0 (asked 32).
+      r.layer_budgets = r.budgets.size() == 2 ? std::vector<std::vector<double>>{{33, 35}, {48, 48}}
+                                              : std::vector<std::vector<double>>{{40, 44}};
     }
     out << iteration_record_to_json(r).dump() << "\n";
   }
