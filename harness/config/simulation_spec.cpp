@@ -1,5 +1,6 @@
 #include "harness/config/simulation_spec.h"
 
+#include <cmath>
 #include <stdexcept>
 
 #include "harness/common/errors.h"
@@ -122,6 +123,19 @@ SimulationSection parse_simulation_section(const json& j, const std::string& pat
     c.finish();
     c.expect(s.coverage.exponent >= 0, "exponent", "must be >= 0", "e.g. 1.0 (0: uniform routing scores)");
   }
+  if (const json* noise = r.optional_value("latency_noise")) {
+    JsonObjectReader n(*noise, r.child_path("latency_noise"), file);
+    s.latency_noise.sigma = n.optional<double>("sigma", s.latency_noise.sigma);
+    // With fit_from, `simulate` replaces sigma by the fit (a resolved manifest carries
+    // both: the folder and the sigma fitted from it).
+    if (n.optional_value("fit_from") != nullptr) {
+      s.latency_noise.fit_from = resolve_manifest_path(file, n.required<std::string>("fit_from"));
+    }
+    n.finish();
+    n.expect(std::isfinite(s.latency_noise.sigma) && s.latency_noise.sigma >= 0 && s.latency_noise.sigma <= 2,
+             "sigma", "must be in [0, 2]",
+             "e.g. 0.08 (the standard deviation of log(measured / predicted) micro-batch time), or fit_from");
+  }
   s.forward_fraction = r.optional<double>("forward_fraction", s.forward_fraction);
   s.optimizer_ms = r.optional<double>("optimizer_ms", s.optimizer_ms);
   r.finish();
@@ -145,6 +159,10 @@ json simulation_section_to_json(const SimulationSection& s) {
   json j{{"coverage", coverage},
          {"forward_fraction", s.forward_fraction},
          {"optimizer_ms", s.optimizer_ms}};
+  if (s.latency_noise.enabled()) {
+    j["latency_noise"] = {{"sigma", s.latency_noise.sigma}};
+    if (!s.latency_noise.fit_from.empty()) j["latency_noise"]["fit_from"] = s.latency_noise.fit_from;
+  }
   if (s.profile.kind == "analytic") {
     j["profile"] = {{"analytic",
                      {{"device", s.profile.analytic.device},

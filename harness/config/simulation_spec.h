@@ -12,6 +12,7 @@
 //                                           "attention_efficiency": 0.3}}
 //                             | {"file": "profiles/cpu.json"},
 //                  "coverage": {"model": "zipf", "exponent": 1.0 | "fit_from": "results dir"},
+//                  "latency_noise": {"sigma": 0.08 | "fit_from": "results dir"},
 //                  "forward_fraction": 0.3333,
 //                  "optimizer_ms": -1}
 //
@@ -70,9 +71,22 @@ struct CoverageSection {
   std::string fit_from;
 };
 
+// Random scatter of real micro-batch times around their predictions
+// (harness/sim/latency_noise.h). Absent from the manifest: sigma 0, every micro-batch
+// takes exactly its prediction.
+struct LatencyNoiseSection {
+  double sigma = 0;
+  // A results folder of measured runs (absolute once resolved): when set, `simulate`
+  // fits sigma to their predicted and measured micro-batch times
+  // (harness/sim/latency_noise_fit.h) and uses it instead of `sigma`.
+  std::string fit_from;
+  bool enabled() const { return sigma > 0 || !fit_from.empty(); }
+};
+
 struct SimulationSection {
   SimProfileSection profile;
   CoverageSection coverage;
+  LatencyNoiseSection latency_noise;
   // Share of a micro-batch's forward + backward time spent in the forward (the profile
   // measures the sum). Default 1/3: backward = 2 x forward for matmuls.
   double forward_fraction = 1.0 / 3.0;

@@ -11,6 +11,7 @@
 #include "harness/common/atomic_file.h"
 #include "harness/common/errors.h"
 #include "harness/sim/coverage_model.h"
+#include "harness/sim/measured_runs.h"
 #include "harness/train/iteration_record.h"
 
 namespace sb {
@@ -48,15 +49,6 @@ int64_t run_block_size(const fs::path& run_dir) {
     return attention.value("name", "") == "moba" ? attention.value("block_size", int64_t{-1}) : -1;
   } catch (const std::exception&) {
     return -1;
-  }
-}
-
-bool is_simulated(const fs::path& run_dir) {
-  try {
-    const json c = json::parse(read_file(run_dir / "context.json"));
-    return c.value("experiment", json::object()).value("simulated", false);
-  } catch (const std::exception&) {
-    return false;
   }
 }
 
@@ -135,20 +127,11 @@ CoverageFit fit_coverage_exponent(const std::vector<CoverageObservation>& observ
 
 CoverageFit fit_coverage_from_results(const fs::path& results_dir, int64_t block_size, const std::string& manifest_file,
                                       const std::string& json_path) {
-  if (!fs::is_directory(results_dir)) {
-    throw ConfigError(manifest_file, json_path, "names " + results_dir.string() + ", which is not a folder",
-                      "run the measured experiment first (sparsebalance run ...), or give the exponent instead");
-  }
-  std::vector<fs::path> run_dirs;
-  if (fs::exists(results_dir / "records.jsonl")) run_dirs.push_back(results_dir);
-  for (const auto& entry : fs::directory_iterator(results_dir)) {
-    if (entry.is_directory() && fs::exists(entry.path() / "records.jsonl")) run_dirs.push_back(entry.path());
-  }
-  std::sort(run_dirs.begin(), run_dirs.end());
+  const std::vector<fs::path> run_dirs = measured_run_dirs(results_dir, manifest_file, json_path);
   std::vector<CoverageObservation> observations;
   std::vector<std::string> used;
   for (const fs::path& dir : run_dirs) {
-    if (is_simulated(dir) || run_block_size(dir) != block_size) continue;
+    if (run_block_size(dir) != block_size) continue;
     std::vector<CoverageObservation> o = coverage_observations(dir / "records.jsonl");
     if (o.empty()) continue;
     observations.insert(observations.end(), o.begin(), o.end());

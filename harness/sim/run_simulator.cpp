@@ -72,7 +72,8 @@ RunSimulator::RunSimulator(const Manifest& m, SimProfile profile, ClusterSection
       profile_(std::move(profile)),
       cluster_(std::move(cluster), m.parallelism.dp, m.parallelism.pp, m.parallelism.tp),
       options_(options),
-      simulation_(m.simulation ? *m.simulation : SimulationSection{}) {
+      simulation_(m.simulation ? *m.simulation : SimulationSection{}),
+      noise_(simulation_.latency_noise.sigma, static_cast<uint64_t>(m.seed)) {
   const Qwen2Config& config = qwen2_preset(m.model.preset);
   dataset_ = make_dataset(m.data, m.seed, config.vocab_size, m.train.max_tokens_per_microbatch);
   planner_ = std::make_unique<BatchPlanner>(method_planner_options(m, m.parallelism.dp), profile_.predictor);
@@ -121,7 +122,9 @@ SimulatedIteration RunSimulator::simulate_iteration(int64_t iteration) {
   std::vector<std::vector<double>> floors(static_cast<size_t>(dp));  // DST's floor, as the backend reports it
   for (int64_t d = 0; d < dp; ++d) {
     const auto& mbs = out.plan.ranks[static_cast<size_t>(d)];
-    for (const PlannedMicroBatch& mb : mbs) {
+    for (size_t mb_index = 0; mb_index < mbs.size(); ++mb_index) {
+      const PlannedMicroBatch& mb = mbs[mb_index];
+      const double noise = noise_.factor(iteration, d, static_cast<int64_t>(mb_index));
       const std::vector<int64_t> mb_lengths = microbatch_lengths(mb, lengths);
       const int64_t planned_k = mb.budget > 0 ? mb.budget : method.attention.top_k;
       std::vector<double> attention_terms;
@@ -155,7 +158,7 @@ SimulatedIteration RunSimulator::simulate_iteration(int64_t iteration) {
         if (s == pp - 1 && predictor.options().include_head) compute += predictor.head_ms(mb.tokens);
         // The stage's share of the (signed) overhead; a stage never computes for less than 0 ms.
         compute = std::max(0.0, compute + predictor.microbatch_overhead_share_ms(mb.tokens, s, pp));
-        compute /= static_cast<double>(tp);
+        compute *= noise / static_cast<double>(tp);
         const double tp_allreduce =
             tp > 1 ? layers * 2.0 * ring_allreduce_ms(cluster_.tensor_parallel_link(d, s), tp, tokens_bytes) : 0.0;
         in.forward_ms[static_cast<size_t>(d)][static_cast<size_t>(s)].push_back(f * compute + tp_allreduce);

@@ -16,6 +16,9 @@
 //                         2 TP all-reduces per layer each
 //   stage transfer      = alpha-beta of T x hidden x act_bytes / tp (sequence-parallel
 //                         shards; act_bytes 2 for bf16-mixed, 4 for fp32)
+//   latency noise       = every stage's compute of the micro-batch x the same factor
+//                         exp(sigma z) (latency_noise.h; sigma 0 unless the manifest's
+//                         simulation.latency_noise gives or fits one)
 //   DP all-reduce       = ring over dp of (trained parameters of the stage / tp) x 4 bytes
 //                         (fp32 gradients; LoRA: only the adapters)
 //   optimizer           = simulation.optimizer_ms, or AdamW's memory traffic: 28 bytes per
@@ -34,6 +37,7 @@
 #include "harness/data/dataset.h"
 #include "harness/sim/cluster_model.h"
 #include "harness/sim/coverage_model.h"
+#include "harness/sim/latency_noise.h"
 #include "harness/sim/sim_profile.h"
 #include "harness/train/iteration_record.h"
 #include "harness/trace/timeline.h"
@@ -65,6 +69,7 @@ class RunSimulator {
   const SimProfile& profile() const { return profile_; }
   const ClusterModel& cluster() const { return cluster_; }
   const ZipfCoverageModel* coverage() const { return coverage_.get(); }
+  const LatencyNoise& latency_noise() const { return noise_; }
   const SimulationSection& simulation() const { return simulation_; }
   BatchPlanner& planner() { return *planner_; }
 
@@ -77,6 +82,7 @@ class RunSimulator {
   std::unique_ptr<Dataset> dataset_;
   std::unique_ptr<BatchPlanner> planner_;
   std::unique_ptr<ZipfCoverageModel> coverage_;
+  LatencyNoise noise_;
   std::vector<double> stage_trained_params_;  // [stage], whole stage (all TP ranks)
   double elapsed_ms_ = 0;                     // simulated time of the iterations so far
 };

@@ -11,6 +11,7 @@
 #include "harness/runner/run_folder.h"
 #include "harness/runner/system_info.h"
 #include "harness/sim/coverage_fit.h"
+#include "harness/sim/latency_noise_fit.h"
 #include "harness/sim/run_simulator.h"
 #include "models/qwen2/qwen2_config.h"
 
@@ -38,7 +39,7 @@ void refuse_measured_folder(const fs::path& run_dir) {
 }
 
 json simulation_context(const RunSpec& run, const SimulateOptions& options, const RunSimulator& sim,
-                        const CoverageFit* fit) {
+                        const CoverageFit* fit, const LatencyNoiseFit* noise_fit) {
   const Manifest& m = run.manifest;
   json context = collect_system_info();  // the machine that simulated, not the simulated one
   context["seed"] = m.seed;
@@ -87,6 +88,24 @@ json simulation_context(const RunSpec& run, const SimulateOptions& options, cons
   } else {
     context["coverage_model"] = {{"model", "none"}, {"reason", "dense attention has no budget"}};
   }
+  const LatencyNoiseSection& noise = s.latency_noise;
+  context["latency_noise"] = {
+      {"sigma", noise.sigma},
+      {"definition", "each micro-batch computes for its prediction x exp(sigma z) on every stage, z standard normal "
+                     "keyed by (seed, iteration, DP rank, micro-batch) (harness/sim/latency_noise.h)"}};
+  if (noise_fit != nullptr) {
+    context["latency_noise"]["sigma_from"] = {
+        {"kind", "fitted: pooled within-iteration scatter of log(measured / predicted) micro-batch time "
+                 "(harness/sim/latency_noise_fit.h)"},
+        {"results", noise.fit_from},
+        {"runs", noise_fit->runs},
+        {"microbatches", noise_fit->microbatches},
+        {"iterations", noise_fit->iterations}};
+  } else {
+    context["latency_noise"]["sigma_from"] = {
+        {"kind", noise.sigma > 0 ? "assumed (simulation.latency_noise.sigma)"
+                                 : "none: every micro-batch takes exactly its prediction"}};
+  }
   context["simulator"] = {
       {"forward_fraction", s.forward_fraction},
       {"optimizer",
@@ -130,6 +149,25 @@ RunManifestResult simulate_manifest(const Manifest& manifest, const SimulateOpti
     coverage.exponent = it->second.exponent;
     fit_of_run[run.name] = &it->second;
   }
+  // The same for the latency noise, once per results folder.
+  std::map<std::string, LatencyNoiseFit> noise_fits;
+  std::map<std::string, const LatencyNoiseFit*> noise_fit_of_run;
+  for (RunSpec& run : runs) {
+    if (!run.manifest.simulation || run.manifest.simulation->latency_noise.fit_from.empty()) continue;
+    LatencyNoiseSection& noise = run.manifest.simulation->latency_noise;
+    auto it = noise_fits.find(noise.fit_from);
+    if (it == noise_fits.end()) {
+      it = noise_fits.emplace(noise.fit_from, fit_latency_noise_from_results(noise.fit_from,
+                                                                             options.run.manifest_file.string(),
+                                                                             "$.simulation.latency_noise.fit_from"))
+               .first;
+      log << "latency noise fitted to " << it->second.microbatches << " micro-batches in " << it->second.iterations
+          << " iterations of " << it->second.runs.size() << " measured runs under " << noise.fit_from
+          << ": sigma = " << it->second.sigma << "\n";
+    }
+    noise.sigma = it->second.sigma;
+    noise_fit_of_run[run.name] = &it->second;
+  }
   // Decide every run first, so that a conflict stops the command before anything runs.
   std::vector<RunDecision> decisions;
   for (const RunSpec& run : runs) {
@@ -159,8 +197,11 @@ RunManifestResult simulate_manifest(const Manifest& manifest, const SimulateOpti
     sim_options.fixed_plan_ms = options.fixed_plan_ms;
     RunSimulator sim(m, load_sim_profile(m, longest, options.profile), simulation_cluster(m), sim_options);
     const auto fit = fit_of_run.find(run.name);
+    const auto noise_fit = noise_fit_of_run.find(run.name);
     prepare_run_folder(run_dir, decision, manifest_to_json(m),
-                       simulation_context(run, options, sim, fit == fit_of_run.end() ? nullptr : fit->second), log);
+                       simulation_context(run, options, sim, fit == fit_of_run.end() ? nullptr : fit->second,
+                                          noise_fit == noise_fit_of_run.end() ? nullptr : noise_fit->second),
+                       log);
     RunFolderWriter writer(run_dir);
     const auto wall_start = std::chrono::steady_clock::now();
     for (int64_t it = 0; it < m.train.iterations; ++it) {

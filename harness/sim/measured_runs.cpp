@@ -1,0 +1,42 @@
+#include "harness/sim/measured_runs.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+
+#include "harness/common/atomic_file.h"
+#include "harness/common/errors.h"
+
+namespace sb {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool is_simulated(const fs::path& run_dir) {
+  try {
+    const nlohmann::json c = nlohmann::json::parse(read_file(run_dir / "context.json"));
+    return c.value("experiment", nlohmann::json::object()).value("simulated", false);
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+std::vector<fs::path> measured_run_dirs(const fs::path& results_dir, const std::string& manifest_file,
+                                        const std::string& json_path) {
+  if (!fs::is_directory(results_dir)) {
+    throw ConfigError(manifest_file, json_path, "names " + results_dir.string() + ", which is not a folder",
+                      "run the measured experiment first (sparsebalance run ...), or give the value instead");
+  }
+  std::vector<fs::path> dirs;
+  if (fs::exists(results_dir / "records.jsonl")) dirs.push_back(results_dir);
+  for (const auto& entry : fs::directory_iterator(results_dir)) {
+    if (entry.is_directory() && fs::exists(entry.path() / "records.jsonl")) dirs.push_back(entry.path());
+  }
+  std::sort(dirs.begin(), dirs.end());
+  dirs.erase(std::remove_if(dirs.begin(), dirs.end(), is_simulated), dirs.end());
+  return dirs;
+}
+
+}  // namespace sb
