@@ -116,7 +116,7 @@ void summarize_records(const std::vector<IterationRecord>& records, int64_t defa
   s.loss_first = records.front().loss;
   s.loss_final = records.back().loss;
   std::vector<double> iter_ms, imbalance, bubble, overhead, allreduce, coverage, budgets, layer_budgets, ape;
-  double tokens = 0, total_ms = 0, bubble_max = 0;
+  double tokens = 0, total_ms = 0, bubble_max = 0, microbatch_sum = 0;
   for (const IterationRecord& r : records) {
     if (r.warmup) continue;
     iter_ms.push_back(r.iter_ms);
@@ -128,6 +128,7 @@ void summarize_records(const std::vector<IterationRecord>& records, int64_t defa
     tokens += static_cast<double>(r.tokens);
     total_ms += r.iter_ms;
     coverage.insert(coverage.end(), r.coverage.begin(), r.coverage.end());
+    for (double ms : r.microbatch_ms) microbatch_sum += ms;
     for (int64_t b : r.budgets) budgets.push_back(static_cast<double>(b == 0 ? default_budget : b));
     for (const auto& layers : r.layer_budgets) layer_budgets.insert(layer_budgets.end(), layers.begin(), layers.end());
     const size_t n = std::min(r.microbatch_pred_ms.size(), r.microbatch_ms.size());
@@ -150,6 +151,7 @@ void summarize_records(const std::vector<IterationRecord>& records, int64_t defa
   s.budget_mean = mean_of(budgets);
   s.effective_budget_mean = mean_of(layer_budgets);
   s.prediction_mape = mean_of(ape);
+  if (microbatch_sum > 0) s.microbatch_ms_sum = microbatch_sum;
 }
 
 }  // namespace

@@ -23,6 +23,8 @@
 //   effective_budget_mean  mean of layer_budgets[k][l] over measured iterations,
 //                     micro-batches and layers: the budget the layers ran after DST's
 //                     coverage floor (absent when the records carry no layer budgets)
+//   microbatch_ms_sum sum of microbatch_ms over measured iterations and micro-batches (the
+//                     compute the run did; the simulator's validation compares it)
 //   prediction_mape   mean over measured iterations and micro-batches (measured ms > 0)
 //                     of 100 |microbatch_pred_ms[k] - microbatch_ms[k]| / microbatch_ms[k]
 //   speedup           see report_speedup.h (filled in over all runs of the folder)
@@ -80,6 +82,7 @@ struct RunSummary {
   std::optional<double> budget_mean;
   std::optional<double> effective_budget_mean;
   std::optional<double> prediction_mape;
+  std::optional<double> microbatch_ms_sum;
   // From eval/eval_columns.json.
   std::map<std::string, double> accuracy;
   // Filled by attach_speedups (report_speedup.h).

@@ -42,6 +42,7 @@ struct FixtureRun {
   std::string git_sha = "aaa111";
   nlohmann::json eval_columns;  // null: no eval/eval_columns.json
   bool predictions = false;     // microbatch_pred_ms in the measured records
+  double compute_scale = 1;     // every microbatch_ms multiplied by it (a faster or slower machine)
 };
 
 inline void write_fixture_run(const std::filesystem::path& dir, const FixtureRun& f) {
@@ -89,6 +90,7 @@ inline void write_fixture_run(const std::filesystem::path& dir, const FixtureRun
     // Predictions: APE 10 % and 25 % in iterations 1 and 2, 0 % in 3 -> MAPE 70 / 5 = 14;
     // the warm-up's 9900 % is excluded.
     r.microbatch_ms = it == 0 ? std::vector<double>{1} : it < 3 ? std::vector<double>{10, 20} : std::vector<double>{40};
+    for (double& ms : r.microbatch_ms) ms *= f.compute_scale;
     if (f.predictions) {
       r.microbatch_pred_ms =
           it == 0 ? std::vector<double>{100} : it < 3 ? std::vector<double>{11, 15} : std::vector<double>{40};

@@ -26,6 +26,9 @@ TEST(SimValidation, PerRunErrorsAndPerMethodMediansOverSeeds) {
     test::write_fixture_run(measured / name, {name, method, {{"seed", seed}}, real_ms});
     test::FixtureRun sim{name, method, {{"seed", seed}}, sim_ms};
     sim.simulated = true;
+    // The simulated seed 1 computes 10 % more than the measured one: a profile timed on a
+    // slower moment of the machine.
+    if (std::string(name) == "base__seed=1") sim.compute_scale = 1.1;
     test::write_fixture_run(simulated / name, sim);
   }
   // A simulated run with no measured counterpart is listed, not compared.
@@ -46,6 +49,10 @@ TEST(SimValidation, PerRunErrorsAndPerMethodMediansOverSeeds) {
   EXPECT_NEAR(run("base__seed=1")["median_iter_ms"]["relative_error"].get<double>(), 0.10, 1e-12);
   EXPECT_NEAR(run("base__seed=2")["median_iter_ms"]["relative_error"].get<double>(), -0.10, 1e-12);
   EXPECT_NEAR(run("base__seed=1")["mean_bubble_fraction"]["measured"].get<double>(), 0.2, 1e-12);
+  // At the measured speed: 440 x (1 / 1.1) = 400, no error left; seed 2 computed alike: -10 % stays.
+  EXPECT_NEAR(run("base__seed=1")["median_iter_ms"]["compute_ratio"].get<double>(), 1 / 1.1, 1e-12);
+  EXPECT_NEAR(run("base__seed=1")["median_iter_ms"]["relative_error_at_measured_speed"].get<double>(), 0.0, 1e-12);
+  EXPECT_NEAR(run("base__seed=2")["median_iter_ms"]["relative_error_at_measured_speed"].get<double>(), -0.10, 1e-12);
   // Per method: the medians over seeds (not the means), 450 simulated against 500 measured.
   ASSERT_EQ(v.at("methods").size(), 2u);
   const nlohmann::json& base = v.at("methods")[0];
@@ -54,11 +61,14 @@ TEST(SimValidation, PerRunErrorsAndPerMethodMediansOverSeeds) {
   EXPECT_NEAR(base["median_iter_ms"]["simulated"].get<double>(), 450.0, 1e-9);
   EXPECT_NEAR(base["median_iter_ms"]["measured"].get<double>(), 500.0, 1e-9);
   EXPECT_NEAR(base["median_iter_ms"]["relative_error"].get<double>(), -0.1, 1e-12);
+  // Medians over seeds at the measured speed: 400, 450, 600 -> 450 against 500.
+  EXPECT_NEAR(base["median_iter_ms"]["at_measured_speed"].get<double>(), 450.0, 1e-9);
   EXPECT_NEAR(base["mean_bubble_fraction"]["absolute_error"].get<double>(), 0.0, 1e-12);
   EXPECT_EQ(v.at("methods")[1].at("method"), "sab");
   EXPECT_TRUE(fs::exists(simulated / "validation.json"));
   const std::string text = validation_to_text(v);
-  EXPECT_NE(text.find("| base | 3 | 450.00 | 500.00 | -10.0% |"), std::string::npos) << text;
+  EXPECT_NE(text.find("| base | 3 | 450.00 | 500.00 | -10.0% | -10.0% |"), std::string::npos) << text;
+  EXPECT_NE(text.find("| base__seed=1 | 440.00 | 400.00 | +10.0% | 0.909 | +0.0% |"), std::string::npos) << text;
 
   EXPECT_THROW(validate_simulation(simulated, root / "absent"), ConfigError);
   fs::remove_all(root);
