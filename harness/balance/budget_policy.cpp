@@ -67,6 +67,25 @@ std::string dst_bottleneck_rule_name(DstBottleneckRule rule) {
   throw std::logic_error("dst_bottleneck_rule_name: unknown rule");
 }
 
+DstRaiseRule dst_raise_rule_from_name(const std::string& name) {
+  if (name == "anchor") return DstRaiseRule::kAnchor;
+  if (name == "none") return DstRaiseRule::kNone;
+  if (name == "dp_slack") return DstRaiseRule::kDpSlack;
+  throw std::invalid_argument("unknown DST raise rule \"" + name + "\"; known: anchor, none, dp_slack");
+}
+
+std::string dst_raise_rule_name(DstRaiseRule rule) {
+  switch (rule) {
+    case DstRaiseRule::kAnchor:
+      return "anchor";
+    case DstRaiseRule::kNone:
+      return "none";
+    case DstRaiseRule::kDpSlack:
+      return "dp_slack";
+  }
+  throw std::logic_error("dst_raise_rule_name: unknown rule");
+}
+
 std::vector<std::string> budget_policy_names() { return {"fixed", "dst"}; }
 
 std::unique_ptr<BudgetPolicy> make_budget_policy(const BudgetOptions& options,

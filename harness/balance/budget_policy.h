@@ -24,12 +24,18 @@ enum class DstBottleneckRule { kSmallest, kLargest };
 DstBottleneckRule dst_bottleneck_rule_from_name(const std::string& name);  // "smallest" | "largest"
 std::string dst_bottleneck_rule_name(DstBottleneckRule rule);
 
+// What happens to micro-batches predicted below the anchor (see dst_budget.h).
+enum class DstRaiseRule { kAnchor, kNone, kDpSlack };
+DstRaiseRule dst_raise_rule_from_name(const std::string& name);  // "anchor" | "none" | "dp_slack"
+std::string dst_raise_rule_name(DstRaiseRule rule);
+
 struct DstOptions {
   DstAnchor anchor = DstAnchor::kMean;
   double p = 0.1;       // coverage may fall to (1 - p) * C(k0) at most
   int64_t k_min = 1;    // budgets never below
   int64_t k_max = 64;   // budgets never above
   DstBottleneckRule bottleneck = DstBottleneckRule::kSmallest;
+  DstRaiseRule raise = DstRaiseRule::kAnchor;
 };
 
 struct BudgetOptions {

@@ -34,11 +34,13 @@ void DstBudget::assign(GlobalBatchPlan& plan, const std::vector<int64_t>& sample
 
   // T(m, k0) for every micro-batch of the global batch.
   std::vector<PlannedMicroBatch*> all;
+  std::vector<size_t> rank_of;  // the DP rank of all[m]
   std::vector<std::vector<int64_t>> lengths;
   std::vector<double> at_k0;
-  for (auto& rank : plan.ranks) {
-    for (PlannedMicroBatch& mb : rank) {
+  for (size_t r = 0; r < plan.ranks.size(); ++r) {
+    for (PlannedMicroBatch& mb : plan.ranks[r]) {
       all.push_back(&mb);
+      rank_of.push_back(r);
       lengths.push_back(microbatch_lengths(mb, sample_lengths));
       at_k0.push_back(predictor_.microbatch_ms(lengths.back(), k0, layers));
     }
@@ -58,6 +60,23 @@ void DstBudget::assign(GlobalBatchPlan& plan, const std::vector<int64_t>& sample
   }
   last_anchor_ms_ = anchor;
 
+  // The plan's prediction of micro-batch m at budget k: at the floor the layers are
+  // expected to apply when that is above k (see dst_budget.h).
+  const auto predicted = [&](size_t m, int64_t k) {
+    const auto cost = [&](int64_t budget) { return predictor_.microbatch_ms(lengths[m], budget, layers); };
+    if (floor_estimate_ != nullptr) {
+      const int64_t longest = *std::max_element(lengths[m].begin(), lengths[m].end());
+      const double expected_floor = floor_estimate_->expected_budget(longest);
+      if (expected_floor > static_cast<double>(k)) {
+        const auto below = static_cast<int64_t>(std::floor(expected_floor));
+        const double above_share = expected_floor - static_cast<double>(below);
+        return (1.0 - above_share) * cost(below) + (above_share > 0 ? above_share * cost(below + 1) : 0.0);
+      }
+    }
+    return cost(k);
+  };
+
+  std::vector<int64_t> raise_to(all.size(), k0);  // rule dp_slack: the anchor rule's raise, applied below
   for (size_t m = 0; m < all.size(); ++m) {
     const auto cost = [&](int64_t k) { return predictor_.microbatch_ms(lengths[m], k, layers); };
     int64_t k = k0;
@@ -78,13 +97,13 @@ void DstBudget::assign(GlobalBatchPlan& plan, const std::vector<int64_t>& sample
           }
         }
       }
-    } else if (at_k0[m] < anchor) {
+    } else if (at_k0[m] < anchor && d.raise != DstRaiseRule::kNone) {
       const int64_t longest = *std::max_element(lengths[m].begin(), lengths[m].end());
       const int64_t blocks = (longest + options_.block_size - 1) / options_.block_size;
       const int64_t ceiling = std::min(d.k_max, std::max(k0, blocks));
       for (int64_t candidate = ceiling; candidate > k0; --candidate) {
         if (cost(candidate) <= anchor) {
-          k = candidate;
+          (d.raise == DstRaiseRule::kAnchor ? k : raise_to[m]) = candidate;
           break;
         }
       }
@@ -92,14 +111,27 @@ void DstBudget::assign(GlobalBatchPlan& plan, const std::vector<int64_t>& sample
     all[m]->budget = k;
     all[m]->coverage_floor_ratio = 1.0 - d.p;
     all[m]->coverage_reference_k = k0;
-    all[m]->predicted_ms = cost(k);
-    if (floor_estimate_ != nullptr) {
-      const int64_t longest = *std::max_element(lengths[m].begin(), lengths[m].end());
-      const double expected_floor = floor_estimate_->expected_budget(longest);
-      if (expected_floor > static_cast<double>(k)) {
-        const auto below = static_cast<int64_t>(std::floor(expected_floor));
-        const double above_share = expected_floor - static_cast<double>(below);
-        all[m]->predicted_ms = (1.0 - above_share) * cost(below) + (above_share > 0 ? above_share * cost(below + 1) : 0.0);
+    all[m]->predicted_ms = predicted(m, k);
+  }
+  if (d.raise != DstRaiseRule::kDpSlack) return;
+
+  // dp_slack: a rank's micro-batches run one after another and the ranks meet at the
+  // gradient all-reduce, so raising a budget is free only while the rank's predicted total
+  // stays within the slowest rank's. Each rank spends its slack on its raisable
+  // micro-batches in plan order, each taking the largest budget up to the anchor rule's
+  // whose extra predicted time still fits.
+  std::vector<double> rank_total(plan.ranks.size(), 0.0);
+  for (size_t m = 0; m < all.size(); ++m) rank_total[rank_of[m]] += all[m]->predicted_ms;
+  const double slowest = *std::max_element(rank_total.begin(), rank_total.end());
+  for (size_t m = 0; m < all.size(); ++m) {
+    double& total = rank_total[rank_of[m]];
+    for (int64_t k = raise_to[m]; k > all[m]->budget; --k) {
+      const double raised = predicted(m, k);
+      if (total - all[m]->predicted_ms + raised <= slowest) {
+        total += raised - all[m]->predicted_ms;
+        all[m]->budget = k;
+        all[m]->predicted_ms = raised;
+        break;
       }
     }
   }

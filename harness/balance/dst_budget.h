@@ -15,8 +15,17 @@
 //            rule "largest" (dst.bottleneck = "largest"): the largest k in [k_min, k0]
 //            with T(m, k) <= A, the least compression that meets the anchor (k_min when
 //            none is);
-//   below the anchor (T(m, k0) < A):  k_m = the largest k in
-//            [k0, min(k_max, max(k0, K(m)))] with T(m, k) <= A;
+//   below the anchor (T(m, k0) < A), rule "anchor" (dst.raise, the docs' rule, default):
+//            k_m = the largest k in [k0, min(k_max, max(k0, K(m)))] with T(m, k) <= A;
+//            rule "none": k_m = k0 (DST only compresses);
+//            rule "dp_slack": the anchor rule's k_m, but only as far as the DP rank's
+//            predicted total (the sum of its micro-batches' predictions) stays within the
+//            slowest rank's total after the bottlenecks' budgets: each rank spends that
+//            slack on its micro-batches in plan order, each taking the largest budget in
+//            (k0, anchor rule's k_m] whose extra predicted time still fits, else k0. The
+//            docs' rule raises every micro-batch to the anchor, which lengthens the rank
+//            that carries it whenever that rank is the slowest: its micro-batches run one
+//            after another (with one DP rank, dp_slack never raises);
 //   at the anchor (T(m, k0) == A): k_m = k0, so MIN never raises a budget and MAX never
 //            lowers one;
 //   every micro-batch carries the coverage floor ratio 1 - p relative to C(k0): each

@@ -122,6 +122,7 @@ DstSection parse_dst(const json& j, const std::string& path, const std::string& 
   d.k_max = r.optional<int64_t>("k_max", 0);
   if (d.k_max == 0) d.k_max = 2 * top_k;
   d.bottleneck = r.optional_choice("bottleneck", d.bottleneck, {"smallest", "largest"});
+  d.raise = r.optional_choice("raise", d.raise, {"anchor", "none", "dp_slack"});
   r.finish();
   r.expect(d.p >= 0 && d.p <= 1, "p", "must be in [0, 1]", "the paper uses 0.1 or 0.2");
   r.expect(d.k_min >= 1 && d.k_min <= top_k, "k_min", "must be in [1, attention.top_k]",
@@ -218,6 +219,7 @@ void check_method_defaults(const json& defaults, const std::string& path, const 
     d.optional<int64_t>("k_min", 0);
     d.optional<int64_t>("k_max", 0);
     d.optional_choice("bottleneck", "smallest", {"smallest", "largest"});
+    d.optional_choice("raise", "anchor", {"anchor", "none", "dp_slack"});
     d.finish();
   }
   if (const json* sab = r.optional_value("sab")) {
@@ -245,6 +247,9 @@ json method_to_json(const MethodSection& m) {
   if (m.budget == "dst") {
     j["dst"] = {{"anchor", m.dst.anchor}, {"p", m.dst.p}, {"k_min", m.dst.k_min},
                 {"k_max", m.dst.k_max}, {"bottleneck", m.dst.bottleneck}};
+    // Written only when not the default, so that results resolved before the key existed
+    // still match their manifest on a rerun (resume, skip).
+    if (m.dst.raise != "anchor") j["dst"]["raise"] = m.dst.raise;
   }
   if (m.batching == "sab") j["sab"] = {{"ema_alpha", m.sab.ema_alpha}};
   if (!m.profile.empty()) j["profile"] = m.profile;

@@ -8,7 +8,8 @@
 //    "attention": "moba" | {"name": "moba", "block_size": 256, "top_k": 32},
 //    "batching": "sequential" | "lbb" | "sab",
 //    "budget": "fixed" | "dst",
-//    "dst": {"anchor": "mean", "p": 0.1, "k_min": 1, "k_max": 2 x top_k, "bottleneck": "smallest"},
+//    "dst": {"anchor": "mean", "p": 0.1, "k_min": 1, "k_max": 2 x top_k, "bottleneck": "smallest",
+//            "raise": "anchor"},
 //    "sab": {"ema_alpha": 0.2},
 //    "profile": "profiles/cpu.json",     latency profile (needed by sab and dst)
 //    "latency_calibration": {"ema_alpha": 0.3}}  optional; online calibration of the
@@ -40,6 +41,7 @@ struct DstSection {
   int64_t k_min = 1;
   int64_t k_max = 0;                  // 0 in the file: 2 x top_k (resolved)
   std::string bottleneck = "smallest";  // "smallest" (the docs' rule) | "largest"
+  std::string raise = "anchor";         // "anchor" (the docs' rule) | "none" | "dp_slack"
 };
 
 struct SabSection {

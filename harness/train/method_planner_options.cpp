@@ -18,6 +18,7 @@ BatchPlannerOptions method_planner_options(const Manifest& m, int64_t dp) {
   o.budget.dst.k_min = method.dst.k_min;
   o.budget.dst.k_max = method.dst.k_max;
   o.budget.dst.bottleneck = dst_bottleneck_rule_from_name(method.dst.bottleneck);
+  o.budget.dst.raise = dst_raise_rule_from_name(method.dst.raise);
   o.sab_ema_alpha = method.sab.ema_alpha;
   o.latency_calibration_alpha = method.latency_calibration.enabled ? method.latency_calibration.ema_alpha : 0.0;
   o.dp = dp;

@@ -64,6 +64,49 @@ TEST(DstBudget, MeanAnchorGolden) {
   }
 }
 
+TEST(DstBudget, RaiseRulesAnchorNoneAndDpSlack) {
+  // The golden plan above: the anchor rule gives {1, 16, 16, 8}.
+  // none: nothing above k0 = 8; the bottleneck is treated as before.
+  // dp_slack: rank 0 (4096 at k 1 = 43.58, 1024 at 8 = 15.48) totals 59.06, rank 1 (1024
+  // and 512 at 8) 23.22. Rank 0 is the slowest: even k = 9 for its 1024 (16.14, +0.66)
+  // would lengthen it, so it stays at 8. Rank 1 may grow by 35.84: its 1024 takes the
+  // anchor rule's 16 (20.73, +5.24); its 512 has 8 blocks and stays at 8.
+  const LatencyPredictor predictor = analytic_predictor();
+  for (const auto& [rule, expected] :
+       {std::pair{DstRaiseRule::kAnchor, std::vector<int64_t>{1, 16, 16, 8}},
+        std::pair{DstRaiseRule::kNone, std::vector<int64_t>{1, 8, 8, 8}},
+        std::pair{DstRaiseRule::kDpSlack, std::vector<int64_t>{1, 8, 16, 8}}}) {
+    BudgetOptions options = dst_options(DstAnchor::kMean, 0.1);
+    options.dst.raise = rule;
+    DstBudget dst(options, predictor);
+    std::vector<int64_t> lengths;
+    GlobalBatchPlan plan = four_microbatches(lengths);
+    dst.assign(plan, lengths);
+    EXPECT_EQ(budgets_of(plan), expected) << dst_raise_rule_name(rule);
+    double totals[2] = {0, 0};
+    for (size_t r = 0; r < 2; ++r) {
+      for (const auto& mb : plan.ranks[r]) {
+        totals[r] += mb.predicted_ms;
+        EXPECT_NEAR(mb.predicted_ms,
+                    predictor.microbatch_ms({lengths[static_cast<size_t>(mb.samples[0])]}, mb.budget, 1), 1e-12);
+      }
+    }
+    if (rule == DstRaiseRule::kDpSlack) EXPECT_LE(totals[1], totals[0]);
+    if (rule == DstRaiseRule::kAnchor) EXPECT_GT(totals[0], 59.06) << "the docs' rule lengthens the slowest rank";
+  }
+  // With one DP rank there is no slack: dp_slack never raises.
+  BudgetOptions options = dst_options(DstAnchor::kMean, 0.1);
+  options.dst.raise = DstRaiseRule::kDpSlack;
+  DstBudget dst(options, predictor);
+  std::vector<int64_t> lengths;
+  GlobalBatchPlan plan = four_microbatches(lengths);
+  plan.ranks = {{plan.ranks[0][0], plan.ranks[0][1], plan.ranks[1][0], plan.ranks[1][1]}};
+  dst.assign(plan, lengths);
+  EXPECT_EQ(budgets_of(plan), (std::vector<int64_t>{1, 8, 8, 8}));
+  EXPECT_EQ(dst_raise_rule_from_name("dp_slack"), DstRaiseRule::kDpSlack);
+  EXPECT_THROW(dst_raise_rule_from_name("always"), std::invalid_argument);
+}
+
 TEST(DstBudget, BottleneckRuleSmallestOrLargestFeasibleBudget) {
   // 1024 vs 512 tokens: A = (15.48 + 7.74) / 2 = 11.61; the 1024 one is the bottleneck and
   // T(1024, k) = 10.24 + 0.655 k <= 11.61 for k <= 2.09: feasible budgets {1, 2}.

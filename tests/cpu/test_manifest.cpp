@@ -281,6 +281,24 @@ TEST(Manifest, RejectsInvalidValuesWithPath) {
   EXPECT_EQ(msg.rfind("$.name |", 0), 0u) << msg;
 }
 
+TEST(Manifest, DstRaiseRuleParsesAndIsWrittenOnlyWhenNotTheDefault) {
+  json j = minimal_manifest();
+  j["methods"][0] = {{"name", "x"}, {"preset", "dst"}, {"profile", "/p.json"},
+                     {"attention", {{"name", "moba"}, {"block_size", 16}, {"top_k", 4}}}};
+  const Manifest plain = parse_manifest(j, "m.json");
+  EXPECT_EQ(plain.methods[0].dst.raise, "anchor");
+  // Absent from the resolved JSON: results resolved before the key existed still match.
+  EXPECT_FALSE(manifest_to_json(plain)["methods"][0]["dst"].contains("raise"));
+  j["methods"][0]["dst"] = {{"raise", "dp_slack"}};
+  const Manifest slack = parse_manifest(j, "m.json");
+  EXPECT_EQ(slack.methods[0].dst.raise, "dp_slack");
+  EXPECT_EQ(manifest_to_json(slack)["methods"][0]["dst"]["raise"], "dp_slack");
+  EXPECT_EQ(parse_manifest(manifest_to_json(slack), "r.json").methods[0].dst.raise, "dp_slack");
+  j["methods"][0]["dst"] = {{"raise", "always"}};
+  const std::string msg = config_error_of(j);
+  EXPECT_EQ(msg.rfind("$.methods[0].dst.raise |", 0), 0u) << msg;
+}
+
 TEST(Manifest, RoundTripThroughResolvedJson) {
   json j = minimal_manifest();
   j["methods"].push_back({{"name", "dense-2"}, {"batching", "sequential"}});

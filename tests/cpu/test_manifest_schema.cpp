@@ -87,7 +87,7 @@ std::vector<json> variant_manifests(const fs::path& dir) {
     "train": {"iterations": 3, "lora": {"rank": 2, "alpha": 4, "dropout": 0.1, "target_modules": ["q_proj"]}},
     "method_defaults": {"attention": {"name": "moba", "block_size": 4, "top_k": 2}, "batching": "sequential",
                         "budget": "fixed", "dst": {"anchor": "mean", "p": 0.1, "k_min": 1, "k_max": 4,
-                        "bottleneck": "largest"}, "sab": {"ema_alpha": 0.3}, "profile": "/p.json",
+                        "bottleneck": "largest", "raise": "dp_slack"}, "sab": {"ema_alpha": 0.3}, "profile": "/p.json",
                         "latency_calibration": {"ema_alpha": 0.3}},
     "methods": [{"name": "a", "preset": "sab+dst", "attention": {"name": "moba", "top_k": 2},
                  "dst": {"p": 0.2}, "sab": {"ema_alpha": 0.1}, "profile": "/q.json",
