@@ -36,12 +36,14 @@ void DstBudget::assign(GlobalBatchPlan& plan, const std::vector<int64_t>& sample
   std::vector<PlannedMicroBatch*> all;
   std::vector<size_t> rank_of;  // the DP rank of all[m]
   std::vector<std::vector<int64_t>> lengths;
+  std::vector<int64_t> longest;  // tokens of each micro-batch's longest sequence
   std::vector<double> at_k0;
   for (size_t r = 0; r < plan.ranks.size(); ++r) {
     for (PlannedMicroBatch& mb : plan.ranks[r]) {
       all.push_back(&mb);
       rank_of.push_back(r);
       lengths.push_back(microbatch_lengths(mb, sample_lengths));
+      longest.push_back(*std::max_element(lengths.back().begin(), lengths.back().end()));
       at_k0.push_back(predictor_.microbatch_ms(lengths.back(), k0, layers));
     }
   }
@@ -65,8 +67,7 @@ void DstBudget::assign(GlobalBatchPlan& plan, const std::vector<int64_t>& sample
   const auto predicted = [&](size_t m, int64_t k) {
     const auto cost = [&](int64_t budget) { return predictor_.microbatch_ms(lengths[m], budget, layers); };
     if (floor_estimate_ != nullptr) {
-      const int64_t longest = *std::max_element(lengths[m].begin(), lengths[m].end());
-      const double expected_floor = floor_estimate_->expected_budget(longest);
+      const double expected_floor = floor_estimate_->expected_budget(longest[m]);
       if (expected_floor > static_cast<double>(k)) {
         const auto below = static_cast<int64_t>(std::floor(expected_floor));
         const double above_share = expected_floor - static_cast<double>(below);
@@ -76,7 +77,9 @@ void DstBudget::assign(GlobalBatchPlan& plan, const std::vector<int64_t>& sample
     return cost(k);
   };
 
-  std::vector<int64_t> raise_to(all.size(), k0);  // rule dp_slack: the anchor rule's raise, applied below
+  // Rule dp_slack: the anchor rule's raise of each micro-batch below the anchor, applied
+  // below; 0 for the others (bottlenecks keep their budget).
+  std::vector<int64_t> raise_to(all.size(), 0);
   for (size_t m = 0; m < all.size(); ++m) {
     const auto cost = [&](int64_t k) { return predictor_.microbatch_ms(lengths[m], k, layers); };
     int64_t k = k0;
@@ -98,12 +101,15 @@ void DstBudget::assign(GlobalBatchPlan& plan, const std::vector<int64_t>& sample
         }
       }
     } else if (at_k0[m] < anchor && d.raise != DstRaiseRule::kNone) {
-      const int64_t longest = *std::max_element(lengths[m].begin(), lengths[m].end());
-      const int64_t blocks = (longest + options_.block_size - 1) / options_.block_size;
+      const int64_t blocks = (longest[m] + options_.block_size - 1) / options_.block_size;
       const int64_t ceiling = std::min(d.k_max, std::max(k0, blocks));
       for (int64_t candidate = ceiling; candidate > k0; --candidate) {
         if (cost(candidate) <= anchor) {
-          (d.raise == DstRaiseRule::kAnchor ? k : raise_to[m]) = candidate;
+          if (d.raise == DstRaiseRule::kAnchor) {
+            k = candidate;
+          } else {
+            raise_to[m] = candidate;
+          }
           break;
         }
       }

@@ -171,7 +171,7 @@ void write_context(const Report& report, std::ostringstream& out) {
 
 json run_summary_to_json(const RunSummary& r) {
   json dst = nullptr;
-  if (r.dst_anchor && r.dst_p) dst = {{"anchor", *r.dst_anchor}, {"p", *r.dst_p}};
+  if (r.dst_anchor && r.dst_p) dst = {{"anchor", *r.dst_anchor}, {"p", *r.dst_p}, {"raise", r.dst_raise.value_or("anchor")}};
   json accuracy = json::object();
   for (const auto& [column, value] : r.accuracy) accuracy[column] = value;
   return {{"run", r.run},
@@ -276,6 +276,7 @@ std::string report_to_csv(const Report& report) {
       {"budget", [](const RunSummary& r) { return r.budget; }},
       {"dst_anchor", [](const RunSummary& r) { return r.dst_anchor.value_or(""); }},
       {"dst_p", number([](const RunSummary& r) { return r.dst_p; })},
+      {"dst_raise", [](const RunSummary& r) { return r.dst_raise.value_or(""); }},
       {"dp", [](const RunSummary& r) { return std::to_string(r.dp); }},
       {"pp", [](const RunSummary& r) { return std::to_string(r.pp); }},
       {"seed", [](const RunSummary& r) { return r.seed ? std::to_string(*r.seed) : std::string(); }},

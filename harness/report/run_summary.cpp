@@ -84,6 +84,7 @@ void read_manifest(const fs::path& file, RunSummary& s, int64_t& default_budget)
     if (method.contains("dst")) {
       s.dst_anchor = method["dst"].at("anchor").get<std::string>();
       s.dst_p = method["dst"].at("p").get<double>();
+      s.dst_raise = method["dst"].value("raise", "anchor");
     }
     // Without a profile the policies predict nothing; with one, only context.json
     // knows whether it was measured or analytic.
@@ -160,7 +161,8 @@ std::string RunSummary::budget_text() const {
   if (!dst_anchor || !dst_p) return budget;
   char p[32];
   std::snprintf(p, sizeof(p), "%g", *dst_p);
-  return budget + "(anchor=" + *dst_anchor + ",p=" + p + ")";
+  const std::string raise = dst_raise && *dst_raise != "anchor" ? ",raise=" + *dst_raise : "";
+  return budget + "(anchor=" + *dst_anchor + ",p=" + p + raise + ")";
 }
 
 RunSummary summarize_run(const fs::path& run_dir) {

@@ -62,6 +62,7 @@ struct RunSummary {
   std::string budget;  // "fixed" | "dst"
   std::optional<std::string> dst_anchor;
   std::optional<double> dst_p;
+  std::optional<std::string> dst_raise;  // "anchor" (also when the resolved manifest predates the key)
   int64_t dp = 1;
   int64_t pp = 1;
   std::string state = "incomplete";  // "complete" | "incomplete"

@@ -20,7 +20,6 @@ class LatencyNoise {
   // sigma >= 0 (0: no noise, every factor is exactly 1).
   LatencyNoise(double sigma, uint64_t seed);
 
-  double sigma() const { return sigma_; }
   double factor(int64_t iteration, int64_t dp_rank, int64_t microbatch) const;
 
  private:

@@ -77,6 +77,13 @@ LatencyNoiseFit fit_latency_noise_from_results(const std::filesystem::path& resu
                       "give sigma instead");
   }
   fit.sigma = latency_noise_sigma(total);
+  if (fit.sigma > 2) {
+    throw ConfigError(manifest_file, json_path,
+                      "the measured micro-batch times under " + results_dir.string() +
+                          " scatter around their predictions by sigma = " + std::to_string(fit.sigma) +
+                          " (log scale), more than the 2 a manifest accepts",
+                      "check that those runs used the profile they name, or give sigma instead");
+  }
   fit.microbatches = total.microbatches;
   fit.iterations = total.iterations;
   return fit;

@@ -45,7 +45,8 @@ struct LatencyNoiseFit {
 double latency_noise_sigma(const LatencyNoiseSums& sums);
 
 // Every measured run under results_dir (measured_runs.h). Throws ConfigError naming
-// json_path in manifest_file when the folder is missing or no iteration is usable.
+// json_path in manifest_file when the folder is missing, no iteration is usable, or the
+// fitted sigma is above 2 (the largest a manifest accepts).
 LatencyNoiseFit fit_latency_noise_from_results(const std::filesystem::path& results_dir,
                                                const std::string& manifest_file, const std::string& json_path);
 

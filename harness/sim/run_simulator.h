@@ -69,7 +69,6 @@ class RunSimulator {
   const SimProfile& profile() const { return profile_; }
   const ClusterModel& cluster() const { return cluster_; }
   const ZipfCoverageModel* coverage() const { return coverage_.get(); }
-  const LatencyNoise& latency_noise() const { return noise_; }
   const SimulationSection& simulation() const { return simulation_; }
   BatchPlanner& planner() { return *planner_; }
 

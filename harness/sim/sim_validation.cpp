@@ -81,9 +81,13 @@ json validate_simulation(const fs::path& simulated_dir, const fs::path& measured
     const auto iter_median = [](const RunSummary& r) { return r.iter_ms ? r.iter_ms->median : std::nan(""); };
     const auto bubble = [](const RunSummary& r) { return r.bubble_fraction_mean.value_or(std::nan("")); };
     const auto imbalance = [](const RunSummary& r) { return r.imbalance ? r.imbalance->median : std::nan(""); };
-    const double compute_ratio = sim.microbatch_ms_sum && real.microbatch_ms_sum
-                                     ? *real.microbatch_ms_sum / *sim.microbatch_ms_sum
-                                     : std::nan("");
+    // Per measured iteration, so that an incomplete measured run still compares.
+    const auto compute_per_iteration = [](const RunSummary& r) {
+      return r.microbatch_ms_sum && r.iterations_measured > 0
+                 ? *r.microbatch_ms_sum / static_cast<double>(r.iterations_measured)
+                 : std::nan("");
+    };
+    const double compute_ratio = compute_per_iteration(real) / compute_per_iteration(sim);
     const double at_speed = iter_median(sim) * compute_ratio;
     runs.push_back({{"run", sim.run},
                     {"measured_state", real.state},
@@ -118,7 +122,7 @@ json validate_simulation(const fs::path& simulated_dir, const fs::path& measured
             "relative_error = (simulated - measured) / measured; medians and means over iterations with "
             "warmup == false (harness/report/run_summary.h); methods: the median over a method's runs "
             "(e.g. its seeds) of each run's value, simulated and measured, then their relative error; "
-            "compute_ratio = measured / simulated sum of microbatch_ms over measured iterations, "
+            "compute_ratio = measured / simulated sum of microbatch_ms per measured iteration, "
             "at_measured_speed = simulated median iter_ms x compute_ratio (the simulator's error with the "
             "machine's speed during the run taken out)"},
            {"runs", runs},

@@ -16,8 +16,8 @@ namespace sb {
 // <simulated_dir>/validation.json and returns it.
 //
 // The iteration time also at the measured run's compute speed: compute_ratio = the
-// measured run's summed micro-batch time over the simulated run's (measured iterations;
-// the same data, so the same work), and at_measured_speed = simulated median iter_ms x
+// measured run's micro-batch time per measured iteration over the simulated run's (the
+// same data, so the same work per iteration), and at_measured_speed = simulated median iter_ms x
 // compute_ratio. A profile timed at another moment than the run (this shared CPU drifts
 // by 15-25 % within an invocation) moves every simulated time by the same factor; what
 // at_measured_speed still misses is the simulator's own error (waits, bubbles,

@@ -103,6 +103,16 @@ TEST(DstBudget, RaiseRulesAnchorNoneAndDpSlack) {
   plan.ranks = {{plan.ranks[0][0], plan.ranks[0][1], plan.ranks[1][0], plan.ranks[1][1]}};
   dst.assign(plan, lengths);
   EXPECT_EQ(budgets_of(plan), (std::vector<int64_t>{1, 8, 8, 8}));
+  // A bottleneck on a rank with slack keeps its compression: rank 0 holds six 1024s (92.88,
+  // the slowest), rank 1 a 2048 and a 256. A = (6 x 15.48 + 30.97 + 3.21) / 8 = 15.88; the
+  // 2048 is the bottleneck (best effort k 1, 21.79), and rank 1's slack must not undo it.
+  std::vector<int64_t> mixed{1024, 1024, 1024, 1024, 1024, 1024, 2048, 256};
+  GlobalBatchPlan slack_plan;
+  slack_plan.ranks.resize(2);
+  for (int64_t i = 0; i < 6; ++i) slack_plan.ranks[0].push_back(PlannedMicroBatch{{i}, 1024});
+  slack_plan.ranks[1] = {PlannedMicroBatch{{6}, 2048}, PlannedMicroBatch{{7}, 256}};
+  DstBudget(options, predictor).assign(slack_plan, mixed);
+  EXPECT_EQ(budgets_of(slack_plan), (std::vector<int64_t>{8, 8, 8, 8, 8, 8, 1, 8}));
   EXPECT_EQ(dst_raise_rule_from_name("dp_slack"), DstRaiseRule::kDpSlack);
   EXPECT_THROW(dst_raise_rule_from_name("always"), std::invalid_argument);
 }

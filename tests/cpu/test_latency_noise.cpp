@@ -161,6 +161,7 @@ TEST(LatencyNoise, ScalesEveryStageOfItsMicroBatchAndLeavesThePlanAlone) {
   for (int64_t it = 0; it < 3; ++it) {
     const SimulatedIteration x = exact.simulate_iteration(it), y = noisy.simulate_iteration(it);
     ASSERT_EQ(x.record.microbatch_lengths, y.record.microbatch_lengths) << "noise must not change the plan";
+    ASSERT_FALSE(x.record.microbatch_pred_ms.empty()) << "sab predicts every micro-batch";
     EXPECT_EQ(x.record.microbatch_pred_ms, y.record.microbatch_pred_ms) << "nor the predictions";
     // Records list rank 0's micro-batches, then rank 1's.
     size_t k = 0;

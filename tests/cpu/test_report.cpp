@@ -121,6 +121,10 @@ TEST_F(ReportFixture, RunSummaryFollowsTheDefinitions) {
 
   const RunSummary& d = run("dst__anchor=mean__p=0.1__seed=1");
   EXPECT_EQ(d.budget_text(), "dst(anchor=mean,p=0.1)");
+  EXPECT_EQ(d.dst_raise, "anchor");  // the fixture's resolved manifest predates the key
+  RunSummary slack = d;
+  slack.dst_raise = "dp_slack";
+  EXPECT_EQ(slack.budget_text(), "dst(anchor=mean,p=0.1,raise=dp_slack)");
   EXPECT_EQ(d.profile_kind, "analytic");
   EXPECT_DOUBLE_EQ(*d.coverage_mean, 0.85);  // (0.9 + 0.8 + 0.9 + 0.8 + 0.85) / 5
   EXPECT_DOUBLE_EQ(*d.budget_mean, 40);      // (32 + 48 + 32 + 48 + 40) / 5, 0 -> top_k 32
@@ -235,20 +239,20 @@ TEST_F(ReportFixture, JsonCarriesRunsMethodsAblationAndContext) {
 TEST_F(ReportFixture, CsvHeaderAndRow) {
   const std::string csv = report_to_csv(*report_);
   const std::string header =
-      "run,method,attention,batching,budget,dst_anchor,dst_p,dp,pp,seed,state,simulated,profile_kind,"
+      "run,method,attention,batching,budget,dst_anchor,dst_p,dst_raise,dp,pp,seed,state,simulated,profile_kind,"
       "iterations_recorded,iterations_measured,iter_ms_median,iter_ms_min,iter_ms_max,iter_ms_p25,iter_ms_p75,"
       "speedup,speedup_baseline_run,imbalance_median,imbalance_min,imbalance_max,imbalance_p25,imbalance_p75,"
       "bubble_fraction_mean,bubble_fraction_max,overhead_ms,overhead_pct,allreduce_ms,tokens_per_s,loss_first,"
       "loss_final,coverage_mean,budget_mean,effective_budget_mean,prediction_mape,git_sha,longbench_avg,niah_score\n";
   ASSERT_EQ(csv.substr(0, header.size()), header);
-  EXPECT_NE(csv.find("\nbase__seed=1,base,moba,sequential,fixed,,,2,2,1,complete,false,none,4,3,400,390,430,395,415,"
+  EXPECT_NE(csv.find("\nbase__seed=1,base,moba,sequential,fixed,,,,2,2,1,complete,false,none,4,3,400,390,430,395,415,"
                      "1,base__seed=1,1.2,1.1,1.5,1.15,1.35,0.2,0.5,2,0.5,4,4918.032787,5,2,,,,,aaa111,40,0.95\n"),
             std::string::npos)
       << csv;
-  EXPECT_NE(csv.find("\nsab__seed=1,sab,moba,sab,fixed,,,2,2,1,complete,false,none,4,3,320,310,350,315,335,1.25,"),
+  EXPECT_NE(csv.find("\nsab__seed=1,sab,moba,sab,fixed,,,,2,2,1,complete,false,none,4,3,320,310,350,315,335,1.25,"),
             std::string::npos);
   EXPECT_NE(csv.find(",0.2,0.5,2,0.625,4,6122.44898,5,2,,,,14,aaa111,,\n"), std::string::npos) << csv;  // sab seed 1
-  EXPECT_NE(csv.find("\nsim_sab__seed=3,sim_sab,moba,sequential,fixed,,,2,2,3,complete,true,"), std::string::npos);
+  EXPECT_NE(csv.find("\nsim_sab__seed=3,sim_sab,moba,sequential,fixed,,,,2,2,3,complete,true,"), std::string::npos);
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 15);
 }
 
