@@ -112,7 +112,7 @@ Command register_run(CLI::App& app) {
       return 1;  // already printed, naming the rank
     }
     // Under a launcher only rank 0 prints the report (the launcher prints its own).
-    const bool prints_report = !as_rank || (DistEnv::from_environment().rank == 0 && !std::getenv("SB_LAUNCHER_PID"));
+    const bool prints_report = !as_rank || (DistEnv::from_environment().rank == 0 && !started_by_local_launcher());
     if (prints_report) print_report(manifest, result, true);
     return 0;
   };

@@ -156,9 +156,14 @@ void drain(Rank& r, int index, std::ostream& log, bool flush_partial) {
 
 }  // namespace
 
-void arm_parent_death_signal() {
+bool started_by_local_launcher() {
   const char* launcher = std::getenv("SB_LAUNCHER_PID");
-  if (launcher == nullptr || *launcher == '\0') return;
+  return launcher != nullptr && *launcher != '\0';
+}
+
+void arm_parent_death_signal() {
+  if (!started_by_local_launcher()) return;
+  const char* launcher = std::getenv("SB_LAUNCHER_PID");
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   // The launcher may have died before prctl took effect.
   if (::getppid() != static_cast<pid_t>(std::atoll(launcher))) std::_Exit(1);

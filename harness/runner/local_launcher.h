@@ -29,6 +29,10 @@ struct LaunchOptions {
 // and how to `log`.
 int launch_local_ranks(const LaunchOptions& options, std::ostream& log);
 
+// Whether this process is a rank the launcher started (SB_LAUNCHER_PID set): the launcher
+// has then already checked the run (profiles, conflicts) and printed what it found.
+bool started_by_local_launcher();
+
 // In a rank started by the launcher (SB_LAUNCHER_PID set): dies with SIGKILL when the
 // launcher does, and exits at once if the launcher is already gone. No-op otherwise.
 void arm_parent_death_signal();

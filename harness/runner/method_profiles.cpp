@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -116,7 +117,16 @@ void check_profile_matches(const LatencyProfile& profile, const Manifest& manife
   }
 }
 
-void ensure_method_profiles(const std::vector<RunSpec>& runs, bool may_measure, std::ostream& log) {
+std::string packed_point_warning(const LatencyProfile& profile, const Manifest& manifest, const std::string& file) {
+  if (profile.kind != "measured" || profile.packed_ms || manifest.train.max_samples_per_microbatch == 1) return "";
+  return "warning: " + file +
+         " has no packed micro-batch point (measured before sparsebalance timed one), and this run packs "
+         "several sequences per micro-batch: each sequence is charged the attention's shared cost, so packed "
+         "micro-batches are over-predicted. Delete the file to measure it again on first use.";
+}
+
+void ensure_method_profiles(const std::vector<RunSpec>& runs, bool may_measure, std::ostream& log, bool warn) {
+  std::set<std::string> warned;
   for (const RunSpec& run : runs) {
     const Manifest& m = run.manifest;
     const MethodSection& method = m.methods.at(0);
@@ -151,7 +161,10 @@ void ensure_method_profiles(const std::vector<RunSpec>& runs, bool may_measure, 
       save_latency_profile(profile, method.profile);
       log << "wrote " << method.profile << "\n";
     }
-    check_profile_matches(load_latency_profile(method.profile), m, method, path);
+    const LatencyProfile profile = load_latency_profile(method.profile);
+    check_profile_matches(profile, m, method, path);
+    const std::string warning = packed_point_warning(profile, m, method.profile);
+    if (warn && !warning.empty() && warned.insert(method.profile).second) log << warning << "\n";
   }
 }
 

@@ -44,9 +44,16 @@ std::string profile_command_line(const ProfileRequest& request, const std::files
 void check_profile_matches(const LatencyProfile& profile, const Manifest& manifest, const MethodSection& method,
                            const std::string& json_path);
 
+// A warning (empty when none) for a measured profile without the packed-micro-batch point
+// (packed_ms: profiles measured before it existed) used by a run that packs several
+// sequences per micro-batch: its predictor charges each sequence the attention's shared
+// cost (the plain sum), which over-predicted packed micro-batches by up to 4x on a GPU.
+std::string packed_point_warning(const LatencyProfile& profile, const Manifest& manifest, const std::string& file);
+
 // Makes sure every profile the runs name exists (measuring missing ones when
-// may_measure) and matches its runs. Logs what it measured.
-void ensure_method_profiles(const std::vector<RunSpec>& runs, bool may_measure, std::ostream& log);
+// may_measure) and matches its runs. Logs what it measured, and when `warn`
+// packed_point_warning's warnings (once per profile file).
+void ensure_method_profiles(const std::vector<RunSpec>& runs, bool may_measure, std::ostream& log, bool warn = true);
 
 // The predictor of the run's method profile; null when the method names none.
 std::shared_ptr<const LatencyPredictor> load_method_predictor(const RunSpec& run);

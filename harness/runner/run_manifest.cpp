@@ -12,6 +12,7 @@
 #include "harness/report/report.h"
 #include "harness/runner/fault_injection.h"
 #include "harness/runner/job_session.h"
+#include "harness/runner/local_launcher.h"
 #include "harness/runner/method_profiles.h"
 #include "harness/runner/run_evaluation.h"
 #include "harness/runner/system_info.h"
@@ -59,7 +60,7 @@ class ProgressPrinter {
   ProgressPrinter(std::ostream& log, const RunSpec& run, size_t index, size_t count, int64_t start,
                   int64_t every)
       : log_(log), run_(run), index_(index), count_(count), start_(start), every_(every),
-        redraw_(&log == &std::cerr && isatty(STDERR_FILENO) && !std::getenv("SB_LAUNCHER_PID")),
+        redraw_(&log == &std::cerr && isatty(STDERR_FILENO) && !started_by_local_launcher()),
         began_(std::chrono::steady_clock::now()) {}
 
   void iteration_done(int64_t it, int64_t iterations, const IterationRecord& record) {
@@ -282,7 +283,8 @@ RunManifestResult run_manifest(const Manifest& manifest, const RunManifestOption
       for (size_t i = 0; i < runs.size(); ++i) {
         if (run_decision_from_json(shared.at(i)).disposition != Disposition::kSkip) pending.push_back(runs[i]);
       }
-      ensure_method_profiles(pending, !DistEnv::started_as_rank(), log);
+      // Under the local launcher, which checked them before starting the ranks, silently.
+      ensure_method_profiles(pending, !DistEnv::started_as_rank(), log, !started_by_local_launcher());
       return std::string("ok");
     });
     for (size_t i = 0; i < runs.size(); ++i) {

@@ -104,6 +104,22 @@ TEST(MethodProfiles, ProfileOfAnotherSetupIsRefusedNamingWhatDiffers) {
   expect_refused(on_gpu, "measured on cuda");
 }
 
+TEST(MethodProfiles, WarnsWhenAPackingRunUsesAProfileWithoutThePackedPoint) {
+  Manifest m = manifest_with("fixed", "/tmp/p.json");  // no sample limit: micro-batches pack
+  LatencyProfile old = analytic_for("qwen2-test", 32);
+  old.kind = "measured";
+  const std::string warning = packed_point_warning(old, m, "/tmp/p.json");
+  EXPECT_NE(warning.find("/tmp/p.json has no packed micro-batch point"), std::string::npos) << warning;
+  EXPECT_NE(warning.find("Delete the file"), std::string::npos) << warning;
+  LatencyProfile current = old;
+  current.packed_ms = latency_stat_from_samples({1.0});
+  current.packed_count = 4;
+  EXPECT_EQ(packed_point_warning(current, m, "/tmp/p.json"), "");
+  EXPECT_EQ(packed_point_warning(analytic_for("qwen2-test", 32), m, "/tmp/p.json"), "") << "analytic: nothing to measure";
+  m.train.max_samples_per_microbatch = 1;  // one sequence per micro-batch: the point is never used
+  EXPECT_EQ(packed_point_warning(old, m, "/tmp/p.json"), "");
+}
+
 TEST(MethodProfiles, MissingProfileUnderTorchrunSaysHowToMeasureIt) {
   const fs::path dir = test::fresh_temp_dir("method_profiles_missing");
   const Manifest m = manifest_with("fixed", dir / "p.json");
