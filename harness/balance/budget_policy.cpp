@@ -1,6 +1,7 @@
 #include "harness/balance/budget_policy.h"
 
 #include <stdexcept>
+#include <utility>
 
 #include "harness/balance/dst_budget.h"
 
@@ -30,61 +31,66 @@ class FixedBudget : public BudgetPolicy {
   const LatencyPredictor* predictor_;
 };
 
+// The names of one DST option's values, in the order the docs list them; `what` names
+// the option in errors.
+template <class Value>
+struct OptionNames {
+  const char* what;
+  std::vector<std::pair<std::string, Value>> entries;
+
+  Value from_name(const std::string& name) const {
+    for (const auto& [n, v] : entries) {
+      if (n == name) return v;
+    }
+    std::string known;
+    for (const auto& entry : entries) known += (known.empty() ? "" : ", ") + entry.first;
+    throw std::invalid_argument(std::string("unknown ") + what + " \"" + name + "\"; known: " + known);
+  }
+  std::string name_of(Value value) const {
+    for (const auto& [n, v] : entries) {
+      if (v == value) return n;
+    }
+    throw std::logic_error(std::string(what) + ": a value without a name");
+  }
+  std::vector<std::string> names() const {
+    std::vector<std::string> out;
+    for (const auto& entry : entries) out.push_back(entry.first);
+    return out;
+  }
+};
+
+// Function-local, so that they exist before any use, even from another file's static
+// initialisation.
+const OptionNames<DstAnchor>& anchors() {
+  static const OptionNames<DstAnchor> names{
+      "DST anchor", {{"mean", DstAnchor::kMean}, {"min", DstAnchor::kMin}, {"max", DstAnchor::kMax}}};
+  return names;
+}
+const OptionNames<DstBottleneckRule>& bottleneck_rules() {
+  static const OptionNames<DstBottleneckRule> names{
+      "DST bottleneck rule", {{"smallest", DstBottleneckRule::kSmallest}, {"largest", DstBottleneckRule::kLargest}}};
+  return names;
+}
+const OptionNames<DstRaiseRule>& raise_rules() {
+  static const OptionNames<DstRaiseRule> names{
+      "DST raise rule",
+      {{"anchor", DstRaiseRule::kAnchor}, {"none", DstRaiseRule::kNone}, {"dp_slack", DstRaiseRule::kDpSlack}}};
+  return names;
+}
+
 }  // namespace
 
-DstAnchor dst_anchor_from_name(const std::string& name) {
-  if (name == "mean") return DstAnchor::kMean;
-  if (name == "min") return DstAnchor::kMin;
-  if (name == "max") return DstAnchor::kMax;
-  throw std::invalid_argument("unknown DST anchor \"" + name + "\"; known: mean, min, max");
-}
+DstAnchor dst_anchor_from_name(const std::string& name) { return anchors().from_name(name); }
+std::string dst_anchor_name(DstAnchor anchor) { return anchors().name_of(anchor); }
+std::vector<std::string> dst_anchor_names() { return anchors().names(); }
 
-std::string dst_anchor_name(DstAnchor anchor) {
-  switch (anchor) {
-    case DstAnchor::kMean:
-      return "mean";
-    case DstAnchor::kMin:
-      return "min";
-    case DstAnchor::kMax:
-      return "max";
-  }
-  throw std::logic_error("dst_anchor_name: unknown anchor");
-}
+DstBottleneckRule dst_bottleneck_rule_from_name(const std::string& name) { return bottleneck_rules().from_name(name); }
+std::string dst_bottleneck_rule_name(DstBottleneckRule rule) { return bottleneck_rules().name_of(rule); }
+std::vector<std::string> dst_bottleneck_rule_names() { return bottleneck_rules().names(); }
 
-DstBottleneckRule dst_bottleneck_rule_from_name(const std::string& name) {
-  if (name == "smallest") return DstBottleneckRule::kSmallest;
-  if (name == "largest") return DstBottleneckRule::kLargest;
-  throw std::invalid_argument("unknown DST bottleneck rule \"" + name + "\"; known: smallest, largest");
-}
-
-std::string dst_bottleneck_rule_name(DstBottleneckRule rule) {
-  switch (rule) {
-    case DstBottleneckRule::kSmallest:
-      return "smallest";
-    case DstBottleneckRule::kLargest:
-      return "largest";
-  }
-  throw std::logic_error("dst_bottleneck_rule_name: unknown rule");
-}
-
-DstRaiseRule dst_raise_rule_from_name(const std::string& name) {
-  if (name == "anchor") return DstRaiseRule::kAnchor;
-  if (name == "none") return DstRaiseRule::kNone;
-  if (name == "dp_slack") return DstRaiseRule::kDpSlack;
-  throw std::invalid_argument("unknown DST raise rule \"" + name + "\"; known: anchor, none, dp_slack");
-}
-
-std::string dst_raise_rule_name(DstRaiseRule rule) {
-  switch (rule) {
-    case DstRaiseRule::kAnchor:
-      return "anchor";
-    case DstRaiseRule::kNone:
-      return "none";
-    case DstRaiseRule::kDpSlack:
-      return "dp_slack";
-  }
-  throw std::logic_error("dst_raise_rule_name: unknown rule");
-}
+DstRaiseRule dst_raise_rule_from_name(const std::string& name) { return raise_rules().from_name(name); }
+std::string dst_raise_rule_name(DstRaiseRule rule) { return raise_rules().name_of(rule); }
+std::vector<std::string> dst_raise_rule_names() { return raise_rules().names(); }
 
 std::vector<std::string> budget_policy_names() { return {"fixed", "dst"}; }
 

@@ -18,16 +18,19 @@ namespace sb {
 enum class DstAnchor { kMean, kMin, kMax };
 DstAnchor dst_anchor_from_name(const std::string& name);  // "mean" | "min" | "max"
 std::string dst_anchor_name(DstAnchor anchor);
+std::vector<std::string> dst_anchor_names();
 
 // Which feasible budget a bottleneck micro-batch takes (see dst_budget.h).
 enum class DstBottleneckRule { kSmallest, kLargest };
 DstBottleneckRule dst_bottleneck_rule_from_name(const std::string& name);  // "smallest" | "largest"
 std::string dst_bottleneck_rule_name(DstBottleneckRule rule);
+std::vector<std::string> dst_bottleneck_rule_names();
 
 // What happens to micro-batches predicted below the anchor (see dst_budget.h).
 enum class DstRaiseRule { kAnchor, kNone, kDpSlack };
 DstRaiseRule dst_raise_rule_from_name(const std::string& name);  // "anchor" | "none" | "dp_slack"
 std::string dst_raise_rule_name(DstRaiseRule rule);
+std::vector<std::string> dst_raise_rule_names();
 
 struct DstOptions {
   DstAnchor anchor = DstAnchor::kMean;

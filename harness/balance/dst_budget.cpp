@@ -62,39 +62,39 @@ void DstBudget::assign(GlobalBatchPlan& plan, const std::vector<int64_t>& sample
   }
   last_anchor_ms_ = anchor;
 
+  // T(m, k): the predicted latency of micro-batch m at budget k, as the rule compares it.
+  const auto cost = [&](size_t m, int64_t k) { return predictor_.microbatch_ms(lengths[m], k, layers); };
   // The plan's prediction of micro-batch m at budget k: at the floor the layers are
   // expected to apply when that is above k (see dst_budget.h).
   const auto predicted = [&](size_t m, int64_t k) {
-    const auto cost = [&](int64_t budget) { return predictor_.microbatch_ms(lengths[m], budget, layers); };
     if (floor_estimate_ != nullptr) {
       const double expected_floor = floor_estimate_->expected_budget(longest[m]);
       if (expected_floor > static_cast<double>(k)) {
         const auto below = static_cast<int64_t>(std::floor(expected_floor));
         const double above_share = expected_floor - static_cast<double>(below);
-        return (1.0 - above_share) * cost(below) + (above_share > 0 ? above_share * cost(below + 1) : 0.0);
+        return (1.0 - above_share) * cost(m, below) + (above_share > 0 ? above_share * cost(m, below + 1) : 0.0);
       }
     }
-    return cost(k);
+    return cost(m, k);
   };
 
   // Rule dp_slack: the anchor rule's raise of each micro-batch below the anchor, applied
   // below; 0 for the others (bottlenecks keep their budget).
   std::vector<int64_t> raise_to(all.size(), 0);
   for (size_t m = 0; m < all.size(); ++m) {
-    const auto cost = [&](int64_t k) { return predictor_.microbatch_ms(lengths[m], k, layers); };
     int64_t k = k0;
     if (at_k0[m] > anchor) {
       k = d.k_min;  // best effort when even k_min is predicted above the anchor
       if (d.bottleneck == DstBottleneckRule::kSmallest) {
         for (int64_t candidate = d.k_min; candidate <= k0; ++candidate) {
-          if (cost(candidate) <= anchor) {
+          if (cost(m, candidate) <= anchor) {
             k = candidate;
             break;
           }
         }
       } else {
         for (int64_t candidate = k0; candidate >= d.k_min; --candidate) {
-          if (cost(candidate) <= anchor) {
+          if (cost(m, candidate) <= anchor) {
             k = candidate;
             break;
           }
@@ -104,7 +104,7 @@ void DstBudget::assign(GlobalBatchPlan& plan, const std::vector<int64_t>& sample
       const int64_t blocks = (longest[m] + options_.block_size - 1) / options_.block_size;
       const int64_t ceiling = std::min(d.k_max, std::max(k0, blocks));
       for (int64_t candidate = ceiling; candidate > k0; --candidate) {
-        if (cost(candidate) <= anchor) {
+        if (cost(m, candidate) <= anchor) {
           if (d.raise == DstRaiseRule::kAnchor) {
             k = candidate;
           } else {

@@ -116,13 +116,13 @@ AttentionSection parse_attention(const json& j, const std::string& path, const s
 DstSection parse_dst(const json& j, const std::string& path, const std::string& file, int64_t top_k) {
   JsonObjectReader r(j, path, file);
   DstSection d;
-  d.anchor = r.optional_choice("anchor", d.anchor, {"mean", "min", "max"});
+  d.anchor = r.optional_choice("anchor", d.anchor, dst_anchor_names());
   d.p = r.optional<double>("p", d.p);
   d.k_min = r.optional<int64_t>("k_min", d.k_min);
   d.k_max = r.optional<int64_t>("k_max", 0);
   if (d.k_max == 0) d.k_max = 2 * top_k;
-  d.bottleneck = r.optional_choice("bottleneck", d.bottleneck, {"smallest", "largest"});
-  d.raise = r.optional_choice("raise", d.raise, {"anchor", "none", "dp_slack"});
+  d.bottleneck = r.optional_choice("bottleneck", d.bottleneck, dst_bottleneck_rule_names());
+  d.raise = r.optional_choice("raise", d.raise, dst_raise_rule_names());
   r.finish();
   r.expect(d.p >= 0 && d.p <= 1, "p", "must be in [0, 1]", "the paper uses 0.1 or 0.2");
   r.expect(d.k_min >= 1 && d.k_min <= top_k, "k_min", "must be in [1, attention.top_k]",
@@ -214,12 +214,12 @@ void check_method_defaults(const json& defaults, const std::string& path, const 
   r.optional_choice("budget", "fixed", budget_policy_names());
   if (const json* dst = r.optional_value("dst")) {
     JsonObjectReader d(*dst, r.child_path("dst"), file);
-    d.optional_choice("anchor", "mean", {"mean", "min", "max"});
+    d.optional_choice("anchor", "mean", dst_anchor_names());
     d.optional<double>("p", 0);
     d.optional<int64_t>("k_min", 0);
     d.optional<int64_t>("k_max", 0);
-    d.optional_choice("bottleneck", "smallest", {"smallest", "largest"});
-    d.optional_choice("raise", "anchor", {"anchor", "none", "dp_slack"});
+    d.optional_choice("bottleneck", "smallest", dst_bottleneck_rule_names());
+    d.optional_choice("raise", "anchor", dst_raise_rule_names());
     d.finish();
   }
   if (const json* sab = r.optional_value("sab")) {

@@ -38,8 +38,24 @@ void refuse_measured_folder(const fs::path& run_dir) {
   }
 }
 
+// The fits a run's simulation uses; null where its value was given, not fitted.
+struct RunFits {
+  const CoverageFit* coverage = nullptr;
+  const LatencyNoiseFit* noise = nullptr;
+};
+
+// fits[key], made (and reported) by `fit` the first time the key is asked for.
+template <class Key, class Fit, class MakeFit>
+const Fit& fitted_once(std::map<Key, Fit>& fits, const Key& key, MakeFit fit) {
+  auto it = fits.find(key);
+  if (it == fits.end()) it = fits.emplace(key, fit()).first;
+  return it->second;
+}
+
 json simulation_context(const RunSpec& run, const SimulateOptions& options, const RunSimulator& sim,
-                        const CoverageFit* fit, const LatencyNoiseFit* noise_fit) {
+                        const RunFits& fits) {
+  const CoverageFit* fit = fits.coverage;
+  const LatencyNoiseFit* noise_fit = fits.noise;
   const Manifest& m = run.manifest;
   json context = collect_system_info();  // the machine that simulated, not the simulated one
   context["seed"] = m.seed;
@@ -126,47 +142,40 @@ RunManifestResult simulate_manifest(const Manifest& manifest, const SimulateOpti
   RunManifestResult result;
   result.manifest_dir = options.run.results_root / manifest.name;
   std::vector<RunSpec> runs = select_runs(manifest, options.run);
-  // The coverage exponent fitted once per (results folder, block size), before any
-  // decision, so that the resolved manifests carry the exponent the runs use.
-  std::map<std::pair<std::string, int64_t>, CoverageFit> fits;
-  std::map<std::string, const CoverageFit*> fit_of_run;
-  for (RunSpec& run : runs) {
-    if (!run.manifest.simulation || run.manifest.simulation->coverage.fit_from.empty()) continue;
-    const AttentionSection& attention = run.manifest.methods.at(0).attention;
-    if (attention.name != "moba") continue;
-    CoverageSection& coverage = run.manifest.simulation->coverage;
-    const auto key = std::make_pair(coverage.fit_from, attention.block_size);
-    auto it = fits.find(key);
-    if (it == fits.end()) {
-      it = fits.emplace(key, fit_coverage_from_results(coverage.fit_from, attention.block_size,
-                                                       options.run.manifest_file.string(),
-                                                       "$.simulation.coverage.fit_from"))
-               .first;
-      log << "coverage exponent fitted to " << it->second.points << " (micro-batch, layer) coverages of "
-          << it->second.runs.size() << " measured runs under " << coverage.fit_from << ": s = " << it->second.exponent
-          << " (RMSE " << it->second.rmse << ")\n";
-    }
-    coverage.exponent = it->second.exponent;
-    fit_of_run[run.name] = &it->second;
-  }
-  // The same for the latency noise, once per results folder.
+  // The models fitted to measured runs, each once per source (coverage: results folder
+  // and block size; latency noise: results folder), before any decision, so that the
+  // resolved manifests carry the values the runs use.
+  std::map<std::pair<std::string, int64_t>, CoverageFit> coverage_fits;
   std::map<std::string, LatencyNoiseFit> noise_fits;
-  std::map<std::string, const LatencyNoiseFit*> noise_fit_of_run;
+  std::map<std::string, RunFits> fits_of_run;
+  const std::string manifest_file = options.run.manifest_file.string();
   for (RunSpec& run : runs) {
-    if (!run.manifest.simulation || run.manifest.simulation->latency_noise.fit_from.empty()) continue;
-    LatencyNoiseSection& noise = run.manifest.simulation->latency_noise;
-    auto it = noise_fits.find(noise.fit_from);
-    if (it == noise_fits.end()) {
-      it = noise_fits.emplace(noise.fit_from, fit_latency_noise_from_results(noise.fit_from,
-                                                                             options.run.manifest_file.string(),
-                                                                             "$.simulation.latency_noise.fit_from"))
-               .first;
-      log << "latency noise fitted to " << it->second.microbatches << " micro-batches in " << it->second.iterations
-          << " iterations of " << it->second.runs.size() << " measured runs under " << noise.fit_from
-          << ": sigma = " << it->second.sigma << "\n";
+    if (!run.manifest.simulation) continue;
+    SimulationSection& simulation = *run.manifest.simulation;
+    RunFits& fits = fits_of_run[run.name];
+    const AttentionSection& attention = run.manifest.methods.at(0).attention;
+    if (!simulation.coverage.fit_from.empty() && attention.name == "moba") {
+      const std::string& from = simulation.coverage.fit_from;
+      fits.coverage = &fitted_once(coverage_fits, std::make_pair(from, attention.block_size), [&] {
+        CoverageFit fit =
+            fit_coverage_from_results(from, attention.block_size, manifest_file, "$.simulation.coverage.fit_from");
+        log << "coverage exponent fitted to " << fit.points << " (micro-batch, layer) coverages of " << fit.runs.size()
+            << " measured runs under " << from << ": s = " << fit.exponent << " (RMSE " << fit.rmse << ")\n";
+        return fit;
+      });
+      simulation.coverage.exponent = fits.coverage->exponent;
     }
-    noise.sigma = it->second.sigma;
-    noise_fit_of_run[run.name] = &it->second;
+    if (!simulation.latency_noise.fit_from.empty()) {
+      const std::string& from = simulation.latency_noise.fit_from;
+      fits.noise = &fitted_once(noise_fits, from, [&] {
+        LatencyNoiseFit fit = fit_latency_noise_from_results(from, manifest_file, "$.simulation.latency_noise.fit_from");
+        log << "latency noise fitted to " << fit.microbatches << " micro-batches in " << fit.iterations
+            << " iterations of " << fit.runs.size() << " measured runs under " << from << ": sigma = " << fit.sigma
+            << "\n";
+        return fit;
+      });
+      simulation.latency_noise.sigma = fits.noise->sigma;
+    }
   }
   // Decide every run first, so that a conflict stops the command before anything runs.
   std::vector<RunDecision> decisions;
@@ -196,12 +205,8 @@ RunManifestResult simulate_manifest(const Manifest& manifest, const SimulateOpti
     RunSimulatorOptions sim_options;
     sim_options.fixed_plan_ms = options.fixed_plan_ms;
     RunSimulator sim(m, load_sim_profile(m, longest, options.profile), simulation_cluster(m), sim_options);
-    const auto fit = fit_of_run.find(run.name);
-    const auto noise_fit = noise_fit_of_run.find(run.name);
     prepare_run_folder(run_dir, decision, manifest_to_json(m),
-                       simulation_context(run, options, sim, fit == fit_of_run.end() ? nullptr : fit->second,
-                                          noise_fit == noise_fit_of_run.end() ? nullptr : noise_fit->second),
-                       log);
+                       simulation_context(run, options, sim, fits_of_run[run.name]), log);
     RunFolderWriter writer(run_dir);
     const auto wall_start = std::chrono::steady_clock::now();
     for (int64_t it = 0; it < m.train.iterations; ++it) {

@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <fstream>
 
 #include "harness/common/errors.h"
 #include "harness/config/manifest.h"
@@ -15,6 +14,7 @@
 #include "harness/sim/sim_runner.h"
 #include "harness/train/iteration_record.h"
 #include "tests/support/manifest_error_path.h"
+#include "tests/support/measured_run_folder.h"
 #include "tests/support/run_command.h"
 
 namespace sb {
@@ -97,9 +97,7 @@ TEST(LatencyNoiseFit, ReadsMeasuredIterationsWithPredictionsOnly) {
   // Iteration 0 is warm-up (wild ratios), iteration 1 has ratios 1 and 4, iteration 2 no
   // predictions: only iteration 1 counts, sigma = |ln 4 - ln 1| / sqrt(2).
   const auto write_run = [&](const std::string& name, bool simulated) {
-    std::filesystem::create_directories(dir / name);
-    std::ofstream(dir / name / "context.json") << json{{"experiment", {{"simulated", simulated}}}}.dump();
-    std::ofstream records(dir / name / "records.jsonl");
+    std::vector<IterationRecord> records;
     for (int64_t it = 0; it < 3; ++it) {
       IterationRecord r;
       r.iteration = it;
@@ -107,8 +105,9 @@ TEST(LatencyNoiseFit, ReadsMeasuredIterationsWithPredictionsOnly) {
       r.microbatch_tokens = {100, 200};
       r.microbatch_ms = it == 0 ? std::vector<double>{1.0, 100.0} : std::vector<double>{10.0, 40.0};
       if (it < 2) r.microbatch_pred_ms = {10.0, 10.0};
-      records << iteration_record_to_json(r).dump() << "\n";
+      records.push_back(r);
     }
+    test::write_measured_run_folder(dir / name, simulated, records);
   };
   write_run("measured", false);
   write_run("simulated", true);

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "harness/config/json_object_reader.h"
@@ -19,17 +20,29 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-json load_schema() {
-  std::ifstream in(SB_SOURCE_DIR "/experiments/schema/manifest.schema.json");
-  return json::parse(in);
+// A file of experiments/schema/, read once.
+const json& schema_file(const std::string& name) {
+  static std::map<std::string, json> files;
+  auto it = files.find(name);
+  if (it == files.end()) {
+    std::ifstream in(std::string(SB_SOURCE_DIR "/experiments/schema/") + name);
+    it = files.emplace(name, json::parse(in)).first;
+  }
+  return it->second;
 }
 
-// Follows $ref into $defs and picks the object (or array) alternative of anyOf/oneOf.
+json load_schema() { return schema_file("manifest.schema.json"); }
+
+// Follows $ref into $defs (of this schema, "#/$defs/x", or of a sibling file,
+// "simulation.schema.json#/$defs/x") and picks the object (or array) alternative of
+// anyOf/oneOf.
 const json& resolve(const json& schema, const json& node) {
   if (node.contains("$ref")) {
     const std::string ref = node["$ref"];
-    const std::string prefix = "#/$defs/";
-    return resolve(schema, schema["$defs"][ref.substr(prefix.size())]);
+    const size_t hash = ref.find('#');
+    const std::string prefix = "/$defs/";
+    const json& document = hash == 0 ? schema : schema_file(ref.substr(0, hash));
+    return resolve(document, document["$defs"][ref.substr(hash + 1 + prefix.size())]);
   }
   for (const char* key : {"anyOf", "oneOf"}) {
     if (!node.contains(key)) continue;

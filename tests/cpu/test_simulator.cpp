@@ -18,6 +18,7 @@
 #include "harness/train/trainer.h"
 #include "tests/support/run_command.h"
 #include "tests/support/manifest_error_path.h"
+#include "tests/support/measured_run_folder.h"
 
 namespace sb {
 namespace {
@@ -202,11 +203,7 @@ TEST(CoverageFit, RecoversTheExponentThatMadeTheObservations) {
 TEST(CoverageFit, ReadsMeasuredRunsOfTheSameBlockSizeOnly) {
   const std::filesystem::path dir = test::fresh_temp_dir("coverage_fit");
   const auto write_run = [&](const std::string& name, int64_t block, bool simulated) {
-    std::filesystem::create_directories(dir / name);
-    std::ofstream(dir / name / "manifest.resolved.json")
-        << json{{"methods", json::array({{{"attention", {{"name", "moba"}, {"block_size", block}}}}})}}.dump();
-    std::ofstream(dir / name / "context.json") << json{{"experiment", {{"simulated", simulated}}}}.dump();
-    std::ofstream records(dir / name / "records.jsonl");
+    std::vector<IterationRecord> records;
     for (int64_t it = 0; it < 3; ++it) {
       IterationRecord r;
       r.iteration = it;
@@ -222,8 +219,11 @@ TEST(CoverageFit, ReadsMeasuredRunsOfTheSameBlockSizeOnly) {
           r.layer_coverage.back().push_back(modelled_coverage(o, 1.3, block));
         }
       }
-      records << iteration_record_to_json(r).dump() << "\n";
+      records.push_back(r);
     }
+    test::write_measured_run_folder(
+        dir / name, simulated, records,
+        json{{"methods", json::array({{{"attention", {{"name", "moba"}, {"block_size", block}}}}})}});
   };
   write_run("measured", 32, false);
   write_run("other_block", 64, false);

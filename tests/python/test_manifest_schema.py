@@ -12,9 +12,17 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from referencing import Registry, Resource
 
 REPO = Path(__file__).resolve().parents[2]
-SCHEMA = json.loads((REPO / "experiments" / "schema" / "manifest.schema.json").read_text())
+SCHEMA_DIR = REPO / "experiments" / "schema"
+SCHEMA = json.loads((SCHEMA_DIR / "manifest.schema.json").read_text())
+# manifest.schema.json refers to its sibling files by relative $ref; each file's $id makes
+# those references resolvable without network access.
+REGISTRY = Registry().with_resources(
+    (schema["$id"], Resource.from_contents(schema))
+    for schema in (json.loads(p.read_text()) for p in sorted(SCHEMA_DIR.glob("*.schema.json")))
+)
 # profiles/ holds latency profiles measured on first use (not manifests, not checked in).
 MANIFESTS = sorted(
     p for p in (REPO / "experiments").rglob("*.json") if "schema" not in p.parts and "profiles" not in p.parts
@@ -22,8 +30,9 @@ MANIFESTS = sorted(
 
 
 def validator():
-    jsonschema.Draft202012Validator.check_schema(SCHEMA)
-    return jsonschema.Draft202012Validator(SCHEMA)
+    for path in sorted(SCHEMA_DIR.glob("*.schema.json")):
+        jsonschema.Draft202012Validator.check_schema(json.loads(path.read_text()))
+    return jsonschema.Draft202012Validator(SCHEMA, registry=REGISTRY)
 
 
 @pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: str(p.relative_to(REPO)))
@@ -43,6 +52,9 @@ def test_mistakes_the_parser_rejects_are_rejected():
         lambda m: m["methods"][0].update(attention={"name": "moba", "top_k": 0}),
         lambda m: m.update(name="../escape"),
         lambda m: m.pop("train"),
+        # The blocks defined in simulation.schema.json are checked through the $ref too.
+        lambda m: m.update(cluster={"preset": "tpu"}),
+        lambda m: m.update(simulation={"latency_noise": {"sigma": -1}}),
     ):
         broken = copy.deepcopy(base)
         edit(broken)
