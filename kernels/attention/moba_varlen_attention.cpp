@@ -87,8 +87,8 @@ class MobaVarlenFunction : public torch::autograd::Function<MobaVarlenFunction> 
     // different chunks are disjoint, so each (query, head) is merged exactly once.
     for (const MobaVarlenChunk& chunk : plan->chunks) {
       const at::Tensor q_g = gather_rows(q, chunk.q_index);   // [nq, 1, D]
-      const at::Tensor k_g = gather_rows(k, chunk.kv_index);  // [nk, 1, D]
-      const at::Tensor v_g = gather_rows(v, chunk.kv_index);  // [nk, 1, D]
+      const at::Tensor k_g = gather_key_blocks(k, chunk.key_blocks);  // [nk, 1, D]
+      const at::Tensor v_g = gather_key_blocks(v, chunk.key_blocks);  // [nk, 1, D]
       VarlenAttentionForward part = ops->forward(q_g, k_g, v_g, chunk.cu_q, chunk.cu_k, chunk.max_q,
                                                  chunk.max_k, /*causal=*/false, plan->scale);
       const at::Tensor lse_self = lse.index_select(0, chunk.q_index);  // [nq]
@@ -139,23 +139,23 @@ class MobaVarlenFunction : public torch::autograd::Function<MobaVarlenFunction> 
       dk.index_add_(0, plan.self_kv_index, dk_self.to(acc));
       dv.index_add_(0, plan.self_kv_index, dv_self.to(acc));
     } else {
-      dk = dk_self.to(acc).clone();
-      dv = dv_self.to(acc).clone();
+      dk = dk_self.to(acc).clone(at::MemoryFormat::Contiguous);
+      dv = dv_self.to(acc).clone(at::MemoryFormat::Contiguous);
     }
-    at::Tensor dk_rows = dk.view({-1, dim}), dv_rows = dv.view({-1, dim});
     const at::Tensor lse_rows = lse.reshape({-1});
     for (size_t c = 0; c < plan.chunks.size(); ++c) {
       const MobaVarlenChunk& chunk = plan.chunks[c];
       auto [dq_g, dk_g, dv_g] =
           ops.backward(gather_rows(grad_out, chunk.q_index), gather_rows(q, chunk.q_index),
-                       gather_rows(k, chunk.kv_index), gather_rows(v, chunk.kv_index),
+                       gather_key_blocks(k, chunk.key_blocks), gather_key_blocks(v, chunk.key_blocks),
                        gather_rows(out, chunk.q_index),
                        lse_rows.index_select(0, chunk.q_index).unsqueeze(0).contiguous(),
                        chunk.cu_q, chunk.cu_k, chunk.max_q, chunk.max_k, /*causal=*/false,
                        plan.scale, state->chunk_forwards[c]);
+      // Each (query, head) is in one row of one chunk: no two sources share a dq row.
       dq.index_add_(0, chunk.q_index, dq_g.to(acc).view({-1, dim}));
-      dk_rows.index_add_(0, chunk.kv_index, dk_g.to(acc).view({-1, dim}));
-      dv_rows.index_add_(0, chunk.kv_index, dv_g.to(acc).view({-1, dim}));
+      add_key_block_grads(dk, dk_g, chunk.key_blocks);
+      add_key_block_grads(dv, dv_g, chunk.key_blocks);
     }
     return {dq.view(q.sizes()).to(q.scalar_type()), dk.to(k.scalar_type()),
             dv.to(v.scalar_type()), at::Tensor(), at::Tensor()};
@@ -167,27 +167,33 @@ class MobaVarlenFunction : public torch::autograd::Function<MobaVarlenFunction> 
 void moba_build_varlen_indices(const at::Tensor& selected, const at::Tensor& table,
                                const std::vector<int64_t>& rows, const std::vector<int64_t>& cu_q,
                                const std::vector<int64_t>& cu_k, int64_t q_heads,
-                               int64_t kv_heads, MobaVarlenChunk& chunk) {
+                               int64_t kv_heads, int64_t total_keys, int64_t block_size,
+                               MobaVarlenChunk& chunk) {
+  const int64_t blocks = selected.size(1), capacity = selected.size(2);
   const auto index_options = at::TensorOptions().dtype(at::kLong).device(selected.device());
   chunk.q_index = at::empty({cu_q.back()}, index_options);
-  chunk.kv_index = at::empty({cu_k.back()}, index_options);
+  MobaKeyBlocks& keys = chunk.key_blocks;
+  keys.entries = at::zeros({static_cast<int64_t>(rows.size()) * capacity, kKeyBlockFields},
+                           index_options);
+  keys.gathered_rows = cu_k.back();
+  keys.max_tokens = block_size;
 #ifdef SB_WITH_CUDA
   if (selected.is_cuda()) {
     moba_build_varlen_indices_cuda(selected, table, int_tensor_on(rows, at::kLong, selected.device()),
                                    int_tensor_on(cu_q, at::kLong, selected.device()),
                                    int_tensor_on(cu_k, at::kLong, selected.device()), q_heads,
-                                   kv_heads, chunk.q_index, chunk.kv_index);
+                                   kv_heads, chunk.q_index, keys.entries);
+    moba_key_block_runs(keys, total_keys);
     return;
   }
 #endif
   TORCH_CHECK(selected.device().is_cpu(), "MoBA varlen indices: no implementation for ",
               selected.device());
-  const int64_t blocks = selected.size(1), capacity = selected.size(2);
   const int64_t group = q_heads / kv_heads;
   const int32_t* ids = selected.const_data_ptr<int32_t>();
   const int64_t* t = table.const_data_ptr<int64_t>();
   int64_t* q_index = chunk.q_index.mutable_data_ptr<int64_t>();
-  int64_t* kv_index = chunk.kv_index.mutable_data_ptr<int64_t>();
+  int64_t* entries = keys.entries.mutable_data_ptr<int64_t>();
   for (size_t i = 0; i < rows.size(); ++i) {
     const int64_t h = rows[i] / blocks, b = rows[i] % blocks, g = h / group;
     const int64_t* block = t + b * kMobaBlockFields;
@@ -200,11 +206,15 @@ void moba_build_varlen_indices(const at::Tensor& selected, const at::Tensor& tab
       if (j < 0) break;
       if (j == b) continue;
       const int64_t* key_block = t + j * kMobaBlockFields;
-      for (int64_t r = 0; r < key_block[kMobaKeyLen]; ++r) {
-        kv_index[offset++] = (key_block[kMobaKeyStart] + r) * kv_heads + g;
-      }
+      int64_t* entry = entries + (static_cast<int64_t>(i) * capacity + s) * kKeyBlockFields;
+      entry[kKeyBlockSource] = key_block[kMobaKeyStart];
+      entry[kKeyBlockTokens] = key_block[kMobaKeyLen];
+      entry[kKeyBlockTarget] = offset;
+      entry[kKeyBlockHead] = g;
+      offset += key_block[kMobaKeyLen];
     }
   }
+  moba_key_block_runs(keys, total_keys);
 }
 
 MobaVarlenPlan moba_varlen_plan(const MobaLayout& layout, const MobaRouting& routing,
@@ -260,7 +270,7 @@ MobaVarlenPlan moba_varlen_plan(const MobaLayout& layout, const MobaRouting& rou
     chunk.cu_q = int_tensor_on(chunk_cu_q, at::kInt, device);
     chunk.cu_k = int_tensor_on(chunk_cu_k, at::kInt, device);
     moba_build_varlen_indices(selected, table, rows, chunk_cu_q, chunk_cu_k, q_heads, kv_heads,
-                              chunk);
+                              layout.total_keys, layout.block_size, chunk);
     plan.chunks.push_back(std::move(chunk));
   }
   return plan;

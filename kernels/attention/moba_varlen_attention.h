@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "kernels/attention/moba_attention.h"
+#include "kernels/attention/moba_key_blocks.h"
 #include "kernels/attention/moba_layout.h"
 
 namespace sb {
@@ -52,10 +53,10 @@ class VarlenAttentionOps {
       const VarlenAttentionForward& forward_state) const = 0;
 };
 
-// One chunk of routing rows of part 2: the query rows and key rows to gather.
+// One chunk of routing rows of part 2: the query rows and key blocks to gather.
 struct MobaVarlenChunk {
-  at::Tensor q_index;   // [nq] int64: rows of q.view(Tq * Hq, D), segment by segment
-  at::Tensor kv_index;  // [nk] int64: rows of k.view(Tk * Hkv, D)
+  at::Tensor q_index;    // [nq] int64: rows of q.view(Tq * Hq, D), segment by segment
+  MobaKeyBlocks key_blocks;  // the nk gathered keys, block by block: kcap entries per row
   at::Tensor cu_q, cu_k;  // [rows + 1] int32
   int64_t max_q = 0, max_k = 0;
 };
@@ -78,14 +79,16 @@ MobaVarlenPlan moba_varlen_plan(const MobaLayout& layout, const MobaRouting& rou
                                 int64_t element_bytes, double scale,
                                 int64_t gathered_bytes_per_chunk = int64_t{1} << 30);
 
-// Fills q_index and kv_index of chunk rows (row = head * NB + block) from the routing:
+// Fills q_index and key_blocks of chunk rows (row = head * NB + block) from the routing:
 // selected [Hq, NB, kcap] and table = moba_block_table(layout), both on the device;
-// keys of the selected blocks other than the diagonal, ascending. cu_q, cu_k: the
-// chunk's offsets on the host (the values of the chunk's device arrays).
+// entry i * kcap + s holds selection slot s of row i when that is an earlier block (in
+// ascending block order, packed from the row's cu_k), else nothing (tokens 0). cu_q,
+// cu_k: the chunk's offsets on the host (the values of the chunk's device arrays).
 void moba_build_varlen_indices(const at::Tensor& selected, const at::Tensor& table,
                                const std::vector<int64_t>& rows, const std::vector<int64_t>& cu_q,
                                const std::vector<int64_t>& cu_k, int64_t q_heads,
-                               int64_t kv_heads, MobaVarlenChunk& chunk);
+                               int64_t kv_heads, int64_t total_keys, int64_t block_size,
+                               MobaVarlenChunk& chunk);
 
 // out [Tq, Hq, D] (differentiable with respect to q, k, v) and lse [Tq, Hq].
 std::pair<at::Tensor, at::Tensor> moba_varlen_attention(const at::Tensor& q, const at::Tensor& k,

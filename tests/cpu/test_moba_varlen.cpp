@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/attention/moba_attention.h"
+#include "kernels/attention/moba_key_blocks.h"
 #include "kernels/attention/moba_layout.h"
 #include "kernels/attention/moba_reference.h"
 #include "kernels/attention/moba_varlen_attention.h"
@@ -159,10 +160,64 @@ TEST(MobaVarlenPlan, IndicesGatherTheSelectedBlocksOfEachRow) {
   EXPECT_EQ(host_offsets(chunk.cu_q), (std::vector<int64_t>{0, 4, 8}));   // rows of blocks 1, 2
   EXPECT_EQ(host_offsets(chunk.cu_k), (std::vector<int64_t>{0, 4, 12}));  // 1 and 2 earlier blocks
   EXPECT_EQ(host_offsets(chunk.q_index), (std::vector<int64_t>{4, 5, 6, 7, 8, 9, 10, 11}));
-  EXPECT_EQ(host_offsets(chunk.kv_index),
-            (std::vector<int64_t>{0, 1, 2, 3, 0, 1, 2, 3, 4, 5, 6, 7}));
+  // kcap = 3 slots per row: block 1's row selects {0, 1} (1 is the diagonal, then
+  // padding); block 2's row selects {0, 1, 2}. Entry: source, tokens, target, head.
+  const MobaKeyBlocks& keys = chunk.key_blocks;
+  EXPECT_EQ(host_offsets(keys.entries.flatten()),
+            (std::vector<int64_t>{0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,  //
+                                  0, 4, 4, 0, 4, 4, 8, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(keys.gathered_rows, 12);
+  EXPECT_EQ(host_offsets(keys.order), (std::vector<int64_t>{0, 3, 4}));  // block 0 twice, then 1
+  EXPECT_EQ(host_offsets(keys.runs), (std::vector<int64_t>{0, 2, 3}));
+  const at::Tensor key_rows = at::tensor(std::vector<int64_t>{0, 1, 2, 3, 0, 1, 2, 3, 4, 5, 6, 7});
+  EXPECT_TRUE(at::equal(gather_key_blocks(in.k, keys), in.k.index_select(0, key_rows)));
   EXPECT_EQ(host_offsets(plan.self_cu_q), (std::vector<int64_t>{0, 4, 8, 12}));
   EXPECT_FALSE(plan.self_kv_index.defined()) << "training: the diagonal keys are k itself";
+}
+
+// Key rows of k.view(Tk * Hkv, D) that the entries gather, in gathered order: the
+// per-row index the key blocks replace, used as the oracle below.
+at::Tensor key_rows_of(const MobaKeyBlocks& keys, int64_t kv_heads) {
+  std::vector<int64_t> rows(keys.gathered_rows, -1);
+  const at::Tensor entries = keys.entries.cpu();
+  for (int64_t e = 0; e < entries.size(0); ++e) {
+    const int64_t* f = entries.const_data_ptr<int64_t>() + e * kKeyBlockFields;
+    for (int64_t t = 0; t < f[kKeyBlockTokens]; ++t) {
+      rows[f[kKeyBlockTarget] + t] = (f[kKeyBlockSource] + t) * kv_heads + f[kKeyBlockHead];
+    }
+  }
+  return at::tensor(rows, at::kLong);
+}
+
+TEST(MobaKeyBlocks, GatherAndGradientSumMatchRowIndexing) {
+  // Packed sequences with partial last blocks, grouped heads (3 query heads per kv head)
+  // and a chunk bound small enough to split the rows: every chunk's gathered keys equal
+  // indexing k row by row, and the gradients summed per block equal index_add_.
+  const std::vector<int64_t> lengths{45, 7, 70};
+  const auto packed = PackedSequences::from_lengths(lengths);
+  const int64_t q_heads = 6, kv_heads = 2, dim = 5;
+  const MobaParams params = test::moba_test_params(8, {4}, 0.5);
+  const auto in = moba_random_inputs(lengths, lengths, q_heads, kv_heads, dim, at::kDouble, 7);
+  const MobaLayout layout = MobaLayout::build(packed, packed, 8, true);
+  const MobaRouting routing = moba_route_cpu(in.q, in.k, layout, params);
+  const MobaVarlenPlan plan = moba_varlen_plan(layout, routing, q_heads, kv_heads, dim, 8, 0.5,
+                                               /*gathered_bytes_per_chunk=*/4000);
+  ASSERT_GT(plan.chunks.size(), 2u);
+  at::Tensor dk = at::zeros_like(in.k), dk_oracle = at::zeros_like(in.k);
+  int64_t gathered = 0;
+  for (const MobaVarlenChunk& chunk : plan.chunks) {
+    const at::Tensor rows = key_rows_of(chunk.key_blocks, kv_heads);
+    ASSERT_TRUE(rows.ge(0).all().item<bool>()) << "a gathered row no entry writes";
+    const at::Tensor by_rows = in.k.view({-1, dim}).index_select(0, rows).unsqueeze(1);
+    EXPECT_TRUE(at::equal(gather_key_blocks(in.k, chunk.key_blocks), by_rows));
+    const at::Tensor grad = at::randn({rows.size(0), 1, dim}, at::kDouble);
+    add_key_block_grads(dk, grad, chunk.key_blocks);
+    dk_oracle.view({-1, dim}).index_add_(0, rows, grad.squeeze(1));
+    gathered += rows.size(0);
+  }
+  EXPECT_GT(gathered, 0);
+  EXPECT_LT(moba_max_abs_diff(dk, dk_oracle), 1e-12);
+  EXPECT_GT(dk.abs().sum().item<double>(), 0.0);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 
 #include "kernels/attention/attention_backend.h"
 #include "kernels/attention/moba_attention.h"
+#include "kernels/attention/moba_key_blocks.h"
 #include "kernels/attention/moba_layout.h"
 #include "kernels/attention/moba_reference.h"
 #include "kernels/attention/moba_varlen_attention.h"
@@ -120,12 +121,17 @@ TEST(MobaCuda, CoverageFloorMatchesTheCpu) {
   EXPECT_NEAR(gpu.routing.coverage_mean, cpu.coverage_mean, 1e-9);
 }
 
-TEST(MobaCuda, VarlenIndicesMatchTheHostBuilder) {
-  const auto packed = PackedSequences::from_lengths({300, 77});
+MobaParams test_params_for_blocks() {
   MobaParams params;
   params.block_size = 16;
   params.top_k = {4};
   params.scale = 0.125;
+  return params;
+}
+
+TEST(MobaCuda, VarlenIndicesMatchTheHostBuilder) {
+  const auto packed = PackedSequences::from_lengths({300, 77});
+  const MobaParams params = test_params_for_blocks();
   at::manual_seed(5);
   const at::Tensor q = at::randn({377, 4, 32}), k = at::randn({377, 2, 32});
   const MobaLayout layout = MobaLayout::build(packed, packed, 16, true);
@@ -139,7 +145,56 @@ TEST(MobaCuda, VarlenIndicesMatchTheHostBuilder) {
   ASSERT_GT(host.chunks.size(), 1u);
   for (size_t c = 0; c < host.chunks.size(); ++c) {
     EXPECT_TRUE(at::equal(host.chunks[c].q_index, device.chunks[c].q_index.cpu())) << c;
-    EXPECT_TRUE(at::equal(host.chunks[c].kv_index, device.chunks[c].kv_index.cpu())) << c;
+    const MobaKeyBlocks &h = host.chunks[c].key_blocks, &d = device.chunks[c].key_blocks;
+    EXPECT_TRUE(at::equal(h.entries, d.entries.cpu())) << c;
+    EXPECT_TRUE(at::equal(h.order, d.order.cpu())) << c;
+    EXPECT_TRUE(at::equal(h.runs, d.runs.cpu())) << c;
+    EXPECT_EQ(h.gathered_rows, d.gathered_rows) << c;
+  }
+}
+
+MobaKeyBlocks on_cuda(const MobaKeyBlocks& keys) {
+  MobaKeyBlocks out = keys;
+  out.entries = keys.entries.cuda();
+  out.order = keys.order.cuda();
+  out.runs = keys.runs.cuda();
+  return out;
+}
+
+TEST(MobaCuda, KeyBlockGatherAndGradientSumEqualTheCpuBitwise) {
+  // Head dims whose key rows take each copy width (bf16 x 64 = 128 bytes, x 12 = 24,
+  // float x 3 = 12, bf16 x 5 = 10) and an unaligned view; the gradient sums run in the
+  // same order on both devices, so they agree bit for bit and repeat bit for bit.
+  const auto packed = PackedSequences::from_lengths({300, 77, 150});
+  at::manual_seed(9);
+  for (const auto& [dim, dtype] : std::vector<std::pair<int64_t, at::ScalarType>>{
+           {64, at::kBFloat16}, {12, at::kBFloat16}, {3, at::kFloat}, {5, at::kBFloat16}, {8, at::kHalf}}) {
+    MobaParams params = test_params_for_blocks();
+    const at::Tensor q = at::randn({527, 6, dim}), k = at::randn({527, 2, dim});
+    const MobaLayout layout = MobaLayout::build(packed, packed, params.block_size, true);
+    const MobaRouting routing = moba_route_cpu(q, k, layout, params);
+    const MobaVarlenPlan plan =
+        moba_varlen_plan(layout, routing, 6, 2, dim, 2, params.scale, /*bytes per chunk=*/1 << 14);
+    ASSERT_GT(plan.chunks.size(), 1u);
+    const at::Tensor k_typed = k.to(dtype);
+    // A view one element in: no copy width above the element survives the misalignment.
+    const at::Tensor storage = at::randn({k.numel() + 1}).to(dtype);
+    const at::Tensor k_shifted = storage.narrow(0, 1, k.numel()).view(k.sizes());
+    k_shifted.copy_(k_typed);
+    at::Tensor dk_cpu = at::zeros(k.sizes(), at::kFloat), dk_gpu = dk_cpu.cuda(), dk_again = dk_gpu.clone();
+    for (const MobaVarlenChunk& chunk : plan.chunks) {
+      const MobaKeyBlocks device_keys = on_cuda(chunk.key_blocks);
+      const at::Tensor expected = gather_key_blocks(k_typed, chunk.key_blocks);
+      EXPECT_TRUE(at::equal(gather_key_blocks(k_typed.cuda(), device_keys).cpu(), expected)) << dim;
+      EXPECT_TRUE(at::equal(gather_key_blocks(k_shifted.cuda(), device_keys).cpu(), expected)) << dim;
+      const at::Tensor grad = at::randn({chunk.key_blocks.gathered_rows, 1, dim}).to(dtype);
+      add_key_block_grads(dk_cpu, grad, chunk.key_blocks);
+      add_key_block_grads(dk_gpu, grad.cuda(), device_keys);
+      add_key_block_grads(dk_again, grad.cuda(), device_keys);
+    }
+    EXPECT_TRUE(at::equal(dk_gpu.cpu(), dk_cpu)) << dim << " max diff " << max_abs_diff(dk_gpu, dk_cpu);
+    EXPECT_TRUE(at::equal(dk_gpu, dk_again)) << dim;
+    EXPECT_GT(dk_cpu.abs().sum().item<double>(), 0.0);
   }
 }
 

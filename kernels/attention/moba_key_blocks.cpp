@@ -1,0 +1,102 @@
+#include "kernels/attention/moba_key_blocks.h"
+
+#include <ATen/ATen.h>
+
+#include <tuple>
+
+#ifdef SB_WITH_CUDA
+#include "kernels/attention/cuda/moba_key_blocks_cuda.h"
+#endif
+
+namespace sb {
+namespace {
+
+void check_entries(const MobaKeyBlocks& blocks, const at::Tensor& keys, const char* what) {
+  TORCH_CHECK(blocks.entries.dim() == 2 && blocks.entries.size(1) == kKeyBlockFields &&
+                  blocks.entries.scalar_type() == at::kLong && blocks.entries.is_contiguous(),
+              what, ": entries must be contiguous int64 [E, ", int64_t{kKeyBlockFields}, "]");
+  TORCH_CHECK(blocks.entries.device() == keys.device(), what, ": entries are on ",
+              blocks.entries.device(), ", the keys on ", keys.device());
+  TORCH_CHECK(keys.dim() == 3 && keys.is_contiguous(), what,
+              ": keys must be contiguous [Tk, Hkv, D], got ", keys.sizes());
+}
+
+// The entries on the host, for the CPU loops.
+struct HostEntry {
+  int64_t source, tokens, target, head;
+};
+HostEntry host_entry(const int64_t* entries, int64_t e) {
+  const int64_t* f = entries + e * kKeyBlockFields;
+  return {f[kKeyBlockSource], f[kKeyBlockTokens], f[kKeyBlockTarget], f[kKeyBlockHead]};
+}
+
+}  // namespace
+
+void moba_key_block_runs(MobaKeyBlocks& blocks, int64_t total_keys) {
+  const at::Tensor& entries = blocks.entries;
+  const at::Tensor used = entries.select(1, kKeyBlockTokens).gt(0).nonzero().squeeze(1);
+  const at::Tensor source = entries.index_select(0, used);
+  const at::Tensor key = source.select(1, kKeyBlockHead) * total_keys +
+                         source.select(1, kKeyBlockSource);
+  const auto [sorted_key, permutation] = at::sort(key, /*stable=*/true, /*dim=*/0, false);
+  blocks.order = used.index_select(0, permutation);
+  const at::Tensor counts = std::get<2>(at::unique_consecutive(sorted_key, false, true));
+  blocks.runs = at::cat({at::zeros({1}, counts.options()), counts.cumsum(0)});
+}
+
+at::Tensor gather_key_blocks(const at::Tensor& x, const MobaKeyBlocks& blocks) {
+  check_entries(blocks, x, "gather_key_blocks");
+  at::Tensor out = at::empty({blocks.gathered_rows, 1, x.size(2)}, x.options());
+#ifdef SB_WITH_CUDA
+  if (x.is_cuda()) {
+    gather_key_blocks_cuda(x, blocks, out);
+    return out;
+  }
+#endif
+  TORCH_CHECK(x.device().is_cpu(), "gather_key_blocks: no implementation for ", x.device());
+  const at::Tensor entries = blocks.entries;
+  for (int64_t e = 0; e < entries.size(0); ++e) {
+    const HostEntry entry = host_entry(entries.const_data_ptr<int64_t>(), e);
+    if (entry.tokens == 0) continue;
+    out.narrow(0, entry.target, entry.tokens)
+        .select(1, 0)
+        .copy_(x.narrow(0, entry.source, entry.tokens).select(1, entry.head));
+  }
+  return out;
+}
+
+void add_key_block_grads(at::Tensor& into, const at::Tensor& gathered_grad,
+                         const MobaKeyBlocks& blocks) {
+  check_entries(blocks, into, "add_key_block_grads");
+  const at::ScalarType acc =
+      gathered_grad.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  TORCH_CHECK(into.scalar_type() == acc, "add_key_block_grads: accumulates ",
+              gathered_grad.scalar_type(), " gradients in ", acc, ", got ", into.scalar_type());
+  TORCH_CHECK(gathered_grad.dim() == 3 && gathered_grad.size(0) == blocks.gathered_rows &&
+                  gathered_grad.size(1) == 1 && gathered_grad.size(2) == into.size(2),
+              "add_key_block_grads: gradient of shape [", blocks.gathered_rows, ", 1, ",
+              into.size(2), "] expected, got ", gathered_grad.sizes());
+  const at::Tensor grad = gathered_grad.contiguous();
+#ifdef SB_WITH_CUDA
+  if (into.is_cuda()) {
+    add_key_block_grads_cuda(into, grad, blocks);
+    return;
+  }
+#endif
+  TORCH_CHECK(into.device().is_cpu(), "add_key_block_grads: no implementation for ",
+              into.device());
+  const int64_t* entries = blocks.entries.const_data_ptr<int64_t>();
+  const int64_t* order = blocks.order.const_data_ptr<int64_t>();
+  const int64_t* runs = blocks.runs.const_data_ptr<int64_t>();
+  for (int64_t r = 0; r + 1 < blocks.runs.numel(); ++r) {
+    const HostEntry first = host_entry(entries, order[runs[r]]);
+    at::Tensor sum = at::zeros({first.tokens, into.size(2)}, into.options());
+    for (int64_t i = runs[r]; i < runs[r + 1]; ++i) {
+      const HostEntry entry = host_entry(entries, order[i]);
+      sum += grad.narrow(0, entry.target, entry.tokens).select(1, 0).to(acc);
+    }
+    into.narrow(0, first.source, first.tokens).select(1, first.head).add_(sum);
+  }
+}
+
+}  // namespace sb
