@@ -136,9 +136,25 @@ SimulationSection parse_simulation_section(const json& j, const std::string& pat
              "sigma", "must be in [0, 2]",
              "e.g. 0.08 (the standard deviation of log(measured / predicted) micro-batch time), or fit_from");
   }
+  if (const json* overhead = r.optional_value("iteration_overhead")) {
+    JsonObjectReader o(*overhead, r.child_path("iteration_overhead"), file);
+    s.iteration_overhead.ms = o.optional<double>("ms", s.iteration_overhead.ms);
+    // With fit_from, `simulate` replaces ms by the fit (a resolved manifest carries both).
+    if (o.optional_value("fit_from") != nullptr) {
+      s.iteration_overhead.fit_from = resolve_manifest_path(file, o.required<std::string>("fit_from"));
+    }
+    o.finish();
+    o.expect(o.optional_value("ms") == nullptr || (std::isfinite(s.iteration_overhead.ms) && s.iteration_overhead.ms >= 0),
+             "ms", "must be >= 0", "e.g. 25 (ms per rank and iteration), or fit_from");
+    o.expect(s.iteration_overhead.enabled(), "ms", "is missing",
+             "give ms (per rank and iteration) or fit_from (a folder of measured runs)");
+  }
   s.forward_fraction = r.optional<double>("forward_fraction", s.forward_fraction);
   s.optimizer_ms = r.optional<double>("optimizer_ms", s.optimizer_ms);
   r.finish();
+  r.expect(!(s.iteration_overhead.enabled() && r.optional_value("optimizer_ms") != nullptr), "optimizer_ms",
+           "cannot be given with iteration_overhead, which includes the optimizer step",
+           "remove optimizer_ms, or iteration_overhead");
   r.expect(s.forward_fraction > 0 && s.forward_fraction < 1, "forward_fraction", "must be in (0, 1)",
            "e.g. 0.3333 (backward = 2 x forward)");
   return s;
@@ -162,6 +178,13 @@ json simulation_section_to_json(const SimulationSection& s) {
   if (s.latency_noise.enabled()) {
     j["latency_noise"] = {{"sigma", s.latency_noise.sigma}};
     if (!s.latency_noise.fit_from.empty()) j["latency_noise"]["fit_from"] = s.latency_noise.fit_from;
+  }
+  if (s.iteration_overhead.enabled()) {
+    // optimizer_ms would conflict on reading back: iteration_overhead replaces it.
+    j.erase("optimizer_ms");
+    j["iteration_overhead"] = json::object();
+    if (s.iteration_overhead.ms >= 0) j["iteration_overhead"]["ms"] = s.iteration_overhead.ms;
+    if (!s.iteration_overhead.fit_from.empty()) j["iteration_overhead"]["fit_from"] = s.iteration_overhead.fit_from;
   }
   if (s.profile.kind == "analytic") {
     j["profile"] = {{"analytic",

@@ -13,6 +13,7 @@
 //                             | {"file": "profiles/cpu.json"},
 //                  "coverage": {"model": "zipf", "exponent": 1.0 | "fit_from": "results dir"},
 //                  "latency_noise": {"sigma": 0.08 | "fit_from": "results dir"},
+//                  "iteration_overhead": {"ms": 25 | "fit_from": "results dir"},
 //                  "forward_fraction": 0.3333,
 //                  "optimizer_ms": -1}
 //
@@ -83,15 +84,29 @@ struct LatencyNoiseSection {
   bool enabled() const { return sigma > 0 || !fit_from.empty(); }
 };
 
+// What a rank spends per iteration outside its micro-batches' compute and the
+// communication: drawing and packing the batch, the gradient norm and the optimizer step
+// (the timeline's data and optimizer events; harness/sim/iteration_overhead_fit.h).
+// Absent from the manifest: only the optimizer, as optimizer_ms says.
+struct IterationOverheadSection {
+  double ms = -1;  // per rank and iteration; negative: not given (fit_from gives it)
+  // A results folder of measured runs (absolute once resolved): when set, `simulate`
+  // takes ms from their timelines and uses it instead of `ms`.
+  std::string fit_from;
+  bool enabled() const { return ms >= 0 || !fit_from.empty(); }
+};
+
 struct SimulationSection {
   SimProfileSection profile;
   CoverageSection coverage;
   LatencyNoiseSection latency_noise;
+  IterationOverheadSection iteration_overhead;
   // Share of a micro-batch's forward + backward time spent in the forward (the profile
   // measures the sum). Default 1/3: backward = 2 x forward for matmuls.
   double forward_fraction = 1.0 / 3.0;
   // Optimizer step per rank (ms); negative: the memory-bandwidth model of
-  // harness/sim/cluster_model.h.
+  // harness/sim/cluster_model.h. Replaced by iteration_overhead when that is given
+  // (it includes the optimizer step); the manifest may not give both.
   double optimizer_ms = -1;
 };
 

@@ -118,6 +118,8 @@ SimulatedIteration RunSimulator::simulate_iteration(int64_t iteration) {
   in.forward_ms.assign(static_cast<size_t>(dp), std::vector<std::vector<double>>(static_cast<size_t>(pp)));
   in.backward_ms = in.forward_ms;
   in.transfer_ms = in.forward_ms;
+  const int64_t total_layers = std::accumulate(m.parallelism.stage_layers.begin(),
+                                               m.parallelism.stage_layers.end(), int64_t{0});
   std::vector<std::vector<double>> realized(static_cast<size_t>(dp));
   std::vector<std::vector<double>> floors(static_cast<size_t>(dp));  // DST's floor, as the backend reports it
   for (int64_t d = 0; d < dp; ++d) {
@@ -149,6 +151,9 @@ SimulatedIteration RunSimulator::simulate_iteration(int64_t iteration) {
       if (moba) {
         record.budgets.push_back(planned_k);
         record.coverage.push_back(coverage_sum / n);
+        // The coverage model has no layers: every layer runs the sequences' modelled budgets.
+        record.layer_budgets.emplace_back(static_cast<size_t>(total_layers),
+                                          realized[static_cast<size_t>(d)].back());
       }
       const double per_layer = predictor.packed_attention_ms(attention_terms) + predictor.rest_ms(mb.tokens);
       const double tokens_bytes = static_cast<double>(mb.tokens) * hidden * act_bytes;
@@ -175,9 +180,15 @@ SimulatedIteration RunSimulator::simulate_iteration(int64_t iteration) {
   for (int64_t s = 0; s < pp; ++s) {
     const double params = stage_trained_params_[static_cast<size_t>(s)] / static_cast<double>(tp);
     in.allreduce_ms.push_back(ring_allreduce_ms(cluster_.data_parallel_link(s), dp, params * 4.0));
-    in.optimizer_ms.push_back(simulation_.optimizer_ms >= 0
-                                  ? simulation_.optimizer_ms
-                                  : params * 28.0 * 8.0 / (cluster_.cluster().memory_bandwidth_gbps * 1e9) * 1000.0);
+    // Only the optimizer step, unless the measured iteration overhead (which includes it)
+    // is given; the sequence inside a rank's iteration does not change its end.
+    if (simulation_.iteration_overhead.ms >= 0) {
+      in.optimizer_ms.push_back(simulation_.iteration_overhead.ms);
+    } else {
+      in.optimizer_ms.push_back(simulation_.optimizer_ms >= 0
+                                    ? simulation_.optimizer_ms
+                                    : params * 28.0 * 8.0 / (cluster_.cluster().memory_bandwidth_gbps * 1e9) * 1000.0);
+    }
   }
   PipelineSimResult sim = simulate_pipeline_iteration(in);
   std::vector<int64_t> counts;

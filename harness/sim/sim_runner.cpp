@@ -11,6 +11,7 @@
 #include "harness/runner/run_folder.h"
 #include "harness/runner/system_info.h"
 #include "harness/sim/coverage_fit.h"
+#include "harness/sim/iteration_overhead_fit.h"
 #include "harness/sim/latency_noise_fit.h"
 #include "harness/sim/run_simulator.h"
 #include "models/qwen2/qwen2_config.h"
@@ -42,6 +43,7 @@ void refuse_measured_folder(const fs::path& run_dir) {
 struct RunFits {
   const CoverageFit* coverage = nullptr;
   const LatencyNoiseFit* noise = nullptr;
+  const IterationOverheadFit* overhead = nullptr;
 };
 
 // fits[key], made (and reported) by `fit` the first time the key is asked for.
@@ -122,11 +124,26 @@ json simulation_context(const RunSpec& run, const SimulateOptions& options, cons
         {"kind", noise.sigma > 0 ? "assumed (simulation.latency_noise.sigma)"
                                  : "none: every micro-batch takes exactly its prediction"}};
   }
+  json optimizer = s.optimizer_ms >= 0
+                       ? json("constant " + std::to_string(s.optimizer_ms) + " ms (simulation.optimizer_ms)")
+                       : json("28 bytes per trained parameter of the rank / memory_bandwidth_gbps");
+  if (s.iteration_overhead.enabled()) {
+    optimizer = {{"iteration_overhead_ms", s.iteration_overhead.ms},
+                 {"definition", "per rank and iteration, after its all-reduce: drawing and packing the batch, the "
+                                "gradient norm and the optimizer step (simulation.iteration_overhead)"}};
+    if (fits.overhead != nullptr) {
+      optimizer["from"] = {{"kind", "fitted: median over measured (iteration, rank) of the data and optimizer "
+                                    "events' durations (harness/sim/iteration_overhead_fit.h)"},
+                           {"results", s.iteration_overhead.fit_from},
+                           {"runs", fits.overhead->runs},
+                           {"samples", fits.overhead->samples}};
+    } else {
+      optimizer["from"] = {{"kind", "assumed (simulation.iteration_overhead.ms)"}};
+    }
+  }
   context["simulator"] = {
       {"forward_fraction", s.forward_fraction},
-      {"optimizer",
-       s.optimizer_ms >= 0 ? json("constant " + std::to_string(s.optimizer_ms) + " ms (simulation.optimizer_ms)")
-                           : json("28 bytes per trained parameter of the rank / memory_bandwidth_gbps")},
+      {"optimizer", optimizer},
       {"include_head", sim.profile().predictor->options().include_head},
       {"loss", "not simulated: loss and grad_norm are omitted from records.jsonl"},
       {"balance_overhead", options.fixed_plan_ms >= 0 ? "fixed " + std::to_string(options.fixed_plan_ms) + " ms"
@@ -143,10 +160,11 @@ RunManifestResult simulate_manifest(const Manifest& manifest, const SimulateOpti
   result.manifest_dir = options.run.results_root / manifest.name;
   std::vector<RunSpec> runs = select_runs(manifest, options.run);
   // The models fitted to measured runs, each once per source (coverage: results folder
-  // and block size; latency noise: results folder), before any decision, so that the
-  // resolved manifests carry the values the runs use.
+  // and block size; latency noise and iteration overhead: results folder), before any
+  // decision, so that the resolved manifests carry the values the runs use.
   std::map<std::pair<std::string, int64_t>, CoverageFit> coverage_fits;
   std::map<std::string, LatencyNoiseFit> noise_fits;
+  std::map<std::string, IterationOverheadFit> overhead_fits;
   std::map<std::string, RunFits> fits_of_run;
   const std::string manifest_file = options.run.manifest_file.string();
   for (RunSpec& run : runs) {
@@ -175,6 +193,17 @@ RunManifestResult simulate_manifest(const Manifest& manifest, const SimulateOpti
         return fit;
       });
       simulation.latency_noise.sigma = fits.noise->sigma;
+    }
+    if (!simulation.iteration_overhead.fit_from.empty()) {
+      const std::string& from = simulation.iteration_overhead.fit_from;
+      fits.overhead = &fitted_once(overhead_fits, from, [&] {
+        IterationOverheadFit fit =
+            fit_iteration_overhead_from_results(from, manifest_file, "$.simulation.iteration_overhead.fit_from");
+        log << "iteration overhead fitted to " << fit.samples << " (iteration, rank) timelines of " << fit.runs.size()
+            << " measured runs under " << from << ": " << fit.ms << " ms\n";
+        return fit;
+      });
+      simulation.iteration_overhead.ms = fits.overhead->ms;
     }
   }
   // Decide every run first, so that a conflict stops the command before anything runs.

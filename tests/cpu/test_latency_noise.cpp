@@ -16,6 +16,7 @@
 #include "tests/support/manifest_error_path.h"
 #include "tests/support/measured_run_folder.h"
 #include "tests/support/run_command.h"
+#include "tests/support/small_simulation.h"
 
 namespace sb {
 namespace {
@@ -128,33 +129,14 @@ TEST(LatencyNoiseFit, ReadsMeasuredIterationsWithPredictionsOnly) {
 }
 
 json noisy_manifest_json(double sigma) {
-  json j = json::parse(R"({
-    "name": "noisetest", "seed": 9,
-    "model": {"preset": "qwen2-test"},
-    "data": {"synthetic": {"length_mixture": [{"weight": 0.6, "min_tokens": 8, "max_tokens": 24},
-                                              {"weight": 0.4, "min_tokens": 40, "max_tokens": 64}]}},
-    "parallelism": {"dp": 2, "pp": 2},
-    "train": {"iterations": 3, "warmup_iterations": 1, "global_batch_size": 8,
-              "max_tokens_per_microbatch": 64, "threads": 1},
-    "cluster": {"preset": "h200"},
-    "simulation": {"profile": {"analytic": {"device": "h200"}}, "optimizer_ms": 0},
-    "method_defaults": {"attention": {"name": "moba", "block_size": 8, "top_k": 2}},
-    "methods": [{"name": "x", "preset": "sab"}]
-  })");
+  json j = test::small_simulation_manifest_json();
   if (sigma > 0) j["simulation"]["latency_noise"] = {{"sigma", sigma}};
   return j;
 }
 
-RunSimulator simulator_of(const json& j) {
-  const Manifest m = expand_runs(parse_manifest(j, "<test>")).at(0).manifest;
-  RunSimulatorOptions o;
-  o.fixed_plan_ms = 0;
-  return RunSimulator(m, load_sim_profile(m, 64, std::nullopt), simulation_cluster(m), o);
-}
-
 TEST(LatencyNoise, ScalesEveryStageOfItsMicroBatchAndLeavesThePlanAlone) {
-  RunSimulator exact = simulator_of(noisy_manifest_json(0));
-  RunSimulator noisy = simulator_of(noisy_manifest_json(0.3));
+  RunSimulator exact = test::simulator_of(noisy_manifest_json(0));
+  RunSimulator noisy = test::simulator_of(noisy_manifest_json(0.3));
   const LatencyNoise oracle(0.3, 9);  // the manifest's seed
   bool moved = false;
   for (int64_t it = 0; it < 3; ++it) {

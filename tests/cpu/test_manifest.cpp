@@ -338,14 +338,22 @@ TEST(Manifest, LoadReportsJsonSyntaxErrorWithLine) {
 
 TEST(Manifest, CheckedInManifestsParse) {
   const std::filesystem::path root = SB_SOURCE_DIR "/experiments";
-  int profiles = 0;
+  int profiles = 0, measured = 0;
   for (const auto& entry : std::filesystem::recursive_directory_iterator(root)) {
     if (entry.path().extension() != ".json") continue;
     SCOPED_TRACE(entry.path().string());
     // schema/ holds the JSON Schema; profiles/ latency profiles: those runs measure on first
     // use (git-ignored) and, in profiles/gpu/, those kept as data, which must load.
+    // measured/ holds runs measured on GPUs, kept as data: their resolved manifests must load.
     const std::string top = std::filesystem::relative(entry.path(), root).begin()->string();
     if (top == "schema") continue;
+    if (top == "measured") {
+      if (entry.path().filename() == "manifest.resolved.json") {
+        EXPECT_NO_THROW(load_manifest(entry.path()));
+        ++measured;
+      }
+      continue;
+    }
     if (top == "profiles") {
       if (entry.path().parent_path().filename() == "gpu") {
         EXPECT_NO_THROW(load_latency_profile(entry.path()));
@@ -356,6 +364,7 @@ TEST(Manifest, CheckedInManifestsParse) {
     EXPECT_NO_THROW(load_manifest(entry.path()));
   }
   EXPECT_GE(profiles, 1) << "experiments/profiles/gpu/ holds the H100 profile table1-gpu1.json names";
+  EXPECT_GE(measured, 4) << "experiments/measured/h100/ holds table1-gpu1's runs, which table1-gpu1-sim.json fits to";
 }
 
 }  // namespace

@@ -137,6 +137,10 @@ std::vector<json> variant_manifests(const fs::path& dir) {
   json profile_file = base;
   profile_file["simulation"]["profile"] = {{"file", "/profile.json"}};
   variants.push_back(profile_file);
+  json overhead = base;  // replaces optimizer_ms, which it may not appear beside
+  overhead["simulation"].erase("optimizer_ms");
+  overhead["simulation"]["iteration_overhead"] = {{"ms", 20}, {"fit_from", "/r"}};
+  variants.push_back(overhead);
   return variants;
 }
 

@@ -19,6 +19,7 @@
 #include "tests/support/run_command.h"
 #include "tests/support/manifest_error_path.h"
 #include "tests/support/measured_run_folder.h"
+#include "tests/support/small_simulation.h"
 
 namespace sb {
 namespace {
@@ -152,20 +153,17 @@ TEST(CoverageModel, ZipfCoverageByHandAndTheFloor) {
   EXPECT_EQ(zipf.effective_budget(4096, 40, 32, 0.9), 40);
 }
 
+// One DP rank, one pipeline stage, one sample per micro-batch, SAB+DST.
 json tiny_manifest_json() {
-  return json::parse(R"({
-    "name": "simtest", "seed": 5,
-    "model": {"preset": "qwen2-test"},
-    "data": {"synthetic": {"length_mixture": [{"weight": 0.6, "min_tokens": 8, "max_tokens": 24},
-                                              {"weight": 0.4, "min_tokens": 40, "max_tokens": 64}]}},
-    "parallelism": {"dp": 1, "pp": 1},
-    "train": {"iterations": 4, "warmup_iterations": 1, "global_batch_size": 6,
-              "max_tokens_per_microbatch": 64, "max_samples_per_microbatch": 1, "threads": 1},
-    "cluster": {"preset": "h200"},
-    "simulation": {"profile": {"analytic": {"device": "h200"}}, "optimizer_ms": 0},
-    "method_defaults": {"attention": {"name": "moba", "block_size": 8, "top_k": 2}, "dst": {"k_max": 4}},
-    "methods": [{"name": "x", "preset": "sab+dst"}]
-  })");
+  json j = test::small_simulation_manifest_json();
+  j["name"] = "simtest";
+  j["seed"] = 5;
+  j["parallelism"] = {{"dp", 1}, {"pp", 1}};
+  j["train"] = {{"iterations", 4},          {"warmup_iterations", 1},          {"global_batch_size", 6},
+                {"max_tokens_per_microbatch", 64}, {"max_samples_per_microbatch", 1}, {"threads", 1}};
+  j["method_defaults"]["dst"] = {{"k_max", 4}};
+  j["methods"] = json::array({{{"name", "x"}, {"preset", "sab+dst"}}});
+  return j;
 }
 
 Manifest tiny_run(json j) { return expand_runs(parse_manifest(j, "<test>")).at(0).manifest; }
@@ -250,6 +248,37 @@ TEST(RunSimulator, SameSeedSameRecords) {
     EXPECT_EQ(iteration_record_to_json(x.record).dump(), iteration_record_to_json(y.record).dump());
     EXPECT_EQ(timeline_iteration_to_json(x.timeline).dump(), timeline_iteration_to_json(y.timeline).dump());
     EXPECT_FALSE(iteration_record_to_json(x.record).contains("loss")) << "nothing trained: no loss written";
+  }
+}
+
+TEST(RunSimulator, RecordsTheModelledBudgetOfEveryLayer) {
+  // The coverage model's budget, one value per layer of every micro-batch (the report's
+  // effective_budget_mean reads these): the requested budget where no floor applies
+  // (fixed budgets), never below the request and never above k0 or k_max under DST.
+  for (const char* preset : {"baseline", "sab+dst"}) {
+    json j = tiny_manifest_json();
+    j["methods"] = json::array({{{"name", "x"}, {"preset", preset}}});
+    j["simulation"]["coverage"] = {{"model", "zipf"}, {"exponent", 1.0}};
+    const Manifest m = tiny_run(j);
+    RunSimulator sim = make_simulator(m);
+    const int64_t layers = qwen2_preset("qwen2-test").num_hidden_layers;
+    for (int64_t it = 0; it < 3; ++it) {
+      const IterationRecord r = sim.simulate_iteration(it).record;
+      ASSERT_EQ(r.layer_budgets.size(), r.budgets.size()) << preset;
+      ASSERT_FALSE(r.budgets.empty());
+      for (size_t k = 0; k < r.budgets.size(); ++k) {
+        ASSERT_EQ(static_cast<int64_t>(r.layer_budgets[k].size()), layers);
+        for (double b : r.layer_budgets[k]) {
+          EXPECT_EQ(b, r.layer_budgets[k][0]) << "one modelled budget for every layer";
+          if (std::string(preset) == "baseline") {
+            EXPECT_EQ(b, static_cast<double>(r.budgets[k]));
+          } else {
+            EXPECT_GE(b, static_cast<double>(r.budgets[k]));
+            EXPECT_LE(b, 4.0);
+          }
+        }
+      }
+    }
   }
 }
 

@@ -23,9 +23,10 @@ REGISTRY = Registry().with_resources(
     (schema["$id"], Resource.from_contents(schema))
     for schema in (json.loads(p.read_text()) for p in sorted(SCHEMA_DIR.glob("*.schema.json")))
 )
-# profiles/ holds latency profiles measured on first use (not manifests, not checked in).
+# profiles/ holds latency profiles (measured on first use, or kept as data: profiles/gpu/);
+# measured/ holds runs measured on GPUs, kept as data. Neither holds manifests.
 MANIFESTS = sorted(
-    p for p in (REPO / "experiments").rglob("*.json") if "schema" not in p.parts and "profiles" not in p.parts
+    p for p in (REPO / "experiments").rglob("*.json") if not {"schema", "profiles", "measured"} & set(p.parts)
 )
 
 
@@ -55,6 +56,8 @@ def test_mistakes_the_parser_rejects_are_rejected():
         # The blocks defined in simulation.schema.json are checked through the $ref too.
         lambda m: m.update(cluster={"preset": "tpu"}),
         lambda m: m.update(simulation={"latency_noise": {"sigma": -1}}),
+        lambda m: m.update(simulation={"iteration_overhead": {}}),
+        lambda m: m.update(simulation={"iteration_overhead": {"ms": 5}, "optimizer_ms": 1}),
     ):
         broken = copy.deepcopy(base)
         edit(broken)

@@ -1,0 +1,97 @@
+#include "harness/sim/iteration_overhead_fit.h"
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <map>
+#include <stdexcept>
+
+#include "harness/common/errors.h"
+#include "harness/report/sample_stats.h"
+#include "harness/sim/measured_runs.h"
+#include "harness/trace/timeline.h"
+#include "harness/train/iteration_record.h"
+
+namespace sb {
+namespace {
+
+// iteration -> warm-up flag, from records.jsonl.
+std::map<int64_t, bool> warmup_flags(const std::filesystem::path& records_file) {
+  std::ifstream in(records_file);
+  if (!in) throw std::runtime_error("cannot open " + records_file.string());
+  std::map<int64_t, bool> warmup;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const IterationRecord r = iteration_record_from_json(nlohmann::json::parse(line));
+    warmup[r.iteration] = r.warmup;
+  }
+  return warmup;
+}
+
+// Events the simulator models itself: compute, pipeline transfers and waits, the
+// all-reduce (with its wait for the slowest rank) and the planner call.
+bool modelled(EventKind kind) {
+  switch (kind) {
+    case EventKind::kForward:
+    case EventKind::kBackward:
+    case EventKind::kRecvWait:
+    case EventKind::kSendWait:
+    case EventKind::kAllReduce:
+    case EventKind::kPlan:
+      return true;
+    case EventKind::kData:
+    case EventKind::kOptimizer:
+      return false;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<double> iteration_overhead_samples(const std::filesystem::path& run_dir) {
+  const std::map<int64_t, bool> warmup = warmup_flags(run_dir / "records.jsonl");
+  std::ifstream in(run_dir / "timeline_events.jsonl");
+  if (!in) return {};
+  std::vector<double> samples;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const TimelineIteration iteration = timeline_iteration_from_json(nlohmann::json::parse(line));
+    const auto flag = warmup.find(iteration.iteration);
+    if (flag == warmup.end() || flag->second) continue;  // warm-up, or no record (interrupted)
+    for (const RankTimeline& rank : iteration.ranks) {
+      double ms = rank.end_ms - rank.start_ms;
+      for (const TimelineEvent& e : rank.events) {
+        if (modelled(e.kind)) ms -= e.duration_ms();
+      }
+      samples.push_back(ms);
+    }
+  }
+  return samples;
+}
+
+IterationOverheadFit fit_iteration_overhead_from_results(const std::filesystem::path& results_dir,
+                                                         const std::string& manifest_file,
+                                                         const std::string& json_path) {
+  IterationOverheadFit fit;
+  std::vector<double> all;
+  for (const auto& dir : measured_run_dirs(results_dir, manifest_file, json_path)) {
+    const std::vector<double> samples = iteration_overhead_samples(dir);
+    if (samples.empty()) continue;
+    all.insert(all.end(), samples.begin(), samples.end());
+    fit.runs.push_back(dir.string());
+  }
+  if (all.empty()) {
+    throw ConfigError(manifest_file, json_path,
+                      "found no measured run under " + results_dir.string() +
+                          " with a measured iteration in timeline_events.jsonl",
+                      "point it at the results of a `sparsebalance run` that completed past its warm-up, or give "
+                      "ms instead");
+  }
+  fit.samples = static_cast<int64_t>(all.size());
+  fit.ms = median_of(std::move(all));
+  return fit;
+}
+
+}  // namespace sb

@@ -1,0 +1,38 @@
+#pragma once
+// Fits the simulator's iteration overhead (simulation.iteration_overhead) to measured
+// runs: what a rank spends per iteration outside its micro-batches' compute and the
+// communication, which the simulator would otherwise reduce to the optimizer's memory
+// traffic.
+//
+// Observations: per measured (non-warm-up) iteration and rank of a run, the rank's time
+// from its start to the end of its optimizer step minus its forward, backward,
+// pipeline-wait, all-reduce and plan events (timeline_events.jsonl; warm-up flags from
+// records.jsonl). What is left is drawing and packing the batch, the gradient norm and
+// the optimizer step, and the untimed gaps between events: what the simulator has no
+// model of. The plan is left out because the simulator times its own planner call.
+// Fit: the median over every observation of every run (robust to a stalled iteration).
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace sb {
+
+// One value per measured (iteration, rank) of the run folder.
+std::vector<double> iteration_overhead_samples(const std::filesystem::path& run_dir);
+
+struct IterationOverheadFit {
+  double ms = 0;
+  int64_t samples = 0;            // (iteration, rank) observations
+  std::vector<std::string> runs;  // run folders they came from
+};
+
+// Every measured run under results_dir (measured_runs.h). Throws ConfigError naming
+// json_path in manifest_file when the folder is missing or no run has a measured
+// iteration with timeline events.
+IterationOverheadFit fit_iteration_overhead_from_results(const std::filesystem::path& results_dir,
+                                                         const std::string& manifest_file,
+                                                         const std::string& json_path);
+
+}  // namespace sb
