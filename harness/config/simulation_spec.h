@@ -85,8 +85,8 @@ struct LatencyNoiseSection {
 };
 
 // What a rank spends per iteration outside its micro-batches' compute and the
-// communication: drawing and packing the batch, the gradient norm and the optimizer step
-// (the timeline's data and optimizer events; harness/sim/iteration_overhead_fit.h).
+// communication: drawing and packing the batch, the gradient norm and the optimizer step,
+// and the gaps between them (harness/sim/iteration_overhead_fit.h).
 // Absent from the manifest: only the optimizer, as optimizer_ms says.
 struct IterationOverheadSection {
   double ms = -1;  // per rank and iteration; negative: not given (fit_from gives it)

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <stdexcept>
@@ -60,13 +61,16 @@ std::vector<double> iteration_overhead_samples(const std::filesystem::path& run_
     const TimelineIteration iteration = timeline_iteration_from_json(nlohmann::json::parse(line));
     const auto flag = warmup.find(iteration.iteration);
     if (flag == warmup.end() || flag->second) continue;  // warm-up, or no record (interrupted)
+    std::map<int64_t, double> least_of_dp_rank;
     for (const RankTimeline& rank : iteration.ranks) {
       double ms = rank.end_ms - rank.start_ms;
       for (const TimelineEvent& e : rank.events) {
         if (modelled(e.kind)) ms -= e.duration_ms();
       }
-      samples.push_back(ms);
+      const auto [it, fresh] = least_of_dp_rank.emplace(rank.dp_rank, ms);
+      if (!fresh) it->second = std::min(it->second, ms);
     }
+    for (const auto& [dp_rank, ms] : least_of_dp_rank) samples.push_back(ms);
   }
   return samples;
 }

@@ -4,12 +4,16 @@
 // communication, which the simulator would otherwise reduce to the optimizer's memory
 // traffic.
 //
-// Observations: per measured (non-warm-up) iteration and rank of a run, the rank's time
-// from its start to the end of its optimizer step minus its forward, backward,
+// Observations: per measured (non-warm-up) iteration and DP rank of a run, the time
+// from a rank's start to the end of its optimizer step minus its forward, backward,
 // pipeline-wait, all-reduce and plan events (timeline_events.jsonl; warm-up flags from
-// records.jsonl). What is left is drawing and packing the batch, the gradient norm and
-// the optimizer step, and the untimed gaps between events: what the simulator has no
-// model of. The plan is left out because the simulator times its own planner call.
+// records.jsonl), the least over the DP rank's pipeline stages. What is left is drawing
+// and packing the batch, the gradient norm and the optimizer step, and the untimed gaps
+// between events: what the simulator has no model of. The plan is left out because the
+// simulator times its own planner call. The least over the stages because the gradient
+// norm sums over the pipeline inside the optimizer event: the stages that finished their
+// backward first wait there for the last one, a wait the simulated pipeline already has.
+// (The tied-embedding all-reduce, inside the all-reduce event, is in neither.)
 // Fit: the median over every observation of every run (robust to a stalled iteration).
 
 #include <cstdint>
@@ -19,12 +23,12 @@
 
 namespace sb {
 
-// One value per measured (iteration, rank) of the run folder.
+// One value per measured (iteration, DP rank) of the run folder.
 std::vector<double> iteration_overhead_samples(const std::filesystem::path& run_dir);
 
 struct IterationOverheadFit {
   double ms = 0;
-  int64_t samples = 0;            // (iteration, rank) observations
+  int64_t samples = 0;            // (iteration, DP rank) observations
   std::vector<std::string> runs;  // run folders they came from
 };
 

@@ -132,8 +132,9 @@ json simulation_context(const RunSpec& run, const SimulateOptions& options, cons
                  {"definition", "per rank and iteration, after its all-reduce: drawing and packing the batch, the "
                                 "gradient norm and the optimizer step (simulation.iteration_overhead)"}};
     if (fits.overhead != nullptr) {
-      optimizer["from"] = {{"kind", "fitted: median over measured (iteration, rank) of the data and optimizer "
-                                    "events' durations (harness/sim/iteration_overhead_fit.h)"},
+      optimizer["from"] = {{"kind", "fitted: median over measured (iteration, DP rank) of the time outside compute, "
+                                    "communication and planning, the least of the rank's pipeline stages "
+                                    "(harness/sim/iteration_overhead_fit.h)"},
                            {"results", s.iteration_overhead.fit_from},
                            {"runs", fits.overhead->runs},
                            {"samples", fits.overhead->samples}};
@@ -199,7 +200,7 @@ RunManifestResult simulate_manifest(const Manifest& manifest, const SimulateOpti
       fits.overhead = &fitted_once(overhead_fits, from, [&] {
         IterationOverheadFit fit =
             fit_iteration_overhead_from_results(from, manifest_file, "$.simulation.iteration_overhead.fit_from");
-        log << "iteration overhead fitted to " << fit.samples << " (iteration, rank) timelines of " << fit.runs.size()
+        log << "iteration overhead fitted to " << fit.samples << " (iteration, DP rank) timelines of " << fit.runs.size()
             << " measured runs under " << from << ": " << fit.ms << " ms\n";
         return fit;
       });

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <initializer_list>
 #include <tuple>
 
 #ifdef SB_WITH_CUDA
@@ -15,10 +16,16 @@ void check_entries(const MobaKeyBlocks& blocks, const at::Tensor& keys, const ch
   TORCH_CHECK(blocks.entries.dim() == 2 && blocks.entries.size(1) == kKeyBlockFields &&
                   blocks.entries.scalar_type() == at::kLong && blocks.entries.is_contiguous(),
               what, ": entries must be contiguous int64 [E, ", int64_t{kKeyBlockFields}, "]");
-  TORCH_CHECK(blocks.entries.device() == keys.device(), what, ": entries are on ",
-              blocks.entries.device(), ", the keys on ", keys.device());
+  for (const at::Tensor* t : {&blocks.entries, &blocks.order, &blocks.runs}) {
+    TORCH_CHECK(!t->defined() || t->device() == keys.device(), what, ": the key-block tables are on ",
+                t->device(), ", the keys on ", keys.device());
+  }
   TORCH_CHECK(keys.dim() == 3 && keys.is_contiguous(), what,
               ": keys must be contiguous [Tk, Hkv, D], got ", keys.sizes());
+  // The kernels trust the entries; these are the bounds they were built for.
+  TORCH_CHECK(keys.size(0) == blocks.source_tokens && keys.size(1) == blocks.source_heads, what,
+              ": the entries index keys of ", blocks.source_tokens, " tokens x ", blocks.source_heads,
+              " heads, got ", keys.sizes(), " (a plan used with another call's keys)");
 }
 
 // The entries on the host, for the CPU loops.
@@ -72,6 +79,8 @@ void add_key_block_grads(at::Tensor& into, const at::Tensor& gathered_grad,
       gathered_grad.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
   TORCH_CHECK(into.scalar_type() == acc, "add_key_block_grads: accumulates ",
               gathered_grad.scalar_type(), " gradients in ", acc, ", got ", into.scalar_type());
+  TORCH_CHECK(gathered_grad.device() == into.device(), "add_key_block_grads: the gradient is on ",
+              gathered_grad.device(), ", the accumulator on ", into.device());
   TORCH_CHECK(gathered_grad.dim() == 3 && gathered_grad.size(0) == blocks.gathered_rows &&
                   gathered_grad.size(1) == 1 && gathered_grad.size(2) == into.size(2),
               "add_key_block_grads: gradient of shape [", blocks.gathered_rows, ", 1, ",

@@ -2,9 +2,9 @@
 // The key blocks one chunk of MoBA's varlen attention gathers (moba_varlen_attention.h,
 // part 2), copied and summed back a whole block at a time.
 //
-// Each routing row (query head h, query block b) takes the keys of its selected earlier
-// blocks, ascending, from key/value head g = h / (Hq / Hkv), into consecutive rows of the
-// gathered keys [rows, 1, D]. One entry per (row, selection slot) says which block goes
+// Each routing row (query head h, query block b) takes the keys of its selected blocks
+// other than b itself (the diagonal), in ascending block order, from key/value head
+// g = h / (Hq / Hkv), into consecutive rows of the gathered keys [rows, 1, D]. One entry per (row, selection slot) says which block goes
 // where. Copying by entry instead of by an index per key row lets the kernel read each
 // key row (D contiguous values, strided by Hkv in k) with wide loads and no index reads;
 // summing the gradients per source block (sorted once at plan time) replaces atomic
@@ -32,6 +32,8 @@ struct MobaKeyBlocks {
   at::Tensor order, runs;
   int64_t gathered_rows = 0;  // rows of the gathered keys
   int64_t max_tokens = 0;     // no block has more keys (the layout's block size)
+  int64_t source_tokens = 0;  // Tk and Hkv of the k / v the entries index (checked on use:
+  int64_t source_heads = 0;   // the kernels do not bound-check each entry)
 };
 
 // Fills order and runs from entries; total_keys = k.size(0).

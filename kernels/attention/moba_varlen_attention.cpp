@@ -177,6 +177,8 @@ void moba_build_varlen_indices(const at::Tensor& selected, const at::Tensor& tab
                            index_options);
   keys.gathered_rows = cu_k.back();
   keys.max_tokens = block_size;
+  keys.source_tokens = total_keys;
+  keys.source_heads = kv_heads;
 #ifdef SB_WITH_CUDA
   if (selected.is_cuda()) {
     moba_build_varlen_indices_cuda(selected, table, int_tensor_on(rows, at::kLong, selected.device()),

@@ -1,6 +1,6 @@
 // The simulator's iteration overhead (simulation.iteration_overhead) and its fit to
-// measured runs (harness/sim/iteration_overhead_fit.h): which timeline events, gaps and
-// iterations the fit counts, its median by hand, the overhead ending every rank's
+// measured runs (harness/sim/iteration_overhead_fit.h): which timeline events, gaps,
+// iterations and pipeline stages the fit counts, its median by hand, the overhead ending every rank's
 // iteration in place of the optimizer model, the manifest block's checks; and the
 // simulator against the two runs measured on an H100 that the repository keeps
 // (experiments/measured/h100/), fitted to one invocation and checked against the other.
@@ -32,10 +32,11 @@ namespace fs = std::filesystem;
 
 // One rank's iteration with every kind of event the fit must tell apart, starting at
 // 1000 ms, with a 0.5 ms untimed gap before the optimizer step (in the overhead).
-RankTimeline rank_timeline(int64_t rank, double data_ms, double optimizer_ms) {
+RankTimeline rank_timeline(int64_t rank, int64_t dp_rank, int64_t stage, double data_ms, double optimizer_ms) {
   RankTimeline t;
   t.rank = rank;
-  t.dp_rank = rank;
+  t.dp_rank = dp_rank;
+  t.stage = stage;
   t.start_ms = 1000;
   double now = t.start_ms;
   const auto add = [&](EventKind kind, double ms) {
@@ -57,7 +58,8 @@ RankTimeline rank_timeline(int64_t rank, double data_ms, double optimizer_ms) {
 }
 
 // Iteration 0 is warm-up (wild values), iterations 1 and 2 are measured; iteration 3 has
-// a timeline but no record (a run interrupted between the two writes). Two ranks.
+// a timeline but no record (a run interrupted between the two writes). DP rank 0 has two
+// pipeline stages (ranks 0 and 2), DP rank 1 one (rank 1).
 void write_run(const fs::path& dir, bool simulated) {
   std::vector<IterationRecord> records;
   for (int64_t it = 0; it < 3; ++it) {
@@ -70,30 +72,33 @@ void write_run(const fs::path& dir, bool simulated) {
   std::ofstream out(dir / "timeline_events.jsonl");
   const std::vector<std::pair<double, double>> rank0{{500, 500}, {1, 3}, {1, 10}, {900, 900}};
   const std::vector<std::pair<double, double>> rank1{{500, 500}, {2, 4}, {2, 4}, {900, 900}};
+  const std::vector<std::pair<double, double>> rank2{{500, 500}, {5, 30}, {1, 2}, {900, 900}};
   for (int64_t it = 0; it < 4; ++it) {
     TimelineIteration iteration;
     iteration.iteration = it;
-    iteration.ranks = {rank_timeline(0, rank0[it].first, rank0[it].second),
-                       rank_timeline(1, rank1[it].first, rank1[it].second)};
+    iteration.ranks = {rank_timeline(0, 0, 0, rank0[it].first, rank0[it].second),
+                       rank_timeline(1, 1, 0, rank1[it].first, rank1[it].second),
+                       rank_timeline(2, 0, 1, rank2[it].first, rank2[it].second)};
     out << timeline_iteration_to_json(iteration).dump() << "\n";
   }
 }
 
-TEST(IterationOverheadFit, MedianOfTheDataAndOptimizerEventsOfMeasuredIterations) {
+TEST(IterationOverheadFit, MedianOverMeasuredIterationsOfTheTimeOutsideModelledEvents) {
   const fs::path dir = test::fresh_temp_dir("iteration_overhead_fit");
   write_run(dir / "measured", false);
-  // Per (iteration, rank): data + optimizer + the gap: 1 + 3, 2 + 4, 1 + 10, 2 + 4 (+ 0.5).
+  // Per (iteration, DP rank): data + optimizer + the 0.5 ms gap, the least over the DP
+  // rank's stages: iteration 1 min(4.5, 35.5), 6.5; iteration 2 min(11.5, 3.5), 6.5.
   std::vector<double> samples = iteration_overhead_samples(dir / "measured");
   std::sort(samples.begin(), samples.end());
   ASSERT_EQ(samples.size(), 4u);
-  const std::vector<double> expected{4.5, 6.5, 6.5, 11.5};
+  const std::vector<double> expected{3.5, 4.5, 6.5, 6.5};
   for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(samples[i], expected[i], 1e-9);
   write_run(dir / "simulated", true);  // never fitted to: a model fitted to itself
   fs::create_directories(dir / "no_timeline");
   test::write_measured_run_folder(dir / "no_timeline", false, {IterationRecord{}});
   const IterationOverheadFit fit =
       fit_iteration_overhead_from_results(dir, "m.json", "$.simulation.iteration_overhead.fit_from");
-  EXPECT_NEAR(fit.ms, 6.5, 1e-9);
+  EXPECT_NEAR(fit.ms, 5.5, 1e-9);
   EXPECT_EQ(fit.samples, 4);
   EXPECT_EQ(fit.runs, (std::vector<std::string>{(dir / "measured").string()}));
   fs::remove_all(dir / "measured");

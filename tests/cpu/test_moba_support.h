@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/attention/moba_attention.h"
+#include "kernels/attention/moba_key_blocks.h"
 #include "kernels/attention/moba_reference.h"
 
 namespace sb::test {
@@ -84,6 +85,47 @@ inline at::Tensor moba_selected_mask(const at::Tensor& selected) {
   const at::Tensor ids = selected.to(at::kLong).cpu();
   mask.scatter_(2, ids.where(ids.ge(0), at::full_like(ids, blocks)), true);
   return mask.narrow(2, 0, blocks);
+}
+
+// Key blocks no routing makes in the attention tests: 300 entries copy the partial last
+// block (keys 32..39, 8 of a block of 16) of head 1, more than one thread block of the
+// CUDA gradient sum stages at a time; 5 copy the full block 0 of head 0; empty slots
+// between them. For keys of 40 tokens and 2 heads.
+inline MobaKeyBlocks many_copies_of_one_block() {
+  std::vector<int64_t> fields;
+  int64_t target = 0;
+  const auto add = [&](int64_t source, int64_t tokens, int64_t head) {
+    fields.insert(fields.end(), {source, tokens, tokens > 0 ? target : 0, head});
+    target += tokens;
+  };
+  for (int64_t e = 0; e < 300; ++e) {
+    add(32, 8, 1);
+    if (e % 60 == 0) add(0, 16, 0);
+    if (e % 7 == 0) add(0, 0, 0);
+  }
+  MobaKeyBlocks blocks;
+  blocks.entries = at::tensor(fields, at::kLong).view({-1, kKeyBlockFields});
+  blocks.gathered_rows = target;
+  blocks.max_tokens = 16;
+  blocks.source_tokens = 40;
+  blocks.source_heads = 2;
+  moba_key_block_runs(blocks, 40);
+  return blocks;
+}
+
+// Rows of k.view(Tk * Hkv, D) that the entries gather, in gathered order (the per-row
+// index the key blocks replace): the oracle of gather_key_blocks and add_key_block_grads.
+inline at::Tensor key_rows_of(const MobaKeyBlocks& keys) {
+  std::vector<int64_t> rows(static_cast<size_t>(keys.gathered_rows), -1);
+  const at::Tensor entries = keys.entries.cpu();
+  for (int64_t e = 0; e < entries.size(0); ++e) {
+    const int64_t* f = entries.const_data_ptr<int64_t>() + e * kKeyBlockFields;
+    for (int64_t t = 0; t < f[kKeyBlockTokens]; ++t) {
+      rows[static_cast<size_t>(f[kKeyBlockTarget] + t)] =
+          (f[kKeyBlockSource] + t) * keys.source_heads + f[kKeyBlockHead];
+    }
+  }
+  return at::tensor(rows, at::kLong);
 }
 
 }  // namespace sb::test

@@ -175,30 +175,19 @@ TEST(MobaVarlenPlan, IndicesGatherTheSelectedBlocksOfEachRow) {
   EXPECT_FALSE(plan.self_kv_index.defined()) << "training: the diagonal keys are k itself";
 }
 
-// Key rows of k.view(Tk * Hkv, D) that the entries gather, in gathered order: the
-// per-row index the key blocks replace, used as the oracle below.
-at::Tensor key_rows_of(const MobaKeyBlocks& keys, int64_t kv_heads) {
-  std::vector<int64_t> rows(keys.gathered_rows, -1);
-  const at::Tensor entries = keys.entries.cpu();
-  for (int64_t e = 0; e < entries.size(0); ++e) {
-    const int64_t* f = entries.const_data_ptr<int64_t>() + e * kKeyBlockFields;
-    for (int64_t t = 0; t < f[kKeyBlockTokens]; ++t) {
-      rows[f[kKeyBlockTarget] + t] = (f[kKeyBlockSource] + t) * kv_heads + f[kKeyBlockHead];
-    }
-  }
-  return at::tensor(rows, at::kLong);
-}
+class MobaKeyBlocksTest : public ::testing::TestWithParam<bool> {};  // causal or not
 
-TEST(MobaKeyBlocks, GatherAndGradientSumMatchRowIndexing) {
-  // Packed sequences with partial last blocks, grouped heads (3 query heads per kv head)
-  // and a chunk bound small enough to split the rows: every chunk's gathered keys equal
-  // indexing k row by row, and the gradients summed per block equal index_add_.
+TEST_P(MobaKeyBlocksTest, GatherAndGradientSumMatchRowIndexing) {
+  // Packed sequences with partial last blocks (selected as earlier blocks only when not
+  // causal), grouped heads (3 query heads per kv head) and a chunk bound small enough to
+  // split the rows: every chunk's gathered keys equal indexing k row by row, and the
+  // gradients summed per block equal index_add_.
   const std::vector<int64_t> lengths{45, 7, 70};
   const auto packed = PackedSequences::from_lengths(lengths);
   const int64_t q_heads = 6, kv_heads = 2, dim = 5;
   const MobaParams params = test::moba_test_params(8, {4}, 0.5);
   const auto in = moba_random_inputs(lengths, lengths, q_heads, kv_heads, dim, at::kDouble, 7);
-  const MobaLayout layout = MobaLayout::build(packed, packed, 8, true);
+  const MobaLayout layout = MobaLayout::build(packed, packed, 8, GetParam());
   const MobaRouting routing = moba_route_cpu(in.q, in.k, layout, params);
   const MobaVarlenPlan plan = moba_varlen_plan(layout, routing, q_heads, kv_heads, dim, 8, 0.5,
                                                /*gathered_bytes_per_chunk=*/4000);
@@ -206,7 +195,7 @@ TEST(MobaKeyBlocks, GatherAndGradientSumMatchRowIndexing) {
   at::Tensor dk = at::zeros_like(in.k), dk_oracle = at::zeros_like(in.k);
   int64_t gathered = 0;
   for (const MobaVarlenChunk& chunk : plan.chunks) {
-    const at::Tensor rows = key_rows_of(chunk.key_blocks, kv_heads);
+    const at::Tensor rows = test::key_rows_of(chunk.key_blocks);
     ASSERT_TRUE(rows.ge(0).all().item<bool>()) << "a gathered row no entry writes";
     const at::Tensor by_rows = in.k.view({-1, dim}).index_select(0, rows).unsqueeze(1);
     EXPECT_TRUE(at::equal(gather_key_blocks(in.k, chunk.key_blocks), by_rows));
@@ -218,6 +207,25 @@ TEST(MobaKeyBlocks, GatherAndGradientSumMatchRowIndexing) {
   EXPECT_GT(gathered, 0);
   EXPECT_LT(moba_max_abs_diff(dk, dk_oracle), 1e-12);
   EXPECT_GT(dk.abs().sum().item<double>(), 0.0);
+}
+
+INSTANTIATE_TEST_SUITE_P(CausalAndNot, MobaKeyBlocksTest, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "causal" : "not_causal"; });
+
+TEST(MobaKeyBlocks, ManyCopiesOfOnePartialBlockSumInOrder) {
+  const MobaKeyBlocks blocks = test::many_copies_of_one_block();
+  EXPECT_EQ(test::key_rows_of(blocks).ge(0).all().item<bool>(), true);
+  const at::Tensor k = at::randn({40, 2, 3}, at::kDouble);
+  EXPECT_TRUE(at::equal(gather_key_blocks(k, blocks),
+                        k.view({-1, 3}).index_select(0, test::key_rows_of(blocks)).unsqueeze(1)));
+  const at::Tensor grad = at::randn({blocks.gathered_rows, 1, 3}, at::kDouble);
+  at::Tensor dk = at::zeros_like(k), oracle = at::zeros_like(k);
+  add_key_block_grads(dk, grad, blocks);
+  oracle.view({-1, 3}).index_add_(0, test::key_rows_of(blocks), grad.squeeze(1));
+  EXPECT_LT(moba_max_abs_diff(dk, oracle), 1e-12);
+  EXPECT_EQ(blocks.runs.numel(), 3) << "two sources";
+  // Keys of another call are refused: the kernels do not bound-check each entry.
+  EXPECT_THROW(gather_key_blocks(at::randn({39, 2, 3}, at::kDouble), blocks), c10::Error);
 }
 
 }  // namespace

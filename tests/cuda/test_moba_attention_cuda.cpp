@@ -17,6 +17,7 @@
 #include "kernels/attention/moba_layout.h"
 #include "kernels/attention/moba_reference.h"
 #include "kernels/attention/moba_varlen_attention.h"
+#include "tests/cpu/test_moba_support.h"
 
 namespace sb {
 namespace {
@@ -177,16 +178,17 @@ TEST(MobaCuda, KeyBlockGatherAndGradientSumEqualTheCpuBitwise) {
         moba_varlen_plan(layout, routing, 6, 2, dim, 2, params.scale, /*bytes per chunk=*/1 << 14);
     ASSERT_GT(plan.chunks.size(), 1u);
     const at::Tensor k_typed = k.to(dtype);
-    // A view one element in: no copy width above the element survives the misalignment.
-    const at::Tensor storage = at::randn({k.numel() + 1}).to(dtype);
+    // A view one element into a device buffer: no copy width above the element survives
+    // the misalignment.
+    const at::Tensor storage = at::randn({k.numel() + 1}).to(dtype).cuda();
     const at::Tensor k_shifted = storage.narrow(0, 1, k.numel()).view(k.sizes());
-    k_shifted.copy_(k_typed);
+    k_shifted.copy_(k_typed.cuda());
     at::Tensor dk_cpu = at::zeros(k.sizes(), at::kFloat), dk_gpu = dk_cpu.cuda(), dk_again = dk_gpu.clone();
     for (const MobaVarlenChunk& chunk : plan.chunks) {
       const MobaKeyBlocks device_keys = on_cuda(chunk.key_blocks);
       const at::Tensor expected = gather_key_blocks(k_typed, chunk.key_blocks);
       EXPECT_TRUE(at::equal(gather_key_blocks(k_typed.cuda(), device_keys).cpu(), expected)) << dim;
-      EXPECT_TRUE(at::equal(gather_key_blocks(k_shifted.cuda(), device_keys).cpu(), expected)) << dim;
+      EXPECT_TRUE(at::equal(gather_key_blocks(k_shifted, device_keys).cpu(), expected)) << dim;
       const at::Tensor grad = at::randn({chunk.key_blocks.gathered_rows, 1, dim}).to(dtype);
       add_key_block_grads(dk_cpu, grad, chunk.key_blocks);
       add_key_block_grads(dk_gpu, grad.cuda(), device_keys);
@@ -196,6 +198,20 @@ TEST(MobaCuda, KeyBlockGatherAndGradientSumEqualTheCpuBitwise) {
     EXPECT_TRUE(at::equal(dk_gpu, dk_again)) << dim;
     EXPECT_GT(dk_cpu.abs().sum().item<double>(), 0.0);
   }
+}
+
+TEST(MobaCuda, ManyCopiesOfOnePartialBlockEqualTheCpuBitwise) {
+  // 300 entries of one partial block: the gradient sum stages its rows in several
+  // batches and leaves the tiles past the block's 8 keys idle.
+  const MobaKeyBlocks blocks = test::many_copies_of_one_block();
+  const MobaKeyBlocks device_keys = on_cuda(blocks);
+  const at::Tensor k = at::randn({40, 2, 64}).to(at::kBFloat16);
+  EXPECT_TRUE(at::equal(gather_key_blocks(k.cuda(), device_keys).cpu(), gather_key_blocks(k, blocks)));
+  const at::Tensor grad = at::randn({blocks.gathered_rows, 1, 64}).to(at::kBFloat16);
+  at::Tensor dk_cpu = at::randn({40, 2, 64}), dk_gpu = dk_cpu.cuda();
+  add_key_block_grads(dk_cpu, grad, blocks);
+  add_key_block_grads(dk_gpu, grad.cuda(), device_keys);
+  EXPECT_TRUE(at::equal(dk_gpu.cpu(), dk_cpu)) << max_abs_diff(dk_gpu, dk_cpu);
 }
 
 TEST(MobaCuda, DecodingThroughTheBackendMatchesTheReference) {
