@@ -33,9 +33,12 @@ struct SimulateFlags {
 // Times simulate_iteration (data + planner + event simulation) per run; writes nothing.
 int bench(const Manifest& manifest, const SimulateFlags& flags, const RunManifestOptions& options) {
   if (std::string warning = debug_build_warning(); !warning.empty()) std::cout << warning << "\n";
+  // The same fitted values as `simulate` (noise and overhead change the simulated time).
+  const std::vector<RunSpec> runs = simulated_runs(manifest, options, std::cout);
+  std::cout.flush();
   std::printf("| run | ranks (dp x pp x tp) | micro-batches | iteration ms (simulated) | wall ms / iteration "
               "(median) | planner ms | event simulation ms |\n|---|---|---|---|---|---|---|\n");
-  for (const RunSpec& run : select_runs(manifest, options)) {
+  for (const RunSpec& run : runs) {
     const Manifest& m = run.manifest;
     const Qwen2Config& config = qwen2_preset(m.model.preset);
     const int64_t longest =

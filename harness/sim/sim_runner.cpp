@@ -152,30 +152,31 @@ json simulation_context(const RunSpec& run, const SimulateOptions& options, cons
   return context;
 }
 
-}  // namespace
+// The runs of a manifest with the models fitted to measured runs (simulation.*.fit_from)
+// written into their manifests, each fitted once per source (coverage: results folder and
+// block size; latency noise and iteration overhead: results folder). Done before any
+// decision, so that the resolved manifests carry the values the runs use. The fits live
+// in the maps; of_run points into them (std::map nodes stay put when the struct moves).
+struct FittedRuns {
+  std::vector<RunSpec> runs;
+  std::map<std::pair<std::string, int64_t>, CoverageFit> coverage;
+  std::map<std::string, LatencyNoiseFit> noise;
+  std::map<std::string, IterationOverheadFit> overhead;
+  std::map<std::string, RunFits> of_run;
+};
 
-ClusterSection simulation_cluster(const Manifest& m) { return m.cluster ? *m.cluster : cluster_preset("h200"); }
-
-RunManifestResult simulate_manifest(const Manifest& manifest, const SimulateOptions& options, std::ostream& log) {
-  RunManifestResult result;
-  result.manifest_dir = options.run.results_root / manifest.name;
-  std::vector<RunSpec> runs = select_runs(manifest, options.run);
-  // The models fitted to measured runs, each once per source (coverage: results folder
-  // and block size; latency noise and iteration overhead: results folder), before any
-  // decision, so that the resolved manifests carry the values the runs use.
-  std::map<std::pair<std::string, int64_t>, CoverageFit> coverage_fits;
-  std::map<std::string, LatencyNoiseFit> noise_fits;
-  std::map<std::string, IterationOverheadFit> overhead_fits;
-  std::map<std::string, RunFits> fits_of_run;
-  const std::string manifest_file = options.run.manifest_file.string();
-  for (RunSpec& run : runs) {
+FittedRuns fit_runs(const Manifest& manifest, const RunManifestOptions& options, std::ostream& log) {
+  FittedRuns out;
+  out.runs = select_runs(manifest, options);
+  const std::string manifest_file = options.manifest_file.string();
+  for (RunSpec& run : out.runs) {
     if (!run.manifest.simulation) continue;
     SimulationSection& simulation = *run.manifest.simulation;
-    RunFits& fits = fits_of_run[run.name];
+    RunFits& fits = out.of_run[run.name];
     const AttentionSection& attention = run.manifest.methods.at(0).attention;
     if (!simulation.coverage.fit_from.empty() && attention.name == "moba") {
       const std::string& from = simulation.coverage.fit_from;
-      fits.coverage = &fitted_once(coverage_fits, std::make_pair(from, attention.block_size), [&] {
+      fits.coverage = &fitted_once(out.coverage, std::make_pair(from, attention.block_size), [&] {
         CoverageFit fit =
             fit_coverage_from_results(from, attention.block_size, manifest_file, "$.simulation.coverage.fit_from");
         log << "coverage exponent fitted to " << fit.points << " (micro-batch, layer) coverages of " << fit.runs.size()
@@ -186,7 +187,7 @@ RunManifestResult simulate_manifest(const Manifest& manifest, const SimulateOpti
     }
     if (!simulation.latency_noise.fit_from.empty()) {
       const std::string& from = simulation.latency_noise.fit_from;
-      fits.noise = &fitted_once(noise_fits, from, [&] {
+      fits.noise = &fitted_once(out.noise, from, [&] {
         LatencyNoiseFit fit = fit_latency_noise_from_results(from, manifest_file, "$.simulation.latency_noise.fit_from");
         log << "latency noise fitted to " << fit.microbatches << " micro-batches in " << fit.iterations
             << " iterations of " << fit.runs.size() << " measured runs under " << from << ": sigma = " << fit.sigma
@@ -197,7 +198,7 @@ RunManifestResult simulate_manifest(const Manifest& manifest, const SimulateOpti
     }
     if (!simulation.iteration_overhead.fit_from.empty()) {
       const std::string& from = simulation.iteration_overhead.fit_from;
-      fits.overhead = &fitted_once(overhead_fits, from, [&] {
+      fits.overhead = &fitted_once(out.overhead, from, [&] {
         IterationOverheadFit fit =
             fit_iteration_overhead_from_results(from, manifest_file, "$.simulation.iteration_overhead.fit_from");
         log << "iteration overhead fitted to " << fit.samples << " (iteration, DP rank) timelines of " << fit.runs.size()
@@ -207,6 +208,22 @@ RunManifestResult simulate_manifest(const Manifest& manifest, const SimulateOpti
       simulation.iteration_overhead.ms = fits.overhead->ms;
     }
   }
+  return out;
+}
+
+}  // namespace
+
+ClusterSection simulation_cluster(const Manifest& m) { return m.cluster ? *m.cluster : cluster_preset("h200"); }
+
+std::vector<RunSpec> simulated_runs(const Manifest& manifest, const RunManifestOptions& options, std::ostream& log) {
+  return fit_runs(manifest, options, log).runs;
+}
+
+RunManifestResult simulate_manifest(const Manifest& manifest, const SimulateOptions& options, std::ostream& log) {
+  RunManifestResult result;
+  result.manifest_dir = options.run.results_root / manifest.name;
+  FittedRuns fitted = fit_runs(manifest, options.run, log);
+  std::vector<RunSpec>& runs = fitted.runs;
   // Decide every run first, so that a conflict stops the command before anything runs.
   std::vector<RunDecision> decisions;
   for (const RunSpec& run : runs) {
@@ -236,7 +253,7 @@ RunManifestResult simulate_manifest(const Manifest& manifest, const SimulateOpti
     sim_options.fixed_plan_ms = options.fixed_plan_ms;
     RunSimulator sim(m, load_sim_profile(m, longest, options.profile), simulation_cluster(m), sim_options);
     prepare_run_folder(run_dir, decision, manifest_to_json(m),
-                       simulation_context(run, options, sim, fits_of_run[run.name]), log);
+                       simulation_context(run, options, sim, fitted.of_run[run.name]), log);
     RunFolderWriter writer(run_dir);
     const auto wall_start = std::chrono::steady_clock::now();
     for (int64_t it = 0; it < m.train.iterations; ++it) {

@@ -27,6 +27,10 @@ struct SimulateOptions {
 
 RunManifestResult simulate_manifest(const Manifest& manifest, const SimulateOptions& options, std::ostream& log);
 
+// The runs `simulate` would run (options.only), their simulation blocks carrying the
+// values fitted to measured runs (simulation.*.fit_from); the fits are reported to log.
+std::vector<RunSpec> simulated_runs(const Manifest& manifest, const RunManifestOptions& options, std::ostream& log);
+
 // The cluster a manifest's simulation uses: its cluster block, else the h200 preset.
 ClusterSection simulation_cluster(const Manifest& manifest);
 

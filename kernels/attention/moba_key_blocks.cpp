@@ -2,8 +2,8 @@
 
 #include <ATen/ATen.h>
 
-#include <initializer_list>
 #include <tuple>
+#include <vector>
 
 #ifdef SB_WITH_CUDA
 #include "kernels/attention/cuda/moba_key_blocks_cuda.h"
@@ -12,13 +12,16 @@
 namespace sb {
 namespace {
 
-void check_entries(const MobaKeyBlocks& blocks, const at::Tensor& keys, const char* what) {
+void check_entries(const MobaKeyBlocks& blocks, const at::Tensor& keys, const char* what,
+                   const MobaKeyBlockRuns* runs = nullptr) {
   TORCH_CHECK(blocks.entries.dim() == 2 && blocks.entries.size(1) == kKeyBlockFields &&
                   blocks.entries.scalar_type() == at::kLong && blocks.entries.is_contiguous(),
               what, ": entries must be contiguous int64 [E, ", int64_t{kKeyBlockFields}, "]");
-  for (const at::Tensor* t : {&blocks.entries, &blocks.order, &blocks.runs}) {
-    TORCH_CHECK(!t->defined() || t->device() == keys.device(), what, ": the key-block tables are on ",
-                t->device(), ", the keys on ", keys.device());
+  std::vector<const at::Tensor*> tables{&blocks.entries};
+  if (runs != nullptr) tables.insert(tables.end(), {&runs->order, &runs->runs});
+  for (const at::Tensor* t : tables) {
+    TORCH_CHECK(t->device() == keys.device(), what, ": the key-block tables are on ", t->device(),
+                ", the keys on ", keys.device());
   }
   TORCH_CHECK(keys.dim() == 3 && keys.is_contiguous(), what,
               ": keys must be contiguous [Tk, Hkv, D], got ", keys.sizes());
@@ -39,16 +42,15 @@ HostEntry host_entry(const int64_t* entries, int64_t e) {
 
 }  // namespace
 
-void moba_key_block_runs(MobaKeyBlocks& blocks, int64_t total_keys) {
+MobaKeyBlockRuns moba_key_block_runs(const MobaKeyBlocks& blocks) {
   const at::Tensor& entries = blocks.entries;
   const at::Tensor used = entries.select(1, kKeyBlockTokens).gt(0).nonzero().squeeze(1);
   const at::Tensor source = entries.index_select(0, used);
-  const at::Tensor key = source.select(1, kKeyBlockHead) * total_keys +
+  const at::Tensor key = source.select(1, kKeyBlockHead) * blocks.source_tokens +
                          source.select(1, kKeyBlockSource);
   const auto [sorted_key, permutation] = at::sort(key, /*stable=*/true, /*dim=*/0, false);
-  blocks.order = used.index_select(0, permutation);
   const at::Tensor counts = std::get<2>(at::unique_consecutive(sorted_key, false, true));
-  blocks.runs = at::cat({at::zeros({1}, counts.options()), counts.cumsum(0)});
+  return {used.index_select(0, permutation), at::cat({at::zeros({1}, counts.options()), counts.cumsum(0)})};
 }
 
 at::Tensor gather_key_blocks(const at::Tensor& x, const MobaKeyBlocks& blocks) {
@@ -73,8 +75,8 @@ at::Tensor gather_key_blocks(const at::Tensor& x, const MobaKeyBlocks& blocks) {
 }
 
 void add_key_block_grads(at::Tensor& into, const at::Tensor& gathered_grad,
-                         const MobaKeyBlocks& blocks) {
-  check_entries(blocks, into, "add_key_block_grads");
+                         const MobaKeyBlocks& blocks, const MobaKeyBlockRuns& runs) {
+  check_entries(blocks, into, "add_key_block_grads", &runs);
   const at::ScalarType acc =
       gathered_grad.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
   TORCH_CHECK(into.scalar_type() == acc, "add_key_block_grads: accumulates ",
@@ -88,19 +90,19 @@ void add_key_block_grads(at::Tensor& into, const at::Tensor& gathered_grad,
   const at::Tensor grad = gathered_grad.contiguous();
 #ifdef SB_WITH_CUDA
   if (into.is_cuda()) {
-    add_key_block_grads_cuda(into, grad, blocks);
+    add_key_block_grads_cuda(into, grad, blocks, runs);
     return;
   }
 #endif
   TORCH_CHECK(into.device().is_cpu(), "add_key_block_grads: no implementation for ",
               into.device());
   const int64_t* entries = blocks.entries.const_data_ptr<int64_t>();
-  const int64_t* order = blocks.order.const_data_ptr<int64_t>();
-  const int64_t* runs = blocks.runs.const_data_ptr<int64_t>();
-  for (int64_t r = 0; r + 1 < blocks.runs.numel(); ++r) {
-    const HostEntry first = host_entry(entries, order[runs[r]]);
+  const int64_t* order = runs.order.const_data_ptr<int64_t>();
+  const int64_t* bounds = runs.runs.const_data_ptr<int64_t>();
+  for (int64_t r = 0; r + 1 < runs.runs.numel(); ++r) {
+    const HostEntry first = host_entry(entries, order[bounds[r]]);
     at::Tensor sum = at::zeros({first.tokens, into.size(2)}, into.options());
-    for (int64_t i = runs[r]; i < runs[r + 1]; ++i) {
+    for (int64_t i = bounds[r]; i < bounds[r + 1]; ++i) {
       const HostEntry entry = host_entry(entries, order[i]);
       sum += grad.narrow(0, entry.target, entry.tokens).select(1, 0).to(acc);
     }

@@ -7,8 +7,9 @@
 // g = h / (Hq / Hkv), into consecutive rows of the gathered keys [rows, 1, D]. One entry per (row, selection slot) says which block goes
 // where. Copying by entry instead of by an index per key row lets the kernel read each
 // key row (D contiguous values, strided by Hkv in k) with wide loads and no index reads;
-// summing the gradients per source block (sorted once at plan time) replaces atomic
-// index_add and makes the key gradients bitwise repeatable.
+// summing the gradients per source block (entries sorted by source in the backward, the
+// only pass that needs it) replaces atomic index_add and makes the key gradients
+// bitwise repeatable.
 
 #include <ATen/core/Tensor.h>
 
@@ -27,17 +28,19 @@ enum MobaKeyBlockField : int64_t {
 
 struct MobaKeyBlocks {
   at::Tensor entries;  // int64 [E, kKeyBlockFields], on the device of k
-  // Used entries (tokens > 0) ordered by source (head, first key), ties by entry index:
-  // order int64 [U]; runs int64 [R + 1]: order[runs[r] .. runs[r + 1]) share one source.
-  at::Tensor order, runs;
   int64_t gathered_rows = 0;  // rows of the gathered keys
   int64_t max_tokens = 0;     // no block has more keys (the layout's block size)
   int64_t source_tokens = 0;  // Tk and Hkv of the k / v the entries index (checked on use:
   int64_t source_heads = 0;   // the kernels do not bound-check each entry)
 };
 
-// Fills order and runs from entries; total_keys = k.size(0).
-void moba_key_block_runs(MobaKeyBlocks& blocks, int64_t total_keys);
+// The used entries (tokens > 0) ordered by source (head, first key), ties by entry index:
+// order int64 [U]; runs int64 [R + 1]: order[runs[r] .. runs[r + 1]) share one source.
+// On the entries' device; waits for it once (the number of used entries).
+struct MobaKeyBlockRuns {
+  at::Tensor order, runs;
+};
+MobaKeyBlockRuns moba_key_block_runs(const MobaKeyBlocks& blocks);
 
 // x [Tk, Hkv, D] contiguous -> [gathered_rows, 1, D]: the entries' blocks, each at its
 // target rows. Every gathered row belongs to exactly one used entry.
@@ -45,8 +48,8 @@ at::Tensor gather_key_blocks(const at::Tensor& x, const MobaKeyBlocks& blocks);
 
 // into [Tk, Hkv, D] (float for half, bfloat16 and float gradients, double for double)
 // += the gradient of the gathered rows, gathered_grad [gathered_rows, 1, D], summed per
-// source block in `order` before it is added: the same sums on every run.
+// source block in the runs' order before it is added: the same sums on every run.
 void add_key_block_grads(at::Tensor& into, const at::Tensor& gathered_grad,
-                         const MobaKeyBlocks& blocks);
+                         const MobaKeyBlocks& blocks, const MobaKeyBlockRuns& runs);
 
 }  // namespace sb

@@ -154,8 +154,9 @@ class MobaVarlenFunction : public torch::autograd::Function<MobaVarlenFunction> 
                        plan.scale, state->chunk_forwards[c]);
       // Each (query, head) is in one row of one chunk: no two sources share a dq row.
       dq.index_add_(0, chunk.q_index, dq_g.to(acc).view({-1, dim}));
-      add_key_block_grads(dk, dk_g, chunk.key_blocks);
-      add_key_block_grads(dv, dv_g, chunk.key_blocks);
+      const MobaKeyBlockRuns runs = moba_key_block_runs(chunk.key_blocks);
+      add_key_block_grads(dk, dk_g, chunk.key_blocks, runs);
+      add_key_block_grads(dv, dv_g, chunk.key_blocks, runs);
     }
     return {dq.view(q.sizes()).to(q.scalar_type()), dk.to(k.scalar_type()),
             dv.to(v.scalar_type()), at::Tensor(), at::Tensor()};
@@ -185,7 +186,6 @@ void moba_build_varlen_indices(const at::Tensor& selected, const at::Tensor& tab
                                    int_tensor_on(cu_q, at::kLong, selected.device()),
                                    int_tensor_on(cu_k, at::kLong, selected.device()), q_heads,
                                    kv_heads, chunk.q_index, keys.entries);
-    moba_key_block_runs(keys, total_keys);
     return;
   }
 #endif
@@ -216,7 +216,6 @@ void moba_build_varlen_indices(const at::Tensor& selected, const at::Tensor& tab
       offset += key_block[kMobaKeyLen];
     }
   }
-  moba_key_block_runs(keys, total_keys);
 }
 
 MobaVarlenPlan moba_varlen_plan(const MobaLayout& layout, const MobaRouting& routing,

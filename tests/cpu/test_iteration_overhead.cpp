@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
@@ -177,6 +178,20 @@ TEST(SimulatorAgainstTheH100, HeldOutInvocationPerMethod) {
     EXPECT_LT(std::abs(method.at("median_iter_ms").at("relative_error").get<double>()), 0.10);
     EXPECT_LT(std::abs(method.at("mean_bubble_fraction").at("relative_error").get<double>()), 0.25);
   }
+  // --bench simulates with the same fitted values: its baseline iteration 1 is the record's.
+  const test::CommandResult bench = test::run_command(test::sparsebalance_binary() + " simulate " + source +
+                                                      "/experiments/sim/table1-gpu1-sim.json --bench "
+                                                      "--bench-iterations 2 --only baseline 2>&1");
+  ASSERT_EQ(bench.exit_code, 0) << bench.output;
+  EXPECT_NE(bench.output.find("iteration overhead fitted"), std::string::npos) << bench.output;
+  std::ifstream records(out / "table1-gpu1-sim" / "baseline" / "records.jsonl");
+  std::string line;
+  std::getline(records, line);
+  std::getline(records, line);
+  char expected_row[64];
+  std::snprintf(expected_row, sizeof(expected_row), "| baseline | 1 (1 x 1 x 1) | %zu | %.1f |",
+                json::parse(line).at("microbatch_ms").size(), json::parse(line).at("iter_ms").get<double>());
+  EXPECT_NE(bench.output.find(expected_row), std::string::npos) << expected_row << "\n" << bench.output;
   fs::remove_all(out);
 }
 

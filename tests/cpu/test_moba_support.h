@@ -109,7 +109,6 @@ inline MobaKeyBlocks many_copies_of_one_block() {
   blocks.max_tokens = 16;
   blocks.source_tokens = 40;
   blocks.source_heads = 2;
-  moba_key_block_runs(blocks, 40);
   return blocks;
 }
 

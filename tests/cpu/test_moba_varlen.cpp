@@ -167,8 +167,9 @@ TEST(MobaVarlenPlan, IndicesGatherTheSelectedBlocksOfEachRow) {
             (std::vector<int64_t>{0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,  //
                                   0, 4, 4, 0, 4, 4, 8, 0, 0, 0, 0, 0}));
   EXPECT_EQ(keys.gathered_rows, 12);
-  EXPECT_EQ(host_offsets(keys.order), (std::vector<int64_t>{0, 3, 4}));  // block 0 twice, then 1
-  EXPECT_EQ(host_offsets(keys.runs), (std::vector<int64_t>{0, 2, 3}));
+  const MobaKeyBlockRuns runs = moba_key_block_runs(keys);
+  EXPECT_EQ(host_offsets(runs.order), (std::vector<int64_t>{0, 3, 4}));  // block 0 twice, then 1
+  EXPECT_EQ(host_offsets(runs.runs), (std::vector<int64_t>{0, 2, 3}));
   const at::Tensor key_rows = at::tensor(std::vector<int64_t>{0, 1, 2, 3, 0, 1, 2, 3, 4, 5, 6, 7});
   EXPECT_TRUE(at::equal(gather_key_blocks(in.k, keys), in.k.index_select(0, key_rows)));
   EXPECT_EQ(host_offsets(plan.self_cu_q), (std::vector<int64_t>{0, 4, 8, 12}));
@@ -200,7 +201,7 @@ TEST_P(MobaKeyBlocksTest, GatherAndGradientSumMatchRowIndexing) {
     const at::Tensor by_rows = in.k.view({-1, dim}).index_select(0, rows).unsqueeze(1);
     EXPECT_TRUE(at::equal(gather_key_blocks(in.k, chunk.key_blocks), by_rows));
     const at::Tensor grad = at::randn({rows.size(0), 1, dim}, at::kDouble);
-    add_key_block_grads(dk, grad, chunk.key_blocks);
+    add_key_block_grads(dk, grad, chunk.key_blocks, moba_key_block_runs(chunk.key_blocks));
     dk_oracle.view({-1, dim}).index_add_(0, rows, grad.squeeze(1));
     gathered += rows.size(0);
   }
@@ -220,10 +221,11 @@ TEST(MobaKeyBlocks, ManyCopiesOfOnePartialBlockSumInOrder) {
                         k.view({-1, 3}).index_select(0, test::key_rows_of(blocks)).unsqueeze(1)));
   const at::Tensor grad = at::randn({blocks.gathered_rows, 1, 3}, at::kDouble);
   at::Tensor dk = at::zeros_like(k), oracle = at::zeros_like(k);
-  add_key_block_grads(dk, grad, blocks);
+  const MobaKeyBlockRuns runs = moba_key_block_runs(blocks);
+  add_key_block_grads(dk, grad, blocks, runs);
   oracle.view({-1, 3}).index_add_(0, test::key_rows_of(blocks), grad.squeeze(1));
   EXPECT_LT(moba_max_abs_diff(dk, oracle), 1e-12);
-  EXPECT_EQ(blocks.runs.numel(), 3) << "two sources";
+  EXPECT_EQ(runs.runs.numel(), 3) << "two sources";
   // Keys of another call are refused: the kernels do not bound-check each entry.
   EXPECT_THROW(gather_key_blocks(at::randn({39, 2, 3}, at::kDouble), blocks), c10::Error);
 }

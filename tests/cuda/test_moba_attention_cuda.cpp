@@ -148,8 +148,9 @@ TEST(MobaCuda, VarlenIndicesMatchTheHostBuilder) {
     EXPECT_TRUE(at::equal(host.chunks[c].q_index, device.chunks[c].q_index.cpu())) << c;
     const MobaKeyBlocks &h = host.chunks[c].key_blocks, &d = device.chunks[c].key_blocks;
     EXPECT_TRUE(at::equal(h.entries, d.entries.cpu())) << c;
-    EXPECT_TRUE(at::equal(h.order, d.order.cpu())) << c;
-    EXPECT_TRUE(at::equal(h.runs, d.runs.cpu())) << c;
+    const MobaKeyBlockRuns hr = moba_key_block_runs(h), dr = moba_key_block_runs(d);
+    EXPECT_TRUE(at::equal(hr.order, dr.order.cpu())) << c;
+    EXPECT_TRUE(at::equal(hr.runs, dr.runs.cpu())) << c;
     EXPECT_EQ(h.gathered_rows, d.gathered_rows) << c;
   }
 }
@@ -157,8 +158,6 @@ TEST(MobaCuda, VarlenIndicesMatchTheHostBuilder) {
 MobaKeyBlocks on_cuda(const MobaKeyBlocks& keys) {
   MobaKeyBlocks out = keys;
   out.entries = keys.entries.cuda();
-  out.order = keys.order.cuda();
-  out.runs = keys.runs.cuda();
   return out;
 }
 
@@ -190,9 +189,10 @@ TEST(MobaCuda, KeyBlockGatherAndGradientSumEqualTheCpuBitwise) {
       EXPECT_TRUE(at::equal(gather_key_blocks(k_typed.cuda(), device_keys).cpu(), expected)) << dim;
       EXPECT_TRUE(at::equal(gather_key_blocks(k_shifted, device_keys).cpu(), expected)) << dim;
       const at::Tensor grad = at::randn({chunk.key_blocks.gathered_rows, 1, dim}).to(dtype);
-      add_key_block_grads(dk_cpu, grad, chunk.key_blocks);
-      add_key_block_grads(dk_gpu, grad.cuda(), device_keys);
-      add_key_block_grads(dk_again, grad.cuda(), device_keys);
+      const MobaKeyBlockRuns device_runs = moba_key_block_runs(device_keys);
+      add_key_block_grads(dk_cpu, grad, chunk.key_blocks, moba_key_block_runs(chunk.key_blocks));
+      add_key_block_grads(dk_gpu, grad.cuda(), device_keys, device_runs);
+      add_key_block_grads(dk_again, grad.cuda(), device_keys, device_runs);
     }
     EXPECT_TRUE(at::equal(dk_gpu.cpu(), dk_cpu)) << dim << " max diff " << max_abs_diff(dk_gpu, dk_cpu);
     EXPECT_TRUE(at::equal(dk_gpu, dk_again)) << dim;
@@ -209,8 +209,8 @@ TEST(MobaCuda, ManyCopiesOfOnePartialBlockEqualTheCpuBitwise) {
   EXPECT_TRUE(at::equal(gather_key_blocks(k.cuda(), device_keys).cpu(), gather_key_blocks(k, blocks)));
   const at::Tensor grad = at::randn({blocks.gathered_rows, 1, 64}).to(at::kBFloat16);
   at::Tensor dk_cpu = at::randn({40, 2, 64}), dk_gpu = dk_cpu.cuda();
-  add_key_block_grads(dk_cpu, grad, blocks);
-  add_key_block_grads(dk_gpu, grad.cuda(), device_keys);
+  add_key_block_grads(dk_cpu, grad, blocks, moba_key_block_runs(blocks));
+  add_key_block_grads(dk_gpu, grad.cuda(), device_keys, moba_key_block_runs(device_keys));
   EXPECT_TRUE(at::equal(dk_gpu.cpu(), dk_cpu)) << max_abs_diff(dk_gpu, dk_cpu);
 }
 

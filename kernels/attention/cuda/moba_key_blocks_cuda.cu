@@ -116,24 +116,24 @@ void gather_key_blocks_cuda(const at::Tensor& x, const MobaKeyBlocks& blocks, at
 }
 
 void add_key_block_grads_cuda(at::Tensor& into, const at::Tensor& gathered_grad,
-                              const MobaKeyBlocks& blocks) {
-  const int64_t runs = blocks.runs.numel() - 1;
-  if (runs <= 0) return;
-  TORCH_CHECK(runs <= 0x7fffffff, "add_key_block_grads_cuda: too many source blocks");
+                              const MobaKeyBlocks& blocks, const MobaKeyBlockRuns& runs) {
+  const int64_t sources = runs.runs.numel() - 1;
+  if (sources <= 0) return;
+  TORCH_CHECK(sources <= 0x7fffffff, "add_key_block_grads_cuda: too many source blocks");
   const c10::cuda::CUDAGuard guard(into.device());
   const int64_t dim = into.size(2);
   const int64_t tiles = (blocks.max_tokens * dim + kThreads - 1) / kThreads;
   TORCH_CHECK(tiles <= 65535, "add_key_block_grads_cuda: blocks of ", blocks.max_tokens,
               " keys x head_dim ", dim, " exceed the grid's 65535 tiles of ", kThreads);
-  const dim3 grid(static_cast<unsigned int>(runs), static_cast<unsigned int>(tiles));
+  const dim3 grid(static_cast<unsigned int>(sources), static_cast<unsigned int>(tiles));
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::kHalf, at::kBFloat16, gathered_grad.scalar_type(), "add_key_block_grads_cuda", [&] {
         using acc_t = at::opmath_type<scalar_t>;
         add_key_block_grads_kernel<scalar_t, acc_t>
             <<<grid, kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
                 into.mutable_data_ptr<acc_t>(), gathered_grad.const_data_ptr<scalar_t>(),
-                blocks.entries.const_data_ptr<int64_t>(), blocks.order.const_data_ptr<int64_t>(),
-                blocks.runs.const_data_ptr<int64_t>(), into.size(1), dim);
+                blocks.entries.const_data_ptr<int64_t>(), runs.order.const_data_ptr<int64_t>(),
+                runs.runs.const_data_ptr<int64_t>(), into.size(1), dim);
         C10_CUDA_KERNEL_LAUNCH_CHECK();
       });
 }

@@ -13,6 +13,6 @@ void gather_key_blocks_cuda(const at::Tensor& x, const MobaKeyBlocks& blocks, at
 
 // into [Tk, Hkv, D] contiguous (float or double), gathered_grad [gathered_rows, 1, D].
 void add_key_block_grads_cuda(at::Tensor& into, const at::Tensor& gathered_grad,
-                              const MobaKeyBlocks& blocks);
+                              const MobaKeyBlocks& blocks, const MobaKeyBlockRuns& runs);
 
 }  // namespace sb
