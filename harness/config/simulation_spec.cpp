@@ -126,8 +126,9 @@ SimulationSection parse_simulation_section(const json& j, const std::string& pat
   if (const json* noise = r.optional_value("latency_noise")) {
     JsonObjectReader n(*noise, r.child_path("latency_noise"), file);
     s.latency_noise.sigma = n.optional<double>("sigma", s.latency_noise.sigma);
-    // With fit_from, `simulate` replaces sigma by the fit (a resolved manifest carries
-    // both: the folder and the sigma fitted from it).
+    s.latency_noise.rank_sigma = n.optional<double>("rank_sigma", s.latency_noise.rank_sigma);
+    // With fit_from, `simulate` replaces sigma and rank_sigma by the fit (a resolved
+    // manifest carries both: the folder and the values fitted from it).
     if (n.optional_value("fit_from") != nullptr) {
       s.latency_noise.fit_from = resolve_manifest_path(file, n.required<std::string>("fit_from"));
     }
@@ -135,6 +136,11 @@ SimulationSection parse_simulation_section(const json& j, const std::string& pat
     n.expect(std::isfinite(s.latency_noise.sigma) && s.latency_noise.sigma >= 0 && s.latency_noise.sigma <= 2,
              "sigma", "must be in [0, 2]",
              "e.g. 0.08 (the standard deviation of log(measured / predicted) micro-batch time), or fit_from");
+    n.expect(std::isfinite(s.latency_noise.rank_sigma) && s.latency_noise.rank_sigma >= 0 &&
+                 s.latency_noise.rank_sigma <= 2,
+             "rank_sigma", "must be in [0, 2]",
+             "e.g. 0.05 (the standard deviation of the log factor a DP rank's micro-batches share in one "
+             "iteration), or fit_from");
   }
   if (const json* overhead = r.optional_value("iteration_overhead")) {
     JsonObjectReader o(*overhead, r.child_path("iteration_overhead"), file);
@@ -177,6 +183,8 @@ json simulation_section_to_json(const SimulationSection& s) {
          {"optimizer_ms", s.optimizer_ms}};
   if (s.latency_noise.enabled()) {
     j["latency_noise"] = {{"sigma", s.latency_noise.sigma}};
+    // Only when set, so that resolved manifests from before the rank term read the same.
+    if (s.latency_noise.rank_sigma > 0) j["latency_noise"]["rank_sigma"] = s.latency_noise.rank_sigma;
     if (!s.latency_noise.fit_from.empty()) j["latency_noise"]["fit_from"] = s.latency_noise.fit_from;
   }
   if (s.iteration_overhead.enabled()) {

@@ -12,7 +12,7 @@
 //                                           "attention_efficiency": 0.3}}
 //                             | {"file": "profiles/cpu.json"},
 //                  "coverage": {"model": "zipf", "exponent": 1.0 | "fit_from": "results dir"},
-//                  "latency_noise": {"sigma": 0.08 | "fit_from": "results dir"},
+//                  "latency_noise": {"sigma": 0.08, "rank_sigma": 0.05 | "fit_from": "results dir"},
 //                  "iteration_overhead": {"ms": 25 | "fit_from": "results dir"},
 //                  "forward_fraction": 0.3333,
 //                  "optimizer_ms": -1}
@@ -76,12 +76,13 @@ struct CoverageSection {
 // (harness/sim/latency_noise.h). Absent from the manifest: sigma 0, every micro-batch
 // takes exactly its prediction.
 struct LatencyNoiseSection {
-  double sigma = 0;
+  double sigma = 0;       // each micro-batch's own scatter
+  double rank_sigma = 0;  // shared by a DP rank's micro-batches in one iteration
   // A results folder of measured runs (absolute once resolved): when set, `simulate`
-  // fits sigma to their predicted and measured micro-batch times
-  // (harness/sim/latency_noise_fit.h) and uses it instead of `sigma`.
+  // fits sigma and rank_sigma to their predicted and measured micro-batch times
+  // (harness/sim/latency_noise_fit.h) and uses them instead of the given values.
   std::string fit_from;
-  bool enabled() const { return sigma > 0 || !fit_from.empty(); }
+  bool enabled() const { return sigma > 0 || rank_sigma > 0 || !fit_from.empty(); }
 };
 
 // What a rank spends per iteration outside its micro-batches' compute and the

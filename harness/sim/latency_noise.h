@@ -4,12 +4,19 @@
 // its prediction, so a plan balanced on predictions has no DP wait at all, while real
 // ranks wait for each other by whatever the predictions missed.
 //
-// Model: micro-batch m of DP rank d in iteration i computes for prediction x exp(sigma z)
-// on every stage, z standard normal. The factor's median is 1 (its mean exp(sigma^2 / 2):
-// 1.005 at sigma 0.1), matching the fit (latency_noise_fit.h), which measures the scatter
-// of log(measured / predicted) around each iteration's own mean. z comes from a
-// counter-based generator keyed by (seed, i, d, m): the same seed gives the same
-// factors whatever order micro-batches are simulated in.
+// Model: micro-batch m of DP rank d in iteration i computes for
+//   prediction x exp(sigma z_idm + rank_sigma z_id)
+// on every stage, z standard normal: z_idm is the micro-batch's own scatter, z_id one draw
+// the DP rank's micro-batches share in that iteration (a rank slowed for a while by what
+// else runs on its cores, or by its clocks). The second term is what makes a rank's sum
+// of micro-batches miss its prediction by more than independent scatter would: with n
+// micro-batches per rank, independent scatter alone moves the sum by about sigma /
+// sqrt(n), the shared draw by rank_sigma whatever n is. The factor's median is 1 (its mean
+// exp((sigma^2 + rank_sigma^2) / 2)), matching the fit (latency_noise_fit.h), which
+// measures scatter around each iteration's own mean. The draws come from a counter-based
+// generator keyed by (seed, i, d, m) and (seed, i, d) in separate key domains: the same
+// seed gives the same factors whatever order micro-batches are simulated in, and
+// rank_sigma 0 gives exactly the factors of the micro-batch term alone.
 
 #include <cstdint>
 
@@ -17,13 +24,14 @@ namespace sb {
 
 class LatencyNoise {
  public:
-  // sigma >= 0 (0: no noise, every factor is exactly 1).
-  LatencyNoise(double sigma, uint64_t seed);
+  // sigma, rank_sigma >= 0 (both 0: no noise, every factor is exactly 1).
+  LatencyNoise(double sigma, double rank_sigma, uint64_t seed);
 
   double factor(int64_t iteration, int64_t dp_rank, int64_t microbatch) const;
 
  private:
   double sigma_;
+  double rank_sigma_;
   uint64_t seed_;
 };
 

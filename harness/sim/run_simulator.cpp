@@ -73,7 +73,7 @@ RunSimulator::RunSimulator(const Manifest& m, SimProfile profile, ClusterSection
       cluster_(std::move(cluster), m.parallelism.dp, m.parallelism.pp, m.parallelism.tp),
       options_(options),
       simulation_(m.simulation ? *m.simulation : SimulationSection{}),
-      noise_(simulation_.latency_noise.sigma, static_cast<uint64_t>(m.seed)) {
+      noise_(simulation_.latency_noise.sigma, simulation_.latency_noise.rank_sigma, static_cast<uint64_t>(m.seed)) {
   const Qwen2Config& config = qwen2_preset(m.model.preset);
   dataset_ = make_dataset(m.data, m.seed, config.vocab_size, m.train.max_tokens_per_microbatch);
   planner_ = std::make_unique<BatchPlanner>(method_planner_options(m, m.parallelism.dp), profile_.predictor);

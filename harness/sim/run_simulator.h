@@ -17,8 +17,9 @@
 //   stage transfer      = alpha-beta of T x hidden x act_bytes / tp (sequence-parallel
 //                         shards; act_bytes 2 for bf16-mixed, 4 for fp32)
 //   latency noise       = every stage's compute of the micro-batch x the same factor
-//                         exp(sigma z) (latency_noise.h; sigma 0 unless the manifest's
-//                         simulation.latency_noise gives or fits one)
+//                         exp(sigma z + rank_sigma z_rank), z_rank shared by the DP
+//                         rank's micro-batches of the iteration (latency_noise.h; both 0
+//                         unless the manifest's simulation.latency_noise gives or fits them)
 //   DP all-reduce       = ring over dp of (trained parameters of the stage / tp) x 4 bytes
 //                         (fp32 gradients; LoRA: only the adapters)
 //   optimizer           = simulation.optimizer_ms, or AdamW's memory traffic: 28 bytes per

@@ -109,19 +109,29 @@ json simulation_context(const RunSpec& run, const SimulateOptions& options, cons
   const LatencyNoiseSection& noise = s.latency_noise;
   context["latency_noise"] = {
       {"sigma", noise.sigma},
-      {"definition", "each micro-batch computes for its prediction x exp(sigma z) on every stage, z standard normal "
-                     "keyed by (seed, iteration, DP rank, micro-batch) (harness/sim/latency_noise.h)"}};
+      {"rank_sigma", noise.rank_sigma},
+      {"definition", "micro-batch m of DP rank d in iteration i computes for its prediction x exp(sigma z_idm + "
+                     "rank_sigma z_id) on every stage, z standard normal keyed by (seed, i, d, m) and (seed, i, d) "
+                     "(harness/sim/latency_noise.h)"}};
   if (noise_fit != nullptr) {
+    const LatencyNoiseSums& sums = noise_fit->sums;
     context["latency_noise"]["sigma_from"] = {
-        {"kind", "fitted: pooled within-iteration scatter of log(measured / predicted) micro-batch time "
-                 "(harness/sim/latency_noise_fit.h)"},
+        {"kind", noise_fit->components.separable
+                     ? "fitted: mean absolute differences of log(measured / predicted) micro-batch time "
+                       "between micro-batches of one DP rank and iteration (sigma) and between the rank means "
+                       "of one iteration (rank_sigma), matched to the model's (harness/sim/latency_noise_fit.h)"
+                     : "fitted: mean absolute differences between the rank means of one iteration, all of it to "
+                       "sigma (no DP rank ran 2 micro-batches in one iteration, so the rank term cannot be told "
+                       "apart) (harness/sim/latency_noise_fit.h)"},
         {"results", noise.fit_from},
         {"runs", noise_fit->runs},
-        {"microbatches", noise_fit->microbatches},
-        {"iterations", noise_fit->iterations}};
+        {"microbatches", sums.microbatches},
+        {"iterations", sums.iterations},
+        {"microbatch_pairs_within_ranks", sums.within_pairs},
+        {"rank_pairs", sums.rank_pairs()}};
   } else {
     context["latency_noise"]["sigma_from"] = {
-        {"kind", noise.sigma > 0 ? "assumed (simulation.latency_noise.sigma)"
+        {"kind", noise.enabled() ? "assumed (simulation.latency_noise)"
                                  : "none: every micro-batch takes exactly its prediction"}};
   }
   json optimizer = s.optimizer_ms >= 0
@@ -189,12 +199,15 @@ FittedRuns fit_runs(const Manifest& manifest, const RunManifestOptions& options,
       const std::string& from = simulation.latency_noise.fit_from;
       fits.noise = &fitted_once(out.noise, from, [&] {
         LatencyNoiseFit fit = fit_latency_noise_from_results(from, manifest_file, "$.simulation.latency_noise.fit_from");
-        log << "latency noise fitted to " << fit.microbatches << " micro-batches in " << fit.iterations
-            << " iterations of " << fit.runs.size() << " measured runs under " << from << ": sigma = " << fit.sigma
-            << "\n";
+        log << "latency noise fitted to " << fit.sums.microbatches << " micro-batches in " << fit.sums.iterations
+            << " iterations of " << fit.runs.size() << " measured runs under " << from
+            << ": sigma = " << fit.components.sigma << " per micro-batch, rank_sigma = " << fit.components.rank_sigma
+            << " per DP rank and iteration"
+            << (fit.components.separable ? "" : " (not separable: one micro-batch per rank)") << "\n";
         return fit;
       });
-      simulation.latency_noise.sigma = fits.noise->sigma;
+      simulation.latency_noise.sigma = fits.noise->components.sigma;
+      simulation.latency_noise.rank_sigma = fits.noise->components.rank_sigma;
     }
     if (!simulation.iteration_overhead.fit_from.empty()) {
       const std::string& from = simulation.iteration_overhead.fit_from;

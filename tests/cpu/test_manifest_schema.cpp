@@ -112,7 +112,7 @@ std::vector<json> variant_manifests(const fs::path& dir) {
                 "inter_node": {"alpha_us": 8, "bandwidth_gbps": 200}, "memory_bandwidth_gbps": 30000,
                 "device": "h20"},
     "simulation": {"profile": {"analytic": {"device": "h200", "matmul_efficiency": 0.4, "attention_efficiency": 0.2}},
-                   "coverage": {"model": "zipf", "exponent": 0.8}, "latency_noise": {"sigma": 0.05, "fit_from": "/r"},
+                   "coverage": {"model": "zipf", "exponent": 0.8}, "latency_noise": {"sigma": 0.05, "rank_sigma": 0.03, "fit_from": "/r"},
                    "forward_fraction": 0.3, "optimizer_ms": 2}
   })");
   std::vector<json> variants{base};
