@@ -1,19 +1,16 @@
 // The simulator's iteration overhead (simulation.iteration_overhead) and its fit to
 // measured runs (harness/sim/iteration_overhead_fit.h): which timeline events, gaps,
 // iterations and pipeline stages the fit counts, its median by hand, the overhead ending every rank's
-// iteration in place of the optimizer model, the manifest block's checks; and the
-// simulator against the two runs measured on an H100 that the repository keeps
-// (experiments/measured/h100/), fitted to one invocation and checked against the other.
+// iteration in place of the optimizer model, the manifest block's checks. The fitted
+// simulator against kept measured runs: test_simulator_against_measured.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
 #include "harness/common/errors.h"
-#include "harness/common/atomic_file.h"
 #include "harness/config/manifest.h"
 #include "harness/sim/iteration_overhead_fit.h"
 #include "harness/sim/run_simulator.h"
@@ -156,43 +153,6 @@ TEST(SimulationManifest, IterationOverheadBlockIsCheckedAndRoundTrips) {
   const Manifest none = parse_manifest(overhead_manifest_json(), "m.json");
   EXPECT_FALSE(none.simulation->iteration_overhead.enabled());
   EXPECT_FALSE(manifest_to_json(none).at("simulation").contains("iteration_overhead"));
-}
-
-TEST(SimulatorAgainstTheH100, HeldOutInvocationPerMethod) {
-  // experiments/sim/table1-gpu1-sim.json fits the coverage exponent, the latency noise and
-  // the iteration overhead to one invocation of table1-gpu1 measured on an H100; the
-  // other invocation (same manifest, same profile, minutes later) was not fitted to.
-  // Per method: median iteration time within 10 %; mean bubble fraction (here almost all
-  // of it the iteration overhead, which itself moves by 20-30 % between runs of one
-  // invocation) within 25 %: without the fitted overhead it is 82-86 % low.
-  const fs::path out = test::fresh_temp_dir("sim_vs_h100");
-  const std::string source = SB_SOURCE_DIR;
-  const test::CommandResult r = test::run_command(
-      test::sparsebalance_binary() + " simulate " + source + "/experiments/sim/table1-gpu1-sim.json --results " +
-      out.string() + " --validate-against " + source + "/experiments/measured/h100/table1-gpu1-rerun 2>&1");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  const json v = json::parse(read_file(out / "table1-gpu1-sim" / "validation.json"));
-  ASSERT_EQ(v.at("methods").size(), 4u) << v.dump(2);
-  for (const json& method : v.at("methods")) {
-    SCOPED_TRACE(method.dump());
-    EXPECT_LT(std::abs(method.at("median_iter_ms").at("relative_error").get<double>()), 0.10);
-    EXPECT_LT(std::abs(method.at("mean_bubble_fraction").at("relative_error").get<double>()), 0.25);
-  }
-  // --bench simulates with the same fitted values: its baseline iteration 1 is the record's.
-  const test::CommandResult bench = test::run_command(test::sparsebalance_binary() + " simulate " + source +
-                                                      "/experiments/sim/table1-gpu1-sim.json --bench "
-                                                      "--bench-iterations 2 --only baseline 2>&1");
-  ASSERT_EQ(bench.exit_code, 0) << bench.output;
-  EXPECT_NE(bench.output.find("iteration overhead fitted"), std::string::npos) << bench.output;
-  std::ifstream records(out / "table1-gpu1-sim" / "baseline" / "records.jsonl");
-  std::string line;
-  std::getline(records, line);
-  std::getline(records, line);
-  char expected_row[64];
-  std::snprintf(expected_row, sizeof(expected_row), "| baseline | 1 (1 x 1 x 1) | %zu | %.1f |",
-                json::parse(line).at("microbatch_ms").size(), json::parse(line).at("iter_ms").get<double>());
-  EXPECT_NE(bench.output.find(expected_row), std::string::npos) << expected_row << "\n" << bench.output;
-  fs::remove_all(out);
 }
 
 }  // namespace

@@ -344,7 +344,8 @@ TEST(Manifest, CheckedInManifestsParse) {
     SCOPED_TRACE(entry.path().string());
     // schema/ holds the JSON Schema; profiles/ latency profiles: those runs measure on first
     // use (git-ignored) and, in profiles/gpu/, those kept as data, which must load.
-    // measured/ holds runs measured on GPUs, kept as data: their resolved manifests must load.
+    // measured/ holds runs measured on an H100 and on this CPU, kept as data: their resolved
+    // manifests and the profiles they used (the *-sim.json twins simulate with them) must load.
     const std::string top = std::filesystem::relative(entry.path(), root).begin()->string();
     if (top == "schema") continue;
     if (top == "measured") {
@@ -352,6 +353,7 @@ TEST(Manifest, CheckedInManifestsParse) {
         EXPECT_NO_THROW(load_manifest(entry.path()));
         ++measured;
       }
+      if (entry.path().filename() == "profile.json") EXPECT_NO_THROW(load_latency_profile(entry.path()));
       continue;
     }
     if (top == "profiles") {
@@ -364,7 +366,8 @@ TEST(Manifest, CheckedInManifestsParse) {
     EXPECT_NO_THROW(load_manifest(entry.path()));
   }
   EXPECT_GE(profiles, 1) << "experiments/profiles/gpu/ holds the H100 profile table1-gpu1.json names";
-  EXPECT_GE(measured, 4) << "experiments/measured/h100/ holds table1-gpu1's runs, which table1-gpu1-sim.json fits to";
+  EXPECT_GE(measured, 4 + 12 + 12) << "experiments/measured/ holds table1-gpu1's runs (h100/) and two invocations of "
+                                     "table1-cpu (cpu/), which table1-gpu1-sim.json and table1-cpu-sim.json fit to";
 }
 
 }  // namespace

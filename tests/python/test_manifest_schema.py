@@ -24,7 +24,7 @@ REGISTRY = Registry().with_resources(
     for schema in (json.loads(p.read_text()) for p in sorted(SCHEMA_DIR.glob("*.schema.json")))
 )
 # profiles/ holds latency profiles (measured on first use, or kept as data: profiles/gpu/);
-# measured/ holds runs measured on GPUs, kept as data. Neither holds manifests.
+# measured/ holds runs measured on an H100 and on this CPU, kept as data. Neither holds manifests.
 MANIFESTS = sorted(
     p for p in (REPO / "experiments").rglob("*.json") if not {"schema", "profiles", "measured"} & set(p.parts)
 )

@@ -1,0 +1,103 @@
+// The simulator against runs measured for real that the repository keeps
+// (experiments/measured/): each *-sim.json twin fits the coverage exponent, the latency
+// noise and the iteration overhead to one invocation of its measured manifest and is
+// checked here against another invocation it was not fitted to. The bounds are what the
+// simulator is shown to meet (docs/simulator.md); a change that moves a figure past one
+// is a change of the model to explain, not a threshold to relax.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/common/atomic_file.h"
+#include "tests/support/run_command.h"
+
+namespace sb {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+// `simulate experiments/sim/<sim_manifest>.json --validate-against experiments/measured/<against>`
+// into `out`; returns validation.json.
+json validate_kept(const fs::path& out, const std::string& sim_manifest, const std::string& against) {
+  const std::string source = SB_SOURCE_DIR;
+  const test::CommandResult r =
+      test::run_command(test::sparsebalance_binary() + " simulate " + source + "/experiments/sim/" + sim_manifest +
+                        ".json --results " + out.string() + " --validate-against " + source + "/experiments/measured/" +
+                        against + " 2>&1");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  return json::parse(read_file(out / sim_manifest / "validation.json"));
+}
+
+// One error figure of a method's row in validation.json.
+double validation_error(const json& method, const char* figure, const char* which = "relative_error") {
+  return method.at(figure).at(which).get<double>();
+}
+
+TEST(SimulatorAgainstTheH100, HeldOutInvocationPerMethod) {
+  // experiments/sim/table1-gpu1-sim.json fits the coverage exponent, the latency noise and
+  // the iteration overhead to one invocation of table1-gpu1 measured on an H100; the
+  // other invocation (same manifest, same profile, minutes later) was not fitted to.
+  // Per method: median iteration time within 10 %; mean bubble fraction (here almost all
+  // of it the iteration overhead, which itself moves by 20-30 % between runs of one
+  // invocation) within 25 %: without the fitted overhead it is 82-86 % low.
+  const fs::path out = test::fresh_temp_dir("sim_vs_h100");
+  const std::string source = SB_SOURCE_DIR;
+  const json v = validate_kept(out, "table1-gpu1-sim", "h100/table1-gpu1-rerun");
+  ASSERT_EQ(v.at("methods").size(), 4u) << v.dump(2);
+  for (const json& method : v.at("methods")) {
+    SCOPED_TRACE(method.dump());
+    EXPECT_LT(std::abs(validation_error(method, "median_iter_ms")), 0.10);
+    EXPECT_LT(std::abs(validation_error(method, "mean_bubble_fraction")), 0.25);
+  }
+  // --bench simulates with the same fitted values: its baseline iteration 1 is the record's.
+  const test::CommandResult bench = test::run_command(test::sparsebalance_binary() + " simulate " + source +
+                                                      "/experiments/sim/table1-gpu1-sim.json --bench "
+                                                      "--bench-iterations 2 --only baseline 2>&1");
+  ASSERT_EQ(bench.exit_code, 0) << bench.output;
+  EXPECT_NE(bench.output.find("iteration overhead fitted"), std::string::npos) << bench.output;
+  std::ifstream records(out / "table1-gpu1-sim" / "baseline" / "records.jsonl");
+  std::string line;
+  std::getline(records, line);
+  std::getline(records, line);
+  char expected_row[64];
+  std::snprintf(expected_row, sizeof(expected_row), "| baseline | 1 (1 x 1 x 1) | %zu | %.1f |",
+                json::parse(line).at("microbatch_ms").size(), json::parse(line).at("iter_ms").get<double>());
+  EXPECT_NE(bench.output.find(expected_row), std::string::npos) << expected_row << "\n" << bench.output;
+  fs::remove_all(out);
+}
+
+TEST(SimulatorAgainstTheCpu, HeldOutInvocationPerMethod) {
+  // experiments/sim/table1-cpu-sim.json fits to one invocation of table1-cpu measured on
+  // this kind of machine (2 shared cores, DP2 over Gloo); the other invocation ran an hour
+  // later with the same training code. Per method (median of the 2 seeds):
+  //   - iteration time at the measured run's compute speed within 10 % (the raw figure
+  //     moves with the VM's speed: the second invocation computed 13-25 % faster than the
+  //     profile and the first);
+  //   - mean bubble fraction (the DP wait) within 10 % for the data-order runs (baseline,
+  //     dst), whose wait is the plan's imbalance;
+  //   - for every method, within 0.03 of the iteration in absolute terms: the balanced runs'
+  //     wait (0.03-0.05 of the iteration) is the machine's scatter, which changed 2x between
+  //     invocations (fitted: sigma 0.083 / rank_sigma 0.062 on the first, 0.054 / 0.033 on
+  //     the second), so their relative error is not bounded here (docs/simulator.md).
+  const fs::path out = test::fresh_temp_dir("sim_vs_cpu");
+  const json v = validate_kept(out, "table1-cpu-sim", "cpu/table1-cpu-rerun");
+  ASSERT_EQ(v.at("methods").size(), 6u) << v.dump(2);
+  for (const json& method : v.at("methods")) {
+    SCOPED_TRACE(method.dump());
+    EXPECT_LT(std::abs(validation_error(method, "median_iter_ms", "relative_error_at_measured_speed")), 0.10);
+    EXPECT_LT(std::abs(validation_error(method, "mean_bubble_fraction", "absolute_error")), 0.03);
+    const std::string name = method.at("method").get<std::string>();
+    if (name == "baseline" || name == "dst") EXPECT_LT(std::abs(validation_error(method, "mean_bubble_fraction")), 0.10);
+  }
+  fs::remove_all(out);
+}
+
+}  // namespace
+}  // namespace sb
