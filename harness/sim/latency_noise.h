@@ -13,7 +13,8 @@
 // micro-batches per rank, independent scatter alone moves the sum by about sigma /
 // sqrt(n), the shared draw by rank_sigma whatever n is. The factor's median is 1 (its mean
 // exp((sigma^2 + rank_sigma^2) / 2)), matching the fit (latency_noise_fit.h), which
-// measures scatter around each iteration's own mean. The draws come from a counter-based
+// measures differences within a rank and iteration and between the rank means of one
+// iteration, and so never sees what moves a whole iteration. The draws come from a counter-based
 // generator keyed by (seed, i, d, m) and (seed, i, d) in separate key domains: the same
 // seed gives the same factors whatever order micro-batches are simulated in, and
 // rank_sigma 0 gives exactly the factors of the micro-batch term alone.

@@ -82,9 +82,11 @@ LatencyNoiseSums latency_noise_sums(const std::filesystem::path& records_file) {
     if (line.empty()) continue;
     const IterationRecord r = iteration_record_from_json(nlohmann::json::parse(line));
     if (r.warmup || r.microbatch_pred_ms.size() != r.microbatch_ms.size()) continue;
-    const bool ranks_recorded = r.microbatch_dp_rank.size() == r.microbatch_ms.size();
-    sums.add(latency_noise_sums(r.microbatch_ms, r.microbatch_pred_ms,
-                                ranks_recorded ? r.microbatch_dp_rank : std::vector<int64_t>{}));
+    // No ranks recorded (older records, one rank): one group. Ranks recorded for only some
+    // micro-batches: not to be guessed (pooling two ranks would count the rank term as
+    // micro-batch scatter), so the iteration is left out.
+    if (!r.microbatch_dp_rank.empty() && r.microbatch_dp_rank.size() != r.microbatch_ms.size()) continue;
+    sums.add(latency_noise_sums(r.microbatch_ms, r.microbatch_pred_ms, r.microbatch_dp_rank));
   }
   return sums;
 }
@@ -110,17 +112,16 @@ LatencyNoiseComponents latency_noise_components(const LatencyNoiseSums& sums) {
     throw std::invalid_argument("latency noise fit: no iteration with 2 predicted micro-batches");
   }
   LatencyNoiseComponents c;
-  if (rank_pairs == 0) {  // one rank: the within pairs alone
+  if (sums.within_pairs > 0) {
     c.sigma = std::sqrt(M_PI) / 2 * sums.within_abs_sum / static_cast<double>(sums.within_pairs);
-    return c;
   }
+  if (rank_pairs == 0) return c;  // one rank: the within pairs alone
   const double measured = sums.rank_abs_sum / static_cast<double>(rank_pairs);
   if (sums.within_pairs == 0) {  // sigma alone, from the rank pairs (linear in sigma)
     c.separable = false;
     c.sigma = measured / expected_rank_abs_mean(sums, 1.0, 0.0);
     return c;
   }
-  c.sigma = std::sqrt(M_PI) / 2 * sums.within_abs_sum / static_cast<double>(sums.within_pairs);
   if (expected_rank_abs_mean(sums, c.sigma, 0.0) >= measured) return c;
   // The expectation grows with rank_sigma, at least as sqrt(4 / pi) rank_sigma: the root
   // lies below measured x sqrt(pi) / 2 + 1e-12.
@@ -148,7 +149,7 @@ LatencyNoiseFit fit_latency_noise_from_results(const std::filesystem::path& resu
                           " with predicted micro-batch times (microbatch_pred_ms) in iterations of 2 or more "
                           "micro-batches",
                       "point it at the results of a `sparsebalance run` whose methods name a latency profile, or "
-                      "give sigma instead");
+                      "give sigma (and rank_sigma) instead");
   }
   fit.components = latency_noise_components(fit.sums);
   const double largest = std::max(fit.components.sigma, fit.components.rank_sigma);
@@ -158,7 +159,7 @@ LatencyNoiseFit fit_latency_noise_from_results(const std::filesystem::path& resu
                           " scatter around their predictions by sigma = " + std::to_string(fit.components.sigma) +
                           ", rank_sigma = " + std::to_string(fit.components.rank_sigma) +
                           " (log scale), more than the 2 a manifest accepts",
-                      "check that those runs used the profile they name, or give sigma instead");
+                      "check that those runs used the profile they name, or give sigma (and rank_sigma) instead");
   }
   return fit;
 }

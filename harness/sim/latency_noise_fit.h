@@ -13,8 +13,8 @@
 // makes no DP wait, and is left out), b_d ~ N(0, rank_sigma^2) shared by DP rank d's
 // micro-batches, e_dm ~ N(0, sigma^2) each micro-batch's own.
 //
-// Fit: the first absolute moments of differences, pooled over iterations, which take out
-// a (and, within a rank, b_d):
+// Fit: the first absolute moments of differences, pooled over all pairs of all iterations
+// (an iteration counts by its pairs), which take out a (and, within a rank, b_d):
 //   sigma: over every pair of micro-batches of one rank in one iteration,
 //     E|x_j - x_k| = 2 sigma / sqrt(pi), so sigma = sqrt(pi) / 2 x the mean |x_j - x_k|;
 //   rank_sigma: over every pair of ranks (u, v) of one iteration, with rank means m and
@@ -27,8 +27,10 @@
 // whose ranks fight over cores): variances weight those bursts by their squares and the
 // model fitted to them then makes every iteration wait as if it were in one.
 // With one DP rank there are no rank pairs: rank_sigma is 0. When no rank ran 2
-// micro-batches in one iteration the two terms cannot be told apart: sigma is then solved
-// from the rank pairs with rank_sigma 0 (`separable` false).
+// micro-batches in any iteration the two terms cannot be told apart: sigma is then solved
+// from the rank pairs with rank_sigma 0 (`separable` false). Records without
+// microbatch_dp_rank count as one rank; an iteration whose list has the wrong length is
+// left out.
 
 #include <cstdint>
 #include <filesystem>

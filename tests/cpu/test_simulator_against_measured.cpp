@@ -75,8 +75,8 @@ TEST(SimulatorAgainstTheH100, HeldOutInvocationPerMethod) {
 
 TEST(SimulatorAgainstTheCpu, HeldOutInvocationPerMethod) {
   // experiments/sim/table1-cpu-sim.json fits to one invocation of table1-cpu measured on
-  // this kind of machine (2 shared cores, DP2 over Gloo); the other invocation ran an hour
-  // later with the same training code. Per method (median of the 2 seeds):
+  // this kind of machine (2 shared cores, DP2 over Gloo); the other invocation ran about 20
+  // minutes later with the same training code. Per method (median of the 2 seeds):
   //   - iteration time at the measured run's compute speed within 10 % (the raw figure
   //     moves with the VM's speed: the second invocation computed 13-25 % faster than the
   //     profile and the first);
@@ -84,8 +84,8 @@ TEST(SimulatorAgainstTheCpu, HeldOutInvocationPerMethod) {
   //     dst), whose wait is the plan's imbalance;
   //   - for every method, within 0.03 of the iteration in absolute terms: the balanced runs'
   //     wait (0.03-0.05 of the iteration) is the machine's scatter, which changed 2x between
-  //     invocations (fitted: sigma 0.083 / rank_sigma 0.062 on the first, 0.054 / 0.033 on
-  //     the second), so their relative error is not bounded here (docs/simulator.md).
+  //     the invocations (docs/simulator.md has the fitted values), so their relative error
+  //     is not bounded here.
   const fs::path out = test::fresh_temp_dir("sim_vs_cpu");
   const json v = validate_kept(out, "table1-cpu-sim", "cpu/table1-cpu-rerun");
   ASSERT_EQ(v.at("methods").size(), 6u) << v.dump(2);
