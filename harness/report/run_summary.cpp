@@ -25,25 +25,6 @@ json read_json_file(const fs::path& file) {
   }
 }
 
-std::vector<IterationRecord> read_records(const fs::path& file) {
-  std::istringstream in(read_file(file));
-  std::vector<IterationRecord> records;
-  std::string line;
-  int64_t line_number = 0;
-  while (std::getline(in, line)) {
-    ++line_number;
-    if (line.empty()) continue;
-    try {
-      records.push_back(iteration_record_from_json(json::parse(line)));
-    } catch (const std::exception& e) {
-      throw ConfigError(file.string() + ":" + std::to_string(line_number), "",
-                        std::string("is not a valid iteration record: ") + e.what(),
-                        "delete the broken line (records after a crash may be cut off) and rerun the report");
-    }
-  }
-  return records;
-}
-
 std::optional<double> mean_of(const std::vector<double>& values) {
   if (values.empty()) return std::nullopt;
   double sum = 0;
@@ -175,7 +156,7 @@ RunSummary summarize_run(const fs::path& run_dir) {
     s.state = read_json_file(run_dir / "status.json").value("state", "incomplete");
   }
   read_accuracy(run_dir / "eval" / "eval_columns.json", s);
-  summarize_records(read_records(run_dir / "records.jsonl"), default_budget, s);
+  summarize_records(read_iteration_records(run_dir / "records.jsonl"), default_budget, s);
   return s;
 }
 

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <limits>
 #include <stdexcept>
 
@@ -55,13 +54,8 @@ int64_t run_block_size(const fs::path& run_dir) {
 }  // namespace
 
 std::vector<CoverageObservation> coverage_observations(const fs::path& records_file) {
-  std::ifstream in(records_file);
-  if (!in) throw std::runtime_error("cannot open " + records_file.string());
   std::vector<CoverageObservation> out;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    const IterationRecord r = iteration_record_from_json(json::parse(line));
+  for (const IterationRecord& r : read_iteration_records(records_file)) {
     if (r.warmup) continue;
     for (size_t k = 0; k < r.layer_coverage.size() && k < r.layer_budgets.size(); ++k) {
       std::vector<int64_t> lengths = k < r.microbatch_lengths.size() ? r.microbatch_lengths[k]

@@ -18,15 +18,8 @@ namespace {
 
 // iteration -> warm-up flag, from records.jsonl.
 std::map<int64_t, bool> warmup_flags(const std::filesystem::path& records_file) {
-  std::ifstream in(records_file);
-  if (!in) throw std::runtime_error("cannot open " + records_file.string());
   std::map<int64_t, bool> warmup;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    const IterationRecord r = iteration_record_from_json(nlohmann::json::parse(line));
-    warmup[r.iteration] = r.warmup;
-  }
+  for (const IterationRecord& r : read_iteration_records(records_file)) warmup[r.iteration] = r.warmup;
   return warmup;
 }
 

@@ -52,7 +52,7 @@ double LatencyNoise::factor(int64_t iteration, int64_t dp_rank, int64_t microbat
   if (rank_sigma_ > 0) {
     log_factor += rank_sigma_ * keyed_standard_normal(chained_key(seed_ ^ kRankDomainSalt, {iteration, dp_rank}));
   }
-  return log_factor == 0 ? 1.0 : std::exp(log_factor);
+  return std::exp(log_factor);  // exactly 1 when both terms are off
 }
 
 }  // namespace sb

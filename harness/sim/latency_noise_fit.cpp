@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <map>
 #include <stdexcept>
 
@@ -74,13 +73,8 @@ LatencyNoiseSums latency_noise_sums(const std::vector<double>& measured_ms, cons
 }
 
 LatencyNoiseSums latency_noise_sums(const std::filesystem::path& records_file) {
-  std::ifstream in(records_file);
-  if (!in) throw std::runtime_error("cannot open " + records_file.string());
   LatencyNoiseSums sums;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    const IterationRecord r = iteration_record_from_json(nlohmann::json::parse(line));
+  for (const IterationRecord& r : read_iteration_records(records_file)) {
     if (r.warmup || r.microbatch_pred_ms.size() != r.microbatch_ms.size()) continue;
     // No ranks recorded (older records, one rank): one group. Ranks recorded for only some
     // micro-batches: not to be guessed (pooling two ranks would count the rank term as

@@ -35,6 +35,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <filesystem>
 #include <vector>
 
 namespace sb {
@@ -80,5 +81,10 @@ struct IterationRecord {
 
 nlohmann::json iteration_record_to_json(const IterationRecord& record);
 IterationRecord iteration_record_from_json(const nlohmann::json& json);
+
+// Every record of a records.jsonl (one JSON object per line; empty lines skipped). Throws
+// ConfigError naming file:line for a line that is not a record (a run killed mid-write
+// leaves a cut-off last line), std::runtime_error when the file cannot be read.
+std::vector<IterationRecord> read_iteration_records(const std::filesystem::path& file);
 
 }  // namespace sb

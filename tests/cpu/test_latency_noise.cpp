@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <map>
 #include <random>
 #include <utility>
@@ -88,13 +89,13 @@ TEST(LatencyNoise, FactorsFollowTheDefinitionComputedIndependently) {
 }
 
 TEST(LatencyNoise, RankTermIsSharedByTheRanksMicroBatchesOfOneIteration) {
-  const LatencyNoise rank_only(0.0, 0.3, 5);
+  const double sigma = 0.1, rank_sigma = 0.3;
+  const LatencyNoise rank_only(0.0, rank_sigma, 5);
   EXPECT_EQ(rank_only.factor(2, 1, 0), rank_only.factor(2, 1, 7));
   EXPECT_NE(rank_only.factor(2, 1, 0), rank_only.factor(2, 0, 0));
   EXPECT_NE(rank_only.factor(2, 1, 0), rank_only.factor(3, 1, 0));
   // Both terms: log factors have variance sigma^2 + rank_sigma^2 over everything, sigma^2
   // around each (iteration, rank)'s own mean; the two terms are uncorrelated.
-  const double sigma = 0.1, rank_sigma = 0.3;
   const LatencyNoise both(sigma, rank_sigma, 5), micro_only(sigma, 0.0, 5);
   double sum = 0, sum_sq = 0, within_sq = 0, cross = 0;
   int n = 0, within_degrees = 0;
@@ -105,7 +106,7 @@ TEST(LatencyNoise, RankTermIsSharedByTheRanksMicroBatchesOfOneIteration) {
         logs.push_back(std::log(both.factor(it, d, m)));
         // The micro-batch term alone is what `both` draws without its rank term.
         const double micro = std::log(micro_only.factor(it, d, m));
-        const double rank = std::log(rank_only.factor(it, d, m)) / 0.3 * rank_sigma;
+        const double rank = std::log(rank_only.factor(it, d, m));
         EXPECT_NEAR(logs.back(), micro + rank, 1e-12);
         cross += micro * rank;
       }
@@ -324,6 +325,15 @@ TEST(LatencyNoiseFit, GroupsMicroBatchesByTheDpRankTheRecordNames) {
   EXPECT_EQ(sums.within_pairs, 2 + 6);
   EXPECT_NEAR(sums.rank_abs_sum, 2 * a, 1e-12);  // iteration 1 alone
   EXPECT_EQ(sums.rank_pairs(), 1);
+  // A cut-off line (a run killed mid-write) is named with its file and line, as the report
+  // names it (read_iteration_records).
+  std::ofstream(dir / "measured" / "records.jsonl", std::ios::app) << "{\"iteration\": 4, \"warm\n";
+  try {
+    latency_noise_sums(dir / "measured" / "records.jsonl");
+    FAIL() << "a broken line must be refused";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(e.file().find("records.jsonl:5"), std::string::npos) << e.file();
+  }
   std::filesystem::remove_all(dir);
 }
 
