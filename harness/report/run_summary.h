@@ -83,6 +83,10 @@ struct RunSummary {
   std::optional<double> budget_mean;
   std::optional<double> effective_budget_mean;
   std::optional<double> prediction_mape;
+  // 100 x (sum of the ranks' run-queue waits) / (sum of iter_ms x ranks) over the
+  // measured iterations that carry runqueue_wait_ms: the share of its ranks' time a run
+  // spent ready to compute with no free core. Null for simulated and older runs.
+  std::optional<double> runqueue_wait_pct;
   std::optional<double> microbatch_ms_sum;
   // From eval/eval_columns.json.
   std::map<std::string, double> accuracy;

@@ -63,6 +63,7 @@ nlohmann::json iteration_record_to_json(const IterationRecord& r) {
   if (!r.layer_coverage.empty()) j["layer_coverage"] = r.layer_coverage;
   if (!r.layer_floors.empty()) j["layer_floors"] = r.layer_floors;
   if (!r.microbatch_lengths.empty()) j["microbatch_lengths"] = r.microbatch_lengths;
+  if (!r.runqueue_wait_ms.empty()) j["runqueue_wait_ms"] = r.runqueue_wait_ms;
   return j;
 }
 
@@ -95,6 +96,7 @@ IterationRecord iteration_record_from_json(const nlohmann::json& j) {
   r.layer_coverage = j.value("layer_coverage", std::vector<std::vector<double>>{});
   r.layer_floors = j.value("layer_floors", std::vector<std::vector<int64_t>>{});
   r.microbatch_lengths = j.value("microbatch_lengths", std::vector<std::vector<int64_t>>{});
+  r.runqueue_wait_ms = j.value("runqueue_wait_ms", std::vector<double>{});
   return r;
 }
 

@@ -31,6 +31,10 @@
 //                        C(k) >= (1 - p) C(k0) over the micro-batch), when DST asked for one
 //   microbatch_lengths[k] the sequence lengths packed into micro-batch k (always written
 //                        by the trainer and the simulator; older records lack it)
+//   runqueue_wait_ms[r]  how long world rank r's threads were ready to run but had no CPU
+//                        during the iteration (harness/common/runqueue_wait.h): time other
+//                        processes took from a measured run; written by the trainer when
+//                        every rank could read it (Linux), never by the simulator
 
 #include <nlohmann/json.hpp>
 
@@ -70,6 +74,7 @@ struct IterationRecord {
   std::vector<std::vector<double>> layer_coverage;
   std::vector<std::vector<int64_t>> layer_floors;
   std::vector<std::vector<int64_t>> microbatch_lengths;
+  std::vector<double> runqueue_wait_ms;
 
   // Fills imbalance, per-stage busy/idle and bubble fractions from iter_ms and
   // microbatch_ms for one process running one pipeline stage.

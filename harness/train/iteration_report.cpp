@@ -1,5 +1,6 @@
 #include "harness/train/iteration_report.h"
 
+#include <algorithm>
 #include <numeric>
 #include <stdexcept>
 
@@ -44,6 +45,7 @@ std::string rank_iteration_report_to_json(const RankIterationReport& r) {
               {"loss_sum", r.loss_sum},
               {"balance_ms", r.balance_ms},
               {"allreduce_ms", r.allreduce_ms},
+              {"runqueue_wait_ms", r.runqueue_wait_ms},
               {"layer_stats", stats}}
       .dump();
 }
@@ -55,6 +57,7 @@ RankIterationReport rank_iteration_report_from_json(const std::string& text) {
   r.loss_sum = j.at("loss_sum").get<double>();
   r.balance_ms = j.at("balance_ms").get<double>();
   r.allreduce_ms = j.at("allreduce_ms").get<double>();
+  r.runqueue_wait_ms = j.at("runqueue_wait_ms").get<double>();
   for (const auto& mb : j.at("layer_stats")) {
     std::vector<AttentionLayerStats> layers;
     for (const auto& s : mb) layers.push_back(layer_stats_from_json(s));
@@ -82,6 +85,12 @@ void assemble_iteration_record(const std::vector<RankIterationReport>& reports,
     if (layout.is_last_stage(static_cast<int64_t>(r))) loss_sum += reports[r].loss_sum;
     record.balance_overhead_ms = std::max(record.balance_overhead_ms, reports[r].balance_ms);
     record.allreduce_ms = std::max(record.allreduce_ms, reports[r].allreduce_ms);
+  }
+  record.runqueue_wait_ms.clear();
+  for (const RankIterationReport& r : reports) record.runqueue_wait_ms.push_back(r.runqueue_wait_ms);
+  const auto unread = [](double ms) { return ms < 0; };
+  if (std::any_of(record.runqueue_wait_ms.begin(), record.runqueue_wait_ms.end(), unread)) {
+    record.runqueue_wait_ms.clear();
   }
   for (const auto& rank : plan.ranks) counts.push_back(static_cast<int64_t>(rank.size()));
   record.loss = record.loss_tokens > 0 ? loss_sum / static_cast<double>(record.loss_tokens) : 0.0;

@@ -19,6 +19,9 @@ struct RankIterationReport {
   double loss_sum = 0;         // last stages: summed token cross-entropy of their micro-batches
   double balance_ms = 0;       // time in the batching policy
   double allreduce_ms = 0;     // time in the gradient all-reduce
+  // How long this rank's threads waited for a CPU over the iteration
+  // (harness/common/runqueue_wait.h); negative when it could not be read.
+  double runqueue_wait_ms = -1;
   // [micro-batch of this rank's pipeline] statistics of this stage's layers; empty
   // lists when the attention backend reports none (dense).
   std::vector<std::vector<AttentionLayerStats>> layer_stats;
@@ -31,7 +34,8 @@ RankIterationReport rank_iteration_report_from_json(const std::string& json);
 // loss (sum of loss_sum / record.loss_tokens), the timing metrics
 // (harness/trace/iteration_metrics.h), microbatch_tokens, balance_overhead_ms and
 // allreduce_ms (max over ranks), microbatch_pred_ms (when every planned micro-batch
-// has a prediction), and budgets / coverage / layer_budgets / layer_coverage (when
+// has a prediction), runqueue_wait_ms (per world rank, when every rank read it), and
+// budgets / coverage / layer_budgets / layer_coverage (when
 // any stage reported statistics; then every layer of every micro-batch must have), and
 // layer_floors (when any layer applied DST's coverage floor).
 // `record` arrives with iteration, warmup, loss_tokens, tokens, sequences, lr and

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "harness/common/errors.h"
+#include "harness/common/runqueue_wait.h"
 #include "harness/dist/object_exchange.h"
 #include "harness/dist/pipeline_engine.h"
 #include "harness/train/lr_schedule.h"
@@ -224,6 +225,7 @@ double Trainer::global_grad_norm() {
 
 std::optional<IterationOutcome> Trainer::train_iteration(int64_t iteration) {
   const TrainSection& train = run_.manifest.train;
+  const std::optional<double> waited_before = process_runqueue_wait_ms();
   GradientPass pass = compute_gradients(iteration);
 
   const double start = timeline_.now_ms();
@@ -243,6 +245,8 @@ std::optional<IterationOutcome> Trainer::train_iteration(int64_t iteration) {
   optimizer_->step();
   timeline_.record(EventKind::kOptimizer, -1, start, timeline_.now_ms());
   pass.report.timeline = timeline_.end_iteration();
+  const std::optional<double> waited_after = process_runqueue_wait_ms();
+  if (waited_before && waited_after) pass.report.runqueue_wait_ms = std::max(0.0, *waited_after - *waited_before);
 
   std::vector<RankIterationReport> reports;
   if (context_.world) {

@@ -43,6 +43,7 @@ struct FixtureRun {
   nlohmann::json eval_columns;  // null: no eval/eval_columns.json
   bool predictions = false;     // microbatch_pred_ms in the measured records
   double compute_scale = 1;     // every microbatch_ms multiplied by it (a faster or slower machine)
+  bool runqueue_waits = false;  // runqueue_wait_ms in every record (4 ranks: dp 2 x pp 2)
 };
 
 inline void write_fixture_run(const std::filesystem::path& dir, const FixtureRun& f) {
@@ -95,6 +96,13 @@ inline void write_fixture_run(const std::filesystem::path& dir, const FixtureRun
       r.microbatch_pred_ms =
           it == 0 ? std::vector<double>{100} : it < 3 ? std::vector<double>{11, 15} : std::vector<double>{40};
     }
+    // Waits of the 4 ranks: the measured iterations sum 31 + 64 + 140 = 235 ms over
+    // 4 x (iter_ms of iterations 1..3) rank-ms; the warm-up's 4000 ms are excluded.
+    if (f.runqueue_waits) {
+      const std::vector<std::vector<double>> waits = {{1000, 1000, 1000, 1000}, {31, 0, 0, 0}, {32, 32, 0, 0},
+                                                      {35, 35, 35, 35}};
+      r.runqueue_wait_ms = waits[static_cast<size_t>(it)];
+    }
     if (f.budget == "dst") {
       r.coverage = std::vector<double>(r.microbatch_ms.size(), 0.85);
       if (r.microbatch_ms.size() == 2) r.coverage = {0.9, 0.8};
@@ -125,6 +133,7 @@ inline std::filesystem::path write_report_fixture(const std::filesystem::path& r
     FixtureRun sab{"sab__seed=" + std::to_string(seed), "sab", {{"seed", seed}}, seed == 1 ? 320.0 : 250.0};
     sab.batching = "sab";
     sab.predictions = seed == 1;
+    sab.runqueue_waits = seed == 1;
     runs.push_back(sab);
     for (const char* anchor : {"mean", "max"}) {
       for (double p : {0.1, 0.2}) {

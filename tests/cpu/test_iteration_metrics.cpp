@@ -151,6 +151,16 @@ TEST(IterationReport, RecordFromTwoStagesWithStatistics) {
   for (const char* key : {"budgets", "coverage", "layer_budgets", "layer_coverage", "microbatch_pred_ms"}) {
     EXPECT_FALSE(j.contains(key)) << key;
   }
+  // Run-queue waits, per world rank, only when every rank could read its own.
+  reports[0].runqueue_wait_ms = 1.5;
+  reports[1].runqueue_wait_ms = 0.0;
+  assemble_iteration_record(reports, plan, layout, 4, record);
+  EXPECT_EQ(record.runqueue_wait_ms, (std::vector<double>{1.5, 0.0}));
+  EXPECT_EQ(iteration_record_from_json(iteration_record_to_json(record)).runqueue_wait_ms, record.runqueue_wait_ms);
+  reports[1].runqueue_wait_ms = -1;
+  assemble_iteration_record(reports, plan, layout, 4, record);
+  EXPECT_TRUE(record.runqueue_wait_ms.empty());
+  EXPECT_FALSE(iteration_record_to_json(record).contains("runqueue_wait_ms"));
   // A stage that reports statistics for some layers only is a contradiction.
   reports[0].layer_stats = {{layer(0, 8, 0.9)}, {layer(0, 4, 0.7)}};
   EXPECT_THROW(assemble_iteration_record(reports, plan, layout, 4, record), std::invalid_argument);
@@ -160,11 +170,13 @@ TEST(IterationReport, JsonRoundTrip) {
   RankIterationReport r;
   r.timeline = two_stage_example()[1];
   r.loss_sum = 3.25;
+  r.runqueue_wait_ms = 0.75;
   r.layer_stats = {{layer(2, 8, 0.5, 3)}, {}};
   const RankIterationReport back = rank_iteration_report_from_json(rank_iteration_report_to_json(r));
   EXPECT_EQ(rank_iteration_report_to_json(back), rank_iteration_report_to_json(r));
   EXPECT_EQ(back.timeline.events.size(), r.timeline.events.size());
   EXPECT_EQ(back.layer_stats[0][0].k_floor, 3);
+  EXPECT_DOUBLE_EQ(back.runqueue_wait_ms, 0.75);
 }
 
 TEST(ChromeTrace, OneRowPerDataParallelRankAndStageOnOneTimeAxis) {

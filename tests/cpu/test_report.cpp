@@ -117,6 +117,7 @@ TEST_F(ReportFixture, RunSummaryFollowsTheDefinitions) {
   EXPECT_FALSE(b.budget_mean);
   EXPECT_FALSE(b.effective_budget_mean);
   EXPECT_FALSE(b.prediction_mape);
+  EXPECT_FALSE(b.runqueue_wait_pct);  // records without run-queue waits
   EXPECT_EQ(b.accuracy, (std::map<std::string, double>{{"longbench_avg", 40.0}, {"niah_score", 0.95}}));
 
   const RunSummary& d = run("dst__anchor=mean__p=0.1__seed=1");
@@ -131,6 +132,8 @@ TEST_F(ReportFixture, RunSummaryFollowsTheDefinitions) {
   // Layers of the measured iterations: 33 35 48 48, twice, then 40 44; the warm-up's excluded.
   EXPECT_DOUBLE_EQ(*d.effective_budget_mean, (2 * (33 + 35 + 48 + 48) + 40 + 44) / 10.0);
   EXPECT_DOUBLE_EQ(*run("sab__seed=1").prediction_mape, 14.0);  // (10 + 25 + 10 + 25 + 0) / 5
+  // (31 + 64 + 140) ms waited over 4 ranks x (310 + 320 + 350) ms.
+  EXPECT_DOUBLE_EQ(*run("sab__seed=1").runqueue_wait_pct, 100.0 * 235.0 / (4.0 * 980.0));
   EXPECT_EQ(run("lbb__seed=1").state, "incomplete");
   EXPECT_TRUE(run("sim_sab__seed=3").simulated);
 }
@@ -243,15 +246,17 @@ TEST_F(ReportFixture, CsvHeaderAndRow) {
       "iterations_recorded,iterations_measured,iter_ms_median,iter_ms_min,iter_ms_max,iter_ms_p25,iter_ms_p75,"
       "speedup,speedup_baseline_run,imbalance_median,imbalance_min,imbalance_max,imbalance_p25,imbalance_p75,"
       "bubble_fraction_mean,bubble_fraction_max,overhead_ms,overhead_pct,allreduce_ms,tokens_per_s,loss_first,"
-      "loss_final,coverage_mean,budget_mean,effective_budget_mean,prediction_mape,git_sha,longbench_avg,niah_score\n";
+      "loss_final,coverage_mean,budget_mean,effective_budget_mean,prediction_mape,runqueue_wait_pct,git_sha,"
+      "longbench_avg,niah_score\n";
   ASSERT_EQ(csv.substr(0, header.size()), header);
   EXPECT_NE(csv.find("\nbase__seed=1,base,moba,sequential,fixed,,,,2,2,1,complete,false,none,4,3,400,390,430,395,415,"
-                     "1,base__seed=1,1.2,1.1,1.5,1.15,1.35,0.2,0.5,2,0.5,4,4918.032787,5,2,,,,,aaa111,40,0.95\n"),
+                     "1,base__seed=1,1.2,1.1,1.5,1.15,1.35,0.2,0.5,2,0.5,4,4918.032787,5,2,,,,,,aaa111,40,0.95\n"),
             std::string::npos)
       << csv;
   EXPECT_NE(csv.find("\nsab__seed=1,sab,moba,sab,fixed,,,,2,2,1,complete,false,none,4,3,320,310,350,315,335,1.25,"),
             std::string::npos);
-  EXPECT_NE(csv.find(",0.2,0.5,2,0.625,4,6122.44898,5,2,,,,14,aaa111,,\n"), std::string::npos) << csv;  // sab seed 1
+  EXPECT_NE(csv.find(",0.2,0.5,2,0.625,4,6122.44898,5,2,,,,14,5.994897959,aaa111,,\n"), std::string::npos)
+      << csv;  // sab seed 1
   EXPECT_NE(csv.find("\nsim_sab__seed=3,sim_sab,moba,sequential,fixed,,,,2,2,3,complete,true,"), std::string::npos);
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 15);
 }
@@ -275,6 +280,8 @@ TEST_F(ReportFixture, MarkdownTablesNotesAndContext) {
            "- † simulated run:",
            "- lbb__seed=1 is incomplete (no status.json): left out of the aggregates.",
            "- sim_sab__seed=3: no speedup: no run of the baseline method base at sweep point {\"seed\":3}.",
+           "- WARNING: sab__seed=1: its ranks waited 6.0% of their time for a free CPU core (runqueue_wait_pct)",
+           "(`run --only sab__seed=1 --force`).",
            "- skipped sab__seed=1.interrupted-20260101T000000Z: moved aside by a rerun (interrupted).",
            "- report: generated 2026-01-01T00:00:00Z by sparsebalance 0.1.0 (cafe, Release)",
            "- WARNING: the runs were built from 2 different commits: aaa111 (base__seed=1,",
@@ -283,6 +290,7 @@ TEST_F(ReportFixture, MarkdownTablesNotesAndContext) {
        }) {
     EXPECT_NE(md.find(expected), std::string::npos) << "missing: " << expected << "\n---\n" << md;
   }
+  EXPECT_EQ(md.find("- WARNING: sab__seed=2"), std::string::npos) << "no waits recorded, no warning";
 }
 
 TEST_F(ReportFixture, WriteReportWritesThreeFiles) {

@@ -1,0 +1,28 @@
+#include "harness/common/runqueue_wait.h"
+
+#include <filesystem>
+#include <fstream>
+#include <system_error>
+
+namespace sb {
+
+std::optional<double> process_runqueue_wait_ms() {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  fs::directory_iterator tasks("/proc/self/task", error);
+  if (error) return std::nullopt;
+  double total_ns = 0;
+  bool any = false;
+  for (const fs::directory_entry& task : tasks) {
+    // Fields: time on a CPU (ns), time waiting on a run queue (ns), time slices run.
+    std::ifstream in(task.path() / "schedstat");
+    unsigned long long on_cpu_ns = 0, waiting_ns = 0;
+    if (!(in >> on_cpu_ns >> waiting_ns)) continue;  // the thread ended while we listed it
+    total_ns += static_cast<double>(waiting_ns);
+    any = true;
+  }
+  if (!any) return std::nullopt;
+  return total_ns / 1e6;
+}
+
+}  // namespace sb
