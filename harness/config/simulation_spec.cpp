@@ -12,10 +12,20 @@ namespace {
 
 using nlohmann::json;
 
-LinkSection parse_link(const json& j, const std::string& path, const std::string& file, LinkSection link) {
+LinkSection parse_link(const json& j, const std::string& path, const std::string& file, LinkSection link,
+                       bool fittable) {
   JsonObjectReader r(j, path, file);
   link.alpha_us = r.optional<double>("alpha_us", link.alpha_us);
   link.bandwidth_gbps = r.optional<double>("bandwidth_gbps", link.bandwidth_gbps);
+  // Only the intra-node link takes fit_from (measured runs share one machine); read
+  // from the raw object elsewhere, so that the error says so rather than "unknown key".
+  if (!fittable && j.is_object() && j.contains("fit_from")) {
+    throw ConfigError(file, r.child_path("fit_from"), "is only for intra_node",
+                      "measured runs ran on one machine: fit intra_node, give inter_node's bandwidth_gbps");
+  }
+  if (fittable && r.optional_value("fit_from") != nullptr) {
+    link.fit_from = resolve_manifest_path(file, r.required<std::string>("fit_from"));
+  }
   r.finish();
   r.expect(link.alpha_us >= 0, "alpha_us", "must be >= 0 (microseconds)", "e.g. 3 for NVLink, 10 for InfiniBand");
   r.expect(link.bandwidth_gbps > 0, "bandwidth_gbps", "must be > 0 (Gbit/s)",
@@ -67,10 +77,10 @@ ClusterSection parse_cluster_section(const json& j, const std::string& path, con
   ClusterSection c = cluster_preset(preset);
   c.gpus_per_node = r.optional<int64_t>("gpus_per_node", c.gpus_per_node);
   if (const json* link = r.optional_value("intra_node")) {
-    c.intra_node = parse_link(*link, r.child_path("intra_node"), file, c.intra_node);
+    c.intra_node = parse_link(*link, r.child_path("intra_node"), file, c.intra_node, true);
   }
   if (const json* link = r.optional_value("inter_node")) {
-    c.inter_node = parse_link(*link, r.child_path("inter_node"), file, c.inter_node);
+    c.inter_node = parse_link(*link, r.child_path("inter_node"), file, c.inter_node, false);
   }
   c.memory_bandwidth_gbps = r.optional<double>("memory_bandwidth_gbps", c.memory_bandwidth_gbps);
   c.device = r.optional_choice("device", c.device, device_throughput_preset_names());
@@ -166,11 +176,21 @@ SimulationSection parse_simulation_section(const json& j, const std::string& pat
   return s;
 }
 
+namespace {
+
+json link_to_json(const LinkSection& link) {
+  json j{{"alpha_us", link.alpha_us}, {"bandwidth_gbps", link.bandwidth_gbps}};
+  if (!link.fit_from.empty()) j["fit_from"] = link.fit_from;
+  return j;
+}
+
+}  // namespace
+
 json cluster_section_to_json(const ClusterSection& c) {
   return {{"preset", c.preset},
           {"gpus_per_node", c.gpus_per_node},
-          {"intra_node", {{"alpha_us", c.intra_node.alpha_us}, {"bandwidth_gbps", c.intra_node.bandwidth_gbps}}},
-          {"inter_node", {{"alpha_us", c.inter_node.alpha_us}, {"bandwidth_gbps", c.inter_node.bandwidth_gbps}}},
+          {"intra_node", link_to_json(c.intra_node)},
+          {"inter_node", link_to_json(c.inter_node)},
           {"memory_bandwidth_gbps", c.memory_bandwidth_gbps},
           {"device", c.device}};
 }

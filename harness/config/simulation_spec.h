@@ -5,6 +5,8 @@
 //   "cluster": {"preset": "h200" | "h20" | "a100",      the defaults below
 //               "gpus_per_node": 8,
 //               "intra_node": {"alpha_us": 3, "bandwidth_gbps": 3600},   NVLink/NVSwitch
+//                             (or "fit_from": "results dir": the bandwidth fitted to
+//                             measured runs' DP all-reduces, harness/sim/allreduce_fit.h)
 //               "inter_node": {"alpha_us": 10, "bandwidth_gbps": 400},   InfiniBand, per GPU
 //               "memory_bandwidth_gbps": 38400,                         HBM (optimizer step)
 //               "device": "h200"}                  the analytic profile's default device
@@ -33,6 +35,10 @@ namespace sb {
 struct LinkSection {
   double alpha_us = 0;        // per-message latency (microseconds)
   double bandwidth_gbps = 0;  // Gbit/s per direction per GPU
+  // intra_node only: a folder of measured runs (all ranks on one machine) whose DP
+  // all-reduces `simulate` fits bandwidth_gbps to, alpha_us kept (a resolved manifest
+  // carries both: the folder and the bandwidth fitted from it).
+  std::string fit_from;
 };
 
 struct ClusterSection {

@@ -204,12 +204,7 @@ void RunFolderWriter::append(const IterationRecord& record, const TimelineIterat
 void RunFolderWriter::finish(int64_t iterations, double wall_seconds, bool resumed) {
   records_.close();
   timeline_.close();
-  std::vector<TimelineIteration> iterations_seen;
-  std::istringstream in(read_file(run_dir_ / "timeline_events.jsonl"));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.empty()) iterations_seen.push_back(timeline_iteration_from_json(json::parse(line)));
-  }
+  const std::vector<TimelineIteration> iterations_seen = read_timeline_events(run_dir_ / "timeline_events.jsonl");
   write_file_atomic(run_dir_ / "timeline.json", chrome_trace(iterations_seen).dump() + "\n");
   write_file_atomic(run_dir_ / "status.json",
                     json{{"state", "complete"},

@@ -3,7 +3,6 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <fstream>
 #include <map>
 #include <stdexcept>
 
@@ -45,13 +44,8 @@ bool modelled(EventKind kind) {
 
 std::vector<double> iteration_overhead_samples(const std::filesystem::path& run_dir) {
   const std::map<int64_t, bool> warmup = warmup_flags(run_dir / "records.jsonl");
-  std::ifstream in(run_dir / "timeline_events.jsonl");
-  if (!in) return {};
   std::vector<double> samples;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    const TimelineIteration iteration = timeline_iteration_from_json(nlohmann::json::parse(line));
+  for (const TimelineIteration& iteration : read_timeline_events(run_dir / "timeline_events.jsonl")) {
     const auto flag = warmup.find(iteration.iteration);
     if (flag == warmup.end() || flag->second) continue;  // warm-up, or no record (interrupted)
     std::map<int64_t, double> least_of_dp_rank;
@@ -87,7 +81,7 @@ IterationOverheadFit fit_iteration_overhead_from_results(const std::filesystem::
                       "ms instead");
   }
   fit.samples = static_cast<int64_t>(all.size());
-  fit.ms = median_of(std::move(all));
+  fit.ms = sample_stats(std::move(all))->mean;
   return fit;
 }
 

@@ -14,7 +14,10 @@
 // norm sums over the pipeline inside the optimizer event: the stages that finished their
 // backward first wait there for the last one, a wait the simulated pipeline already has.
 // (The tied-embedding all-reduce, inside the all-reduce event, is in neither.)
-// Fit: the median over every observation of every run (robust to a stalled iteration).
+// Fit: the mean over every observation of every run. The mean, not the median: the
+// bubble fraction averages the DP wait, which takes every slow iteration in full (fit to
+// runs the report does not flag as contended, runqueue_wait_pct: a shared machine's
+// stalls would count too).
 
 #include <cstdint>
 #include <filesystem>

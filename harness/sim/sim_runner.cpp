@@ -10,6 +10,7 @@
 #include "harness/report/report.h"
 #include "harness/runner/run_folder.h"
 #include "harness/runner/system_info.h"
+#include "harness/sim/allreduce_fit.h"
 #include "harness/sim/coverage_fit.h"
 #include "harness/sim/iteration_overhead_fit.h"
 #include "harness/sim/latency_noise_fit.h"
@@ -44,6 +45,7 @@ struct RunFits {
   const CoverageFit* coverage = nullptr;
   const LatencyNoiseFit* noise = nullptr;
   const IterationOverheadFit* overhead = nullptr;
+  const AllreduceFit* allreduce = nullptr;
 };
 
 // fits[key], made (and reported) by `fit` the first time the key is asked for.
@@ -85,6 +87,16 @@ json simulation_context(const RunSpec& run, const SimulateOptions& options, cons
   context["profile"] = sim.profile().describe();
   context["cluster"] = cluster_section_to_json(cluster);
   context["cluster"]["from"] = m.cluster ? "manifest" : "default (preset h200)";
+  if (fits.allreduce != nullptr) {
+    context["cluster"]["intra_node_bandwidth_from"] = {
+        {"kind", "fitted: the measured DP all-reduces' total payload 2 (n - 1) / n x bytes over their total time "
+                 "from the last rank's entry to the last exit, less 2 (n - 1) alpha each "
+                 "(harness/sim/allreduce_fit.h)"},
+        {"results", cluster.intra_node.fit_from},
+        {"runs", fits.allreduce->runs},
+        {"samples", fits.allreduce->samples},
+        {"mean_measured_ms", fits.allreduce->mean_ms}};
+  }
   const SimulationSection& s = sim.simulation();
   if (sim.coverage() != nullptr) {
     context["coverage_model"] = {
@@ -142,7 +154,7 @@ json simulation_context(const RunSpec& run, const SimulateOptions& options, cons
                  {"definition", "per rank and iteration, after its all-reduce: drawing and packing the batch, the "
                                 "gradient norm and the optimizer step (simulation.iteration_overhead)"}};
     if (fits.overhead != nullptr) {
-      optimizer["from"] = {{"kind", "fitted: median over measured (iteration, DP rank) of the time outside compute, "
+      optimizer["from"] = {{"kind", "fitted: mean over measured (iteration, DP rank) of the time outside compute, "
                                     "communication and planning, the least of the rank's pipeline stages "
                                     "(harness/sim/iteration_overhead_fit.h)"},
                            {"results", s.iteration_overhead.fit_from},
@@ -172,6 +184,7 @@ struct FittedRuns {
   std::map<std::pair<std::string, int64_t>, CoverageFit> coverage;
   std::map<std::string, LatencyNoiseFit> noise;
   std::map<std::string, IterationOverheadFit> overhead;
+  std::map<std::pair<std::string, double>, AllreduceFit> allreduce;
   std::map<std::string, RunFits> of_run;
 };
 
@@ -219,6 +232,18 @@ FittedRuns fit_runs(const Manifest& manifest, const RunManifestOptions& options,
         return fit;
       });
       simulation.iteration_overhead.ms = fits.overhead->ms;
+    }
+    if (run.manifest.cluster && !run.manifest.cluster->intra_node.fit_from.empty()) {
+      LinkSection& link = run.manifest.cluster->intra_node;
+      fits.allreduce = &fitted_once(out.allreduce, std::make_pair(link.fit_from, link.alpha_us), [&] {
+        AllreduceFit fit =
+            fit_allreduce_from_results(link.fit_from, link.alpha_us, manifest_file, "$.cluster.intra_node.fit_from");
+        log << "intra-node bandwidth fitted to " << fit.samples << " DP all-reduces (mean " << fit.mean_ms
+            << " ms) of " << fit.runs.size() << " measured runs under " << link.fit_from << ": "
+            << fit.bandwidth_gbps << " Gbit/s with alpha " << link.alpha_us << " us\n";
+        return fit;
+      });
+      link.bandwidth_gbps = fits.allreduce->bandwidth_gbps;
     }
   }
   return out;

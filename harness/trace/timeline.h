@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,11 @@ struct TimelineIteration {
 
 nlohmann::json timeline_iteration_to_json(const TimelineIteration& iteration);
 TimelineIteration timeline_iteration_from_json(const nlohmann::json& json);
+
+// Every line of a timeline_events.jsonl (empty lines skipped); an empty list when the
+// file does not exist. Throws ConfigError naming file:line for a line that does not parse
+// (a run killed mid-write leaves a cut-off last line).
+std::vector<TimelineIteration> read_timeline_events(const std::filesystem::path& file);
 
 // Milliseconds on the job's common clock: this process's steady clock minus an offset
 // that aligns it with rank 0's (0 on a single host, where every process reads the same

@@ -96,11 +96,11 @@ inline void write_fixture_run(const std::filesystem::path& dir, const FixtureRun
       r.microbatch_pred_ms =
           it == 0 ? std::vector<double>{100} : it < 3 ? std::vector<double>{11, 15} : std::vector<double>{40};
     }
-    // Waits of the 4 ranks: the measured iterations sum 31 + 64 + 140 = 235 ms over
+    // Waits of the 4 ranks: the measured iterations sum 124 + 128 + 238 = 490 ms over
     // 4 x (iter_ms of iterations 1..3) rank-ms; the warm-up's 4000 ms are excluded.
     if (f.runqueue_waits) {
-      const std::vector<std::vector<double>> waits = {{1000, 1000, 1000, 1000}, {31, 0, 0, 0}, {32, 32, 0, 0},
-                                                      {35, 35, 35, 35}};
+      const std::vector<std::vector<double>> waits = {{1000, 1000, 1000, 1000}, {62, 62, 0, 0}, {32, 32, 32, 32},
+                                                      {70, 70, 49, 49}};
       r.runqueue_wait_ms = waits[static_cast<size_t>(it)];
     }
     if (f.budget == "dst") {

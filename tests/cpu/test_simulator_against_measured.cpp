@@ -75,32 +75,21 @@ TEST(SimulatorAgainstTheH100, HeldOutInvocationPerMethod) {
 
 TEST(SimulatorAgainstTheCpu, HeldOutInvocationPerMethod) {
   // experiments/sim/table1-cpu-sim.json fits to one invocation of table1-cpu measured on
-  // this kind of machine (2 shared cores, DP2 over Gloo); the other invocation ran about 20
-  // minutes later with the same training code. Per method (median of the 2 seeds):
-  //   - iteration time at the measured run's compute speed within 10 % (the raw figure
-  //     moves with the VM's speed: the second invocation computed 13-25 % faster than the
-  //     profile and the first);
-  //   - mean bubble fraction (the DP wait) within 10 % for the data-order runs (baseline,
-  //     dst), whose wait is the plan's imbalance;
-  //   - for every method, within 0.03 of the iteration in absolute terms: the balanced runs'
-  //     wait (0.03-0.05 of the iteration) is the machine's scatter, which changed 2x between
-  //     the invocations (docs/simulator.md has the fitted values), so their relative error
-  //     is not bounded here.
+  // this kind of machine (2 cores, DP2 over Gloo, nothing else running: its ranks waited
+  // 1.8-3.2 % of their time for a core); the other invocation ran right after it, from the
+  // same build. Per method (median of the 2 seeds), as issue 9 asks: iteration time (as
+  // simulated, and at the measured run's compute speed) and mean bubble fraction within
+  // 10 %. Held out, at the commit that added this test: iteration time -2.1 .. +3.6 %,
+  // bubble -1.6 .. +7.9 % (the balanced runs wait 0.022-0.033 of the iteration).
   const fs::path out = test::fresh_temp_dir("sim_vs_cpu");
   const json v = validate_kept(out, "table1-cpu-sim", "cpu/table1-cpu-rerun");
   ASSERT_EQ(v.at("methods").size(), 6u) << v.dump(2);
-  int data_order_methods = 0;
   for (const json& method : v.at("methods")) {
     SCOPED_TRACE(method.dump());
+    EXPECT_LT(std::abs(validation_error(method, "median_iter_ms")), 0.10);
     EXPECT_LT(std::abs(validation_error(method, "median_iter_ms", "relative_error_at_measured_speed")), 0.10);
-    EXPECT_LT(std::abs(validation_error(method, "mean_bubble_fraction", "absolute_error")), 0.03);
-    const std::string name = method.at("method").get<std::string>();
-    if (name == "baseline" || name == "dst") {
-      EXPECT_LT(std::abs(validation_error(method, "mean_bubble_fraction")), 0.10);
-      ++data_order_methods;
-    }
+    EXPECT_LT(std::abs(validation_error(method, "mean_bubble_fraction")), 0.10);
   }
-  EXPECT_EQ(data_order_methods, 2) << "the methods are named baseline and dst in table1-cpu-sim.json";
   fs::remove_all(out);
 }
 

@@ -1,0 +1,188 @@
+// The intra-node bandwidth fitted to measured DP all-reduces (cluster.intra_node.fit_from,
+// harness/sim/allreduce_fit.h): which events, iterations and stages it reads, the
+// bandwidth worked out by hand from the ring model, the runs it leaves out, its errors,
+// the manifest key (intra_node only) and `simulate` putting the fitted value into the
+// runs it plans.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "harness/common/errors.h"
+#include "harness/config/manifest.h"
+#include "harness/sim/allreduce_fit.h"
+#include "harness/sim/cluster_model.h"
+#include "harness/sim/run_simulator.h"
+#include "harness/sim/sim_runner.h"
+#include "harness/trace/timeline.h"
+#include "harness/train/iteration_record.h"
+#include "tests/support/manifest_error_path.h"
+#include "tests/support/measured_run_folder.h"
+#include "tests/support/run_command.h"
+#include "tests/support/small_simulation.h"
+
+namespace sb {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+RankTimeline rank_with_allreduce(int64_t rank, int64_t dp_rank, int64_t stage, double entry_ms, double exit_ms) {
+  RankTimeline t;
+  t.rank = rank;
+  t.dp_rank = dp_rank;
+  t.stage = stage;
+  t.start_ms = 0;
+  t.events = {{EventKind::kForward, 0, 0, 40},
+              {EventKind::kBackward, 0, 40, entry_ms},
+              {EventKind::kAllReduce, -1, entry_ms, exit_ms},
+              {EventKind::kOptimizer, -1, exit_ms, exit_ms + 2}};
+  t.end_ms = exit_ms + 2;
+  return t;
+}
+
+// The small simulation manifest's layout (DP2 x PP2, qwen2-test), with `dp` DP ranks.
+json resolved_manifest(int64_t dp) {
+  json m = test::small_simulation_manifest_json();
+  m["parallelism"]["dp"] = dp;
+  return m;
+}
+
+// Iteration 0 is warm-up (wild values), 1 and 2 are measured, 3 has a timeline but no
+// record (interrupted between the two writes). Ranks: world rank = dp_rank * 2 + stage.
+//   iteration 1, stage 0: entries 100 and 101.5, exits 103 and 103.2 -> 1.7 ms
+//                stage 1: entries 90 and 92, exits 95 and 94.5        -> 3.0 ms
+//   iteration 2, stage 0: entries 80 and 80, exits 83.3 and 83.3      -> 3.3 ms
+//                stage 1: entries 70 and 71, exits 73 and 73          -> 2.0 ms
+void write_dp2_run(const fs::path& dir, bool simulated) {
+  std::vector<IterationRecord> records(3);
+  for (int64_t it = 0; it < 3; ++it) {
+    records[static_cast<size_t>(it)].iteration = it;
+    records[static_cast<size_t>(it)].warmup = it == 0;
+  }
+  test::write_measured_run_folder(dir, simulated, records, resolved_manifest(2));
+  struct Ring {
+    double entry0, exit0, entry1, exit1;
+  };
+  const std::vector<std::vector<Ring>> rings = {{{100, 900, 100, 900}, {100, 900, 100, 900}},
+                                                {{100, 103, 101.5, 103.2}, {90, 95, 92, 94.5}},
+                                                {{80, 83.3, 80, 83.3}, {70, 73, 71, 73}},
+                                                {{100, 900, 100, 900}, {100, 900, 100, 900}}};
+  std::ofstream out(dir / "timeline_events.jsonl");
+  for (int64_t it = 0; it < 4; ++it) {
+    TimelineIteration iteration;
+    iteration.iteration = it;
+    for (int64_t dp_rank = 0; dp_rank < 2; ++dp_rank) {
+      for (int64_t stage = 0; stage < 2; ++stage) {
+        const Ring& r = rings[static_cast<size_t>(it)][static_cast<size_t>(stage)];
+        iteration.ranks.push_back(rank_with_allreduce(dp_rank * 2 + stage, dp_rank, stage,
+                                                      dp_rank == 0 ? r.entry0 : r.entry1,
+                                                      dp_rank == 0 ? r.exit0 : r.exit1));
+      }
+    }
+    out << timeline_iteration_to_json(iteration).dump() << "\n";
+  }
+}
+
+TEST(AllreduceFit, BandwidthFromTheMeasuredRingsByHand) {
+  const fs::path dir = test::fresh_temp_dir("allreduce_fit");
+  write_dp2_run(dir / "measured", false);
+  const std::vector<double> bytes = [] {
+    std::vector<double> b;
+    for (double params : stage_trained_parameters(parse_manifest(resolved_manifest(2), "<test>"))) {
+      b.push_back(4.0 * params);
+    }
+    return b;
+  }();
+  ASSERT_EQ(bytes.size(), 2u);
+
+  std::vector<AllreduceObservation> observations = allreduce_observations(dir / "measured");
+  ASSERT_EQ(observations.size(), 4u) << "2 measured iterations x 2 stages";
+  const double expected_ms[] = {1.7, 3.0, 3.3, 2.0};
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_NEAR(observations[i].ms, expected_ms[i], 1e-9) << i;
+    EXPECT_EQ(observations[i].ranks, 2);
+    EXPECT_DOUBLE_EQ(observations[i].bytes, bytes[i % 2]);
+  }
+
+  // n = 2: payload (2 (n - 1) / n) x bytes x 8 = 8 bytes bits per ring, latency term
+  // 2 (n - 1) alpha = 0.2 ms at alpha 100 us.
+  const double payload_bits = 2 * 8.0 * (bytes[0] + bytes[1]);
+  const double transfer_s = (1.7 + 3.0 + 3.3 + 2.0 - 4 * 0.2) / 1000.0;
+  write_dp2_run(dir / "simulated", true);  // never fitted to: a model fitted to itself
+  test::write_measured_run_folder(dir / "one_rank", false, {IterationRecord{}}, resolved_manifest(1));
+  const AllreduceFit fit = fit_allreduce_from_results(dir, 100.0, "m.json", "$.cluster.intra_node.fit_from");
+  EXPECT_NEAR(fit.bandwidth_gbps, payload_bits / transfer_s / 1e9, 1e-9 * fit.bandwidth_gbps);
+  EXPECT_NEAR(fit.mean_ms, 10.0 / 4, 1e-12);
+  EXPECT_EQ(fit.samples, 4);
+  EXPECT_EQ(fit.runs, (std::vector<std::string>{(dir / "measured").string()}));
+
+  // The fitted link reproduces the mean measured all-reduce of this layout.
+  LinkSection link{100.0, fit.bandwidth_gbps, ""};
+  const double modelled = (ring_allreduce_ms(link, 2, bytes[0]) + ring_allreduce_ms(link, 2, bytes[1])) / 2;
+  EXPECT_NEAR(modelled, fit.mean_ms, 1e-9);
+
+  try {
+    fit_allreduce_from_results(dir, 2500.0, "m.json", "$.cluster.intra_node.fit_from");
+    FAIL() << "alpha 2.5 ms leaves no time for the payload";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.json_path(), "$.cluster.intra_node.fit_from");
+    EXPECT_NE(std::string(e.what()).find("alpha"), std::string::npos) << e.what();
+  }
+  fs::remove_all(dir / "measured");
+  try {
+    fit_allreduce_from_results(dir, 100.0, "m.json", "$.cluster.intra_node.fit_from");
+    FAIL() << "only a simulated run and a one-rank run are left";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.json_path(), "$.cluster.intra_node.fit_from");
+  }
+  EXPECT_THROW(fit_allreduce_from_results(dir / "missing", 100.0, "m.json", "$"), ConfigError);
+  fs::remove_all(dir);
+}
+
+TEST(AllreduceFit, CutOffTimelineLineIsNamedWithItsLine) {
+  const fs::path dir = test::fresh_temp_dir("allreduce_fit_cut");
+  write_dp2_run(dir, false);
+  std::ofstream(dir / "timeline_events.jsonl", std::ios::app) << "{\"iteration\": 4, \"ran";
+  try {
+    allreduce_observations(dir);
+    FAIL() << "a cut-off line must not be skipped silently";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("timeline_events.jsonl:5"), std::string::npos) << e.what();
+  }
+  fs::remove_all(dir);
+}
+
+TEST(AllreduceFit, ManifestKeyIsForTheIntraNodeLinkOnly) {
+  json m = test::small_simulation_manifest_json();
+  m["cluster"]["intra_node"] = {{"alpha_us", 100}, {"fit_from", "measured"}};
+  const Manifest parsed = parse_manifest(m, "m.json");
+  ASSERT_TRUE(parsed.cluster);
+  EXPECT_EQ(parsed.cluster->intra_node.fit_from, (fs::current_path() / "measured").lexically_normal().string());
+  EXPECT_EQ(cluster_section_to_json(*parsed.cluster)["intra_node"]["fit_from"],
+            parsed.cluster->intra_node.fit_from);
+  m["cluster"]["inter_node"] = {{"fit_from", "measured"}};
+  EXPECT_EQ(test::manifest_error_path(m), "$.cluster.inter_node.fit_from");
+}
+
+TEST(AllreduceFit, SimulateUsesTheFittedBandwidth) {
+  const fs::path dir = test::fresh_temp_dir("allreduce_fit_simulate");
+  write_dp2_run(dir / "measured", false);
+  json m = test::small_simulation_manifest_json();
+  m["cluster"]["intra_node"] = {{"alpha_us", 100}, {"fit_from", (dir / "measured").string()}};
+  RunManifestOptions options;
+  options.manifest_file = "m.json";
+  std::ostringstream log;
+  const std::vector<RunSpec> runs = simulated_runs(parse_manifest(m, "m.json"), options, log);
+  ASSERT_FALSE(runs.empty());
+  const AllreduceFit fit = fit_allreduce_from_results(dir / "measured", 100.0, "m.json", "$");
+  for (const RunSpec& run : runs) {
+    EXPECT_DOUBLE_EQ(run.manifest.cluster->intra_node.bandwidth_gbps, fit.bandwidth_gbps) << run.name;
+  }
+  EXPECT_NE(log.str().find("intra-node bandwidth fitted to 4 DP all-reduces"), std::string::npos) << log.str();
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace sb
