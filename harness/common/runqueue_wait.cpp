@@ -13,13 +13,18 @@ std::optional<double> process_runqueue_wait_ms() {
   if (error) return std::nullopt;
   double total_ns = 0;
   bool any = false;
-  for (const fs::directory_entry& task : tasks) {
+  // Threads start and end while the list is read: a failed step ends the reading (what
+  // was summed so far is a lower bound) rather than throwing mid-training.
+  while (tasks != fs::directory_iterator()) {
     // Fields: time on a CPU (ns), time waiting on a run queue (ns), time slices run.
-    std::ifstream in(task.path() / "schedstat");
+    std::ifstream in(tasks->path() / "schedstat");
     unsigned long long on_cpu_ns = 0, waiting_ns = 0;
-    if (!(in >> on_cpu_ns >> waiting_ns)) continue;  // the thread ended while we listed it
-    total_ns += static_cast<double>(waiting_ns);
-    any = true;
+    if (in >> on_cpu_ns >> waiting_ns) {
+      total_ns += static_cast<double>(waiting_ns);
+      any = true;
+    }  // else: the thread ended while we listed it
+    tasks.increment(error);
+    if (error) break;
   }
   if (!any) return std::nullopt;
   return total_ns / 1e6;

@@ -8,13 +8,6 @@
 namespace sb {
 namespace {
 
-// A run whose ranks spent more than this share of their time waiting for a core is
-// flagged in report.md. Measured on this project's 2-core machines (1 thread per rank):
-// on an otherwise idle machine 1.8-3.2 % for table1-cpu's two DP ranks and 4.6-6.0 %
-// for table1-cpu-pp2's two pipeline stages (the collectives' and the launcher's threads
-// waking up beside the compute); table1-cpu's baseline beside two busy processes: 42 %,
-// its iterations 1.9x longer.
-constexpr double kContendedRunqueueWaitPct = 10.0;
 
 using nlohmann::json;
 

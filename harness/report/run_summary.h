@@ -44,6 +44,14 @@
 
 namespace sb {
 
+// A run whose ranks spent more than this share of their time waiting for a core is
+// flagged in report.md, and `simulate` warns when it fits a model to it. Measured on
+// this project's 2-core machines (1 thread per rank): on an otherwise idle machine 1.8-3.2 % for table1-cpu's two DP ranks and 4.6-6.0 %
+// for table1-cpu-pp2's two pipeline stages (the collectives' and the launcher's threads
+// waking up beside the compute); table1-cpu's baseline beside two busy processes: 42 %,
+// its iterations 1.9x longer.
+inline constexpr double kContendedRunqueueWaitPct = 10.0;
+
 struct RunSummary {
   std::string run;  // folder name
   // From context.json "experiment" (method falls back to the resolved method's name).
@@ -84,8 +92,10 @@ struct RunSummary {
   std::optional<double> effective_budget_mean;
   std::optional<double> prediction_mape;
   // 100 x (sum of the ranks' run-queue waits) / (sum of iter_ms x ranks) over the
-  // measured iterations that carry runqueue_wait_ms: the share of its ranks' time a run
-  // spent ready to compute with no free core. Null for simulated and older runs.
+  // measured iterations that carry runqueue_wait_ms: with one busy thread per rank, the
+  // share of its ranks' time a run spent ready to compute with no free core (summed over
+  // a rank's threads, so several busy threads can take it past 100). Null for simulated
+  // and older runs.
   std::optional<double> runqueue_wait_pct;
   std::optional<double> microbatch_ms_sum;
   // From eval/eval_columns.json.

@@ -2,8 +2,8 @@
 // Fits the intra-node link's bandwidth (cluster.intra_node.fit_from) to the DP gradient
 // all-reduces of measured runs, so that a simulation of this machine communicates as
 // fast as its collectives really did rather than at an assumed figure (on the 2-core
-// CPU machines Gloo's all-reduce of qwen2-tiny's 3.3 MB took about 3 ms, where 20 Gbit/s
-// would give 1.5 ms).
+// CPU machines Gloo's all-reduce of qwen2-tiny's 3.3 MB took 3.9 ms on average, where
+// 20 Gbit/s would give 1.5 ms).
 //
 // Observations: per measured (non-warm-up) iteration and pipeline stage with two or more
 // DP ranks, the time from the last of the stage's DP ranks entering its all-reduce event
@@ -11,7 +11,9 @@
 // the wait for the slowest rank, which the simulator produces itself. Each has the ring
 // model's payload 2 (n - 1) / n x bytes (n DP ranks, bytes = 4 x the stage's trained
 // parameters, from the run's manifest.resolved.json) and latency term 2 (n - 1) alpha
-// (harness/sim/cluster_model.h), alpha the manifest's intra_node.alpha_us.
+// (harness/sim/cluster_model.h), alpha the manifest's intra_node.alpha_us. With tied
+// embeddings over a pipeline the first and last stages are left out: their all-reduce
+// event also holds the embedding's all-reduce between them, a wait for the other stage.
 // Fit: bandwidth = sum of payloads / sum of (duration - latency term): the model then
 // reproduces the measured all-reduces' total, hence their mean. The mean, not the median:
 // the DP wait the bubble fraction averages takes every slow all-reduce in full.

@@ -10,17 +10,9 @@
 #include "harness/report/sample_stats.h"
 #include "harness/sim/measured_runs.h"
 #include "harness/trace/timeline.h"
-#include "harness/train/iteration_record.h"
 
 namespace sb {
 namespace {
-
-// iteration -> warm-up flag, from records.jsonl.
-std::map<int64_t, bool> warmup_flags(const std::filesystem::path& records_file) {
-  std::map<int64_t, bool> warmup;
-  for (const IterationRecord& r : read_iteration_records(records_file)) warmup[r.iteration] = r.warmup;
-  return warmup;
-}
 
 // Events the simulator models itself: compute, pipeline transfers and waits, the
 // all-reduce (with its wait for the slowest rank) and the planner call.
@@ -43,11 +35,8 @@ bool modelled(EventKind kind) {
 }  // namespace
 
 std::vector<double> iteration_overhead_samples(const std::filesystem::path& run_dir) {
-  const std::map<int64_t, bool> warmup = warmup_flags(run_dir / "records.jsonl");
   std::vector<double> samples;
-  for (const TimelineIteration& iteration : read_timeline_events(run_dir / "timeline_events.jsonl")) {
-    const auto flag = warmup.find(iteration.iteration);
-    if (flag == warmup.end() || flag->second) continue;  // warm-up, or no record (interrupted)
+  for (const TimelineIteration& iteration : measured_timeline_iterations(run_dir)) {
     std::map<int64_t, double> least_of_dp_rank;
     for (const RankTimeline& rank : iteration.ranks) {
       double ms = rank.end_ms - rank.start_ms;
@@ -66,22 +55,18 @@ IterationOverheadFit fit_iteration_overhead_from_results(const std::filesystem::
                                                          const std::string& manifest_file,
                                                          const std::string& json_path) {
   IterationOverheadFit fit;
-  std::vector<double> all;
-  for (const auto& dir : measured_run_dirs(results_dir, manifest_file, json_path)) {
-    const std::vector<double> samples = iteration_overhead_samples(dir);
-    if (samples.empty()) continue;
-    all.insert(all.end(), samples.begin(), samples.end());
-    fit.runs.push_back(dir.string());
-  }
-  if (all.empty()) {
+  MeasuredObservations<double> observed = observe_measured_runs<double>(
+      results_dir, manifest_file, json_path, [](const std::filesystem::path& dir) { return iteration_overhead_samples(dir); });
+  if (observed.all.empty()) {
     throw ConfigError(manifest_file, json_path,
                       "found no measured run under " + results_dir.string() +
                           " with a measured iteration in timeline_events.jsonl",
                       "point it at the results of a `sparsebalance run` that completed past its warm-up, or give "
                       "ms instead");
   }
-  fit.samples = static_cast<int64_t>(all.size());
-  fit.ms = sample_stats(std::move(all))->mean;
+  fit.samples = static_cast<int64_t>(observed.all.size());
+  fit.ms = sample_stats(std::move(observed.all))->mean;
+  fit.runs = std::move(observed.runs);
   return fit;
 }
 

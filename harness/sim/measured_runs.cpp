@@ -3,9 +3,11 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <map>
 
 #include "harness/common/atomic_file.h"
 #include "harness/common/errors.h"
+#include "harness/train/iteration_record.h"
 
 namespace sb {
 namespace {
@@ -37,6 +39,18 @@ std::vector<fs::path> measured_run_dirs(const fs::path& results_dir, const std::
   std::sort(dirs.begin(), dirs.end());
   dirs.erase(std::remove_if(dirs.begin(), dirs.end(), is_simulated), dirs.end());
   return dirs;
+}
+
+std::vector<TimelineIteration> measured_timeline_iterations(const fs::path& run_dir) {
+  if (!fs::exists(run_dir / "timeline_events.jsonl")) return {};
+  std::map<int64_t, bool> warmup;
+  for (const IterationRecord& r : read_iteration_records(run_dir / "records.jsonl")) warmup[r.iteration] = r.warmup;
+  std::vector<TimelineIteration> measured;
+  for (TimelineIteration& iteration : read_timeline_events(run_dir / "timeline_events.jsonl")) {
+    const auto flag = warmup.find(iteration.iteration);
+    if (flag != warmup.end() && !flag->second) measured.push_back(std::move(iteration));
+  }
+  return measured;
 }
 
 }  // namespace sb

@@ -8,11 +8,40 @@
 #include <string>
 #include <vector>
 
+#include "harness/trace/timeline.h"
+
 namespace sb {
 
 // Throws ConfigError naming `json_path` in `manifest_file` when results_dir is not a
 // folder; an empty result is the caller's to judge (each fit says what it needed).
 std::vector<std::filesystem::path> measured_run_dirs(const std::filesystem::path& results_dir,
                                                      const std::string& manifest_file, const std::string& json_path);
+
+// The run's timeline_events.jsonl lines of measured iterations: those whose record in
+// records.jsonl is not warm-up (an iteration with a timeline but no record, from a run
+// interrupted between the two writes, is left out). Empty without a timeline file.
+std::vector<TimelineIteration> measured_timeline_iterations(const std::filesystem::path& run_dir);
+
+// What `observe(run_dir)` returns for every measured run under results_dir, concatenated,
+// and the runs that gave any. An empty result is the caller's to judge.
+template <class Observation>
+struct MeasuredObservations {
+  std::vector<Observation> all;
+  std::vector<std::string> runs;
+};
+
+template <class Observation, class Observe>
+MeasuredObservations<Observation> observe_measured_runs(const std::filesystem::path& results_dir,
+                                                        const std::string& manifest_file,
+                                                        const std::string& json_path, Observe observe) {
+  MeasuredObservations<Observation> out;
+  for (const auto& dir : measured_run_dirs(results_dir, manifest_file, json_path)) {
+    std::vector<Observation> some = observe(dir);
+    if (some.empty()) continue;
+    out.all.insert(out.all.end(), some.begin(), some.end());
+    out.runs.push_back(dir.string());
+  }
+  return out;
+}
 
 }  // namespace sb

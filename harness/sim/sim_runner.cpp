@@ -3,11 +3,14 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <ostream>
+#include <set>
 
 #include "harness/common/atomic_file.h"
 #include "harness/common/errors.h"
 #include "harness/report/report.h"
+#include "harness/report/run_summary.h"
 #include "harness/runner/run_folder.h"
 #include "harness/runner/system_info.h"
 #include "harness/sim/allreduce_fit.h"
@@ -174,6 +177,26 @@ json simulation_context(const RunSpec& run, const SimulateOptions& options, cons
   return context;
 }
 
+// Fitting to a run whose ranks waited for a core (runqueue_wait_pct above the report's
+// threshold) fits the machine's contention along with the method: say so, once per run.
+void warn_if_contended(const std::vector<std::string>& runs, std::set<std::string>& warned, std::ostream& log) {
+  for (const std::string& run : runs) {
+    if (!warned.insert(run).second) continue;
+    std::optional<double> pct;
+    try {
+      pct = summarize_run(run).runqueue_wait_pct;
+    } catch (const std::exception&) {
+      continue;  // the fit read what it needed; the summary is only for this warning
+    }
+    if (pct && *pct > kContendedRunqueueWaitPct) {
+      char text[32];
+      std::snprintf(text, sizeof(text), "%.1f%%", *pct);
+      log << "WARNING: fitting to " << run << ", whose ranks waited " << text
+          << " of their time for a free CPU core (runqueue_wait_pct): the fit takes in that contention\n";
+    }
+  }
+}
+
 // The runs of a manifest with the models fitted to measured runs (simulation.*.fit_from)
 // written into their manifests, each fitted once per source (coverage: results folder and
 // block size; latency noise and iteration overhead: results folder). Done before any
@@ -186,6 +209,7 @@ struct FittedRuns {
   std::map<std::string, IterationOverheadFit> overhead;
   std::map<std::pair<std::string, double>, AllreduceFit> allreduce;
   std::map<std::string, RunFits> of_run;
+  std::set<std::string> warned_contended;  // runs warn_if_contended has looked at
 };
 
 FittedRuns fit_runs(const Manifest& manifest, const RunManifestOptions& options, std::ostream& log) {
@@ -207,6 +231,7 @@ FittedRuns fit_runs(const Manifest& manifest, const RunManifestOptions& options,
         return fit;
       });
       simulation.coverage.exponent = fits.coverage->exponent;
+      warn_if_contended(fits.coverage->runs, out.warned_contended, log);
     }
     if (!simulation.latency_noise.fit_from.empty()) {
       const std::string& from = simulation.latency_noise.fit_from;
@@ -221,6 +246,7 @@ FittedRuns fit_runs(const Manifest& manifest, const RunManifestOptions& options,
       });
       simulation.latency_noise.sigma = fits.noise->components.sigma;
       simulation.latency_noise.rank_sigma = fits.noise->components.rank_sigma;
+      warn_if_contended(fits.noise->runs, out.warned_contended, log);
     }
     if (!simulation.iteration_overhead.fit_from.empty()) {
       const std::string& from = simulation.iteration_overhead.fit_from;
@@ -232,6 +258,7 @@ FittedRuns fit_runs(const Manifest& manifest, const RunManifestOptions& options,
         return fit;
       });
       simulation.iteration_overhead.ms = fits.overhead->ms;
+      warn_if_contended(fits.overhead->runs, out.warned_contended, log);
     }
     if (run.manifest.cluster && !run.manifest.cluster->intra_node.fit_from.empty()) {
       LinkSection& link = run.manifest.cluster->intra_node;
@@ -244,6 +271,7 @@ FittedRuns fit_runs(const Manifest& manifest, const RunManifestOptions& options,
         return fit;
       });
       link.bandwidth_gbps = fits.allreduce->bandwidth_gbps;
+      warn_if_contended(fits.allreduce->runs, out.warned_contended, log);
     }
   }
   return out;

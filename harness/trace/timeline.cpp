@@ -1,10 +1,8 @@
 #include "harness/trace/timeline.h"
 
-#include <sstream>
 #include <stdexcept>
 
-#include "harness/common/atomic_file.h"
-#include "harness/common/errors.h"
+#include "harness/common/jsonl_file.h"
 
 namespace sb {
 namespace {
@@ -106,21 +104,9 @@ RankTimeline TimelineRecorder::end_iteration() {
 
 std::vector<TimelineIteration> read_timeline_events(const std::filesystem::path& file) {
   std::vector<TimelineIteration> iterations;
-  if (!std::filesystem::exists(file)) return iterations;
-  std::istringstream in(read_file(file));
-  std::string line;
-  int64_t line_number = 0;
-  while (std::getline(in, line)) {
-    ++line_number;
-    if (line.empty()) continue;
-    try {
-      iterations.push_back(timeline_iteration_from_json(nlohmann::json::parse(line)));
-    } catch (const std::exception& e) {
-      throw ConfigError(file.string() + ":" + std::to_string(line_number), "",
-                        std::string("is not a timeline line: ") + e.what(),
-                        "delete the broken line (a run killed mid-write may leave it cut off) and rerun");
-    }
-  }
+  for_each_jsonl_value(file, "a timeline line", [&](const nlohmann::json& j) {
+    iterations.push_back(timeline_iteration_from_json(j));
+  });
   return iterations;
 }
 

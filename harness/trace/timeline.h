@@ -61,9 +61,9 @@ struct TimelineIteration {
 nlohmann::json timeline_iteration_to_json(const TimelineIteration& iteration);
 TimelineIteration timeline_iteration_from_json(const nlohmann::json& json);
 
-// Every line of a timeline_events.jsonl (empty lines skipped); an empty list when the
-// file does not exist. Throws ConfigError naming file:line for a line that does not parse
-// (a run killed mid-write leaves a cut-off last line).
+// Every line of a timeline_events.jsonl (empty lines skipped). Throws ConfigError naming
+// file:line for a line that does not parse (a run killed mid-write leaves a cut-off last
+// line), std::runtime_error when the file cannot be read.
 std::vector<TimelineIteration> read_timeline_events(const std::filesystem::path& file);
 
 // Milliseconds on the job's common clock: this process's steady clock minus an offset

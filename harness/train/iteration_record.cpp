@@ -1,13 +1,11 @@
 #include "harness/train/iteration_record.h"
 
 #include <cmath>
-#include <sstream>
 #include <string>
 #include <limits>
 #include <numeric>
 
-#include "harness/common/atomic_file.h"
-#include "harness/common/errors.h"
+#include "harness/common/jsonl_file.h"
 #include "harness/trace/iteration_metrics.h"
 
 namespace sb {
@@ -101,21 +99,10 @@ IterationRecord iteration_record_from_json(const nlohmann::json& j) {
 }
 
 std::vector<IterationRecord> read_iteration_records(const std::filesystem::path& file) {
-  std::istringstream in(read_file(file));
   std::vector<IterationRecord> records;
-  std::string line;
-  int64_t line_number = 0;
-  while (std::getline(in, line)) {
-    ++line_number;
-    if (line.empty()) continue;
-    try {
-      records.push_back(iteration_record_from_json(nlohmann::json::parse(line)));
-    } catch (const std::exception& e) {
-      throw ConfigError(file.string() + ":" + std::to_string(line_number), "",
-                        std::string("is not a valid iteration record: ") + e.what(),
-                        "delete the broken line (records after a crash may be cut off) and rerun");
-    }
-  }
+  for_each_jsonl_value(file, "a valid iteration record", [&](const nlohmann::json& j) {
+    records.push_back(iteration_record_from_json(j));
+  });
   return records;
 }
 

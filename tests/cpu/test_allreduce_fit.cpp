@@ -11,6 +11,7 @@
 
 #include "harness/common/errors.h"
 #include "harness/config/manifest.h"
+#include "harness/report/run_summary.h"
 #include "harness/sim/allreduce_fit.h"
 #include "harness/sim/cluster_model.h"
 #include "harness/sim/run_simulator.h"
@@ -42,10 +43,12 @@ RankTimeline rank_with_allreduce(int64_t rank, int64_t dp_rank, int64_t stage, d
   return t;
 }
 
-// The small simulation manifest's layout (DP2 x PP2, qwen2-test), with `dp` DP ranks.
-json resolved_manifest(int64_t dp) {
+// The small simulation manifest's layout (DP2 x PP2, qwen2-test: untied embeddings), with
+// `dp` DP ranks.
+json resolved_manifest(int64_t dp, const std::string& preset = "qwen2-test") {
   json m = test::small_simulation_manifest_json();
   m["parallelism"]["dp"] = dp;
+  m["model"]["preset"] = preset;
   return m;
 }
 
@@ -55,13 +58,13 @@ json resolved_manifest(int64_t dp) {
 //                stage 1: entries 90 and 92, exits 95 and 94.5        -> 3.0 ms
 //   iteration 2, stage 0: entries 80 and 80, exits 83.3 and 83.3      -> 3.3 ms
 //                stage 1: entries 70 and 71, exits 73 and 73          -> 2.0 ms
-void write_dp2_run(const fs::path& dir, bool simulated) {
+void write_dp2_run(const fs::path& dir, bool simulated, const std::string& preset = "qwen2-test") {
   std::vector<IterationRecord> records(3);
   for (int64_t it = 0; it < 3; ++it) {
     records[static_cast<size_t>(it)].iteration = it;
     records[static_cast<size_t>(it)].warmup = it == 0;
   }
-  test::write_measured_run_folder(dir, simulated, records, resolved_manifest(2));
+  test::write_measured_run_folder(dir, simulated, records, resolved_manifest(2, preset));
   struct Ring {
     double entry0, exit0, entry1, exit1;
   };
@@ -111,7 +114,18 @@ TEST(AllreduceFit, BandwidthFromTheMeasuredRingsByHand) {
   const double payload_bits = 2 * 8.0 * (bytes[0] + bytes[1]);
   const double transfer_s = (1.7 + 3.0 + 3.3 + 2.0 - 4 * 0.2) / 1000.0;
   write_dp2_run(dir / "simulated", true);  // never fitted to: a model fitted to itself
+  // One DP rank: each stage's all-reduce event has no ring to time.
   test::write_measured_run_folder(dir / "one_rank", false, {IterationRecord{}}, resolved_manifest(1));
+  {
+    TimelineIteration alone;
+    alone.ranks = {rank_with_allreduce(0, 0, 0, 100, 101), rank_with_allreduce(1, 0, 1, 90, 91)};
+    std::ofstream(dir / "one_rank" / "timeline_events.jsonl") << timeline_iteration_to_json(alone).dump() << "\n";
+  }
+  EXPECT_TRUE(allreduce_observations(dir / "one_rank").empty());
+  // Tied embeddings over a pipeline (qwen2-tiny): the first and last stages' event also
+  // holds the embedding's all-reduce between them; with 2 stages nothing is left.
+  write_dp2_run(dir / "tied" / "run", false, "qwen2-tiny");
+  EXPECT_TRUE(allreduce_observations(dir / "tied" / "run").empty());
   const AllreduceFit fit = fit_allreduce_from_results(dir, 100.0, "m.json", "$.cluster.intra_node.fit_from");
   EXPECT_NEAR(fit.bandwidth_gbps, payload_bits / transfer_s / 1e9, 1e-9 * fit.bandwidth_gbps);
   EXPECT_NEAR(fit.mean_ms, 10.0 / 4, 1e-12);
@@ -123,6 +137,8 @@ TEST(AllreduceFit, BandwidthFromTheMeasuredRingsByHand) {
   const double modelled = (ring_allreduce_ms(link, 2, bytes[0]) + ring_allreduce_ms(link, 2, bytes[1])) / 2;
   EXPECT_NEAR(modelled, fit.mean_ms, 1e-9);
 
+  EXPECT_THROW(fit_allreduce_bandwidth({{1.0, 1, 1e6}}, 0), std::invalid_argument) << "a ring of one rank";
+  EXPECT_THROW(fit_allreduce_bandwidth({{1.0, 2, 0}}, 0), std::invalid_argument) << "nothing to transfer";
   try {
     fit_allreduce_from_results(dir, 2500.0, "m.json", "$.cluster.intra_node.fit_from");
     FAIL() << "alpha 2.5 ms leaves no time for the payload";
@@ -181,6 +197,43 @@ TEST(AllreduceFit, SimulateUsesTheFittedBandwidth) {
     EXPECT_DOUBLE_EQ(run.manifest.cluster->intra_node.bandwidth_gbps, fit.bandwidth_gbps) << run.name;
   }
   EXPECT_NE(log.str().find("intra-node bandwidth fitted to 4 DP all-reduces"), std::string::npos) << log.str();
+  EXPECT_EQ(log.str().find("WARNING"), std::string::npos) << "the records carry no run-queue waits";
+  fs::remove_all(dir);
+}
+
+TEST(AllreduceFit, SimulateWarnsWhenFittingToAContendedRun) {
+  const fs::path dir = test::fresh_temp_dir("allreduce_fit_contended");
+  write_dp2_run(dir / "measured", false);
+  // The run as the runner leaves it (a resolved manifest the report can summarize), its
+  // measured iterations 100 ms long with each of the 4 ranks waiting 20 ms for a core:
+  // runqueue_wait_pct 20, above the report's threshold.
+  const json resolved = manifest_to_json(expand_runs(parse_manifest(resolved_manifest(2), "<test>")).at(0).manifest);
+  std::ofstream(dir / "measured" / "manifest.resolved.json") << resolved.dump();
+  {
+    std::ofstream records(dir / "measured" / "records.jsonl");
+    for (int64_t it = 0; it < 3; ++it) {
+      IterationRecord r;
+      r.iteration = it;
+      r.warmup = it == 0;
+      r.iter_ms = 100;
+      r.runqueue_wait_ms = {20, 20, 20, 20};
+      records << iteration_record_to_json(r).dump() << "\n";
+    }
+  }
+  ASSERT_GT(kContendedRunqueueWaitPct, 0.0);
+  ASSERT_LT(kContendedRunqueueWaitPct, 20.0);
+  json m = test::small_simulation_manifest_json();
+  m["cluster"]["intra_node"] = {{"alpha_us", 100}, {"fit_from", (dir / "measured").string()}};
+  m["simulation"].erase("optimizer_ms");  // the overhead includes the optimizer step
+  m["simulation"]["iteration_overhead"] = {{"fit_from", (dir / "measured").string()}};
+  RunManifestOptions options;
+  options.manifest_file = "m.json";
+  std::ostringstream log;
+  simulated_runs(parse_manifest(m, "m.json"), options, log);
+  const std::string text = log.str();
+  const std::string warning = "WARNING: fitting to " + (dir / "measured").string() + ", whose ranks waited 20.0%";
+  ASSERT_NE(text.find(warning), std::string::npos) << text;
+  EXPECT_EQ(text.find(warning, text.find(warning) + 1), std::string::npos) << "once per run, not once per fit";
   fs::remove_all(dir);
 }
 

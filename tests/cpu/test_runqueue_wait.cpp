@@ -1,6 +1,6 @@
 // The run-queue wait reader (harness/common/runqueue_wait.h) against the kernel's own
 // accounting: threads that outnumber the cores must wait for one, so the process's
-// total wait grows by a good part of the oversubscribed time; it never decreases.
+// total wait grows by a good part of the oversubscribed time.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -44,10 +44,6 @@ TEST(RunqueueWait, GrowsWhenThreadsOutnumberTheCores) {
   ASSERT_TRUE(during.has_value());
   EXPECT_EQ(spinning.load(), cores + 2);
   EXPECT_GT(*during - *before, 0.25 * 2 * 300.0) << "cores " << cores;
-
-  const std::optional<double> after = process_runqueue_wait_ms();
-  ASSERT_TRUE(after.has_value());
-  EXPECT_GE(*after, *before) << "the spinners ended; the main thread's own wait still only grows";
 }
 
 }  // namespace
