@@ -17,15 +17,13 @@ LinkSection parse_link(const json& j, const std::string& path, const std::string
   JsonObjectReader r(j, path, file);
   link.alpha_us = r.optional<double>("alpha_us", link.alpha_us);
   link.bandwidth_gbps = r.optional<double>("bandwidth_gbps", link.bandwidth_gbps);
-  // Only the intra-node link takes fit_from (measured runs share one machine); read
-  // from the raw object elsewhere, so that the error says so rather than "unknown key".
-  if (!fittable && j.is_object() && j.contains("fit_from")) {
+  // Only the intra-node link takes fit_from (measured runs share one machine); inter_node
+  // rejects it by name rather than as an unknown key.
+  if (!fittable && r.contains("fit_from")) {
     throw ConfigError(file, r.child_path("fit_from"), "is only for intra_node",
                       "measured runs ran on one machine: fit intra_node, give inter_node's bandwidth_gbps");
   }
-  if (fittable && r.optional_value("fit_from") != nullptr) {
-    link.fit_from = resolve_manifest_path(file, r.required<std::string>("fit_from"));
-  }
+  if (fittable) link.fit_from = resolve_manifest_path(file, r.optional<std::string>("fit_from", ""));
   r.finish();
   r.expect(link.alpha_us >= 0, "alpha_us", "must be >= 0 (microseconds)", "e.g. 3 for NVLink, 10 for InfiniBand");
   r.expect(link.bandwidth_gbps > 0, "bandwidth_gbps", "must be > 0 (Gbit/s)",
@@ -127,9 +125,7 @@ SimulationSection parse_simulation_section(const json& j, const std::string& pat
     s.coverage.exponent = c.optional<double>("exponent", s.coverage.exponent);
     // With fit_from, `simulate` replaces the exponent by the fit (a resolved manifest
     // carries both: the folder and the exponent fitted from it).
-    if (c.optional_value("fit_from") != nullptr) {
-      s.coverage.fit_from = resolve_manifest_path(file, c.required<std::string>("fit_from"));
-    }
+    s.coverage.fit_from = resolve_manifest_path(file, c.optional<std::string>("fit_from", ""));
     c.finish();
     c.expect(s.coverage.exponent >= 0, "exponent", "must be >= 0", "e.g. 1.0 (0: uniform routing scores)");
   }
@@ -139,9 +135,7 @@ SimulationSection parse_simulation_section(const json& j, const std::string& pat
     s.latency_noise.rank_sigma = n.optional<double>("rank_sigma", s.latency_noise.rank_sigma);
     // With fit_from, `simulate` replaces sigma and rank_sigma by the fit (a resolved
     // manifest carries both: the folder and the values fitted from it).
-    if (n.optional_value("fit_from") != nullptr) {
-      s.latency_noise.fit_from = resolve_manifest_path(file, n.required<std::string>("fit_from"));
-    }
+    s.latency_noise.fit_from = resolve_manifest_path(file, n.optional<std::string>("fit_from", ""));
     n.finish();
     n.expect(std::isfinite(s.latency_noise.sigma) && s.latency_noise.sigma >= 0 && s.latency_noise.sigma <= 2,
              "sigma", "must be in [0, 2]",
@@ -156,9 +150,7 @@ SimulationSection parse_simulation_section(const json& j, const std::string& pat
     JsonObjectReader o(*overhead, r.child_path("iteration_overhead"), file);
     s.iteration_overhead.ms = o.optional<double>("ms", s.iteration_overhead.ms);
     // With fit_from, `simulate` replaces ms by the fit (a resolved manifest carries both).
-    if (o.optional_value("fit_from") != nullptr) {
-      s.iteration_overhead.fit_from = resolve_manifest_path(file, o.required<std::string>("fit_from"));
-    }
+    s.iteration_overhead.fit_from = resolve_manifest_path(file, o.optional<std::string>("fit_from", ""));
     o.finish();
     o.expect(o.optional_value("ms") == nullptr || (std::isfinite(s.iteration_overhead.ms) && s.iteration_overhead.ms >= 0),
              "ms", "must be >= 0", "e.g. 25 (ms per rank and iteration), or fit_from");

@@ -98,11 +98,9 @@ void summarize_records(const std::vector<IterationRecord>& records, int64_t defa
   s.loss_first = records.front().loss;
   s.loss_final = records.back().loss;
   std::vector<double> iter_ms, imbalance, bubble, overhead, allreduce, coverage, budgets, layer_budgets, ape;
-  double tokens = 0, total_ms = 0, bubble_max = 0, microbatch_sum = 0, waited_ms = 0, rank_ms = 0;
+  double tokens = 0, total_ms = 0, bubble_max = 0, microbatch_sum = 0;
   for (const IterationRecord& r : records) {
     if (r.warmup) continue;
-    for (double ms : r.runqueue_wait_ms) waited_ms += ms;
-    rank_ms += r.iter_ms * static_cast<double>(r.runqueue_wait_ms.size());
     iter_ms.push_back(r.iter_ms);
     imbalance.push_back(r.imbalance);
     bubble.push_back(r.bubble_fraction);
@@ -135,11 +133,22 @@ void summarize_records(const std::vector<IterationRecord>& records, int64_t defa
   s.budget_mean = mean_of(budgets);
   s.effective_budget_mean = mean_of(layer_budgets);
   s.prediction_mape = mean_of(ape);
-  if (rank_ms > 0) s.runqueue_wait_pct = 100.0 * waited_ms / rank_ms;
+  s.runqueue_wait_pct = runqueue_wait_pct(records);
   if (microbatch_sum > 0) s.microbatch_ms_sum = microbatch_sum;
 }
 
 }  // namespace
+
+std::optional<double> runqueue_wait_pct(const std::vector<IterationRecord>& records) {
+  double waited_ms = 0, rank_ms = 0;
+  for (const IterationRecord& r : records) {
+    if (r.warmup) continue;
+    for (double ms : r.runqueue_wait_ms) waited_ms += ms;
+    rank_ms += r.iter_ms * static_cast<double>(r.runqueue_wait_ms.size());
+  }
+  if (rank_ms <= 0) return std::nullopt;
+  return 100.0 * waited_ms / rank_ms;
+}
 
 std::string RunSummary::budget_text() const {
   if (!dst_anchor || !dst_p) return budget;

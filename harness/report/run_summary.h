@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "harness/report/sample_stats.h"
+#include "harness/train/iteration_record.h"
 
 namespace sb {
 
@@ -109,6 +110,10 @@ struct RunSummary {
   // "budget" column text: "fixed" or "dst(anchor=mean,p=0.1)".
   std::string budget_text() const;
 };
+
+// RunSummary::runqueue_wait_pct of these records (measured ones only); null when none
+// carries runqueue_wait_ms.
+std::optional<double> runqueue_wait_pct(const std::vector<IterationRecord>& records);
 
 // Reads one run folder (it must hold records.jsonl and manifest.resolved.json).
 // Errors name the file (and line for records.jsonl).

@@ -56,7 +56,7 @@ std::vector<AllreduceObservation> allreduce_observations(const std::filesystem::
   bool ties_stages = false;
   try {
     const Manifest manifest = load_manifest(manifest_file);
-    for (double params : stage_trained_parameters(manifest)) stage_bytes.push_back(4.0 * params);
+    stage_bytes = stage_dp_allreduce_bytes(manifest);
     ties_stages = manifest.parallelism.pp > 1 && qwen2_preset(manifest.model.preset).tie_word_embeddings;
   } catch (const ConfigError&) {
     throw;

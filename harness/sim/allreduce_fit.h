@@ -9,8 +9,9 @@
 // DP ranks, the time from the last of the stage's DP ranks entering its all-reduce event
 // to the last leaving it (timeline_events.jsonl): the collective's own duration, without
 // the wait for the slowest rank, which the simulator produces itself. Each has the ring
-// model's payload 2 (n - 1) / n x bytes (n DP ranks, bytes = 4 x the stage's trained
-// parameters, from the run's manifest.resolved.json) and latency term 2 (n - 1) alpha
+// model's payload 2 (n - 1) / n x bytes (n DP ranks, bytes the stage's as the simulator
+// sends them, stage_dp_allreduce_bytes of the run's manifest.resolved.json) and latency
+// term 2 (n - 1) alpha
 // (harness/sim/cluster_model.h), alpha the manifest's intra_node.alpha_us. With tied
 // embeddings over a pipeline the first and last stages are left out: their all-reduce
 // event also holds the embedding's all-reduce between them, a wait for the other stage.

@@ -121,24 +121,19 @@ CoverageFit fit_coverage_exponent(const std::vector<CoverageObservation>& observ
 
 CoverageFit fit_coverage_from_results(const fs::path& results_dir, int64_t block_size, const std::string& manifest_file,
                                       const std::string& json_path) {
-  const std::vector<fs::path> run_dirs = measured_run_dirs(results_dir, manifest_file, json_path);
-  std::vector<CoverageObservation> observations;
-  std::vector<std::string> used;
-  for (const fs::path& dir : run_dirs) {
-    if (run_block_size(dir) != block_size) continue;
-    std::vector<CoverageObservation> o = coverage_observations(dir / "records.jsonl");
-    if (o.empty()) continue;
-    observations.insert(observations.end(), o.begin(), o.end());
-    used.push_back(dir.string());
-  }
-  if (observations.empty()) {
+  MeasuredObservations<CoverageObservation> observed = observe_measured_runs<CoverageObservation>(
+      results_dir, manifest_file, json_path, [&](const fs::path& dir) {
+        return run_block_size(dir) == block_size ? coverage_observations(dir / "records.jsonl")
+                                                 : std::vector<CoverageObservation>{};
+      });
+  if (observed.all.empty()) {
     throw ConfigError(manifest_file, json_path,
                       "found no measured MoBA run with block size " + std::to_string(block_size) +
                           " and recorded layer coverage under " + results_dir.string(),
                       "point it at the results of a `sparsebalance run` with the same attention block size");
   }
-  CoverageFit fit = fit_coverage_exponent(observations, block_size);
-  fit.runs = std::move(used);
+  CoverageFit fit = fit_coverage_exponent(observed.all, block_size);
+  fit.runs = std::move(observed.runs);
   return fit;
 }
 

@@ -67,6 +67,12 @@ std::vector<double> stage_trained_parameters(const Manifest& m) {
   return out;
 }
 
+std::vector<double> stage_dp_allreduce_bytes(const Manifest& m) {
+  std::vector<double> bytes = stage_trained_parameters(m);
+  for (double& b : bytes) b *= 4.0 / static_cast<double>(m.parallelism.tp);
+  return bytes;
+}
+
 RunSimulator::RunSimulator(const Manifest& m, SimProfile profile, ClusterSection cluster, RunSimulatorOptions options)
     : manifest_(m),
       profile_(std::move(profile)),
@@ -82,6 +88,7 @@ RunSimulator::RunSimulator(const Manifest& m, SimProfile profile, ClusterSection
     coverage_ = std::make_unique<ZipfCoverageModel>(simulation_.coverage.exponent, method.attention.block_size);
   }
   stage_trained_params_ = stage_trained_parameters(m);
+  stage_dp_bytes_ = stage_dp_allreduce_bytes(m);
 }
 
 SimulatedIteration RunSimulator::simulate_iteration(int64_t iteration) {
@@ -179,7 +186,8 @@ SimulatedIteration RunSimulator::simulate_iteration(int64_t iteration) {
   if (record.microbatch_pred_ms.size() != record.microbatch_tokens.size()) record.microbatch_pred_ms.clear();
   for (int64_t s = 0; s < pp; ++s) {
     const double params = stage_trained_params_[static_cast<size_t>(s)] / static_cast<double>(tp);
-    in.allreduce_ms.push_back(ring_allreduce_ms(cluster_.data_parallel_link(s), dp, params * 4.0));
+    in.allreduce_ms.push_back(
+        ring_allreduce_ms(cluster_.data_parallel_link(s), dp, stage_dp_bytes_[static_cast<size_t>(s)]));
     // Only the optimizer step, unless the measured iteration overhead (which includes it)
     // is given; the sequence inside a rank's iteration does not change its end.
     if (simulation_.iteration_overhead.ms >= 0) {

@@ -84,11 +84,17 @@ class RunSimulator {
   std::unique_ptr<ZipfCoverageModel> coverage_;
   LatencyNoise noise_;
   std::vector<double> stage_trained_params_;  // [stage], whole stage (all TP ranks)
+  std::vector<double> stage_dp_bytes_;        // [stage], stage_dp_allreduce_bytes
   double elapsed_ms_ = 0;                     // simulated time of the iterations so far
 };
 
 // Trained parameters of each stage (LoRA: adapters only), for the DP all-reduce and the
 // optimizer model.
 std::vector<double> stage_trained_parameters(const Manifest& manifest);
+
+// Bytes each stage's DP ring all-reduces: one TP rank's share of the stage's trained
+// parameters as fp32 gradients (4 bytes each). What the simulator sends and what the
+// all-reduce fit (allreduce_fit.h) divides measured times by.
+std::vector<double> stage_dp_allreduce_bytes(const Manifest& manifest);
 
 }  // namespace sb

@@ -18,6 +18,7 @@
 #include "harness/sim/iteration_overhead_fit.h"
 #include "harness/sim/latency_noise_fit.h"
 #include "harness/sim/run_simulator.h"
+#include "harness/train/iteration_record.h"
 #include "models/qwen2/qwen2_config.h"
 
 namespace sb {
@@ -182,12 +183,9 @@ json simulation_context(const RunSpec& run, const SimulateOptions& options, cons
 void warn_if_contended(const std::vector<std::string>& runs, std::set<std::string>& warned, std::ostream& log) {
   for (const std::string& run : runs) {
     if (!warned.insert(run).second) continue;
-    std::optional<double> pct;
-    try {
-      pct = summarize_run(run).runqueue_wait_pct;
-    } catch (const std::exception&) {
-      continue;  // the fit read what it needed; the summary is only for this warning
-    }
+    // The fit has read these records already (a bad line would have stopped it).
+    const std::optional<double> pct =
+        runqueue_wait_pct(read_iteration_records(std::filesystem::path(run) / "records.jsonl"));
     if (pct && *pct > kContendedRunqueueWaitPct) {
       char text[32];
       std::snprintf(text, sizeof(text), "%.1f%%", *pct);

@@ -1,6 +1,7 @@
 #include "kernels/attention/moba_key_blocks.h"
 
 #include <ATen/ATen.h>
+#include <ATen/OpMathType.h>
 
 #include <tuple>
 #include <vector>
@@ -31,15 +32,6 @@ void check_entries(const MobaKeyBlocks& blocks, const at::Tensor& keys, const ch
               " heads, got ", keys.sizes(), " (a plan used with another call's keys)");
 }
 
-// The entries on the host, for the CPU loops.
-struct HostEntry {
-  int64_t source, tokens, target, head;
-};
-HostEntry host_entry(const int64_t* entries, int64_t e) {
-  const int64_t* f = entries + e * kKeyBlockFields;
-  return {f[kKeyBlockSource], f[kKeyBlockTokens], f[kKeyBlockTarget], f[kKeyBlockHead]};
-}
-
 }  // namespace
 
 MobaKeyBlockRuns moba_key_block_runs(const MobaKeyBlocks& blocks) {
@@ -65,7 +57,7 @@ at::Tensor gather_key_blocks(const at::Tensor& x, const MobaKeyBlocks& blocks) {
   TORCH_CHECK(x.device().is_cpu(), "gather_key_blocks: no implementation for ", x.device());
   const at::Tensor entries = blocks.entries;
   for (int64_t e = 0; e < entries.size(0); ++e) {
-    const HostEntry entry = host_entry(entries.const_data_ptr<int64_t>(), e);
+    const MobaKeyBlockEntry entry = read_key_block_entry(entries.const_data_ptr<int64_t>(), e);
     if (entry.tokens == 0) continue;
     out.narrow(0, entry.target, entry.tokens)
         .select(1, 0)
@@ -77,8 +69,7 @@ at::Tensor gather_key_blocks(const at::Tensor& x, const MobaKeyBlocks& blocks) {
 void add_key_block_grads(at::Tensor& into, const at::Tensor& gathered_grad,
                          const MobaKeyBlocks& blocks, const MobaKeyBlockRuns& runs) {
   check_entries(blocks, into, "add_key_block_grads", &runs);
-  const at::ScalarType acc =
-      gathered_grad.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  const at::ScalarType acc = at::toOpMathType(gathered_grad.scalar_type());
   TORCH_CHECK(into.scalar_type() == acc, "add_key_block_grads: accumulates ",
               gathered_grad.scalar_type(), " gradients in ", acc, ", got ", into.scalar_type());
   TORCH_CHECK(gathered_grad.device() == into.device(), "add_key_block_grads: the gradient is on ",
@@ -100,10 +91,10 @@ void add_key_block_grads(at::Tensor& into, const at::Tensor& gathered_grad,
   const int64_t* order = runs.order.const_data_ptr<int64_t>();
   const int64_t* bounds = runs.runs.const_data_ptr<int64_t>();
   for (int64_t r = 0; r + 1 < runs.runs.numel(); ++r) {
-    const HostEntry first = host_entry(entries, order[bounds[r]]);
+    const MobaKeyBlockEntry first = read_key_block_entry(entries, order[bounds[r]]);
     at::Tensor sum = at::zeros({first.tokens, into.size(2)}, into.options());
     for (int64_t i = bounds[r]; i < bounds[r + 1]; ++i) {
-      const HostEntry entry = host_entry(entries, order[i]);
+      const MobaKeyBlockEntry entry = read_key_block_entry(entries, order[i]);
       sum += grad.narrow(0, entry.target, entry.tokens).select(1, 0).to(acc);
     }
     into.narrow(0, first.source, first.tokens).select(1, first.head).add_(sum);

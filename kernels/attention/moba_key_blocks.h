@@ -12,6 +12,7 @@
 // bitwise repeatable.
 
 #include <ATen/core/Tensor.h>
+#include <c10/macros/Macros.h>
 
 #include <cstdint>
 
@@ -26,6 +27,16 @@ enum MobaKeyBlockField : int64_t {
   kKeyBlockFields
 };
 
+// One row of MobaKeyBlocks::entries, read the same way by the CPU loops and the CUDA
+// kernels.
+struct MobaKeyBlockEntry {
+  int64_t source, tokens, target, head;
+};
+C10_HOST_DEVICE inline MobaKeyBlockEntry read_key_block_entry(const int64_t* entries, int64_t e) {
+  const int64_t* f = entries + e * kKeyBlockFields;
+  return {f[kKeyBlockSource], f[kKeyBlockTokens], f[kKeyBlockTarget], f[kKeyBlockHead]};
+}
+
 struct MobaKeyBlocks {
   at::Tensor entries;  // int64 [E, kKeyBlockFields], on the device of k
   int64_t gathered_rows = 0;  // rows of the gathered keys
@@ -36,7 +47,8 @@ struct MobaKeyBlocks {
 
 // The used entries (tokens > 0) ordered by source (head, first key), ties by entry index:
 // order int64 [U]; runs int64 [R + 1]: order[runs[r] .. runs[r + 1]) share one source.
-// On the entries' device; waits for it once (the number of used entries).
+// On the entries' device; waits for it twice (the number of used entries, then of
+// distinct sources).
 struct MobaKeyBlockRuns {
   at::Tensor order, runs;
 };

@@ -1,6 +1,7 @@
 #include "kernels/attention/moba_varlen_attention.h"
 
 #include <ATen/ATen.h>
+#include <ATen/OpMathType.h>
 #include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/custom_function.h>
 
@@ -47,10 +48,6 @@ struct MobaVarlenState : torch::CustomClassHolder {
   std::vector<VarlenAttentionForward> chunk_forwards;
 };
 
-at::ScalarType accumulate_type(at::ScalarType dtype) {
-  return dtype == at::kDouble ? at::kDouble : at::kFloat;
-}
-
 // [Nk, H, D] keys of part 1: k itself, or the diagonal blocks gathered.
 at::Tensor self_keys(const at::Tensor& k, const MobaVarlenPlan& plan) {
   return plan.self_kv_index.defined() ? k.index_select(0, plan.self_kv_index) : k;
@@ -71,7 +68,7 @@ class MobaVarlenFunction : public torch::autograd::Function<MobaVarlenFunction> 
     state->plan = *plan;
     state->ops = ops;
     const int64_t tq = q.size(0), q_heads = q.size(1), dim = q.size(2);
-    const at::ScalarType acc = accumulate_type(q.scalar_type());
+    const at::ScalarType acc = at::toOpMathType(q.scalar_type());
 
     // Part 1: the diagonal blocks.
     state->self_forward = ops->forward(q, self_keys(k, *plan), self_keys(v, *plan), plan->self_cu_q,
@@ -118,7 +115,7 @@ class MobaVarlenFunction : public torch::autograd::Function<MobaVarlenFunction> 
         c10::static_intrusive_pointer_cast<MobaVarlenState>(ctx->saved_data["state"].toCapsule());
     const MobaVarlenPlan& plan = state->plan;
     const VarlenAttentionOps& ops = *state->ops;
-    const at::ScalarType acc = accumulate_type(q.scalar_type());
+    const at::ScalarType acc = at::toOpMathType(q.scalar_type());
     const int64_t dim = q.size(2);
     if (!grads[0].defined()) {
       return {at::zeros_like(q), at::zeros_like(k), at::zeros_like(v), at::Tensor(), at::Tensor()};
@@ -284,7 +281,7 @@ std::pair<at::Tensor, at::Tensor> moba_varlen_attention(const at::Tensor& q, con
   TORCH_CHECK(q.is_contiguous() && k.is_contiguous() && v.is_contiguous(),
               "moba_varlen_attention: q, k, v must be contiguous");
   if (q.size(0) == 0) {  // no segment for the varlen op; keep q's autograd graph
-    return {q * 1, at::zeros({0, q.size(1)}, q.options().dtype(accumulate_type(q.scalar_type())))};
+    return {q * 1, at::zeros({0, q.size(1)}, q.options().dtype(at::toOpMathType(q.scalar_type())))};
   }
   auto outputs = MobaVarlenFunction::apply(q, k, v, &plan, &ops);
   return {outputs[0], outputs[1]};

@@ -55,9 +55,10 @@ inline MobaGrads moba_run_with_grads(const MobaInputs& in, const PackedSequences
   return {out.detach(), q.grad(), k.grad(), v.grad()};
 }
 
+// On the host, so that a device result compares with a CPU one.
 inline double moba_max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
   if (a.numel() == 0 && b.numel() == 0) return 0.0;
-  return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
+  return (a.cpu().to(at::kDouble) - b.cpu().to(at::kDouble)).abs().max().item<double>();
 }
 
 // Causal MoBA parameters.
@@ -120,8 +121,13 @@ inline at::Tensor key_rows_of(const MobaKeyBlocks& keys) {
   for (int64_t e = 0; e < entries.size(0); ++e) {
     const int64_t* f = entries.const_data_ptr<int64_t>() + e * kKeyBlockFields;
     for (int64_t t = 0; t < f[kKeyBlockTokens]; ++t) {
-      rows[static_cast<size_t>(f[kKeyBlockTarget] + t)] =
-          (f[kKeyBlockSource] + t) * keys.source_heads + f[kKeyBlockHead];
+      const int64_t target = f[kKeyBlockTarget] + t;
+      // Entries that overlap or leave the gathered rows are the bugs this oracle is for.
+      TORCH_CHECK(target >= 0 && target < keys.gathered_rows, "entry ", e, " writes gathered row ", target,
+                  " of ", keys.gathered_rows);
+      TORCH_CHECK(rows[static_cast<size_t>(target)] == -1, "gathered row ", target, " written twice (entry ", e,
+                  ")");
+      rows[static_cast<size_t>(target)] = (f[kKeyBlockSource] + t) * keys.source_heads + f[kKeyBlockHead];
     }
   }
   return at::tensor(rows, at::kLong);

@@ -168,13 +168,6 @@ json tiny_manifest_json() {
 
 Manifest tiny_run(json j) { return expand_runs(parse_manifest(j, "<test>")).at(0).manifest; }
 
-RunSimulator make_simulator(const Manifest& m) {
-  RunSimulatorOptions o;
-  o.fixed_plan_ms = 0;
-  return RunSimulator(m, load_sim_profile(m, 64, std::nullopt), simulation_cluster(m), o);
-}
-
-
 TEST(CoverageFit, RecoversTheExponentThatMadeTheObservations) {
   // Observations made by the model itself at s = 0.7 (packed and single sequences,
   // budgets 1..8): the fit must find 0.7 with a zero residual.
@@ -242,7 +235,7 @@ TEST(CoverageFit, ReadsMeasuredRunsOfTheSameBlockSizeOnly) {
 
 TEST(RunSimulator, SameSeedSameRecords) {
   const Manifest m = tiny_run(tiny_manifest_json());
-  RunSimulator a = make_simulator(m), b = make_simulator(m);
+  RunSimulator a = test::simulator_of(m), b = test::simulator_of(m);
   for (int64_t it = 0; it < 4; ++it) {
     const SimulatedIteration x = a.simulate_iteration(it), y = b.simulate_iteration(it);
     EXPECT_EQ(iteration_record_to_json(x.record).dump(), iteration_record_to_json(y.record).dump());
@@ -260,7 +253,7 @@ TEST(RunSimulator, RecordsTheModelledBudgetOfEveryLayer) {
     j["methods"] = json::array({{{"name", "x"}, {"preset", preset}}});
     j["simulation"]["coverage"] = {{"model", "zipf"}, {"exponent", 1.0}};
     const Manifest m = tiny_run(j);
-    RunSimulator sim = make_simulator(m);
+    RunSimulator sim = test::simulator_of(m);
     const int64_t layers = qwen2_preset("qwen2-test").num_hidden_layers;
     for (int64_t it = 0; it < 3; ++it) {
       const IterationRecord r = sim.simulate_iteration(it).record;
@@ -289,7 +282,7 @@ TEST(RunSimulator, TensorParallelismDividesComputeAndAddsFourAllReducesPerLayer)
   const Manifest m1 = tiny_run(j);
   j["parallelism"]["tp"] = 2;
   const Manifest m2 = tiny_run(j);
-  RunSimulator a = make_simulator(m1), b = make_simulator(m2);
+  RunSimulator a = test::simulator_of(m1), b = test::simulator_of(m2);
   const SimulatedIteration x = a.simulate_iteration(0), y = b.simulate_iteration(0);
   const Qwen2Config& c = qwen2_preset("qwen2-test");
   const double bytes = static_cast<double>(x.record.tokens * c.hidden_size) * 4.0;  // fp32 activations
@@ -302,7 +295,7 @@ TEST(RunSimulator, MicrobatchTimeIsThePredictorsStageTimesSummed) {
   j["methods"] = json::array({{{"name", "x"}, {"preset", "baseline"}}});
   j["parallelism"]["pp"] = 2;
   const Manifest m = tiny_run(j);
-  RunSimulator sim = make_simulator(m);
+  RunSimulator sim = test::simulator_of(m);
   const SimulatedIteration x = sim.simulate_iteration(0);
   const LatencyPredictor& p = *sim.profile().predictor;
   size_t k = 0;
@@ -323,7 +316,7 @@ TEST(RunSimulator, PlansEqualTheRealTrainersPlans) {
     json j = tiny_manifest_json();
     j["methods"] = json::array({{{"name", "x"}, {"preset", preset}}});
     const Manifest m = tiny_run(j);
-    RunSimulator sim = make_simulator(m);
+    RunSimulator sim = test::simulator_of(m);
     RunSpec run = expand_runs(parse_manifest(j, "<test>")).at(0);
     TrainerOptions options;
     options.predictor = sim.profile().predictor;  // the same profile the simulation plans with

@@ -41,10 +41,6 @@ std::vector<CudaCase> cuda_cases() {
   };
 }
 
-double max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
-  return (a.cpu().to(at::kDouble) - b.cpu().to(at::kDouble)).abs().max().item<double>();
-}
-
 class MobaCudaTest
     : public ::testing::TestWithParam<std::tuple<CudaCase, at::ScalarType>> {};
 
@@ -88,11 +84,11 @@ TEST_P(MobaCudaTest, MatchesTheReferenceAndTheCpuRouting) {
   // One rounding of outputs of magnitude ~1 to 8 (bf16) or 11 (fp16) bits, plus
   // flash-attention's low-precision P: bounds from the dense flash kernel's usual error.
   const double tolerance = dtype == at::kBFloat16 ? 3e-2 : 4e-3;
-  EXPECT_LT(max_abs_diff(gpu.out, reference.out), tolerance) << "forward";
-  EXPECT_LT(max_abs_diff(qc.grad(), qd.grad()), 4 * tolerance) << "dq";
-  EXPECT_LT(max_abs_diff(kc.grad(), kd.grad()), 4 * tolerance) << "dk";
-  EXPECT_LT(max_abs_diff(vc.grad(), vd.grad()), 4 * tolerance) << "dv";
-  EXPECT_LT(max_abs_diff(gpu.lse, reference.lse), 1e-2) << "lse";
+  EXPECT_LT(test::moba_max_abs_diff(gpu.out, reference.out), tolerance) << "forward";
+  EXPECT_LT(test::moba_max_abs_diff(qc.grad(), qd.grad()), 4 * tolerance) << "dq";
+  EXPECT_LT(test::moba_max_abs_diff(kc.grad(), kd.grad()), 4 * tolerance) << "dk";
+  EXPECT_LT(test::moba_max_abs_diff(vc.grad(), vd.grad()), 4 * tolerance) << "dv";
+  EXPECT_LT(test::moba_max_abs_diff(gpu.lse, reference.lse), 1e-2) << "lse";
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -194,7 +190,8 @@ TEST(MobaCuda, KeyBlockGatherAndGradientSumEqualTheCpuBitwise) {
       add_key_block_grads(dk_gpu, grad.cuda(), device_keys, device_runs);
       add_key_block_grads(dk_again, grad.cuda(), device_keys, device_runs);
     }
-    EXPECT_TRUE(at::equal(dk_gpu.cpu(), dk_cpu)) << dim << " max diff " << max_abs_diff(dk_gpu, dk_cpu);
+    EXPECT_TRUE(at::equal(dk_gpu.cpu(), dk_cpu))
+        << dim << " max diff " << test::moba_max_abs_diff(dk_gpu, dk_cpu);
     EXPECT_TRUE(at::equal(dk_gpu, dk_again)) << dim;
     EXPECT_GT(dk_cpu.abs().sum().item<double>(), 0.0);
   }
@@ -211,7 +208,7 @@ TEST(MobaCuda, ManyCopiesOfOnePartialBlockEqualTheCpuBitwise) {
   at::Tensor dk_cpu = at::randn({40, 2, 64}), dk_gpu = dk_cpu.cuda();
   add_key_block_grads(dk_cpu, grad, blocks, moba_key_block_runs(blocks));
   add_key_block_grads(dk_gpu, grad.cuda(), device_keys, moba_key_block_runs(device_keys));
-  EXPECT_TRUE(at::equal(dk_gpu.cpu(), dk_cpu)) << max_abs_diff(dk_gpu, dk_cpu);
+  EXPECT_TRUE(at::equal(dk_gpu.cpu(), dk_cpu)) << test::moba_max_abs_diff(dk_gpu, dk_cpu);
 }
 
 TEST(MobaCuda, DecodingThroughTheBackendMatchesTheReference) {
@@ -229,7 +226,7 @@ TEST(MobaCuda, DecodingThroughTheBackendMatchesTheReference) {
     const MobaReferenceResult reference =
         moba_reference(q, k, v, PackedSequences::from_lengths({n}),
                        PackedSequences::from_lengths({length}), params);
-    EXPECT_LT(max_abs_diff(out, reference.out), 3e-2) << "n " << n;
+    EXPECT_LT(test::moba_max_abs_diff(out, reference.out), 3e-2) << "n " << n;
   }
 }
 

@@ -29,12 +29,16 @@ inline nlohmann::json small_simulation_manifest_json() {
   })");
 }
 
-// The simulator of the manifest's first run (longest sample: 64 tokens).
-inline RunSimulator simulator_of(const nlohmann::json& manifest) {
-  const Manifest m = expand_runs(parse_manifest(manifest, "<test>")).at(0).manifest;
+// The simulator of one run's manifest (longest sample: 64 tokens).
+inline RunSimulator simulator_of(const Manifest& m) {
   RunSimulatorOptions o;
   o.fixed_plan_ms = 0;
   return RunSimulator(m, load_sim_profile(m, 64, std::nullopt), simulation_cluster(m), o);
+}
+
+// The simulator of the manifest's first run.
+inline RunSimulator simulator_of(const nlohmann::json& manifest) {
+  return simulator_of(expand_runs(parse_manifest(manifest, "<test>")).at(0).manifest);
 }
 
 }  // namespace sb::test

@@ -22,21 +22,12 @@ namespace {
 
 constexpr int kThreads = 256;
 
-struct EntryFields {
-  int64_t source, tokens, target, head;
-};
-
-__device__ __forceinline__ EntryFields read_entry(const int64_t* entries, int64_t e) {
-  const int64_t* f = entries + e * kKeyBlockFields;
-  return {f[kKeyBlockSource], f[kKeyBlockTokens], f[kKeyBlockTarget], f[kKeyBlockHead]};
-}
-
 // One thread block per entry; words per key row = row_words.
 template <typename word_t>
 __global__ void gather_key_blocks_kernel(const word_t* __restrict__ x, word_t* __restrict__ out,
                                          const int64_t* __restrict__ entries, int64_t kv_heads,
                                          int64_t row_words) {
-  const EntryFields e = read_entry(entries, blockIdx.x);
+  const MobaKeyBlockEntry e = read_key_block_entry(entries, blockIdx.x);
   const int64_t words = e.tokens * row_words;
   for (int64_t w = threadIdx.x; w < words; w += blockDim.x) {
     const int64_t t = w / row_words, c = w % row_words;
@@ -69,7 +60,7 @@ __global__ void add_key_block_grads_kernel(acc_t* __restrict__ into,
                                            int64_t dim) {
   __shared__ int64_t row_offset[kThreads];  // first value of each staged gathered block in grad
   const int64_t begin = runs[blockIdx.x], end = runs[blockIdx.x + 1];
-  const EntryFields first = read_entry(entries, order[begin]);
+  const MobaKeyBlockEntry first = read_key_block_entry(entries, order[begin]);
   const int64_t elements = first.tokens * dim;
   if (static_cast<int64_t>(blockIdx.y) * kThreads >= elements) return;  // whole thread block
   const int64_t i = static_cast<int64_t>(blockIdx.y) * kThreads + threadIdx.x;
