@@ -20,7 +20,7 @@ SB_BUILD_TYPE="${SB_BUILD_TYPE:-Release}"
 
 sb_log() { printf '[sparsebalance] %s\n' "$*" >&2; }
 
-# Debian packages: compilers and build tools, and the C++ libraries of design.md.
+# Debian packages: compilers and build tools, and the C++ libraries of docs/build.md.
 # libgloo-dev supplies the Gloo headers that LibTorch's ProcessGroupGloo.hpp includes
 # but the torch wheel does not ship (the wheel links Gloo statically). PCRE2 and ICU
 # serve the tokenizer (Qwen2's split regex needs look-ahead; NFC).

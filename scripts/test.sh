@@ -4,6 +4,9 @@
 # Extra arguments go to ctest, e.g.:  scripts/test.sh -L cpu
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 sb_prepare
+# `sparsebalance run` draws the report's figures by default; the many runs the tests
+# start skip them (seconds each). report --plots is tested on its own.
+export SB_NO_PLOTS=1
 cd "$SB_BUILD_DIR"
 ctest --output-on-failure --timeout 900 -j "${SB_TEST_JOBS:-2}" "$@"
 cd "$SB_REPO"

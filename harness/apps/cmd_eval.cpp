@@ -3,10 +3,12 @@
 
 #include <fstream>
 #include <iostream>
+#include <sstream>
 
+#include "common/errors.h"
 #include "harness/apps/commands.h"
 #include "harness/apps/eval_subcommands.h"
-#include "harness/common/errors.h"
+#include "harness/common/jsonl_file.h"
 #include "harness/eval/model_folder.h"
 #include "harness/eval/token_nll.h"
 
@@ -97,19 +99,11 @@ EvalSubcommand register_eval_nll(CLI::App& eval) {
   return {nll, [flags]() {
     std::ifstream in(flags->input);
     if (!in) throw ConfigError(flags->input, "", "cannot be opened", "check the --input path");
+    std::ostringstream input;
+    input << in.rdbuf();
     ModelFolder folder = load_model_folder(flags->model, flags->attention);
-    std::string text;
-    int64_t line_number = 0;
-    while (std::getline(in, text)) {
-      ++line_number;
-      if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
-      const std::string where = flags->input + ":" + std::to_string(line_number);
-      nlohmann::json line;
-      try {
-        line = nlohmann::json::parse(text);
-      } catch (const nlohmann::json::parse_error& e) {
-        throw ConfigError(where, "", std::string("invalid JSON: ") + e.what(), "fix that line");
-      }
+    for_each_jsonl_line(flags->input, input.str(), [&](const std::string& text, const std::string& where) {
+      const nlohmann::json line = parse_jsonl_line(text, where, "fix that line");
       std::vector<int64_t> ids = read_input_line(line, folder, where);
       TokenNll result;
       try {
@@ -118,7 +112,7 @@ EvalSubcommand register_eval_nll(CLI::App& eval) {
         throw ConfigError(where, "", e.what(), "fix that input");
       }
       std::cout << nlohmann::json{{"nll", result.nll}, {"tokens", result.tokens}}.dump() << "\n";
-    }
+    });
     return 0;
   }};
 }

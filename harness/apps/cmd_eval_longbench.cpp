@@ -3,10 +3,10 @@
 #include <iostream>
 
 #include "harness/apps/eval_subcommands.h"
-#include "harness/eval/longbench_predict.h"
-#include "harness/eval/longbench_scorer.h"
-#include "harness/eval/longbench_v2.h"
-#include "harness/eval/python_json.h"
+#include "harness/eval/longbench/longbench_predict.h"
+#include "harness/eval/longbench/longbench_scorer.h"
+#include "harness/eval/longbench/longbench_v2.h"
+#include "harness/eval/longbench/python_json.h"
 
 namespace sb::cli {
 

@@ -5,8 +5,8 @@
 #include "harness/apps/eval_subcommands.h"
 #include "harness/common/atomic_file.h"
 #include "harness/eval/heldout_perplexity.h"
+#include "harness/eval/longbench/python_json.h"
 #include "harness/eval/niah.h"
-#include "harness/eval/python_json.h"
 
 namespace sb::cli {
 

@@ -2,11 +2,11 @@
 
 #include <iostream>
 
+#include "common/errors.h"
 #include "harness/apps/eval_subcommands.h"
 #include "harness/common/atomic_file.h"
-#include "harness/common/errors.h"
 #include "harness/eval/eval_suite.h"
-#include "harness/eval/python_json.h"
+#include "harness/eval/longbench/python_json.h"
 
 namespace sb::cli {
 
@@ -20,7 +20,7 @@ EvalSubcommand register_eval_suite(CLI::App& eval) {
   sub->footer(
       "SPEC is a JSON file holding the object a manifest's \"eval\" block holds (keys: chat, system_prompt, "
       "jieba_dir, repetition_penalty, longbench, longbench_v2, niah, heldout; \"synthetic\" needs a training run's "
-      "data and works only in a manifest; see README); relative paths resolve against SPEC's "
+      "data and works only in a manifest; see docs/evaluation.md); relative paths resolve against SPEC's "
       "folder. Writes every evaluation's files under --out and prints the metric columns (also in "
       "<out>/eval_columns.json).");
   sub->add_option("--model", flags->model, "HF checkpoint folder")->required();

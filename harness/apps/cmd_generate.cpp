@@ -4,8 +4,8 @@
 #include <iostream>
 #include <sstream>
 
+#include "common/errors.h"
 #include "harness/apps/commands.h"
-#include "harness/common/errors.h"
 #include "harness/eval/model_folder.h"
 #include "models/qwen2/qwen2_generate.h"
 
@@ -70,7 +70,7 @@ Command register_generate(CLI::App& app) {
     if (stop_ids.empty() && !flags->ignore_eos) stop_ids = folder.eos_token_ids;
     std::vector<int64_t> generated;
     try {
-      generated = qwen2_generate_greedy(folder.model, prompt_ids, flags->max_new_tokens, stop_ids);
+      generated = qwen2_generate_greedy(folder.model, prompt_ids, GreedyOptions{flags->max_new_tokens, stop_ids});
     } catch (const std::invalid_argument& e) {
       throw ConfigError("--prompt", "", e.what(), "shorten the prompt or --max-new-tokens");
     }

@@ -6,12 +6,12 @@
 #include <iostream>
 #include <sstream>
 
+#include "common/errors.h"
 #include "harness/apps/commands.h"
 #include "harness/common/atomic_file.h"
-#include "harness/common/errors.h"
+#include "harness/common/system_info.h"
 #include "harness/latency/latency_profiler.h"
 #include "harness/runner/method_profiles.h"
-#include "harness/runner/system_info.h"
 
 namespace sb::cli {
 namespace {

@@ -3,8 +3,8 @@
 #include <filesystem>
 #include <iostream>
 
+#include "common/errors.h"
 #include "harness/apps/commands.h"
-#include "harness/common/errors.h"
 #include "harness/report/report.h"
 #include "harness/report/report_plots.h"
 #include "harness/report/report_writers.h"

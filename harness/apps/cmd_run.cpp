@@ -1,17 +1,22 @@
 #include <CLI/CLI.hpp>
 
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 
 #include "harness/apps/commands.h"
-#include "harness/config/manifest.h"
-#include "harness/dist/parallel_layout.h"
-#include "harness/dist/process_group.h"
 #include "harness/common/atomic_file.h"
+#include "harness/common/system_info.h"
+#include "harness/config/manifest.h"
+#include "harness/parallel/parallel_layout.h"
+#include "harness/parallel/process_group.h"
+#include "harness/report/report_plots.h"
 #include "harness/runner/job_session.h"
 #include "harness/runner/local_launcher.h"
 #include "harness/runner/method_profiles.h"
 #include "harness/runner/run_manifest.h"
+#include "harness/runner/run_preflight.h"
 #include "models/qwen2/qwen2_config.h"
 
 namespace sb::cli {
@@ -23,7 +28,31 @@ struct RunFlags {
   std::string only;
   bool force = false;
   int64_t progress_every = 10;
+  int64_t max_local_ranks = 0;  // 0: default_max_local_ranks
+  bool plots = true;
 };
+
+// The report's figures (docs/reports.md) into <results>/<manifest>/plots/. Without a
+// Python that has matplotlib this is a warning: the results and the report stand.
+// SB_NO_PLOTS=1 (the test suite sets it) skips them, as --no-plots does.
+void draw_plots(const std::filesystem::path& manifest_dir, bool wanted) {
+  const char* off = std::getenv("SB_NO_PLOTS");
+  if (!wanted || (off != nullptr && std::string(off) == "1")) return;
+  const std::string redo = "; draw them later with: sparsebalance report " + manifest_dir.string() + " --plots";
+  std::cout << std::flush;
+  try {
+    PlotRequest request;
+    request.results_dir = manifest_dir;
+    const int rc = run_plot_script(request);
+    if (rc == 0) {
+      std::cout << "drew the plots into " << (manifest_dir / "plots").string() << "\n";
+    } else {
+      std::cerr << "warning: the plot script exited with status " << rc << redo << "\n";
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "warning: no plots drawn: " << e.what() << redo << "\n";
+  }
+}
 
 // counts: whether `result` says what ran (the launcher only knows the folder).
 // Prints report.md as the ranks wrote it (the launcher process never holds the Report).
@@ -39,12 +68,14 @@ void print_report(const Manifest& /*manifest*/, const RunManifestResult& result,
 
 // dp x pp > 1 without torchrun/srun: this process becomes the launcher of the ranks.
 int launch(const Manifest& manifest, const RunFlags& flags, const RunManifestOptions& options) {
-  // Conflicts are reported once, before any rank starts; missing latency profiles are
-  // measured here, with the ranks' thread count, while no rank competes for the cores.
-  ensure_method_profiles(runs_to_execute(manifest, options), true, std::cerr);
-  const Qwen2Config& config = qwen2_preset(manifest.model.preset);
-  const ParallelLayout layout(manifest.parallelism.dp, manifest.parallelism.pp, config.num_hidden_layers,
-                              manifest.parallelism.stage_layers);
+  // Conflicts and missing inputs are reported once, before any rank starts; missing
+  // latency profiles are measured here, with the ranks' thread count, while no rank
+  // competes for the cores.
+  check_local_world_fits(manifest, flags.max_local_ranks);
+  const std::vector<RunSpec> runs = runs_to_execute(manifest, options);
+  check_run_inputs(runs);
+  ensure_method_profiles(runs, true, std::cerr);
+  const ParallelLayout layout = parallel_layout_of(manifest);
   LaunchOptions launch;
   launch.world_size = static_cast<int>(layout.world_size());
   launch.describe_rank = [layout](int r) { return layout.describe_rank(r); };
@@ -62,6 +93,7 @@ int launch(const Manifest& manifest, const RunFlags& flags, const RunManifestOpt
   RunManifestResult result;
   result.manifest_dir = options.results_root / manifest.name;
   print_report(manifest, result, false);
+  draw_plots(result.manifest_dir, flags.plots);
   return 0;
 }
 
@@ -90,6 +122,11 @@ Command register_run(CLI::App& app) {
   sub->add_option("--progress-every", flags->progress_every, "Print a progress line every N iterations")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  sub->add_option("--max-local-ranks", flags->max_local_ranks,
+                  "Most ranks to start on this machine (default: one per visible GPU for CUDA runs, " +
+                      std::to_string(kLocalRanksPerCore) + " per CPU core otherwise)")
+      ->check(CLI::PositiveNumber);
+  sub->add_flag("!--no-plots", flags->plots, "Do not draw the report's figures into <results>/<manifest>/plots/");
   return [flags]() {
     const bool as_rank = DistEnv::started_as_rank();
     if (as_rank) arm_parent_death_signal();
@@ -105,6 +142,9 @@ Command register_run(CLI::App& app) {
     if (!as_rank && manifest.parallelism.dp * manifest.parallelism.pp > 1) {
       return launch(manifest, *flags, options);
     }
+    // A rank of the local launcher was checked by the launcher; every other process checks
+    // its inputs before it measures a profile or joins a world.
+    if (!started_by_local_launcher()) check_run_inputs(runs_to_execute(manifest, options));
     RunManifestResult result;
     try {
       result = run_manifest(manifest, options, std::cerr);
@@ -113,7 +153,10 @@ Command register_run(CLI::App& app) {
     }
     // Under a launcher only rank 0 prints the report (the launcher prints its own).
     const bool prints_report = !as_rank || (DistEnv::from_environment().rank == 0 && !started_by_local_launcher());
-    if (prints_report) print_report(manifest, result, true);
+    if (prints_report) {
+      print_report(manifest, result, true);
+      draw_plots(result.manifest_dir, flags->plots);
+    }
     return 0;
   };
 }

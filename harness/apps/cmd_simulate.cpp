@@ -5,11 +5,11 @@
 #include <cstdio>
 #include <iostream>
 
+#include "common/statistics.h"
 #include "harness/apps/commands.h"
-#include "harness/config/manifest.h"
 #include "harness/common/atomic_file.h"
-#include "harness/report/sample_stats.h"
-#include "harness/runner/system_info.h"
+#include "harness/common/system_info.h"
+#include "harness/config/manifest.h"
 #include "harness/sim/run_simulator.h"
 #include "harness/sim/sim_runner.h"
 #include "harness/sim/sim_validation.h"
@@ -40,7 +40,7 @@ int bench(const Manifest& manifest, const SimulateFlags& flags, const RunManifes
               "(median) | planner ms | event simulation ms |\n|---|---|---|---|---|---|---|\n");
   for (const RunSpec& run : runs) {
     const Manifest& m = run.manifest;
-    const Qwen2Config& config = qwen2_preset(m.model.preset);
+    const Qwen2Config& config = m.model.config;
     const int64_t longest =
         make_dataset(m.data, m.seed, config.vocab_size, m.train.max_tokens_per_microbatch)->max_length();
     const std::optional<std::string> profile = flags.profile.empty() ? std::nullopt : std::optional(flags.profile);

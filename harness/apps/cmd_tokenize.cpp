@@ -9,10 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "common/errors.h"
 #include "harness/apps/commands.h"
-#include "harness/common/errors.h"
 #include "models/tokenizer/tokenizer.h"
-#include "models/tokenizer/tokenizer_error.h"
 
 namespace sb::cli {
 namespace {
@@ -35,15 +34,6 @@ std::string read_whole_file(const std::string& path) {
   content << in.rdbuf();
   if (in.bad()) throw ConfigError(path, "", "read error");
   return content.str();
-}
-
-// A tokenizer.json the library refuses is the user's input: exit 2, same message.
-Tokenizer load_tokenizer(const std::string& path) {
-  try {
-    return Tokenizer::from_file(path);
-  } catch (const TokenizerFileError& e) {
-    throw ConfigError(e.file(), e.json_path(), e.problem(), e.fix());
-  }
 }
 
 // `where` names the input (a flag, a file, a file and line) in errors.
@@ -181,7 +171,7 @@ Command register_tokenize(CLI::App& app) {
                         flags->decode ? "pass --ids, --ids-file or --jsonl"
                                       : "pass --text, --text-file or --jsonl");
     }
-    const Tokenizer tokenizer = load_tokenizer(flags->tokenizer);
+    const Tokenizer tokenizer = Tokenizer::from_file(flags->tokenizer);
     if (jsonl->count() > 0) {
       run_jsonl(tokenizer, *flags);
     } else if (flags->decode) {

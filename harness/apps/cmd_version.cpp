@@ -3,7 +3,7 @@
 #include <iostream>
 
 #include "harness/apps/commands.h"
-#include "harness/runner/system_info.h"
+#include "harness/common/system_info.h"
 
 namespace sb::cli {
 

@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "harness/apps/commands.h"
-#include "harness/eval/longbench_prompt.h"
+#include "harness/eval/longbench/longbench_prompt.h"
 #include "harness/eval/model_folder.h"
 
 namespace CLI {

@@ -9,8 +9,8 @@
 #include <iostream>
 #include <map>
 
+#include "common/errors.h"
 #include "harness/apps/commands.h"
-#include "harness/common/errors.h"
 
 int main(int argc, char** argv) {
   CLI::App app{

@@ -16,13 +16,13 @@
 #include "harness/balance/batching_policy.h"
 #include "harness/balance/budget_estimator.h"
 #include "harness/balance/budget_policy.h"
-#include "harness/balance/latency_calibration.h"
+#include "harness/latency/latency_calibration.h"
 #include "harness/latency/latency_predictor.h"
 
 namespace sb {
 
 struct BatchPlannerOptions {
-  std::string batching = "sequential";
+  BatchingKind batching = BatchingKind::kSequential;
   BudgetOptions budget;       // budget.top_k is also SAB's default budget
   double sab_ema_alpha = 0.2;
   int64_t dp = 1;

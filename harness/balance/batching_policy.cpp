@@ -5,25 +5,35 @@
 #include "harness/balance/lbb_batching.h"
 #include "harness/balance/sab_batching.h"
 #include "harness/balance/sequential_batching.h"
+#include "harness/common/option_names.h"
 
 namespace sb {
 
-std::vector<std::string> batching_policy_names() { return {"sequential", "lbb", "sab"}; }
+const OptionNames<BatchingKind>& batching_kind_options() {
+  static const OptionNames<BatchingKind> names{
+      "batching policy",
+      {{"sequential", BatchingKind::kSequential}, {"lbb", BatchingKind::kLbb}, {"sab", BatchingKind::kSab}}};
+  return names;
+}
 
-std::unique_ptr<BatchingPolicy> make_batching_policy(const std::string& name,
-                                                     const BatchingDependencies& dependencies) {
-  if (name == "sequential") return std::make_unique<SequentialBatching>();
-  if (name == "lbb") return std::make_unique<LbbBatching>();
-  if (name == "sab") {
-    if (dependencies.predictor == nullptr || dependencies.estimator == nullptr) {
-      throw std::invalid_argument("the sab batching policy needs a latency profile (methods[].profile)");
-    }
-    return std::make_unique<SabBatching>(*dependencies.predictor, *dependencies.estimator,
-                                         dependencies.total_layers);
+BatchingKind batching_kind_from_name(const std::string& name) { return batching_kind_options().from_name(name); }
+std::string batching_kind_name(BatchingKind kind) { return batching_kind_options().name_of(kind); }
+std::vector<std::string> batching_policy_names() { return batching_kind_options().names(); }
+
+std::unique_ptr<BatchingPolicy> make_batching_policy(BatchingKind kind, const BatchingDependencies& dependencies) {
+  switch (kind) {
+    case BatchingKind::kSequential:
+      return std::make_unique<SequentialBatching>();
+    case BatchingKind::kLbb:
+      return std::make_unique<LbbBatching>();
+    case BatchingKind::kSab:
+      if (dependencies.predictor == nullptr || dependencies.estimator == nullptr) {
+        throw std::invalid_argument("the sab batching policy needs a latency profile (methods[].profile)");
+      }
+      return std::make_unique<SabBatching>(*dependencies.predictor, *dependencies.estimator,
+                                           dependencies.total_layers);
   }
-  std::string known;
-  for (const auto& n : batching_policy_names()) known += (known.empty() ? "" : ", ") + n;
-  throw std::invalid_argument("unknown batching policy \"" + name + "\"; known: " + known);
+  throw std::logic_error("make_batching_policy: unhandled BatchingKind");
 }
 
 void check_batching_input(const BatchingInput& input) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "harness/balance/batch_plan.h"
+#include "harness/common/option_names.h"
 
 namespace sb {
 
@@ -42,11 +43,16 @@ struct BatchingDependencies {
   int64_t total_layers = 1;
 };
 
-// Throws std::invalid_argument for an unknown name (listing the known ones) or a
-// policy whose dependencies are missing.
-std::unique_ptr<BatchingPolicy> make_batching_policy(const std::string& name,
-                                                     const BatchingDependencies& dependencies = {});
+// methods[].batching.
+enum class BatchingKind { kSequential, kLbb, kSab };
+// std::invalid_argument for an unknown name, listing the known ones.
+BatchingKind batching_kind_from_name(const std::string& name);  // "sequential" | "lbb" | "sab"
+std::string batching_kind_name(BatchingKind kind);
 std::vector<std::string> batching_policy_names();
+const OptionNames<BatchingKind>& batching_kind_options();
+
+// Throws std::invalid_argument for a policy whose dependencies are missing.
+std::unique_ptr<BatchingPolicy> make_batching_policy(BatchingKind kind, const BatchingDependencies& dependencies = {});
 
 // Throws std::invalid_argument naming the first sample longer than max_tokens, and for
 // dp < 1 or max_tokens < 1. Every policy calls it first.

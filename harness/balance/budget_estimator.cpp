@@ -3,6 +3,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/length_bucket.h"
+
 namespace sb {
 
 BudgetEstimator::BudgetEstimator(BudgetEstimatorOptions options) : options_(options) {
@@ -12,12 +14,7 @@ BudgetEstimator::BudgetEstimator(BudgetEstimatorOptions options) : options_(opti
   if (options_.default_budget < 1) throw std::invalid_argument("budget estimator: default budget must be >= 1");
 }
 
-int64_t BudgetEstimator::bucket_of(int64_t length) {
-  if (length < 1) throw std::invalid_argument("budget estimator: length must be >= 1");
-  int64_t bucket = 0;
-  while ((length >> (bucket + 1)) > 0) ++bucket;
-  return bucket;
-}
+int64_t BudgetEstimator::bucket_of(int64_t length) { return power_of_two_bucket(length); }
 
 double BudgetEstimator::expected_budget(int64_t length) const {
   const auto it = ema_.find(bucket_of(length));

@@ -11,6 +11,7 @@
 
 #include "harness/balance/batch_plan.h"
 #include "harness/balance/budget_estimator.h"
+#include "harness/common/option_names.h"
 #include "harness/latency/latency_predictor.h"
 
 namespace sb {
@@ -19,18 +20,21 @@ enum class DstAnchor { kMean, kMin, kMax };
 DstAnchor dst_anchor_from_name(const std::string& name);  // "mean" | "min" | "max"
 std::string dst_anchor_name(DstAnchor anchor);
 std::vector<std::string> dst_anchor_names();
+const OptionNames<DstAnchor>& dst_anchor_options();
 
 // Which feasible budget a bottleneck micro-batch takes (see dst_budget.h).
 enum class DstBottleneckRule { kSmallest, kLargest };
 DstBottleneckRule dst_bottleneck_rule_from_name(const std::string& name);  // "smallest" | "largest"
 std::string dst_bottleneck_rule_name(DstBottleneckRule rule);
 std::vector<std::string> dst_bottleneck_rule_names();
+const OptionNames<DstBottleneckRule>& dst_bottleneck_options();
 
 // What happens to micro-batches predicted below the anchor (see dst_budget.h).
 enum class DstRaiseRule { kAnchor, kNone, kDpSlack };
 DstRaiseRule dst_raise_rule_from_name(const std::string& name);  // "anchor" | "none" | "dp_slack"
 std::string dst_raise_rule_name(DstRaiseRule rule);
 std::vector<std::string> dst_raise_rule_names();
+const OptionNames<DstRaiseRule>& dst_raise_options();
 
 struct DstOptions {
   DstAnchor anchor = DstAnchor::kMean;
@@ -41,8 +45,15 @@ struct DstOptions {
   DstRaiseRule raise = DstRaiseRule::kAnchor;
 };
 
+// methods[].budget.
+enum class BudgetKind { kFixed, kDst };
+BudgetKind budget_kind_from_name(const std::string& name);  // "fixed" | "dst"
+std::string budget_kind_name(BudgetKind kind);
+std::vector<std::string> budget_policy_names();
+const OptionNames<BudgetKind>& budget_kind_options();
+
 struct BudgetOptions {
-  std::string name = "fixed";  // "fixed" | "dst"
+  BudgetKind kind = BudgetKind::kFixed;
   int64_t top_k = 32;          // k0: the fixed budget, and DST's reference budget
   int64_t block_size = 256;    // attention block size (for the blocks a sequence has)
   int64_t total_layers = 1;    // decoder layers over all stages
@@ -63,6 +74,5 @@ class BudgetPolicy {
 std::unique_ptr<BudgetPolicy> make_budget_policy(const BudgetOptions& options,
                                                  const LatencyPredictor* predictor,
                                                  const BudgetEstimator* floor_estimate = nullptr);
-std::vector<std::string> budget_policy_names();
 
 }  // namespace sb

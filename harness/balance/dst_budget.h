@@ -1,6 +1,6 @@
 #pragma once
 // DST, workload-aware dynamic sparsity tuning (docs: sparsebalance.md 1.5), with this
-// project's rules where the paper is silent ([our rule], REPRODUCE.md):
+// project's rules where the paper is silent ([our rule], docs/sparsebalance.md section 3):
 //   T(m, k)  predicted latency of micro-batch m at budget k, summed over all stages;
 //   A        the anchor: mean, min or max of T(m, k0) over every micro-batch of the
 //            global batch (all DP ranks: they synchronize at the gradient all-reduce);

@@ -7,10 +7,9 @@
 
 #include "harness/balance/batching_policy.h"
 #include "harness/common/atomic_file.h"
-#include "harness/config/json_object_reader.h"
+#include "harness/common/json_object_reader.h"
 #include "harness/data/synthetic_dataset.h"
-#include "harness/dist/parallel_layout.h"
-#include "harness/train/lr_schedule.h"
+#include "harness/parallel/parallel_layout.h"
 #include "kernels/attention/attention_backend.h"
 #include "models/qwen2/qwen2_config.h"
 #include "models/qwen2/qwen2_lora.h"
@@ -21,6 +20,14 @@
 #endif
 
 namespace sb {
+
+std::vector<std::string> lr_schedule_names() { return {"cosine", "constant"}; }
+
+ParallelLayout parallel_layout_of(const Manifest& m) {
+  return ParallelLayout(m.parallelism.dp, m.parallelism.pp, m.model.config.num_hidden_layers,
+                        m.parallelism.stage_layers);
+}
+
 namespace {
 
 using nlohmann::json;
@@ -41,7 +48,7 @@ ModelSection parse_model(const json& j, const std::string& path, const std::stri
   m.preset = r.required<std::string>("preset");
   r.finish();
   try {
-    qwen2_preset(m.preset);
+    m.config = qwen2_preset(m.preset);
   } catch (const std::invalid_argument& e) {
     throw ConfigError(file, r.child_path("preset"), e.what(), "use one of the known presets");
   }
@@ -296,7 +303,7 @@ TrainSection parse_train(const json& j, const std::string& path, const std::stri
 
 // train.device "cuda": this build has the CUDA kernels, MoBA runs in bf16 (its CUDA path
 // is flash-attention, which has no float32 kernel), and this machine sees a GPU. Each
-// rank then uses the GPU of its local rank (harness/dist/rank_context.cpp).
+// rank then uses the GPU of its local rank (harness/parallel/rank_context.cpp).
 void check_cuda_training(const Manifest& m) {
 #ifndef SB_WITH_CUDA
   throw ConfigError(m.file, "$.train.device",
@@ -349,7 +356,7 @@ Manifest parse_manifest(const json& j, const std::string& file) {
   m.description = r.optional<std::string>("description", "");
   m.seed = r.optional<int64_t>("seed", m.seed);
   m.model = parse_model(r.required_value("model"), r.child_path("model"), file);
-  const auto& model = qwen2_preset(m.model.preset);
+  const Qwen2Config& model = m.model.config;
   m.data = parse_data(r.required_value("data"), r.child_path("data"), file, model.vocab_size);
   // Parsed even when absent: the stage split's default depends on the model.
   const json* parallelism = r.optional_value("parallelism");

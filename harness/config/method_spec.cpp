@@ -3,10 +3,10 @@
 #include <filesystem>
 #include <map>
 
+#include "common/errors.h"
 #include "harness/balance/batching_policy.h"
 #include "harness/balance/budget_policy.h"
-#include "harness/common/errors.h"
-#include "harness/config/json_object_reader.h"
+#include "harness/common/json_object_reader.h"
 
 namespace sb {
 namespace {
@@ -113,16 +113,16 @@ AttentionSection parse_attention(const json& j, const std::string& path, const s
   return a;
 }
 
-DstSection parse_dst(const json& j, const std::string& path, const std::string& file, int64_t top_k) {
+DstOptions parse_dst(const json& j, const std::string& path, const std::string& file, int64_t top_k) {
   JsonObjectReader r(j, path, file);
-  DstSection d;
-  d.anchor = r.optional_choice("anchor", d.anchor, dst_anchor_names());
+  DstOptions d;
+  d.anchor = r.optional_option("anchor", d.anchor, dst_anchor_options());
   d.p = r.optional<double>("p", d.p);
   d.k_min = r.optional<int64_t>("k_min", d.k_min);
   d.k_max = r.optional<int64_t>("k_max", 0);
   if (d.k_max == 0) d.k_max = 2 * top_k;
-  d.bottleneck = r.optional_choice("bottleneck", d.bottleneck, dst_bottleneck_rule_names());
-  d.raise = r.optional_choice("raise", d.raise, dst_raise_rule_names());
+  d.bottleneck = r.optional_option("bottleneck", d.bottleneck, dst_bottleneck_options());
+  d.raise = r.optional_option("raise", d.raise, dst_raise_options());
   r.finish();
   r.expect(d.p >= 0 && d.p <= 1, "p", "must be in [0, 1]", "the paper uses 0.1 or 0.2");
   r.expect(d.k_min >= 1 && d.k_min <= top_k, "k_min", "must be in [1, attention.top_k]",
@@ -149,15 +149,15 @@ MethodSection parse_method_section(const json& own, const json* defaults, const 
   if (const json* attention = r.optional_value("attention")) {
     m.attention = parse_attention(*attention, r.child_path("attention"), file);
   }
-  m.batching = r.optional_choice("batching", m.batching, batching_policy_names());
-  m.budget = r.optional_choice("budget", m.budget, budget_policy_names());
-  r.reject_unless("dst", m.budget == "dst", "budget is \"dst\"");
-  r.reject_unless("sab", m.batching == "sab", "batching is \"sab\"");
-  if (m.budget == "dst") {
+  m.batching = r.optional_option("batching", m.batching, batching_kind_options());
+  m.budget = r.optional_option("budget", m.budget, budget_kind_options());
+  r.reject_unless("dst", m.budget == BudgetKind::kDst, "budget is \"dst\"");
+  r.reject_unless("sab", m.batching == BatchingKind::kSab, "batching is \"sab\"");
+  if (m.budget == BudgetKind::kDst) {
     const json* dst = r.optional_value("dst");
     m.dst = parse_dst(dst != nullptr ? *dst : json::object(), r.child_path("dst"), file, m.attention.top_k);
   }
-  if (m.batching == "sab") {
+  if (m.batching == BatchingKind::kSab) {
     if (const json* sab = r.optional_value("sab")) {
       JsonObjectReader s(*sab, r.child_path("sab"), file);
       m.sab.ema_alpha = s.optional<double>("ema_alpha", m.sab.ema_alpha);
@@ -177,19 +177,22 @@ MethodSection parse_method_section(const json& own, const json* defaults, const 
              "name a profile, or leave latency_calibration out");
   }
   r.finish();
-  r.expect(m.budget != "dst" || m.attention.name == "moba", "budget",
+  r.expect(m.budget != BudgetKind::kDst || m.attention.name == "moba", "budget",
            "dst tunes a sparse attention budget, and attention is \"" + m.attention.name + "\"",
            "use attention \"moba\" or budget \"fixed\"");
   return m;
 }
 
-bool method_needs_profile(const MethodSection& m) { return m.batching == "sab" || m.budget == "dst"; }
+bool method_needs_profile(const MethodSection& m) {
+  return m.batching == BatchingKind::kSab || m.budget == BudgetKind::kDst;
+}
 
 void check_method_profile(const MethodSection& m, const std::string& path, const std::string& manifest_file,
                           bool simulation_profile) {
   if (!method_needs_profile(m) || !m.profile.empty() || simulation_profile) return;
   throw ConfigError(manifest_file, path + ".profile",
-                    "is required: batching \"" + m.batching + "\" with budget \"" + m.budget + "\" predicts latency",
+                    "is required: batching \"" + batching_kind_name(m.batching) + "\" with budget \"" +
+                        budget_kind_name(m.budget) + "\" predicts latency",
                     "name a latency profile file (made by `sparsebalance profile`, or measured on first use when "
                     "missing); `sparsebalance simulate` also accepts simulation.profile");
 }
@@ -242,16 +245,19 @@ json method_to_json(const MethodSection& m) {
     attention["block_size"] = m.attention.block_size;
     attention["top_k"] = m.attention.top_k;
   }
-  json j{{"name", m.name}, {"attention", attention}, {"batching", m.batching}, {"budget", m.budget}};
+  json j{{"name", m.name},
+          {"attention", attention},
+          {"batching", batching_kind_name(m.batching)},
+          {"budget", budget_kind_name(m.budget)}};
   if (!m.preset.empty()) j["preset"] = m.preset;
-  if (m.budget == "dst") {
-    j["dst"] = {{"anchor", m.dst.anchor}, {"p", m.dst.p}, {"k_min", m.dst.k_min},
-                {"k_max", m.dst.k_max}, {"bottleneck", m.dst.bottleneck}};
+  if (m.budget == BudgetKind::kDst) {
+    j["dst"] = {{"anchor", dst_anchor_name(m.dst.anchor)}, {"p", m.dst.p}, {"k_min", m.dst.k_min},
+                {"k_max", m.dst.k_max}, {"bottleneck", dst_bottleneck_rule_name(m.dst.bottleneck)}};
     // Written only when not the default, so that results resolved before the key existed
     // still match their manifest on a rerun (resume, skip).
-    if (m.dst.raise != "anchor") j["dst"]["raise"] = m.dst.raise;
+    if (m.dst.raise != DstRaiseRule::kAnchor) j["dst"]["raise"] = dst_raise_rule_name(m.dst.raise);
   }
-  if (m.batching == "sab") j["sab"] = {{"ema_alpha", m.sab.ema_alpha}};
+  if (m.batching == BatchingKind::kSab) j["sab"] = {{"ema_alpha", m.sab.ema_alpha}};
   if (!m.profile.empty()) j["profile"] = m.profile;
   if (m.latency_calibration.enabled) j["latency_calibration"] = {{"ema_alpha", m.latency_calibration.ema_alpha}};
   return j;

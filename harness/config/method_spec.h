@@ -13,7 +13,7 @@
 //    "sab": {"ema_alpha": 0.2},
 //    "profile": "profiles/cpu.json",     latency profile (needed by sab and dst)
 //    "latency_calibration": {"ema_alpha": 0.3}}  optional; online calibration of the
-//                                        predictions (harness/balance/latency_calibration.h)
+//                                        predictions (harness/latency/latency_calibration.h)
 //
 // Precedence: the method's own keys, then its preset, then the manifest's
 // method_defaults (same keys, no name or preset), of which only the parts that apply
@@ -27,21 +27,15 @@
 #include <string>
 #include <vector>
 
+#include "harness/balance/batching_policy.h"
+#include "harness/balance/budget_policy.h"
+
 namespace sb {
 
 struct AttentionSection {
   std::string name = "dense";  // "dense" | "moba"
   int64_t block_size = 256;    // moba: tokens per key/value block (paper: 256)
   int64_t top_k = 32;          // moba: the default budget k0 (paper: 32)
-};
-
-struct DstSection {
-  std::string anchor = "mean";        // "mean" | "min" | "max"
-  double p = 0.1;                     // coverage may fall to (1 - p) C(k0)
-  int64_t k_min = 1;
-  int64_t k_max = 0;                  // 0 in the file: 2 x top_k (resolved)
-  std::string bottleneck = "smallest";  // "smallest" (the docs' rule) | "largest"
-  std::string raise = "anchor";         // "anchor" (the docs' rule) | "none" | "dp_slack"
 };
 
 struct SabSection {
@@ -57,10 +51,11 @@ struct MethodSection {
   std::string name;
   std::string preset;  // "" when none
   AttentionSection attention;
-  std::string batching = "sequential";
-  std::string budget = "fixed";
-  DstSection dst;       // meaningful when budget == "dst"
-  SabSection sab;       // meaningful when batching == "sab"
+  BatchingKind batching = BatchingKind::kSequential;
+  BudgetKind budget = BudgetKind::kFixed;
+  // Meaningful when budget is dst; k_max is 2 x top_k when the file has none (resolved).
+  DstOptions dst;
+  SabSection sab;  // meaningful when batching is sab
   std::string profile;  // absolute path once resolved; "" when none
   LatencyCalibrationSection latency_calibration;
 };

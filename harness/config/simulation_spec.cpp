@@ -3,8 +3,8 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "harness/common/errors.h"
-#include "harness/config/json_object_reader.h"
+#include "common/errors.h"
+#include "harness/common/json_object_reader.h"
 #include "harness/latency/analytic_profile.h"
 
 namespace sb {

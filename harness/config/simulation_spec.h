@@ -6,7 +6,7 @@
 //               "gpus_per_node": 8,
 //               "intra_node": {"alpha_us": 3, "bandwidth_gbps": 3600},   NVLink/NVSwitch
 //                             (or "fit_from": "results dir": the bandwidth fitted to
-//                             measured runs' DP all-reduces, harness/sim/allreduce_fit.h)
+//                             measured runs' DP all-reduces, harness/sim/fit/allreduce_fit.h)
 //               "inter_node": {"alpha_us": 10, "bandwidth_gbps": 400},   InfiniBand, per GPU
 //               "memory_bandwidth_gbps": 38400,                         HBM (optimizer step)
 //               "device": "h200"}                  the analytic profile's default device
@@ -74,7 +74,7 @@ struct CoverageSection {
   double exponent = 1.0;
   // A results folder of measured runs (absolute once resolved; relative paths are from
   // the manifest's folder): when set, `simulate` fits the exponent to the coverage they
-  // recorded (harness/sim/coverage_fit.h) and uses it instead of `exponent`.
+  // recorded (harness/sim/fit/coverage_fit.h) and uses it instead of `exponent`.
   std::string fit_from;
 };
 
@@ -86,14 +86,14 @@ struct LatencyNoiseSection {
   double rank_sigma = 0;  // shared by a DP rank's micro-batches in one iteration
   // A results folder of measured runs (absolute once resolved): when set, `simulate`
   // fits sigma and rank_sigma to their predicted and measured micro-batch times
-  // (harness/sim/latency_noise_fit.h) and uses them instead of the given values.
+  // (harness/sim/fit/latency_noise_fit.h) and uses them instead of the given values.
   std::string fit_from;
   bool enabled() const { return sigma > 0 || rank_sigma > 0 || !fit_from.empty(); }
 };
 
 // What a rank spends per iteration outside its micro-batches' compute and the
 // communication: drawing and packing the batch, the gradient norm and the optimizer step,
-// and the gaps between them (harness/sim/iteration_overhead_fit.h).
+// and the gaps between them (harness/sim/fit/iteration_overhead_fit.h).
 // Absent from the manifest: only the optimizer, as optimizer_ms says.
 struct IterationOverheadSection {
   double ms = -1;  // per rank and iteration; negative: not given (fit_from gives it)

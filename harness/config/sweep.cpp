@@ -4,7 +4,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "harness/common/errors.h"
+#include "common/errors.h"
 
 namespace sb {
 namespace {

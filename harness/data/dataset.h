@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/config/manifest.h"
+#include "harness/data/data_spec.h"
 #include "harness/data/sample.h"
 
 namespace sb {

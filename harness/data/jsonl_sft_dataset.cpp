@@ -5,24 +5,20 @@
 
 #include <fstream>
 #include <numeric>
+#include <sstream>
 
-#include "harness/common/errors.h"
+#include "common/errors.h"
+#include "harness/common/jsonl_file.h"
 #include "harness/data/deterministic_rng.h"
 #include "models/tokenizer/chat_template.h"
 #include "models/tokenizer/tokenizer.h"
-#include "models/tokenizer/tokenizer_error.h"
 
 namespace sb {
 namespace {
 
 // Reads one line's conversation; ConfigError naming `where` (file:line) otherwise.
 std::vector<ChatMessage> parse_conversation(const std::string& text, const std::string& where) {
-  nlohmann::json line;
-  try {
-    line = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw ConfigError(where, "", std::string("invalid JSON: ") + e.what(), "fix or remove that line");
-  }
+  const nlohmann::json line = parse_jsonl_line(text, where, "fix or remove that line");
   if (!line.is_object() || !line.contains("messages") || !line["messages"].is_array()) {
     throw ConfigError(where, "$", "expected {\"messages\": [{\"role\": ..., \"content\": ...}, ...]}",
                       "write each conversation as a messages list");
@@ -53,13 +49,7 @@ std::vector<ChatMessage> parse_conversation(const std::string& text, const std::
 JsonlSftDataset::JsonlSftDataset(const JsonlDataSection& config, int64_t seed, int64_t model_vocab,
                                  int64_t max_tokens)
     : config_(config), seed_(seed) {
-  Tokenizer tokenizer = [&] {
-    try {
-      return Tokenizer::from_file(config_.tokenizer);
-    } catch (const TokenizerFileError& e) {
-      throw ConfigError(e.file(), e.json_path(), e.problem(), e.fix());
-    }
-  }();
+  Tokenizer tokenizer = Tokenizer::from_file(config_.tokenizer);
   if (tokenizer.vocab_size() > model_vocab) {
     throw ConfigError(config_.tokenizer, "",
                       "has ids up to " + std::to_string(tokenizer.vocab_size() - 1) + " but the model's vocabulary is " +
@@ -68,20 +58,19 @@ JsonlSftDataset::JsonlSftDataset(const JsonlDataSection& config, int64_t seed, i
   }
   std::ifstream in(config_.path);
   if (!in) throw ConfigError(config_.path, "", "cannot be opened", "check data.jsonl.path");
-  std::vector<std::string> lines;
-  std::vector<int64_t> line_numbers;
-  std::string text;
-  for (int64_t number = 1; std::getline(in, text); ++number) {
-    if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
-    lines.push_back(std::move(text));
-    line_numbers.push_back(number);
-  }
+  std::ostringstream content;
+  content << in.rdbuf();
+  std::vector<std::string> lines, wheres;  // a line's text and "file:N"
+  for_each_jsonl_line(config_.path, content.str(), [&](const std::string& line, const std::string& where) {
+    lines.push_back(line);
+    wheres.push_back(where);
+  });
   if (lines.empty()) throw ConfigError(config_.path, "", "holds no conversations", "check data.jsonl.path");
 
   // Parse everything first (errors name the first bad line), then tokenize in parallel.
   std::vector<std::vector<ChatMessage>> conversations;
   for (size_t i = 0; i < lines.size(); ++i) {
-    conversations.push_back(parse_conversation(lines[i], config_.path + ":" + std::to_string(line_numbers[i])));
+    conversations.push_back(parse_conversation(lines[i], wheres[i]));
   }
   std::vector<ConversationTokens> encoded(conversations.size());
   at::parallel_for(0, static_cast<int64_t>(conversations.size()), 1, [&](int64_t begin, int64_t end) {
@@ -92,7 +81,7 @@ JsonlSftDataset::JsonlSftDataset(const JsonlDataSection& config, int64_t seed, i
 
   for (size_t i = 0; i < encoded.size(); ++i) {
     ConversationTokens& c = encoded[i];
-    const std::string where = config_.path + ":" + std::to_string(line_numbers[i]);
+    const std::string& where = wheres[i];
     if (static_cast<int64_t>(c.ids.size()) > max_tokens) {
       if (config_.too_long == "error") {
         throw ConfigError(where, "",

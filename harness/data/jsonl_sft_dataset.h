@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/config/manifest.h"
+#include "harness/data/data_spec.h"
 #include "harness/data/dataset.h"
 
 namespace sb {

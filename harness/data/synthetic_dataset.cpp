@@ -5,7 +5,7 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "harness/common/errors.h"
+#include "common/errors.h"
 #include "harness/data/deterministic_rng.h"
 #include "harness/data/retrieval_task.h"
 

@@ -1,14 +1,14 @@
 #pragma once
 // The synthetic SFT data of a manifest (data.synthetic): variable-length sequences of
 // the arithmetic or retrieval task with lengths from a mixture, a named profile or a
-// file (see SyntheticDataSection in harness/config/manifest.h). Every sample is a pure
+// file (see SyntheticDataSection in harness/data/data_spec.h). Every sample is a pure
 // function of (seed, sample id).
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "harness/config/manifest.h"
+#include "harness/data/data_spec.h"
 #include "harness/data/dataset.h"
 
 namespace sb {

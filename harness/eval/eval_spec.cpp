@@ -1,7 +1,7 @@
 #include "harness/eval/eval_spec.h"
 
-#include "harness/config/json_object_reader.h"
-#include "harness/eval/longbench_tasks.h"
+#include "harness/common/json_object_reader.h"
+#include "harness/eval/longbench/longbench_tasks.h"
 
 namespace sb {
 namespace {

@@ -7,7 +7,7 @@
 //     "chat": true,                    ChatML prompts (false: plain text, base models)
 //     "system_prompt": "...",          system message; null: none; default Qwen2.5's
 //     "jieba_dir": "...",              jieba's package folder (default: looked up)
-//     "repetition_penalty": 1.0,       greedy decoding's penalty (greedy_decoder.h; 1: off)
+//     "repetition_penalty": 1.0,       greedy decoding's penalty (models/qwen2/qwen2_generate.h; 1: off)
 //     "longbench": {"data": DIR, "config": DIR, "tasks": [...] (default upstream's),
 //                   "longbench_e": false, "max_length": 31500, "limit": 0},
 //     "longbench_v2": {"data": FILE, "config": DIR, "max_length": 31500,
@@ -27,8 +27,8 @@
 #include <string>
 
 #include "harness/eval/heldout_perplexity.h"
-#include "harness/eval/longbench_predict.h"
-#include "harness/eval/longbench_v2.h"
+#include "harness/eval/longbench/longbench_predict.h"
+#include "harness/eval/longbench/longbench_v2.h"
 #include "harness/eval/niah.h"
 #include "harness/eval/synthetic_heldout.h"
 

@@ -1,10 +1,10 @@
 #include "harness/eval/eval_suite.h"
 
+#include "common/errors.h"
 #include "harness/common/atomic_file.h"
-#include "harness/common/errors.h"
+#include "harness/eval/longbench/longbench_scorer.h"
+#include "harness/eval/longbench/python_json.h"
 #include "kernels/attention/attention_backend.h"
-#include "harness/eval/longbench_scorer.h"
-#include "harness/eval/python_json.h"
 
 namespace sb {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "harness/common/errors.h"
+#include "common/errors.h"
 #include "harness/eval/json_records.h"
 #include "harness/eval/token_nll.h"
 

@@ -1,7 +1,8 @@
 #include "harness/eval/json_records.h"
 
+#include "common/errors.h"
 #include "harness/common/atomic_file.h"
-#include "harness/common/errors.h"
+#include "harness/common/jsonl_file.h"
 
 namespace sb {
 
@@ -23,23 +24,9 @@ std::vector<nlohmann::ordered_json> read_json_records(const std::filesystem::pat
     }
     return records;
   }
-  size_t start = 0;
-  int64_t number = 0;
-  while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    ++number;
-    const std::string line = text.substr(start, end - start);
-    start = end + 1;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string where = path.string() + ":" + std::to_string(number);
-    try {
-      records.push_back(nlohmann::ordered_json::parse(line));
-    } catch (const nlohmann::json::exception& e) {
-      throw ConfigError(where, "", std::string("invalid JSON: ") + e.what());
-    }
-    if (!records.back().is_object()) throw ConfigError(where, "$", "expected a JSON object");
-  }
+  for_each_jsonl_line(path, text, [&](const std::string& line, const std::string& where) {
+    records.push_back(parse_ordered_jsonl_line(line, where, "", /*require_object=*/true));
+  });
   return records;
 }
 

@@ -7,7 +7,7 @@
 
 #include <fstream>
 
-#include "harness/common/errors.h"
+#include "common/errors.h"
 #include "kernels/attention/attention_backend.h"
 #include "models/qwen2/qwen2_hf_checkpoint.h"
 

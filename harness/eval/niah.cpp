@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/errors.h"
 #include "harness/common/atomic_file.h"
-#include "harness/common/errors.h"
 #include "harness/data/deterministic_rng.h"
-#include "harness/eval/greedy_decoder.h"
-#include "harness/eval/python_json.h"
+#include "harness/eval/longbench/python_json.h"
 #include "harness/eval/resumable_jsonl.h"
+#include "models/qwen2/qwen2_generate.h"
 
 namespace sb {
 namespace {
@@ -170,7 +170,7 @@ ordered_json run_niah(ModelFolder& model, const NiahOptions& options, std::ostre
                                                                 ends_sentence, options.lengths[li], options.depths[di], &position);
           ids.insert(ids.end(), context.begin(), context.end());
           ids.insert(ids.end(), tail.begin(), tail.end());
-          const std::string answer = tok.decode(greedy_decode(model.model, ids, generation), /*skip_special=*/true);
+          const std::string answer = tok.decode(qwen2_generate_greedy(model.model, ids, generation), /*skip_special=*/true);
           cell["length"] = options.lengths[li];
           cell["depth"] = options.depths[di];
           cell["sample"] = s;

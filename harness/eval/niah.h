@@ -1,6 +1,6 @@
 #pragma once
 // Needle in a haystack: can the model retrieve one fact hidden at depth d of a context of
-// L tokens? Definitions (README "Needle in a haystack"):
+// L tokens? Definitions (docs/evaluation.md, "Needle in a haystack"):
 //   haystack  a text file (repeated as often as needed) or the synthetic generator: plain
 //             English sentences drawn from a fixed grammar by a seeded generator; tokenized
 //             once
@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/eval/longbench_prompt.h"
+#include "harness/eval/longbench/longbench_prompt.h"
 #include "harness/eval/model_folder.h"
 
 namespace sb {
@@ -39,7 +39,7 @@ struct NiahOptions {
   int64_t max_new_tokens = 16;
   uint64_t seed = 1234;
   ChatStyle chat;
-  double repetition_penalty = 1.0;  // greedy_decoder.h; 1: off
+  double repetition_penalty = 1.0;  // models/qwen2/qwen2_generate.h; 1: off
   std::filesystem::path out_dir;
 };
 

@@ -7,9 +7,10 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "common/errors.h"
 #include "harness/common/atomic_file.h"
-#include "harness/common/errors.h"
-#include "harness/eval/python_json.h"
+#include "harness/common/jsonl_file.h"
+#include "harness/eval/longbench/python_json.h"
 
 namespace sb {
 namespace {
@@ -23,29 +24,15 @@ namespace {
 ResumableJsonl::ResumableJsonl(const std::filesystem::path& path) : path_(path) {
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
   const std::string text = std::filesystem::exists(path) ? read_file(path) : std::string();
-  size_t complete = 0;  // bytes up to and including the last newline
-  size_t line_start = 0;
-  int64_t line_number = 0;
-  for (size_t newline = text.find('\n'); newline != std::string::npos; newline = text.find('\n', line_start)) {
-    ++line_number;
-    const std::string line = text.substr(line_start, newline - line_start);
-    line_start = newline + 1;
-    complete = line_start;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    nlohmann::ordered_json j;
-    try {
-      j = nlohmann::ordered_json::parse(line);
-    } catch (const nlohmann::json::exception& e) {
-      throw ConfigError(path.string() + ":" + std::to_string(line_number), "",
-                        std::string("is not a JSON line: ") + e.what(),
-                        "delete the file (or that line) to predict its items again");
-    }
-    if (!j.is_object()) {
-      throw ConfigError(path.string() + ":" + std::to_string(line_number), "", "is not a JSON object",
-                        "delete the file to predict its items again");
-    }
-    existing_.push_back(std::move(j));
-  }
+  // The unfinished last line (no newline: the process was killed while writing it) is cut.
+  const size_t complete = for_each_jsonl_line(
+      path, text,
+      [&](const std::string& line, const std::string& where) {
+        existing_.push_back(parse_ordered_jsonl_line(line, where,
+                                                     "delete the file (or that line) to predict its items again",
+                                                     /*require_object=*/true));
+      },
+      /*unterminated_last_line=*/false);
   cut_bytes_ = text.size() - complete;
   fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
   if (fd_ < 0) throw_io("cannot open", path);

@@ -1,6 +1,6 @@
 #pragma once
 // Predicts forward + backward latency from a latency profile (docs: sparsebalance.md
-// 1.2; each rule below is [our rule] there and in REPRODUCE.md):
+// 1.2; each rule below is [our rule] there and in its section 3):
 //   - one layer, one sequence: bilinear interpolation on the (length, budget) grid;
 //     outside the profiled lengths, linear extrapolation along the nearest grid segment
 //     (never below 0); budgets outside the profiled range are clamped to it;
@@ -74,7 +74,7 @@ class LatencyPredictor {
   double microbatch_ms(const std::vector<int64_t>& lengths, int64_t budget,
                        int64_t total_layers) const;
   // A multiplicative scale on microbatch_ms by the micro-batch's total tokens (the batch
-  // planner's online calibration, harness/balance/latency_calibration.h); none by default.
+  // planner's online calibration, harness/latency/latency_calibration.h); none by default.
   // stage_ms and the per-layer terms stay uncalibrated.
   void set_microbatch_scale(std::function<double(int64_t)> scale) { microbatch_scale_ = std::move(scale); }
 

@@ -5,22 +5,16 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "common/errors.h"
+#include "common/statistics.h"
 #include "harness/common/atomic_file.h"
-#include "harness/common/errors.h"
-#include "harness/config/json_object_reader.h"
+#include "harness/common/json_object_reader.h"
 
 namespace sb {
 namespace {
 
 const char* kFormat = "sparsebalance-latency-profile";
 constexpr int64_t kVersion = 1;
-
-double quantile_sorted(const std::vector<double>& sorted, double q) {
-  const double position = q * static_cast<double>(sorted.size() - 1);
-  const size_t lo = static_cast<size_t>(std::floor(position));
-  const size_t hi = std::min(lo + 1, sorted.size() - 1);
-  return sorted[lo] + (position - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
-}
 
 nlohmann::json stat_table_to_json(const std::vector<LatencyStat>& row) {
   nlohmann::json median = nlohmann::json::array(), spread = nlohmann::json::array(),
@@ -110,8 +104,8 @@ LatencyStat latency_stat_from_samples(std::vector<double> samples) {
   std::vector<double> sorted = samples;
   std::sort(sorted.begin(), sorted.end());
   LatencyStat stat;
-  stat.median = quantile_sorted(sorted, 0.5);
-  stat.spread = quantile_sorted(sorted, 0.75) - quantile_sorted(sorted, 0.25);
+  stat.median = quantile_of_sorted(sorted, 0.5);
+  stat.spread = quantile_of_sorted(sorted, 0.75) - quantile_of_sorted(sorted, 0.25);
   stat.samples = std::move(samples);
   return stat;
 }

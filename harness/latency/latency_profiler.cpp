@@ -14,8 +14,8 @@
 #include <string>
 #include <stdexcept>
 
+#include "harness/common/system_info.h"
 #include "harness/latency/latency_predictor.h"
-#include "harness/runner/system_info.h"
 #include "models/qwen2/qwen2_model.h"
 #include "models/qwen2/qwen2_precision.h"
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <set>
 
-#include "harness/report/sample_stats.h"
+#include "common/statistics.h"
 
 namespace sb {
 namespace {

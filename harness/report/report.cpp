@@ -4,9 +4,9 @@
 #include <ctime>
 #include <set>
 
+#include "common/errors.h"
 #include "harness/common/atomic_file.h"
 #include "harness/common/build_info.h"
-#include "harness/common/errors.h"
 #include "harness/report/report_speedup.h"
 #include "harness/report/report_writers.h"
 

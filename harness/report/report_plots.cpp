@@ -9,8 +9,8 @@
 #include <stdexcept>
 #include <vector>
 
-#include "harness/common/errors.h"
-#include "harness/runner/local_launcher.h"
+#include "common/errors.h"
+#include "harness/common/system_info.h"
 
 extern char** environ;
 

@@ -8,6 +8,19 @@
 namespace sb {
 namespace {
 
+// {"median", "min", "max", "p25", "p75"}: a run's spread over its measured iterations;
+// null when absent.
+nlohmann::json spread_to_json(const std::optional<SampleStats>& s) {
+  if (!s) return nullptr;
+  return {{"median", s->median}, {"min", s->min}, {"max", s->max}, {"p25", s->p25}, {"p75", s->p75}};
+}
+
+// {"median", "min", "max", "count"}: an aggregate over runs; null when absent.
+nlohmann::json range_to_json(const std::optional<SampleStats>& s) {
+  if (!s) return nullptr;
+  return {{"median", s->median}, {"min", s->min}, {"max", s->max}, {"count", s->count}};
+}
+
 
 using nlohmann::json;
 

@@ -6,9 +6,9 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "common/errors.h"
 #include "harness/common/atomic_file.h"
-#include "harness/common/errors.h"
-#include "harness/train/iteration_record.h"
+#include "harness/records/iteration_record.h"
 
 namespace sb {
 namespace {

@@ -40,8 +40,8 @@
 #include <string>
 #include <vector>
 
-#include "harness/report/sample_stats.h"
-#include "harness/train/iteration_record.h"
+#include "common/statistics.h"
+#include "harness/records/iteration_record.h"
 
 namespace sb {
 

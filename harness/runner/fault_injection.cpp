@@ -5,7 +5,7 @@
 #include <regex>
 #include <stdexcept>
 
-#include "harness/common/errors.h"
+#include "common/errors.h"
 
 namespace sb {
 

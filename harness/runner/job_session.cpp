@@ -1,10 +1,10 @@
 #include "harness/runner/job_session.h"
 
-#include "harness/dist/error_text.h"
+#include "harness/parallel/error_text.h"
 
 #include <cstdlib>
 
-#include "harness/common/errors.h"
+#include "common/errors.h"
 
 namespace sb {
 namespace {

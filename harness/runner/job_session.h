@@ -16,9 +16,9 @@
 #include <stdexcept>
 #include <string>
 
-#include "harness/dist/process_group.h"
-#include "harness/dist/rank_context.h"
-#include "harness/dist/rank_watchdog.h"
+#include "harness/parallel/process_group.h"
+#include "harness/parallel/rank_context.h"
+#include "harness/parallel/rank_watchdog.h"
 
 namespace sb {
 

@@ -169,13 +169,6 @@ void arm_parent_death_signal() {
   if (::getppid() != static_cast<pid_t>(std::atoll(launcher))) std::_Exit(1);
 }
 
-std::string current_executable() {
-  char path[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", path, sizeof(path) - 1);
-  if (n <= 0) throw std::runtime_error("cannot read /proc/self/exe");
-  return std::string(path, static_cast<size_t>(n));
-}
-
 int launch_local_ranks(const LaunchOptions& options, std::ostream& log) {
   if (options.world_size < 1 || options.arguments.empty()) {
     throw std::invalid_argument("launch_local_ranks: need world_size >= 1 and an executable");

@@ -37,8 +37,6 @@ bool started_by_local_launcher();
 // launcher does, and exits at once if the launcher is already gone. No-op otherwise.
 void arm_parent_death_signal();
 
-// The running executable's path (/proc/self/exe).
-std::string current_executable();
 
 // A loopback TCP port that was free a moment ago (bound to port 0 and released).
 int free_loopback_port();

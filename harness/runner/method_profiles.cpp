@@ -7,7 +7,7 @@
 #include <sstream>
 #include <thread>
 
-#include "harness/common/errors.h"
+#include "common/errors.h"
 #include "harness/data/dataset.h"
 #include "models/qwen2/qwen2_config.h"
 
@@ -68,7 +68,7 @@ ProfileRequest default_profile_request(const Manifest& manifest, const MethodSec
     for (int64_t k = 1; k <= blocks; k *= 2) budgets.push_back(k);
     budgets.push_back(blocks);
     budgets.push_back(method.attention.top_k);
-    if (method.budget == "dst") budgets.push_back(method.dst.k_max);
+    if (method.budget == BudgetKind::kDst) budgets.push_back(method.dst.k_max);
     std::sort(budgets.begin(), budgets.end());
     budgets.erase(std::unique(budgets.begin(), budgets.end()), budgets.end());
     request.budgets = budgets;
@@ -133,7 +133,7 @@ void ensure_method_profiles(const std::vector<RunSpec>& runs, bool may_measure, 
     if (method.profile.empty()) continue;
     const std::string path = profile_json_path(run);
     if (!fs::exists(method.profile)) {
-      const Qwen2Config& config = qwen2_preset(m.model.preset);
+      const Qwen2Config& config = m.model.config;
       const std::unique_ptr<Dataset> data =
           make_dataset(m.data, m.seed, config.vocab_size, m.train.max_tokens_per_microbatch);
       const ProfileRequest request = default_profile_request(m, method, data->max_length());

@@ -10,7 +10,7 @@
 //     `sparsebalance profile` command that measures it (ranks cannot wait minutes for
 //     one of them to measure without tripping the rendezvous timeout).
 //
-// Default grid [our rule] (REPRODUCE.md): lengths double from max(32, L/32) up to the
+// Default grid [our rule] (docs/sparsebalance.md section 3): lengths double from max(16, L/128) up to the
 // first power of two >= L, where L is the data set's longest sample (at most 8 points;
 // the predictor extrapolates linearly past the last); MoBA budgets double from 1 up to
 // the number of blocks of L, with top_k and the DST k_max added; 2 warm-up runs and 5

@@ -1,6 +1,6 @@
 #include "harness/runner/run_evaluation.h"
 
-#include "harness/common/errors.h"
+#include "common/errors.h"
 #include "harness/data/dataset.h"
 #include "harness/eval/eval_suite.h"
 #include "harness/eval/model_folder.h"
@@ -34,7 +34,7 @@ void evaluate_run(const RunSpec& run, const fs::path& run_dir, std::ostream& log
   place_model(folder, m.train.device, m.train.precision == "bf16-mixed" ? "bfloat16" : "float32");
   std::unique_ptr<Dataset> data;
   if (m.data.source == "synthetic") {
-    data = make_dataset(m.data, m.seed, qwen2_preset(m.model.preset).vocab_size, m.train.max_tokens_per_microbatch);
+    data = make_dataset(m.data, m.seed, m.model.config.vocab_size, m.train.max_tokens_per_microbatch);
   }
   fs::create_directories(evaluation_dir(run_dir));
   run_eval_suite(folder, *m.eval, evaluation_dir(run_dir), log, data.get());

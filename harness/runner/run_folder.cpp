@@ -4,8 +4,9 @@
 #include <ostream>
 #include <sstream>
 
+#include "common/errors.h"
 #include "harness/common/atomic_file.h"
-#include "harness/common/errors.h"
+#include "harness/common/jsonl_file.h"
 #include "harness/trace/chrome_trace.h"
 #include "harness/train/checkpoint.h"
 
@@ -47,18 +48,19 @@ const char* disposition_name(Disposition d) {
 // Keeps the lines of a JSONL file whose "iteration" is below `limit` (atomic rewrite).
 void truncate_jsonl(const fs::path& file, int64_t limit) {
   if (!fs::exists(file)) return;
-  std::istringstream in(read_file(file));
-  std::string kept, line;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
+  std::string kept;
+  bool cut = false;  // past a line cut short by the interruption: nothing after it is kept
+  for_each_jsonl_line(file, read_file(file), [&](const std::string& line, const std::string&) {
+    if (cut) return;
     json j;
     try {
       j = json::parse(line);
     } catch (const json::parse_error&) {
-      break;  // a line cut short by the interruption
+      cut = true;
+      return;
     }
     if (j.at("iteration").get<int64_t>() < limit) kept += line + "\n";
-  }
+  });
   write_file_atomic(file, kept);
 }
 

@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "harness/config/manifest.h"
-#include "harness/train/iteration_record.h"
+#include "harness/records/iteration_record.h"
 #include "harness/trace/timeline.h"
 
 namespace sb {

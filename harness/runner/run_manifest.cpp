@@ -8,14 +8,14 @@
 #include <unistd.h>
 #include <ostream>
 
-#include "harness/common/errors.h"
+#include "common/errors.h"
+#include "harness/common/system_info.h"
 #include "harness/report/report.h"
 #include "harness/runner/fault_injection.h"
 #include "harness/runner/job_session.h"
 #include "harness/runner/local_launcher.h"
 #include "harness/runner/method_profiles.h"
 #include "harness/runner/run_evaluation.h"
-#include "harness/runner/system_info.h"
 #include "harness/train/checkpoint.h"
 #include "harness/train/trainer.h"
 
@@ -120,11 +120,9 @@ void execute_run(JobSession& session, const RunSpec& run, size_t index, size_t c
     if (predictor) fs::copy_file(m.methods.at(0).profile, run_dir / "profile.json", fs::copy_options::overwrite_existing);
     return std::string("ok");
   });
-  const Qwen2Config& config = qwen2_preset(m.model.preset);
-  const ParallelLayout layout(m.parallelism.dp, m.parallelism.pp, config.num_hidden_layers,
-                              m.parallelism.stage_layers);
+  const ParallelLayout layout = parallel_layout_of(m);
   const RankContext context = session.connect_run(run.name, layout, c10::Device(m.train.device),
-                                                  config.tie_word_embeddings);
+                                                  m.model.config.tie_word_embeddings);
   // Failures are reported while this run's groups still exist: destroying them first
   // would break the peers' connections and make them report before this rank.
   try {
@@ -253,9 +251,7 @@ RunManifestResult run_manifest(const Manifest& manifest, const RunManifestOption
                             std::to_string(env.world_size),
                         "start " + std::to_string(world) + " ranks, or change dp and pp");
     }
-    const Qwen2Config& config = qwen2_preset(manifest.model.preset);
-    const ParallelLayout layout(manifest.parallelism.dp, manifest.parallelism.pp, config.num_hidden_layers,
-                                manifest.parallelism.stage_layers);
+    const ParallelLayout layout = parallel_layout_of(manifest);
     const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(manifest.parallelism.timeout_s * 1000));
     session = JobSession::connect(env, timeout, [layout](int r) { return layout.describe_rank(r); });
   } else if (world != 1) {

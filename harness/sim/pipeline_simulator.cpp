@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "harness/dist/pipeline_schedule.h"
+#include "harness/parallel/pipeline/pipeline_schedule.h"
 
 namespace sb {
 namespace {

@@ -1,6 +1,6 @@
 #pragma once
 // Discrete-event simulation of one training iteration on dp pipelines of pp stages
-// with the 1F1B schedule of harness/dist/pipeline_schedule.h (the same step lists the
+// with the 1F1B schedule of harness/parallel/pipeline/pipeline_schedule.h (the same step lists the
 // real ranks execute), producing the same per-rank timelines the real runtime records.
 //
 // Per (DP rank d, stage s), starting at start_ms[d] (the planner's time):

@@ -7,7 +7,7 @@
 #include <numeric>
 
 #include "harness/data/batch_shape.h"
-#include "harness/dist/parallel_layout.h"
+#include "harness/parallel/parallel_layout.h"
 #include "harness/sim/pipeline_simulator.h"
 #include "harness/trace/iteration_metrics.h"
 #include "harness/train/lr_schedule.h"
@@ -40,7 +40,7 @@ std::pair<double, double> projection_shape(const Qwen2Config& c, const std::stri
 }  // namespace
 
 std::vector<double> stage_trained_parameters(const Manifest& m) {
-  const Qwen2Config& c = qwen2_preset(m.model.preset);
+  const Qwen2Config& c = m.model.config;
   const auto h = static_cast<double>(c.hidden_size);
   const auto q = static_cast<double>(c.num_attention_heads * c.head_dim);
   const auto kv = static_cast<double>(c.num_key_value_heads * c.head_dim);
@@ -80,7 +80,7 @@ RunSimulator::RunSimulator(const Manifest& m, SimProfile profile, ClusterSection
       options_(options),
       simulation_(m.simulation ? *m.simulation : SimulationSection{}),
       noise_(simulation_.latency_noise.sigma, simulation_.latency_noise.rank_sigma, static_cast<uint64_t>(m.seed)) {
-  const Qwen2Config& config = qwen2_preset(m.model.preset);
+  const Qwen2Config& config = m.model.config;
   dataset_ = make_dataset(m.data, m.seed, config.vocab_size, m.train.max_tokens_per_microbatch);
   planner_ = std::make_unique<BatchPlanner>(method_planner_options(m, m.parallelism.dp), profile_.predictor);
   const MethodSection& method = m.methods.at(0);
@@ -95,7 +95,7 @@ SimulatedIteration RunSimulator::simulate_iteration(int64_t iteration) {
   const Manifest& m = manifest_;
   const TrainSection& train = m.train;
   const MethodSection& method = m.methods.at(0);
-  const Qwen2Config& config = qwen2_preset(m.model.preset);
+  const Qwen2Config& config = m.model.config;
   const LatencyPredictor& predictor = *profile_.predictor;
   const int64_t dp = m.parallelism.dp, pp = m.parallelism.pp, tp = m.parallelism.tp;
   const bool moba = method.attention.name == "moba";

@@ -36,11 +36,11 @@
 #include "harness/balance/batch_planner.h"
 #include "harness/config/manifest.h"
 #include "harness/data/dataset.h"
+#include "harness/records/iteration_record.h"
 #include "harness/sim/cluster_model.h"
 #include "harness/sim/coverage_model.h"
 #include "harness/sim/latency_noise.h"
 #include "harness/sim/sim_profile.h"
-#include "harness/train/iteration_record.h"
 #include "harness/trace/timeline.h"
 
 namespace sb {

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "harness/common/errors.h"
+#include "common/errors.h"
 #include "harness/latency/analytic_profile.h"
 #include "harness/latency/latency_profile.h"
 #include "models/qwen2/qwen2_config.h"
@@ -60,10 +60,10 @@ SimProfile load_sim_profile(const Manifest& m, int64_t longest_sample, const std
     std::vector<int64_t> budgets{0};
     if (moba) {
       budgets.clear();
-      const int64_t k_max = std::max(method.attention.top_k, method.budget == "dst" ? method.dst.k_max : int64_t{0});
+      const int64_t k_max = std::max(method.attention.top_k, method.budget == BudgetKind::kDst ? method.dst.k_max : int64_t{0});
       for (int64_t k = 1; k <= k_max; ++k) budgets.push_back(k);
     }
-    LatencyProfile profile = make_analytic_profile(qwen2_preset(m.model.preset), method.attention.name, block,
+    LatencyProfile profile = make_analytic_profile(m.model.config, method.attention.name, block,
                                                    seq_lens, budgets, device);
     SimProfile p;
     p.kind = profile.kind;

@@ -7,18 +7,18 @@
 #include <ostream>
 #include <set>
 
+#include "common/errors.h"
 #include "harness/common/atomic_file.h"
-#include "harness/common/errors.h"
+#include "harness/common/system_info.h"
+#include "harness/records/iteration_record.h"
 #include "harness/report/report.h"
 #include "harness/report/run_summary.h"
 #include "harness/runner/run_folder.h"
-#include "harness/runner/system_info.h"
-#include "harness/sim/allreduce_fit.h"
-#include "harness/sim/coverage_fit.h"
-#include "harness/sim/iteration_overhead_fit.h"
-#include "harness/sim/latency_noise_fit.h"
+#include "harness/sim/fit/allreduce_fit.h"
+#include "harness/sim/fit/coverage_fit.h"
+#include "harness/sim/fit/iteration_overhead_fit.h"
+#include "harness/sim/fit/latency_noise_fit.h"
 #include "harness/sim/run_simulator.h"
-#include "harness/train/iteration_record.h"
 #include "models/qwen2/qwen2_config.h"
 
 namespace sb {
@@ -95,7 +95,7 @@ json simulation_context(const RunSpec& run, const SimulateOptions& options, cons
     context["cluster"]["intra_node_bandwidth_from"] = {
         {"kind", "fitted: the measured DP all-reduces' total payload 2 (n - 1) / n x bytes over their total time "
                  "from the last rank's entry to the last exit, less 2 (n - 1) alpha each "
-                 "(harness/sim/allreduce_fit.h)"},
+                 "(harness/sim/fit/allreduce_fit.h)"},
         {"results", cluster.intra_node.fit_from},
         {"runs", fits.allreduce->runs},
         {"samples", fits.allreduce->samples},
@@ -111,7 +111,7 @@ json simulation_context(const RunSpec& run, const SimulateOptions& options, cons
                        "(harness/sim/coverage_model.h)"}};
     if (fit != nullptr) {
       context["coverage_model"]["exponent_from"] = {
-          {"kind", "fitted to measured runs' layer coverage (harness/sim/coverage_fit.h)"},
+          {"kind", "fitted to measured runs' layer coverage (harness/sim/fit/coverage_fit.h)"},
           {"results", s.coverage.fit_from},
           {"runs", fit->runs},
           {"points", fit->points},
@@ -135,10 +135,10 @@ json simulation_context(const RunSpec& run, const SimulateOptions& options, cons
         {"kind", noise_fit->components.separable
                      ? "fitted: mean absolute differences of log(measured / predicted) micro-batch time "
                        "between micro-batches of one DP rank and iteration (sigma) and between the rank means "
-                       "of one iteration (rank_sigma), matched to the model's (harness/sim/latency_noise_fit.h)"
+                       "of one iteration (rank_sigma), matched to the model's (harness/sim/fit/latency_noise_fit.h)"
                      : "fitted: mean absolute differences between the rank means of one iteration, all of it to "
                        "sigma (no DP rank ran 2 micro-batches in one iteration, so the rank term cannot be told "
-                       "apart) (harness/sim/latency_noise_fit.h)"},
+                       "apart) (harness/sim/fit/latency_noise_fit.h)"},
         {"results", noise.fit_from},
         {"runs", noise_fit->runs},
         {"microbatches", sums.microbatches},
@@ -160,7 +160,7 @@ json simulation_context(const RunSpec& run, const SimulateOptions& options, cons
     if (fits.overhead != nullptr) {
       optimizer["from"] = {{"kind", "fitted: mean over measured (iteration, DP rank) of the time outside compute, "
                                     "communication and planning, the least of the rank's pipeline stages "
-                                    "(harness/sim/iteration_overhead_fit.h)"},
+                                    "(harness/sim/fit/iteration_overhead_fit.h)"},
                            {"results", s.iteration_overhead.fit_from},
                            {"runs", fits.overhead->runs},
                            {"samples", fits.overhead->samples}};
@@ -311,7 +311,7 @@ RunManifestResult simulate_manifest(const Manifest& manifest, const SimulateOpti
       decision.reason = "incomplete simulation: restarted from iteration 0";
     }
     const Manifest& m = run.manifest;
-    const Qwen2Config& config = qwen2_preset(m.model.preset);
+    const Qwen2Config& config = m.model.config;
     const int64_t longest = make_dataset(m.data, m.seed, config.vocab_size, m.train.max_tokens_per_microbatch)->max_length();
     RunSimulatorOptions sim_options;
     sim_options.fixed_plan_ms = options.fixed_plan_ms;

@@ -6,8 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "common/errors.h"
+#include "common/statistics.h"
 #include "harness/common/atomic_file.h"
-#include "harness/common/errors.h"
 #include "harness/report/run_summary.h"
 
 namespace sb {
@@ -16,15 +17,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-// Median of the finite values; NaN when there are none.
-double median_of(std::vector<double> values) {
-  values.erase(std::remove_if(values.begin(), values.end(), [](double v) { return !std::isfinite(v); }), values.end());
-  if (values.empty()) return std::nan("");
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
 
 // A JSON number, or NaN for null (a statistic nothing measured).
 double num(const json& j) { return j.is_number() ? j.get<double>() : std::nan(""); }

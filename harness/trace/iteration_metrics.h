@@ -1,6 +1,6 @@
 #pragma once
-// The per-iteration timing metrics, one written formula each (docs: README "Metrics",
-// ../shared/docs/sparsebalance.md section 1.7), computed from the ranks' timelines:
+// The per-iteration timing metrics, one written formula each (docs/metrics.md,
+// docs/sparsebalance.md section 1.7), computed from the ranks' timelines:
 //
 //   iter_ms            max over ranks of (end of its optimizer step - its iteration start)
 //   busy_ms[r]         sum of rank r's forward and backward durations (its compute)

@@ -68,7 +68,7 @@ std::vector<TimelineIteration> read_timeline_events(const std::filesystem::path&
 
 // Milliseconds on the job's common clock: this process's steady clock minus an offset
 // that aligns it with rank 0's (0 on a single host, where every process reads the same
-// CLOCK_MONOTONIC; see harness/dist/clock_sync.h across hosts).
+// CLOCK_MONOTONIC; see harness/parallel/clock_sync.h across hosts).
 class CommonClock {
  public:
   explicit CommonClock(double offset_ms = 0) : offset_ms_(offset_ms) {}

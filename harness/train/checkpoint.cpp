@@ -102,7 +102,7 @@ void finish_checkpoint(const fs::path& root, const fs::path& partial, int64_t it
   write_file_atomic(partial / "model.safetensors.index.json",
                     json{{"metadata", {{"total_size", total_size}}}, {"weight_map", weight_map}}.dump(2) + "\n");
   write_file_atomic(partial / "config.json",
-                    qwen2_config_to_hf_json(qwen2_preset(run.manifest.model.preset)).dump(2) + "\n");
+                    qwen2_config_to_hf_json(run.manifest.model.config).dump(2) + "\n");
   const TrainSection& train = run.manifest.train;
   write_file_atomic(partial / "trainer_state.json",
                     json{{"format", "sparsebalance-checkpoint-1"},

@@ -35,8 +35,8 @@
 #include <optional>
 
 #include "harness/config/manifest.h"
-#include "harness/dist/pipeline_stage.h"
-#include "harness/dist/rank_context.h"
+#include "harness/parallel/pipeline/pipeline_stage.h"
+#include "harness/parallel/rank_context.h"
 
 namespace sb {
 

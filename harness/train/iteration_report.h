@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "harness/balance/batch_plan.h"
-#include "harness/dist/parallel_layout.h"
-#include "harness/train/iteration_record.h"
+#include "harness/parallel/parallel_layout.h"
+#include "harness/records/iteration_record.h"
 #include "harness/trace/timeline.h"
 #include "kernels/attention/attention_backend.h"
 

@@ -6,8 +6,6 @@
 
 namespace sb {
 
-std::vector<std::string> lr_schedule_names() { return {"cosine", "constant"}; }
-
 double learning_rate_at(int64_t iteration, const TrainSection& train) {
   const int64_t warmup =
       static_cast<int64_t>(std::llround(train.lr_warmup_fraction * static_cast<double>(train.iterations)));

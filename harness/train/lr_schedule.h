@@ -15,7 +15,4 @@ namespace sb {
 
 double learning_rate_at(int64_t iteration, const TrainSection& train);
 
-// The values train.lr_schedule may take.
-std::vector<std::string> lr_schedule_names();
-
 }  // namespace sb

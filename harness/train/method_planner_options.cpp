@@ -1,6 +1,5 @@
 #include "harness/train/method_planner_options.h"
 
-#include "harness/balance/budget_policy.h"
 #include "models/qwen2/qwen2_config.h"
 
 namespace sb {
@@ -9,16 +8,11 @@ BatchPlannerOptions method_planner_options(const Manifest& m, int64_t dp) {
   const MethodSection& method = m.methods.at(0);
   BatchPlannerOptions o;
   o.batching = method.batching;
-  o.budget.name = method.budget;
+  o.budget.kind = method.budget;
   o.budget.top_k = method.attention.top_k;
   o.budget.block_size = method.attention.block_size;
-  o.budget.total_layers = qwen2_preset(m.model.preset).num_hidden_layers;
-  o.budget.dst.anchor = dst_anchor_from_name(method.dst.anchor);
-  o.budget.dst.p = method.dst.p;
-  o.budget.dst.k_min = method.dst.k_min;
-  o.budget.dst.k_max = method.dst.k_max;
-  o.budget.dst.bottleneck = dst_bottleneck_rule_from_name(method.dst.bottleneck);
-  o.budget.dst.raise = dst_raise_rule_from_name(method.dst.raise);
+  o.budget.total_layers = m.model.config.num_hidden_layers;
+  o.budget.dst = method.dst;
   o.sab_ema_alpha = method.sab.ema_alpha;
   o.latency_calibration_alpha = method.latency_calibration.enabled ? method.latency_calibration.ema_alpha : 0.0;
   o.dp = dp;

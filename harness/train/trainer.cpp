@@ -3,7 +3,7 @@
 #include "harness/data/batch_shape.h"
 #include "harness/train/method_planner_options.h"
 
-#include "harness/dist/error_text.h"
+#include "harness/parallel/error_text.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -14,13 +14,13 @@
 #include <set>
 #include <thread>
 
-#include "harness/common/errors.h"
+#include "common/errors.h"
 #include "harness/common/runqueue_wait.h"
-#include "harness/dist/object_exchange.h"
-#include "harness/dist/pipeline_engine.h"
+#include "harness/data/packed_microbatch.h"
+#include "harness/parallel/object_exchange.h"
+#include "harness/parallel/pipeline/pipeline_engine.h"
 #include "harness/train/lr_schedule.h"
 #include "harness/train/model_training_options.h"
-#include "harness/train/packed_microbatch.h"
 
 namespace sb {
 namespace {
@@ -93,7 +93,7 @@ Trainer::Trainer(const RunSpec& run, const RankContext& context, TrainerOptions 
       context_(context),
       timeline_(context.clock, context.rank, context.dp_rank(), context.stage()) {
   const Manifest& m = run_.manifest;
-  const Qwen2Config& config = qwen2_preset(m.model.preset);
+  const Qwen2Config& config = m.model.config;
   set_thread_count(m.train.threads, context_.local_world_size);
   dataset_ = make_dataset(m.data, m.seed, config.vocab_size, m.train.max_tokens_per_microbatch);
   if (dataset_->max_length() > m.train.max_tokens_per_microbatch) {

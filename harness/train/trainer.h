@@ -16,17 +16,17 @@
 #include <memory>
 #include <optional>
 
+#include "harness/balance/batch_planner.h"
 #include "harness/balance/batching_policy.h"
 #include "harness/config/manifest.h"
-#include "harness/balance/batch_planner.h"
 #include "harness/data/dataset.h"
-#include "harness/dist/gradient_sync.h"
-#include "harness/dist/pipeline_channel.h"
-#include "harness/dist/pipeline_stage.h"
-#include "harness/dist/rank_context.h"
-#include "harness/train/iteration_record.h"
-#include "harness/train/iteration_report.h"
+#include "harness/parallel/data_parallel/gradient_sync.h"
+#include "harness/parallel/pipeline/pipeline_channel.h"
+#include "harness/parallel/pipeline/pipeline_stage.h"
+#include "harness/parallel/rank_context.h"
+#include "harness/records/iteration_record.h"
 #include "harness/trace/timeline.h"
+#include "harness/train/iteration_report.h"
 
 namespace sb {
 
@@ -37,7 +37,7 @@ struct TrainerOptions {
   // Tests only: a batching policy that replaces the run's planner (batching and budget
   // policies) and sets budgets and predictions itself, to check their way to the
   // backend and the records.
-  std::function<std::unique_ptr<BatchingPolicy>(const std::string&)> make_batching;
+  std::function<std::unique_ptr<BatchingPolicy>(BatchingKind)> make_batching;
   // The latency predictor of the method's profile (null without one); the runner
   // loads the profile the manifest names (or measures it on first use).
   std::shared_ptr<const LatencyPredictor> predictor;

@@ -3,7 +3,7 @@
 #include <stdexcept>
 
 #include "kernels/attention/dense_causal_attention.h"
-#include "kernels/attention/moba_attention_backend.h"
+#include "kernels/attention/moba/moba_attention_backend.h"
 
 namespace sb {
 

@@ -21,8 +21,8 @@
 #endif
 
 #include "kernels/attention/attention_backend.h"
-#include "kernels/attention/moba_attention.h"
-#include "kernels/attention/moba_reference.h"
+#include "kernels/attention/moba/moba_attention.h"
+#include "kernels/attention/moba/moba_reference.h"
 
 namespace sb {
 namespace {
@@ -152,16 +152,6 @@ double moba_attended_pairs(const at::Tensor& q, const at::Tensor& k, const Packe
 
 }  // namespace
 
-SampleSummary summarize_samples(std::vector<double> samples) {
-  SampleSummary s;
-  if (samples.empty()) return s;
-  std::sort(samples.begin(), samples.end());
-  const size_t n = samples.size();
-  s.median = n % 2 == 1 ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
-  s.min = samples.front();
-  s.max = samples.back();
-  return s;
-}
 
 namespace {
 

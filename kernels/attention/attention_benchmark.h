@@ -4,7 +4,7 @@
 // warm-up (raw samples kept), the memory the timed runs held, the work done, and the
 // max abs error of the output against the float64 oracle on the same input.
 //
-// Formulas (README "bench attention"):
+// Formulas (docs/benchmarks.md, "bench attention"):
 //   attended_pairs = sum over query heads and queries of the keys the query attends to
 //                    (dense causal: Hq * L (L + 1) / 2; MoBA: from its routing)
 //   fwd_flop       = 4 * head_dim * attended_pairs   (Q K^T and P V)
@@ -58,11 +58,5 @@ struct AttentionBenchResult {
 // bad configuration (naming the flag).
 std::vector<AttentionBenchResult> run_attention_benchmarks(
     const std::vector<AttentionBenchConfig>& configs);
-
-// Median, min and max of samples (0 for none).
-struct SampleSummary {
-  double median = 0.0, min = 0.0, max = 0.0;
-};
-SampleSummary summarize_samples(std::vector<double> samples);
 
 }  // namespace sb

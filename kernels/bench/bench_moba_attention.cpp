@@ -12,8 +12,8 @@
 #include <functional>
 
 #include "kernels/attention/attention_backend.h"
-#include "kernels/attention/moba_attention.h"
-#include "kernels/attention/moba_layout.h"
+#include "kernels/attention/moba/moba_attention.h"
+#include "kernels/attention/moba/moba_layout.h"
 #include "kernels/bench/moba_composed_aten.h"
 
 namespace sb {

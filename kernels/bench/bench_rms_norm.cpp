@@ -10,7 +10,7 @@
 #include <c10/cuda/CUDAFunctions.h>
 #endif
 
-#include "kernels/rms_norm/rms_norm.h"
+#include "kernels/bench/rms_norm/rms_norm.h"
 
 namespace sb {
 namespace {

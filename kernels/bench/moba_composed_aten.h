@@ -7,8 +7,8 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "kernels/attention/moba_attention.h"
-#include "kernels/attention/moba_layout.h"
+#include "kernels/attention/moba/moba_attention.h"
+#include "kernels/attention/moba/moba_layout.h"
 
 namespace sb {
 

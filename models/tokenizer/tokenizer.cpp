@@ -9,12 +9,12 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "common/errors.h"
 #include "models/tokenizer/added_tokens.h"
 #include "models/tokenizer/bpe_model.h"
 #include "models/tokenizer/byte_level.h"
 #include "models/tokenizer/normalizer.h"
 #include "models/tokenizer/pretokenizer.h"
-#include "models/tokenizer/tokenizer_error.h"
 #include "models/tokenizer/tokenizer_json.h"
 #include "models/tokenizer/utf8.h"
 
@@ -98,17 +98,17 @@ Tokenizer Tokenizer::from_file(const std::filesystem::path& path) {
   const std::string name = path.string();
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    throw TokenizerFileError(name, "", std::string("cannot open: ") + std::strerror(errno),
+    throw ConfigError(name, "", std::string("cannot open: ") + std::strerror(errno),
                              "pass the tokenizer.json of a byte-level BPE model");
   }
   std::ostringstream content;
   content << in.rdbuf();
-  if (in.bad()) throw TokenizerFileError(name, "", "read error");
+  if (in.bad()) throw ConfigError(name, "", "read error");
   nlohmann::json root;
   try {
     root = nlohmann::json::parse(content.str());
   } catch (const nlohmann::json::parse_error& e) {
-    throw TokenizerFileError(name, "", std::string("not valid JSON: ") + e.what());
+    throw ConfigError(name, "", std::string("not valid JSON: ") + e.what());
   }
   return from_json(root, name);
 }

@@ -26,7 +26,7 @@ namespace sb {
 
 class Tokenizer {
  public:
-  // Throws TokenizerFileError (tokenizer_error.h) naming the file, and the JSON path
+  // Throws ConfigError (common/errors.h) naming the file, and the JSON path
   // where it applies, when the file cannot be read or uses what is not supported.
   static Tokenizer from_file(const std::filesystem::path& path);
   // The same from an already parsed tokenizer.json; `source` names it in errors.

@@ -7,8 +7,8 @@
 #include <stdexcept>
 #include <string_view>
 
+#include "common/errors.h"
 #include "models/tokenizer/byte_level.h"
-#include "models/tokenizer/tokenizer_error.h"
 
 namespace sb {
 namespace {
@@ -51,7 +51,7 @@ class Node {
   bool is_null() const { return value_.is_null(); }
 
   [[noreturn]] void fail(const std::string& problem, const std::string& fix = "") const {
-    throw TokenizerFileError(file_, path_, problem, fix);
+    throw ConfigError(file_, path_, problem, fix);
   }
 
   void expect_object() const {

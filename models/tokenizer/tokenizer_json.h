@@ -1,7 +1,7 @@
 #pragma once
 // Reading tokenizer.json (HF tokenizers' format, version "1.0") into the parts of a
 // byte-level BPE tokenizer. Strict: a key this reader does not know, or a value that
-// would change the ids in a way it does not implement, is a TokenizerFileError naming
+// would change the ids in a way it does not implement, is a ConfigError naming
 // the file and the JSON path, never silently ignored.
 //
 // Supported (everything Qwen2/Qwen2.5 and GPT-2 use):
@@ -43,7 +43,7 @@ struct TokenizerSpec {
   std::vector<AddedToken> added_tokens;
 };
 
-// Throws TokenizerFileError(file, JSON path, problem, fix).
+// Throws ConfigError(file, JSON path, problem, fix).
 TokenizerSpec parse_tokenizer_json(const nlohmann::json& root, const std::string& file);
 
 }  // namespace sb

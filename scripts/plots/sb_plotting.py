@@ -3,7 +3,7 @@ saving PNG and PDF side by side.
 
 A results folder is results/<manifest>/ as `sparsebalance run` writes it: report.json and
 one folder per run with manifest.resolved.json, records.jsonl and, for runs on the
-distributed runtime, timeline_events.jsonl (docs: docs/reports.md, README "Metrics").
+distributed runtime, timeline_events.jsonl (docs: docs/reports.md, docs/metrics.md).
 """
 
 import json

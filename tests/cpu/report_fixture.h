@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "harness/common/atomic_file.h"
-#include "harness/train/iteration_record.h"
+#include "harness/records/iteration_record.h"
 
 namespace sb::test {
 

@@ -1,5 +1,5 @@
 // The intra-node bandwidth fitted to measured DP all-reduces (cluster.intra_node.fit_from,
-// harness/sim/allreduce_fit.h): which events, iterations and stages it reads, the
+// harness/sim/fit/allreduce_fit.h): which events, iterations and stages it reads, the
 // bandwidth worked out by hand from the ring model, the runs it leaves out, its errors,
 // the manifest key (intra_node only) and `simulate` putting the fitted value into the
 // runs it plans.
@@ -9,15 +9,15 @@
 #include <fstream>
 #include <sstream>
 
-#include "harness/common/errors.h"
+#include "common/errors.h"
 #include "harness/config/manifest.h"
+#include "harness/records/iteration_record.h"
 #include "harness/report/run_summary.h"
-#include "harness/sim/allreduce_fit.h"
 #include "harness/sim/cluster_model.h"
+#include "harness/sim/fit/allreduce_fit.h"
 #include "harness/sim/run_simulator.h"
 #include "harness/sim/sim_runner.h"
 #include "harness/trace/timeline.h"
-#include "harness/train/iteration_record.h"
 #include "tests/support/manifest_error_path.h"
 #include "tests/support/measured_run_folder.h"
 #include "tests/support/run_command.h"

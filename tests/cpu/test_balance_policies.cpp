@@ -65,7 +65,7 @@ TEST(Lpt, PackOpensBinsOnlyWhenNothingFits) {
 }
 
 TEST(LbbBatching, GoldenPlan) {
-  auto lbb = make_batching_policy("lbb");
+  auto lbb = make_batching_policy(BatchingKind::kLbb);
   // Stage 1 as in Lpt.AssignFollowsDescendingCostToLightestBin: rank 0 {0, 3, 4}
   // (8+3+5 = 16 tokens), rank 1 {1, 2, 5} (1+6+7 = 14).
   // Capacity 16: one micro-batch each, samples heaviest first.
@@ -87,9 +87,9 @@ TEST(SabBatching, BalancesPredictedLatencyWhereTokenBalanceDoesNot) {
   options.max_tokens = 8192;
   options.budget.top_k = 32;
   options.budget.block_size = 64;
-  options.batching = "lbb";
+  options.batching = BatchingKind::kLbb;
   BatchPlanner lbb(options, predictor);
-  options.batching = "sab";
+  options.batching = BatchingKind::kSab;
   BatchPlanner sab(options, predictor);
   const GlobalBatchPlan lbb_plan = lbb.plan(lengths);
   const GlobalBatchPlan sab_plan = sab.plan(lengths);
@@ -111,7 +111,7 @@ TEST(BatchingPolicies, EverySamplePlannedOnceWithinCapacityOnRandomBatches) {
   for (const std::string name : {"sequential", "lbb", "sab"}) {
     for (int trial = 0; trial < 50; ++trial) {
       BatchPlannerOptions options;
-      options.batching = name;
+      options.batching = batching_kind_from_name(name);
       options.dp = rng.uniform_int(1, 4);
       options.max_tokens = rng.uniform_int(4096, 9000);
       options.max_samples = rng.uniform_int(0, 3);
@@ -136,7 +136,7 @@ TEST(BatchingPolicies, EverySamplePlannedOnceWithinCapacityOnRandomBatches) {
 TEST(BatchingPolicies, OversizedSampleIsAnErrorBeforePlanning) {
   for (const std::string name : {"sequential", "lbb", "sab"}) {
     BatchPlannerOptions options;
-    options.batching = name;
+    options.batching = batching_kind_from_name(name);
     options.max_tokens = 1000;
     BatchPlanner planner(options, analytic_predictor());
     EXPECT_THROW(planner.plan({10, 1001}), std::invalid_argument) << name;
@@ -151,7 +151,7 @@ TEST(BatchingPolicies, DataParallelLoadsWithinLptBound) {
     for (int64_t& l : lengths) l = rng.uniform_int(64, 4096);
     const int64_t dp = rng.uniform_int(2, 4);
     // LBB: token loads.
-    const GlobalBatchPlan lbb = make_batching_policy("lbb")->plan({lengths, dp, 1 << 20});
+    const GlobalBatchPlan lbb = make_batching_policy(BatchingKind::kLbb)->plan({lengths, dp, 1 << 20});
     std::vector<double> tokens;
     for (const auto& rank : lbb.ranks) {
       double t = 0;
@@ -199,7 +199,7 @@ TEST(BudgetEstimator, EmaPerPowerOfTwoBucketStartingAtTheDefault) {
 
 TEST(BatchPlanner, ObservationsSteerSabAndStateRoundTrips) {
   BatchPlannerOptions options;
-  options.batching = "sab";
+  options.batching = BatchingKind::kSab;
   options.dp = 2;
   options.max_tokens = 1 << 20;
   options.sab_ema_alpha = 1.0;  // the estimate becomes the last observation
@@ -265,12 +265,12 @@ TEST(BatchPlanner, CalibrationScalesPredictionsByMeasuredOverPredictedAndRoundTr
 
 TEST(BatchPlanner, ReportedFloorsSteerDstPredictionsAndRoundTrip) {
   BatchPlannerOptions options;
-  options.batching = "sequential";
+  options.batching = BatchingKind::kSequential;
   options.dp = 2;
   options.max_tokens = 1 << 20;
   options.max_samples = 1;
   options.sab_ema_alpha = 1.0;
-  options.budget.name = "dst";
+  options.budget.kind = BudgetKind::kDst;
   options.budget.top_k = 8;
   options.budget.block_size = 64;
   options.budget.dst = DstOptions{DstAnchor::kMean, 0.1, 1, 64};
@@ -310,15 +310,15 @@ TEST(BatchPlanner, ReportedFloorsSteerDstPredictionsAndRoundTrip) {
 
 TEST(BatchPlanner, PoliciesThatNeedAProfileSayWhichKey) {
   BatchPlannerOptions options;
-  options.batching = "sab";
+  options.batching = BatchingKind::kSab;
   try {
     BatchPlanner planner(options, nullptr);
     FAIL();
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("profile"), std::string::npos);
   }
-  options.batching = "sequential";
-  options.budget.name = "dst";
+  options.batching = BatchingKind::kSequential;
+  options.budget.kind = BudgetKind::kDst;
   EXPECT_THROW(BatchPlanner(options, nullptr), std::invalid_argument);
 }
 

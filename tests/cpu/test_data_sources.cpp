@@ -8,12 +8,12 @@
 #include <fstream>
 #include <set>
 
-#include "harness/common/errors.h"
+#include "common/errors.h"
 #include "harness/data/deterministic_rng.h"
 #include "harness/data/jsonl_sft_dataset.h"
+#include "harness/data/packed_microbatch.h"
 #include "harness/data/retrieval_task.h"
 #include "harness/data/synthetic_dataset.h"
-#include "harness/train/packed_microbatch.h"
 #include "models/tokenizer/chat_template.h"
 #include "models/tokenizer/tokenizer.h"
 #include "tests/tokenizer/tiny_tokenizer_json.h"

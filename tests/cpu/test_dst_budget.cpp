@@ -34,7 +34,7 @@ std::vector<int64_t> budgets_of(const GlobalBatchPlan& plan) {
 
 BudgetOptions dst_options(DstAnchor anchor, double p) {
   BudgetOptions o;
-  o.name = "dst";
+  o.kind = BudgetKind::kDst;
   o.top_k = 8;
   o.block_size = 64;
   o.total_layers = 1;
@@ -162,7 +162,7 @@ TEST(DstBudget, MaxAnchorNeverLowersAndMinNeverRaises) {
     std::vector<int64_t> ls(static_cast<size_t>(rng.uniform_int(1, 12)));
     for (int64_t& l : ls) l = rng.uniform_int(16, 6000);
     BatchPlannerOptions options;
-    options.batching = "lbb";
+    options.batching = BatchingKind::kLbb;
     options.dp = rng.uniform_int(1, 3);
     options.max_tokens = 8192;
     options.budget = dst_options(DstAnchor::kMax, 0.1);

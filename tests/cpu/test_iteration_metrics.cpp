@@ -4,7 +4,7 @@
 // resumed run on one axis.
 #include <gtest/gtest.h>
 
-#include "harness/dist/parallel_layout.h"
+#include "harness/parallel/parallel_layout.h"
 #include "harness/trace/chrome_trace.h"
 #include "harness/trace/iteration_metrics.h"
 #include "harness/train/iteration_report.h"

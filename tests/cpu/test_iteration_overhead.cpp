@@ -1,5 +1,5 @@
 // The simulator's iteration overhead (simulation.iteration_overhead) and its fit to
-// measured runs (harness/sim/iteration_overhead_fit.h): which timeline events, gaps,
+// measured runs (harness/sim/fit/iteration_overhead_fit.h): which timeline events, gaps,
 // iterations and pipeline stages the fit counts, its mean by hand, the overhead ending every rank's
 // iteration in place of the optimizer model, the manifest block's checks. The fitted
 // simulator against kept measured runs: test_simulator_against_measured.cpp.
@@ -10,13 +10,13 @@
 #include <filesystem>
 #include <fstream>
 
-#include "harness/common/errors.h"
+#include "common/errors.h"
 #include "harness/config/manifest.h"
-#include "harness/sim/iteration_overhead_fit.h"
+#include "harness/records/iteration_record.h"
+#include "harness/sim/fit/iteration_overhead_fit.h"
 #include "harness/sim/run_simulator.h"
 #include "harness/sim/sim_runner.h"
 #include "harness/trace/timeline.h"
-#include "harness/train/iteration_record.h"
 #include "tests/support/manifest_error_path.h"
 #include "tests/support/measured_run_folder.h"
 #include "tests/support/run_command.h"

@@ -1,7 +1,7 @@
 // Strict JSON object reading: every error names the JSON path and says how to fix it.
 #include <gtest/gtest.h>
 
-#include "harness/config/json_object_reader.h"
+#include "harness/common/json_object_reader.h"
 
 namespace sb {
 namespace {

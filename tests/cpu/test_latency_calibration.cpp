@@ -4,7 +4,7 @@
 
 #include <stdexcept>
 
-#include "harness/balance/latency_calibration.h"
+#include "harness/latency/latency_calibration.h"
 
 namespace sb {
 namespace {

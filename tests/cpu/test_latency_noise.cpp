@@ -1,5 +1,5 @@
 // The simulator's latency noise (harness/sim/latency_noise.h) and its fit to measured
-// runs (harness/sim/latency_noise_fit.h): the draws' distribution against the standard
+// runs (harness/sim/fit/latency_noise_fit.h): the draws' distribution against the standard
 // normal, the generator against an independent implementation of its definition,
 // determinism by key, the DP rank term shared by a rank's micro-batches, the fit's
 // absolute-moment estimates by hand and against data drawn from the model with a separate
@@ -13,13 +13,13 @@
 #include <random>
 #include <utility>
 
-#include "harness/common/errors.h"
+#include "common/errors.h"
 #include "harness/config/manifest.h"
+#include "harness/records/iteration_record.h"
+#include "harness/sim/fit/latency_noise_fit.h"
 #include "harness/sim/latency_noise.h"
-#include "harness/sim/latency_noise_fit.h"
 #include "harness/sim/run_simulator.h"
 #include "harness/sim/sim_runner.h"
-#include "harness/train/iteration_record.h"
 #include "tests/support/manifest_error_path.h"
 #include "tests/support/measured_run_folder.h"
 #include "tests/support/run_command.h"

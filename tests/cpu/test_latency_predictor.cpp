@@ -2,7 +2,7 @@
 
 #include <filesystem>
 
-#include "harness/common/errors.h"
+#include "common/errors.h"
 #include "harness/latency/latency_predictor.h"
 #include "tests/support/analytic_test_profile.h"
 

@@ -2,7 +2,7 @@
 // JSON path), defaults, relative paths, and the round trip through JSON.
 #include <gtest/gtest.h>
 
-#include "harness/common/errors.h"
+#include "common/errors.h"
 #include "harness/eval/eval_spec.h"
 
 namespace sb {

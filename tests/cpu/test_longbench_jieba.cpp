@@ -8,8 +8,8 @@
 #include <iostream>
 #include <memory>
 
-#include "harness/common/errors.h"
-#include "harness/eval/jieba_segmenter.h"
+#include "common/errors.h"
+#include "harness/eval/longbench/jieba_segmenter.h"
 
 namespace sb {
 namespace {

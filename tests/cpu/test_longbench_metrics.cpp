@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "harness/eval/longbench_metrics.h"
-#include "harness/eval/python_json.h"
-#include "harness/eval/python_text.h"
-#include "harness/eval/rouge_l.h"
+#include "harness/eval/longbench/longbench_metrics.h"
+#include "harness/eval/longbench/python_json.h"
+#include "harness/eval/longbench/python_text.h"
+#include "harness/eval/longbench/rouge_l.h"
 
 namespace sb {
 namespace {

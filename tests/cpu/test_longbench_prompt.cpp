@@ -5,10 +5,10 @@
 
 #include <fstream>
 
+#include "common/errors.h"
 #include "harness/common/atomic_file.h"
-#include "harness/common/errors.h"
-#include "harness/eval/longbench_prompt.h"
-#include "harness/eval/longbench_v2.h"
+#include "harness/eval/longbench/longbench_prompt.h"
+#include "harness/eval/longbench/longbench_v2.h"
 #include "harness/eval/resumable_jsonl.h"
 #include "tests/support/run_command.h"
 

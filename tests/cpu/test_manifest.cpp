@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "harness/common/errors.h"
+#include "common/errors.h"
 #include "harness/config/manifest.h"
 #include "harness/latency/latency_profile.h"
 
@@ -44,7 +44,7 @@ TEST(Manifest, FillsDefaults) {
   EXPECT_EQ(m.data.synthetic.vocab_size, 128);  // qwen2-test's vocabulary
   EXPECT_EQ(m.train.global_batch_size, 8);
   EXPECT_EQ(m.methods.at(0).attention.name, "dense");
-  EXPECT_EQ(m.methods.at(0).batching, "sequential");
+  EXPECT_EQ(m.methods.at(0).batching, BatchingKind::kSequential);
   EXPECT_EQ(m.parallelism.dp, 1);
   EXPECT_EQ(m.train.lr_schedule, "cosine");
   EXPECT_FALSE(m.train.activation_checkpointing);
@@ -286,14 +286,14 @@ TEST(Manifest, DstRaiseRuleParsesAndIsWrittenOnlyWhenNotTheDefault) {
   j["methods"][0] = {{"name", "x"}, {"preset", "dst"}, {"profile", "/p.json"},
                      {"attention", {{"name", "moba"}, {"block_size", 16}, {"top_k", 4}}}};
   const Manifest plain = parse_manifest(j, "m.json");
-  EXPECT_EQ(plain.methods[0].dst.raise, "anchor");
+  EXPECT_EQ(plain.methods[0].dst.raise, DstRaiseRule::kAnchor);
   // Absent from the resolved JSON: results resolved before the key existed still match.
   EXPECT_FALSE(manifest_to_json(plain)["methods"][0]["dst"].contains("raise"));
   j["methods"][0]["dst"] = {{"raise", "dp_slack"}};
   const Manifest slack = parse_manifest(j, "m.json");
-  EXPECT_EQ(slack.methods[0].dst.raise, "dp_slack");
+  EXPECT_EQ(slack.methods[0].dst.raise, DstRaiseRule::kDpSlack);
   EXPECT_EQ(manifest_to_json(slack)["methods"][0]["dst"]["raise"], "dp_slack");
-  EXPECT_EQ(parse_manifest(manifest_to_json(slack), "r.json").methods[0].dst.raise, "dp_slack");
+  EXPECT_EQ(parse_manifest(manifest_to_json(slack), "r.json").methods[0].dst.raise, DstRaiseRule::kDpSlack);
   j["methods"][0]["dst"] = {{"raise", "always"}};
   const std::string msg = config_error_of(j);
   EXPECT_EQ(msg.rfind("$.methods[0].dst.raise |", 0), 0u) << msg;

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "harness/common/errors.h"
+#include "common/errors.h"
 #include "harness/config/manifest.h"
 #include "tests/support/manifest_error_path.h"
 

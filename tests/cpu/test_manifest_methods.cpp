@@ -3,7 +3,7 @@
 // sab and dst, the baseline, and the resolved form's round trip.
 #include <gtest/gtest.h>
 
-#include "harness/common/errors.h"
+#include "common/errors.h"
 #include "harness/config/manifest.h"
 #include "tests/support/manifest_error_path.h"
 
@@ -36,7 +36,7 @@ TEST(ManifestMethods, PresetsAreTheTableOneRows) {
   const Manifest m = parse_manifest(manifest_with(methods, defaults), "m.json");
   const auto row = [&](size_t i) {
     const MethodSection& s = m.methods[i];
-    return s.attention.name + "/" + s.batching + "/" + s.budget;
+    return s.attention.name + "/" + batching_kind_name(s.batching) + "/" + budget_kind_name(s.budget);
   };
   EXPECT_EQ(row(0), "moba/sequential/fixed");
   EXPECT_EQ(row(1), "moba/sequential/dst");
@@ -63,8 +63,8 @@ TEST(ManifestMethods, OwnKeysOverrideThePresetAndMustApply) {
   json j = base;
   j["budget"] = "fixed";
   const Manifest m = parse_manifest(manifest_with(json::array({j})), "m.json");
-  EXPECT_EQ(m.methods[0].budget, "fixed");
-  EXPECT_EQ(m.methods[0].batching, "sab");
+  EXPECT_EQ(m.methods[0].budget, BudgetKind::kFixed);
+  EXPECT_EQ(m.methods[0].batching, BatchingKind::kSab);
   j["dst"] = {{"p", 0.2}};  // dst parameters on a fixed budget
   EXPECT_EQ(test::manifest_error_path(manifest_with(json::array({j}))), "$.methods[0].dst");
   j = base;

@@ -11,7 +11,7 @@
 #include <map>
 #include <sstream>
 
-#include "harness/config/json_object_reader.h"
+#include "harness/common/json_object_reader.h"
 #include "harness/config/manifest.h"
 
 namespace sb {

@@ -4,7 +4,7 @@
 
 #include <sstream>
 
-#include "harness/common/errors.h"
+#include "common/errors.h"
 #include "harness/latency/analytic_profile.h"
 #include "harness/runner/method_profiles.h"
 #include "models/qwen2/qwen2_config.h"

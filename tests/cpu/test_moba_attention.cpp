@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "kernels/attention/attention_backend.h"
-#include "kernels/attention/moba_attention.h"
-#include "kernels/attention/moba_reference.h"
+#include "kernels/attention/moba/moba_attention.h"
+#include "kernels/attention/moba/moba_reference.h"
 #include "tests/cpu/test_moba_support.h"
 
 namespace sb {

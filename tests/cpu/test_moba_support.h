@@ -8,9 +8,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/attention/moba_attention.h"
-#include "kernels/attention/moba_key_blocks.h"
-#include "kernels/attention/moba_reference.h"
+#include "kernels/attention/moba/moba_attention.h"
+#include "kernels/attention/moba/moba_key_blocks.h"
+#include "kernels/attention/moba/moba_reference.h"
 
 namespace sb::test {
 

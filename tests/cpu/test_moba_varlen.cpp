@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
-#include "kernels/attention/moba_attention.h"
-#include "kernels/attention/moba_key_blocks.h"
-#include "kernels/attention/moba_layout.h"
-#include "kernels/attention/moba_reference.h"
-#include "kernels/attention/moba_varlen_attention.h"
+#include "kernels/attention/moba/moba_attention.h"
+#include "kernels/attention/moba/moba_key_blocks.h"
+#include "kernels/attention/moba/moba_layout.h"
+#include "kernels/attention/moba/moba_reference.h"
+#include "kernels/attention/moba/moba_varlen_attention.h"
 #include "tests/cpu/test_moba_support.h"
 
 namespace sb {

@@ -7,9 +7,9 @@
 #include <map>
 #include <string>
 
+#include "harness/parallel/parallel_layout.h"
+#include "harness/parallel/rank_context.h"
 #include "harness/train/model_training_options.h"
-#include "harness/dist/parallel_layout.h"
-#include "harness/dist/rank_context.h"
 #include "harness/train/trainer.h"
 #include "kernels/attention/attention_backend.h"
 #include "models/qwen2/qwen2_lora.h"
@@ -55,6 +55,7 @@ RunSpec lora_run() {
   Manifest& m = run.manifest;
   m.name = "lora-test";
   m.model.preset = "qwen2-test";
+  m.model.config = qwen2_preset("qwen2-test");
   m.data.synthetic.vocab_size = 128;
   m.data.synthetic.length_mixture = {LengthComponent{1.0, 12, 24}};
   m.train.iterations = 4;

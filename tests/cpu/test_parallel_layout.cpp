@@ -1,7 +1,7 @@
 // Where ranks sit in a DP x PP job and which layers each stage holds.
 #include <gtest/gtest.h>
 
-#include "harness/dist/parallel_layout.h"
+#include "harness/parallel/parallel_layout.h"
 
 namespace sb {
 namespace {

@@ -12,7 +12,7 @@
 #include <map>
 #include <tuple>
 
-#include "harness/dist/pipeline_schedule.h"
+#include "harness/parallel/pipeline/pipeline_schedule.h"
 
 namespace sb {
 namespace {

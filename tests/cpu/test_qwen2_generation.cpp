@@ -49,7 +49,7 @@ TEST(Qwen2KVCache, PrefillThenStepsMatchAFullForward) {
 TEST(Qwen2Generate, GreedyMatchesACacheFreeArgmaxLoop) {
   Qwen2ForCausalLM model = make_model("qwen2-test", 11);
   const std::vector<int64_t> prompt = {1, 2, 3, 4, 5};
-  const std::vector<int64_t> generated = qwen2_generate_greedy(model, prompt, 20, {});
+  const std::vector<int64_t> generated = qwen2_generate_greedy(model, prompt, GreedyOptions{20, {}});
   ASSERT_EQ(generated.size(), 20u);
   c10::NoGradGuard no_grad;
   std::vector<int64_t> ids = prompt;
@@ -62,17 +62,17 @@ TEST(Qwen2Generate, GreedyMatchesACacheFreeArgmaxLoop) {
 
 TEST(Qwen2Generate, StopsOnAStopTokenAndKeepsIt) {
   Qwen2ForCausalLM model = make_model("qwen2-test", 11);
-  const std::vector<int64_t> free_run = qwen2_generate_greedy(model, {1, 2, 3}, 12, {});
+  const std::vector<int64_t> free_run = qwen2_generate_greedy(model, {1, 2, 3}, GreedyOptions{12, {}});
   const int64_t stop = free_run[3];
   const auto first = std::find(free_run.begin(), free_run.end(), stop);
-  const std::vector<int64_t> stopped = qwen2_generate_greedy(model, {1, 2, 3}, 12, {stop});
+  const std::vector<int64_t> stopped = qwen2_generate_greedy(model, {1, 2, 3}, GreedyOptions{12, {stop}});
   EXPECT_EQ(stopped, std::vector<int64_t>(free_run.begin(), first + 1));
 }
 
 TEST(Qwen2Generate, RejectsEmptyPromptsAndOverlongRequests) {
   Qwen2ForCausalLM model = make_model("qwen2-test", 1);
-  EXPECT_THROW(qwen2_generate_greedy(model, {}, 3, {}), std::invalid_argument);
-  EXPECT_THROW(qwen2_generate_greedy(model, {1}, 5000, {}), std::invalid_argument);
+  EXPECT_THROW(qwen2_generate_greedy(model, {}, GreedyOptions{3, {}}), std::invalid_argument);
+  EXPECT_THROW(qwen2_generate_greedy(model, {1}, GreedyOptions{5000, {}}), std::invalid_argument);
 }
 
 TEST(DenseAttentionCached, MatchesTheLastRowsOfFullCausalAttention) {

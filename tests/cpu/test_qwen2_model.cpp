@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "kernels/attention/attention_backend.h"
-#include "kernels/rms_norm/rms_norm.h"
+#include "kernels/bench/rms_norm/rms_norm.h"
 #include "models/qwen2/qwen2_model.h"
 
 namespace sb {

@@ -10,9 +10,9 @@
 #include <stdexcept>
 #include <string>
 
-#include "harness/dist/parallel_layout.h"
-#include "harness/dist/process_group.h"
-#include "harness/dist/rank_context.h"
+#include "harness/parallel/parallel_layout.h"
+#include "harness/parallel/process_group.h"
+#include "harness/parallel/rank_context.h"
 
 namespace sb {
 namespace {

@@ -10,7 +10,7 @@
 #include <mutex>
 #include <thread>
 
-#include "harness/dist/rank_watchdog.h"
+#include "harness/parallel/rank_watchdog.h"
 #include "tests/support/free_tcp_port.h"
 
 namespace sb {

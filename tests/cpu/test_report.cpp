@@ -5,13 +5,13 @@
 
 #include <filesystem>
 
+#include "common/errors.h"
+#include "common/statistics.h"
 #include "harness/common/atomic_file.h"
-#include "harness/common/errors.h"
+#include "harness/records/iteration_record.h"
 #include "harness/report/report.h"
 #include "harness/report/report_speedup.h"
 #include "harness/report/report_writers.h"
-#include "harness/report/sample_stats.h"
-#include "harness/train/iteration_record.h"
 #include "tests/cpu/report_fixture.h"
 #include "tests/support/run_command.h"
 

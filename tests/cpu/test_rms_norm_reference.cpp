@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "kernels/rms_norm/rms_norm.h"
+#include "kernels/bench/rms_norm/rms_norm.h"
 
 namespace sb {
 namespace {

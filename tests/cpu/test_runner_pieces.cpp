@@ -6,8 +6,8 @@
 #include <chrono>
 #include <sstream>
 
+#include "common/errors.h"
 #include "harness/common/atomic_file.h"
-#include "harness/common/errors.h"
 #include "harness/runner/fault_injection.h"
 #include "harness/runner/local_launcher.h"
 #include "harness/runner/run_folder.h"

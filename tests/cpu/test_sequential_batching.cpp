@@ -16,7 +16,7 @@ std::vector<std::vector<std::vector<int64_t>>> samples_of(const GlobalBatchPlan&
 }
 
 TEST(SequentialBatching, PacksInOrderUpToCapacity) {
-  auto policy = make_batching_policy("sequential");
+  auto policy = make_batching_policy(BatchingKind::kSequential);
   const BatchingInput input{{4, 3, 5, 2, 2, 6}, 1, 8};
   const GlobalBatchPlan plan = policy->plan(input);
   plan.validate(input.sample_lengths, input.max_tokens);
@@ -26,13 +26,13 @@ TEST(SequentialBatching, PacksInOrderUpToCapacity) {
 }
 
 TEST(SequentialBatching, ExactFitStaysTogether) {
-  auto policy = make_batching_policy("sequential");
+  auto policy = make_batching_policy(BatchingKind::kSequential);
   EXPECT_EQ(samples_of(policy->plan({{4, 4, 8}, 1, 8})),
             (std::vector<std::vector<std::vector<int64_t>>>{{{0, 1}, {2}}}));
 }
 
 TEST(SequentialBatching, DealsRoundRobinToDataParallelRanks) {
-  auto policy = make_batching_policy("sequential");
+  auto policy = make_batching_policy(BatchingKind::kSequential);
   const BatchingInput input{{4, 3, 5, 2, 2, 6, 1}, 2, 8};
   const GlobalBatchPlan plan = policy->plan(input);
   plan.validate(input.sample_lengths, input.max_tokens);
@@ -42,7 +42,7 @@ TEST(SequentialBatching, DealsRoundRobinToDataParallelRanks) {
 }
 
 TEST(SequentialBatching, OversizedSampleIsAnErrorNamingIt) {
-  auto policy = make_batching_policy("sequential");
+  auto policy = make_batching_policy(BatchingKind::kSequential);
   try {
     policy->plan({{4, 9}, 1, 8});
     FAIL();
@@ -67,7 +67,7 @@ TEST(GlobalBatchPlan, ValidateCatchesMissingDuplicateAndOverfullMicroBatches) {
 
 TEST(BatchingPolicy, UnknownNameListsKnown) {
   try {
-    make_batching_policy("lbb-typo");
+    batching_kind_from_name("lbb-typo");
     FAIL();
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("sequential"), std::string::npos);

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <filesystem>
 
-#include "harness/common/errors.h"
+#include "common/errors.h"
 #include "harness/sim/sim_validation.h"
 #include "tests/cpu/report_fixture.h"
 #include "tests/support/run_command.h"

@@ -5,20 +5,20 @@
 
 #include <fstream>
 
-#include "harness/common/errors.h"
+#include "common/errors.h"
 #include "harness/config/manifest.h"
 #include "harness/latency/analytic_profile.h"
 #include "harness/sim/cluster_model.h"
-#include "harness/sim/coverage_fit.h"
 #include "harness/sim/coverage_model.h"
+#include "harness/sim/fit/coverage_fit.h"
 #include "harness/sim/pipeline_simulator.h"
 #include "harness/sim/run_simulator.h"
 #include "harness/sim/sim_runner.h"
 #include "harness/trace/iteration_metrics.h"
 #include "harness/train/trainer.h"
-#include "tests/support/run_command.h"
 #include "tests/support/manifest_error_path.h"
 #include "tests/support/measured_run_folder.h"
+#include "tests/support/run_command.h"
 #include "tests/support/small_simulation.h"
 
 namespace sb {

@@ -4,7 +4,7 @@
 
 #include <set>
 
-#include "harness/common/errors.h"
+#include "common/errors.h"
 #include "harness/config/manifest.h"
 
 namespace sb {
@@ -49,7 +49,7 @@ TEST(Sweep, MethodAxesApplyOnlyWhereTheFieldExists) {
     EXPECT_EQ(manifest_to_json(parse_manifest(resolved, "r.json")), resolved);
   }
   const RunSpec& r = runs[9];
-  EXPECT_EQ(r.manifest.methods[0].dst.anchor, "min");
+  EXPECT_EQ(r.manifest.methods[0].dst.anchor, DstAnchor::kMin);
   EXPECT_DOUBLE_EQ(r.manifest.methods[0].dst.p, 0.2);
   EXPECT_EQ(r.manifest.seed, 2);
   EXPECT_EQ(r.sweep_point, (json{{"methods.dst.anchor", "min"}, {"methods.dst.p", 0.2}, {"seed", 2}}));

@@ -5,8 +5,8 @@
 #include <map>
 
 #include "harness/data/deterministic_rng.h"
+#include "harness/data/packed_microbatch.h"
 #include "harness/data/synthetic_dataset.h"
-#include "harness/train/packed_microbatch.h"
 
 namespace sb {
 namespace {

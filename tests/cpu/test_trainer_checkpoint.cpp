@@ -6,9 +6,9 @@
 #include <ATen/ATen.h>
 
 #include "harness/config/manifest.h"
+#include "harness/data/packed_microbatch.h"
 #include "harness/data/synthetic_dataset.h"
 #include "harness/train/checkpoint.h"
-#include "harness/train/packed_microbatch.h"
 #include "harness/train/trainer.h"
 #include "models/qwen2/qwen2_hf_checkpoint.h"
 #include "tests/support/run_command.h"

@@ -4,7 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
-#include "harness/dist/process_group.h"
+#include "harness/common/system_info.h"
+#include "harness/parallel/process_group.h"
 #include "tests/support/free_tcp_port.h"
 
 namespace sb {

@@ -8,7 +8,7 @@
 #include <tuple>
 #include <vector>
 
-#include "kernels/rms_norm/rms_norm.h"
+#include "kernels/bench/rms_norm/rms_norm.h"
 
 namespace sb {
 namespace {

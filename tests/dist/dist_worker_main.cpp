@@ -8,8 +8,8 @@
 #include <iostream>
 #include <string>
 
-#include "harness/dist/clock_sync.h"
-#include "harness/dist/process_group.h"
+#include "harness/parallel/clock_sync.h"
+#include "harness/parallel/process_group.h"
 
 namespace {
 

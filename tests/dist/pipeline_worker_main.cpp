@@ -15,8 +15,8 @@
 
 #include "harness/common/atomic_file.h"
 #include "harness/config/manifest.h"
-#include "harness/dist/process_group.h"
-#include "harness/dist/rank_context.h"
+#include "harness/parallel/process_group.h"
+#include "harness/parallel/rank_context.h"
 #include "harness/train/trainer.h"
 #include "models/safetensors/safetensors_writer.h"
 #include "tests/support/recording_attention_backend.h"
@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
     if (mode == "record") {
       recorder = std::make_shared<sb::test::RecordingAttentionBackend>();
       options.make_backend = [recorder](const sb::AttentionOptions&) { return recorder; };
-      options.make_batching = [](const std::string&) { return std::make_unique<sb::test::BudgetingBatching>(); };
+      options.make_batching = [](sb::BatchingKind) { return std::make_unique<sb::test::BudgetingBatching>(); };
     }
     sb::Trainer trainer(run, context, options);
     if (mode == "gradients") return write_gradients(trainer, out, env.rank);

@@ -10,8 +10,8 @@
 #include <sstream>
 #include <thread>
 
-#include "harness/common/errors.h"
-#include "harness/dist/process_group.h"
+#include "common/errors.h"
+#include "harness/parallel/process_group.h"
 #include "tests/support/free_tcp_port.h"
 #include "tests/support/run_command.h"
 #include "tests/support/worker_processes.h"

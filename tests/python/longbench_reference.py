@@ -1,7 +1,7 @@
 """LongBench scoring rebuilt from its written definitions (docs: longbench.md) on top of the
 real upstream dependencies (jieba, rouge, fuzzywuzzy + python-Levenshtein, numpy): the
 oracle the C++ scorer is compared with. Only the small glue is rewritten here; every
-quirk the definitions name is kept (see the C++ side, harness/eval/longbench_metrics.h).
+quirk the definitions name is kept (see the C++ side, harness/eval/longbench/longbench_metrics.h).
 
 Run as a script it scores a prediction folder like upstream's eval.py:
     python longbench_reference.py PRED_DIR OUT_JSON [--e]

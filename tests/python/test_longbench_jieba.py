@@ -1,4 +1,4 @@
-"""The C++ segmenter (harness/eval/jieba_segmenter.h) against jieba itself:
+"""The C++ segmenter (harness/eval/longbench/jieba_segmenter.h) against jieba itself:
 jieba.cut(text, cut_all=False) with the HMM, word for word, on a large varied corpus:
 natural sentences (news, meetings, technical, classical, numbers and English mixed in),
 random sequences of dictionary words drawn by frequency, unknown character runs that only

@@ -64,7 +64,7 @@ def test_fixture_folder_scores_like_upstream(variant, tmp_path):
 
 
 def check_summary(scores, summary):
-    """Category means recomputed from result.json with the README's definitions."""
+    """Category means recomputed from result.json with the definitions of docs/longbench.md."""
     categories = {
         "single_doc_qa": (["narrativeqa", "qasper", "multifieldqa_en"], ["multifieldqa_zh"]),
         "multi_doc_qa": (["hotpotqa", "2wikimqa", "musique"], ["dureader"]),

@@ -1,5 +1,5 @@
 """The per-iteration metrics of a DP2 x PP2 run recomputed in Python from the raw
-per-rank timelines (timeline_events.jsonl), by the written definitions (README,
+per-rank timelines (timeline_events.jsonl), by the written definitions (docs/metrics.md,
 "Metrics"): iter_ms, per-stage busy/idle, bubble fraction (mean and max), micro-batch
 latency summed over stages, imbalance. Also: the loss curve equals the one-process
 run's, and timeline.json is a Chrome trace with one row per (DP rank, stage).

@@ -1,7 +1,7 @@
 """The report's numbers recomputed independently from records.jsonl, in Python.
 
 Runs the real CLI on a short synthetic manifest, then checks report.json and
-report.csv against the metric definitions (README, "Metrics") applied here with
+report.csv against the metric definitions (docs/metrics.md) applied here with
 the standard library: median of iter_ms, tokens/s, first/last loss, imbalance and
 bubble fraction of every record.
 """

@@ -26,14 +26,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/eval/jieba_segmenter.h"
-#include "harness/eval/longbench_metrics.h"
-#include "harness/eval/longbench_predict.h"
-#include "harness/eval/longbench_v2.h"
-#include "harness/eval/longbench_scorer.h"
-#include "harness/eval/longbench_tasks.h"
-#include "harness/eval/python_json.h"
-#include "harness/eval/python_text.h"
+#include "harness/eval/longbench/jieba_segmenter.h"
+#include "harness/eval/longbench/longbench_metrics.h"
+#include "harness/eval/longbench/longbench_predict.h"
+#include "harness/eval/longbench/longbench_scorer.h"
+#include "harness/eval/longbench/longbench_tasks.h"
+#include "harness/eval/longbench/longbench_v2.h"
+#include "harness/eval/longbench/python_json.h"
+#include "harness/eval/longbench/python_text.h"
 
 namespace {
 

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "harness/common/errors.h"
+#include "common/errors.h"
 #include "harness/config/manifest.h"
 
 namespace sb::test {

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <vector>
 
-#include "harness/train/iteration_record.h"
+#include "harness/records/iteration_record.h"
 
 namespace sb::test {
 

@@ -23,7 +23,7 @@
 #include <fstream>
 #include <iostream>
 
-#include "harness/train/packed_microbatch.h"
+#include "harness/data/packed_microbatch.h"
 #include "kernels/attention/attention_backend.h"
 #include "models/qwen2/qwen2_hf_checkpoint.h"
 #include "models/qwen2/qwen2_lora.h"

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "common/errors.h"
 #include "models/tokenizer/tokenizer.h"
-#include "models/tokenizer/tokenizer_error.h"
 #include "tests/support/run_command.h"
 #include "tests/tokenizer/tiny_tokenizer_json.h"
 
@@ -26,15 +26,15 @@ Tokenizer tiny(const TinyTokenizerOptions& options) {
   return Tokenizer::from_json(tiny_tokenizer_json(options), "tiny.json");
 }
 
-// The TokenizerFileError a broken file raises; fails the test when none is thrown.
-TokenizerFileError load_error(const json& root) {
+// The ConfigError a broken file raises; fails the test when none is thrown.
+ConfigError load_error(const json& root) {
   try {
     Tokenizer::from_json(root, "broken.json");
-  } catch (const TokenizerFileError& e) {
+  } catch (const ConfigError& e) {
     return e;
   }
   ADD_FAILURE() << "loading did not fail";
-  return TokenizerFileError("", "", "");
+  return ConfigError("", "", "");
 }
 
 TEST(BpeMerges, WithoutMergesEveryByteIsAToken) {
@@ -123,9 +123,9 @@ TEST(TokenizerFile, LoadsFromDisk) {
   EXPECT_EQ(t.encode("hi"), (Ids{256}));
   EXPECT_EQ(t.source(), path.string());
   std::ofstream(dir / "broken.json") << "{\"model\": ";
-  EXPECT_THROW(Tokenizer::from_file(dir / "broken.json"), TokenizerFileError);
+  EXPECT_THROW(Tokenizer::from_file(dir / "broken.json"), ConfigError);
   std::filesystem::remove_all(dir);
-  EXPECT_THROW(Tokenizer::from_file(path), TokenizerFileError);
+  EXPECT_THROW(Tokenizer::from_file(path), ConfigError);
 }
 
 TEST(TokenizerFile, ErrorsNameTheJsonPath) {
@@ -135,7 +135,7 @@ TEST(TokenizerFile, ErrorsNameTheJsonPath) {
 
   root = tiny_tokenizer_json({});
   root["model"]["vocab"].erase("\xC4\xA0");  // "Ġ", the space byte
-  const TokenizerFileError missing_byte = load_error(root);
+  const ConfigError missing_byte = load_error(root);
   EXPECT_EQ(missing_byte.json_path(), "$.model.vocab");
   EXPECT_NE(std::string(missing_byte.what()).find("0x20"), std::string::npos)
       << missing_byte.what();

@@ -4,7 +4,7 @@
 // VarlenAttentionOps: float16 / bfloat16 on sm80+, head_dim a multiple of 8 up to 256;
 // lse is [H, total_q] float32; causal masks align to the bottom-right of each segment.
 
-#include "kernels/attention/moba_varlen_attention.h"
+#include "kernels/attention/moba/moba_varlen_attention.h"
 
 namespace sb {
 

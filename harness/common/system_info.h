@@ -1,0 +1,24 @@
+#pragma once
+// What this process runs on and was built with: the context every result carries
+// (context.json) and what `sparsebalance version` prints.
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+namespace sb {
+
+// host, cpu_model, cpu_cores, memory_gib, gpus[], driver, cuda_runtime, nccl,
+// gloo, libtorch, compiler, git_sha, git_dirty, build_type, intra_op_threads.
+nlohmann::json collect_system_info();
+
+// A warning to print when the build is not optimised (timings would mislead); empty otherwise.
+std::string debug_build_warning();
+
+// The NCCL version LibTorch was built with ("2.27.5"), "none" in a CPU-only build.
+std::string nccl_version_string();
+
+// The running executable's path (/proc/self/exe).
+std::string current_executable();
+
+}  // namespace sb

@@ -1,0 +1,50 @@
+#pragma once
+// The data a run trains on, as the manifest's `data` section gives it (parsed and
+// resolved by harness/config/manifest.cpp; read by make_dataset).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "harness/data/length_profiles.h"
+
+namespace sb {
+
+// Synthetic SFT data (data.synthetic). Tasks:
+//   "arithmetic": sequence i is start_i, start_i + s_i, start_i + 2 s_i, ... (mod vocab)
+//     with s_i in [1, max_stride]; the first prompt_tokens tokens are the prompt (no
+//     loss); everything after is determined by them, so a model can learn it quickly.
+//   "retrieval": associative recall far back in the sequence (harness/data/retrieval_task.h):
+//     only the answer_tokens at the end are trained, and they can only be predicted by
+//     attending to where the key_tokens occurred earlier.
+// Lengths: "mixture" (length_mixture), a named profile shaped like the paper's data
+// ("bimodal", "longtail": harness/data/length_profiles.h), or "file" (one length per
+// line of length_file, drawn uniformly); every length is multiplied by length_scale.
+struct SyntheticDataSection {
+  std::string task = "arithmetic";
+  int64_t vocab_size = 0;  // 0 in the file means: the model's vocab_size (resolved)
+  int64_t prompt_tokens = 4;   // arithmetic
+  int64_t max_stride = 3;      // arithmetic
+  int64_t key_tokens = 2;      // retrieval
+  int64_t answer_tokens = 8;   // retrieval
+  std::string lengths = "mixture";
+  double length_scale = 1.0;
+  std::vector<LengthComponent> length_mixture;  // lengths == "mixture"
+  std::string length_file;                      // lengths == "file" (absolute once resolved)
+};
+
+// SFT conversations from a JSONL file (data.jsonl; harness/data/jsonl_sft_dataset.h).
+struct JsonlDataSection {
+  std::string path;       // absolute once resolved
+  std::string tokenizer;  // tokenizer.json, absolute once resolved
+  std::string too_long = "error";  // "error" | "skip" | "truncate" (to max_tokens_per_microbatch)
+  bool shuffle = true;             // a new seeded permutation every epoch
+};
+
+struct DataSection {
+  std::string source = "synthetic";  // "synthetic" | "jsonl"
+  SyntheticDataSection synthetic;
+  JsonlDataSection jsonl;
+};
+
+}  // namespace sb

@@ -1,0 +1,48 @@
+#pragma once
+// Gradients of one stage in flat buckets, summed over the data-parallel ranks after
+// the last micro-batch. Every parameter's .grad is a view into a flat buffer (one per
+// bucket of about bucket_bytes, parameters in order, one dtype and device per bucket),
+// so backward accumulates straight into the buffers and each bucket is all-reduced as
+// one message. The sum (not the mean) is right because every micro-batch's loss is
+// already divided by the global batch's token count.
+//
+// Tied embeddings across stages: after the DP sum, the embedding matrix's gradient is
+// also summed between the first and the last stage of the pipeline (the embedding
+// group), so both copies hold the gradient of the one shared weight.
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "harness/parallel/pipeline/pipeline_stage.h"
+
+namespace sb {
+
+class GradientSync {
+ public:
+  // Null groups stand for groups of one rank (nothing to sum).
+  GradientSync(const std::vector<StageParameter>& parameters, int64_t bucket_bytes,
+               c10::intrusive_ptr<c10d::Backend> data_parallel,
+               c10::intrusive_ptr<c10d::Backend> embedding, std::chrono::milliseconds timeout,
+               std::string who);
+
+  void zero_grads();
+  void all_reduce();
+
+  int64_t bucket_count() const { return static_cast<int64_t>(buckets_.size()); }
+
+ private:
+  struct Bucket {
+    at::Tensor flat;  // [numel]
+  };
+  std::vector<Bucket> buckets_;
+  at::Tensor embedding_grad_;  // view of the embedding (or tied head) gradient; undefined if none
+  c10::intrusive_ptr<c10d::Backend> data_parallel_, embedding_;
+  std::chrono::milliseconds timeout_;
+  std::string who_;
+};
+
+}  // namespace sb

@@ -1,0 +1,127 @@
+#include "harness/parallel/pipeline/pipeline_stage.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <c10/util/Exception.h>
+
+#include <stdexcept>
+
+#include "models/qwen2/qwen2_checkpointing.h"
+
+namespace sb {
+namespace {
+
+bool starts_with(const std::string& text, const std::string& prefix) {
+  return text.compare(0, prefix.size(), prefix) == 0;
+}
+
+}  // namespace
+
+PipelineStage::PipelineStage(const Qwen2Config& config, int64_t stage, int64_t stages, StageLayers layers,
+                             std::shared_ptr<AttentionBackend> backend, c10::Device device)
+    : PipelineStage(Qwen2ForCausalLM(config, backend), stage, stages, layers, backend) {
+  move_to(device);  // built on the CPU; only this stage's parts move
+}
+
+void PipelineStage::move_to(c10::Device device) {
+  if (device == device_) return;
+  c10::NoGradGuard no_grad;
+  for (const StageParameter& p : parameters_) {
+    at::Tensor t = p.tensor;
+    t.set_data(t.to(device));
+  }
+  device_ = device;
+}
+
+PipelineStage::PipelineStage(Qwen2ForCausalLM model, int64_t stage, int64_t stages, StageLayers layers,
+                             std::shared_ptr<AttentionBackend> backend)
+    : config_(model->config()),
+      stage_(stage),
+      stages_(stages),
+      layers_(layers),
+      backend_(std::move(backend)),
+      device_(model->embed_tokens->weight.device()) {
+  TORCH_CHECK(backend_ != nullptr, "PipelineStage: attention backend must not be null");
+  if (stages < 1 || stage < 0 || stage >= stages || layers.first < 0 || layers.end <= layers.first ||
+      layers.end > config_.num_hidden_layers) {
+    throw std::invalid_argument("PipelineStage: stage " + std::to_string(stage) + " of " +
+                                std::to_string(stages) + " with layers [" + std::to_string(layers.first) +
+                                ", " + std::to_string(layers.end) + ") does not fit a model of " +
+                                std::to_string(config_.num_hidden_layers) + " layers");
+  }
+  keep_parts(model);
+}
+
+void PipelineStage::keep_parts(Qwen2ForCausalLM& model) {
+  precision_ = model->precision();
+  activation_checkpointing_ = model->activation_checkpointing();
+  if (is_first()) embed_tokens_ = model->embed_tokens;
+  for (int64_t i = layers_.first; i < layers_.end; ++i) {
+    decoder_layers_.emplace_back(model->layers->ptr<Qwen2DecoderLayerImpl>(static_cast<size_t>(i)));
+  }
+  if (is_last()) {
+    norm_ = model->norm;
+    if (model->lm_head) {
+      lm_head_ = model->lm_head;
+    } else {
+      tied_head_weight_ = model->embed_tokens->weight;
+    }
+  }
+  // Parameters in the model's order, filtered to what this stage holds.
+  std::vector<std::string> prefixes;
+  if (is_first()) prefixes.push_back("embed_tokens.");
+  for (int64_t i = layers_.first; i < layers_.end; ++i) prefixes.push_back("layers." + std::to_string(i) + ".");
+  if (is_last()) {
+    prefixes.push_back("norm.");
+    prefixes.push_back("lm_head.");
+  }
+  for (const auto& item : model->named_parameters(/*recurse=*/true)) {
+    for (const std::string& prefix : prefixes) {
+      if (starts_with(item.key(), prefix)) {
+        parameters_.push_back({item.key(), item.value(), false});
+        break;
+      }
+    }
+  }
+  if (is_last() && tied_head_weight_.defined() && !is_first()) {
+    parameters_.push_back({"embed_tokens.weight", tied_head_weight_, true});
+  }
+}
+
+void PipelineStage::set_training(bool training) {
+  if (embed_tokens_) embed_tokens_->train(training);
+  for (auto& layer : decoder_layers_) layer->train(training);
+  if (norm_) norm_->train(training);
+  if (lm_head_) lm_head_->train(training);
+}
+
+at::Tensor PipelineStage::forward(const at::Tensor& input, const at::Tensor& position_ids,
+                                  const PackedSequences& sequences) {
+  const int64_t tokens = input.size(0);
+  sequences.check(tokens);
+  Qwen2AutocastGuard autocast(device_.type(), precision_);
+  at::Tensor h;
+  if (is_first()) {
+    TORCH_CHECK(input.dim() == 1 && input.scalar_type() == at::kLong,
+                "PipelineStage: the first stage takes tokens [T] int64, got ", input.sizes());
+    h = embed_tokens_->forward(input);  // [T, H]
+  } else {
+    TORCH_CHECK(input.dim() == 2 && input.size(1) == config_.hidden_size,
+                "PipelineStage: stage ", stage_, " takes hidden states [T, ", config_.hidden_size,
+                "], got ", input.sizes());
+    h = input;
+  }
+  const auto [cos, sin] = qwen2_rotary_tables(position_ids, config_.head_dim, config_.rope_theta);  // [T, D]
+  const bool checkpoint = activation_checkpointing_ && c10::GradMode::is_enabled();
+  for (auto& layer : decoder_layers_) {
+    h = checkpoint ? qwen2_checkpointed_layer_forward(layer.ptr(), h, cos, sin, sequences, backend_)
+                   : layer->forward(h, cos, sin, sequences, *backend_);
+  }
+  if (!is_last()) return h;
+  const at::Tensor normed = norm_->forward(h);
+  const at::Tensor logits = lm_head_ ? lm_head_->forward(normed)                  // [T, V]
+                                     : at::linear(normed, tied_head_weight_);     // tied
+  return logits.to(at::kFloat);
+}
+
+}  // namespace sb

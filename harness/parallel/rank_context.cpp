@@ -1,0 +1,133 @@
+#include "harness/parallel/rank_context.h"
+
+#include "harness/parallel/error_text.h"
+
+#include <chrono>
+#include <stdexcept>
+
+#ifdef SB_WITH_CUDA
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+
+#include "harness/parallel/clock_sync.h"
+#include "harness/parallel/object_exchange.h"
+
+namespace sb {
+namespace {
+
+double unix_now_ms() {
+  return std::chrono::duration<double, std::milli>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Position of `rank` in `members`, or -1.
+int index_in(const std::vector<int64_t>& members, int64_t rank) {
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (members[i] == rank) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+}  // namespace
+
+RankContext RankContext::single_process(ParallelLayout layout, c10::Device device) {
+  if (layout.world_size() != 1) {
+    throw std::invalid_argument("RankContext::single_process needs dp = pp = 1");
+  }
+  RankContext c;
+  c.layout = std::move(layout);
+  c.device = device;
+  c.clock = CommonClock(0.0);
+  c.origin_unix_ms = unix_now_ms() - c.clock.now_ms();
+  return c;
+}
+
+RankContext RankContext::connect(const DistEnv& env, ParallelLayout layout,
+                                 const c10::intrusive_ptr<c10d::Store>& store, const std::string& prefix,
+                                 c10::Device device, bool tied_embeddings, std::chrono::milliseconds timeout) {
+  if (layout.world_size() != env.world_size) {
+    throw std::invalid_argument("the job has " + std::to_string(env.world_size) + " ranks but dp x pp = " +
+                                std::to_string(layout.world_size()));
+  }
+  RankContext c;
+  c.layout = std::move(layout);
+  c.rank = env.rank;
+  c.local_world_size = env.local_world_size;
+  c.device = device;
+  c.timeout = timeout;
+  CollectiveBackend data_backend = CollectiveBackend::kGloo;
+  if (device.is_cuda()) {
+#ifdef SB_WITH_CUDA
+    // One GPU per rank: a second rank on the same GPU would make NCCL fail later with a
+    // less helpful message.
+    const int64_t visible = c10::cuda::device_count();
+    if (env.local_rank >= visible) {
+      throw std::invalid_argument("rank " + std::to_string(env.rank) + " is local rank " +
+                                  std::to_string(env.local_rank) + " of its node but only " +
+                                  std::to_string(visible) +
+                                  " CUDA device(s) are visible: train.device \"cuda\" uses one GPU per "
+                                  "rank; launch at most that many ranks per node (dp x pp), or set "
+                                  "CUDA_VISIBLE_DEVICES");
+    }
+    c10::cuda::set_device(static_cast<c10::DeviceIndex>(env.local_rank));
+    c.device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank));
+#endif
+    data_backend = CollectiveBackend::kNccl;
+  }
+  const auto group = [&](const std::string& name, const std::vector<int64_t>& members,
+                         CollectiveBackend backend) -> c10::intrusive_ptr<c10d::Backend> {
+    if (members.size() < 2) return {};
+    const int index = index_in(members, c.rank);
+    if (index < 0) throw std::logic_error("RankContext: rank is not a member of its own group " + name);
+    return create_group(store, prefix + name + "/", index, static_cast<int>(members.size()), backend,
+                        timeout, env.master_addr);
+  };
+  c.store = store;
+  c.store_prefix = prefix;
+  std::vector<int64_t> everyone;
+  for (int64_t r = 0; r < c.layout.world_size(); ++r) everyone.push_back(r);
+  c.world = group("world", everyone, CollectiveBackend::kGloo);
+  const int64_t d = c.dp_rank(), s = c.stage();
+  c.pipeline = group("pipeline" + std::to_string(d), c.layout.pipeline_group(d), data_backend);
+  c.data_parallel = group("data_parallel" + std::to_string(s), c.layout.data_parallel_group(s), data_backend);
+  if (tied_embeddings && c.layout.pp() > 1 && (c.layout.is_first_stage(c.rank) || c.layout.is_last_stage(c.rank))) {
+    c.embedding = group("embedding" + std::to_string(d), c.layout.embedding_group(d), data_backend);
+  }
+  if (c.world) {
+    c.clock = CommonClock(estimate_clock_offset_ms(*c.world));
+    // Common-clock 0 in Unix time, as rank 0 reads it.
+    const double mine = unix_now_ms() - c.clock.now_ms();
+    c.origin_unix_ms = all_gather_doubles(*c.world, {mine})[0][0];
+  } else {
+    c.origin_unix_ms = unix_now_ms() - c.clock.now_ms();
+  }
+  return c;
+}
+
+void RankContext::barrier() const {
+  if (!world) return;
+  try {
+    world->barrier()->wait(timeout);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(describe() + ": barrier failed: " + error_text(e));
+  }
+}
+
+void RankContext::wait_for_all(const std::string& name, std::chrono::milliseconds limit) const {
+  if (!store) return;
+  const std::string base = store_prefix + "wait/" + name + "/";
+  store->set(base + std::to_string(rank), std::vector<uint8_t>{1});
+  std::vector<std::string> keys;
+  for (int64_t r = 0; r < layout.world_size(); ++r) keys.push_back(base + std::to_string(r));
+  try {
+    store->wait(keys, limit);
+  } catch (const std::exception& e) {
+    std::string missing;
+    for (int64_t r = 0; r < layout.world_size(); ++r) {
+      if (!store->check({keys[static_cast<size_t>(r)]})) missing += (missing.empty() ? "" : ", ") + layout.describe_rank(r);
+    }
+    throw std::runtime_error(describe() + ": " + (missing.empty() ? "some rank" : missing) + " did not reach \"" +
+                             name + "\" within " + std::to_string(limit.count() / 1000) + " s: " + error_text(e));
+  }
+}
+
+}  // namespace sb

@@ -1,0 +1,61 @@
+#pragma once
+// Everything one rank needs to know about the job it is part of: where it sits
+// (layout, rank), the process groups it belongs to, the common clock and the device.
+// Groups of one member are null: there is nothing to communicate.
+//
+//   world          Gloo over all ranks (CPU tensors): control traffic such as the
+//                  per-iteration reports, barriers, clock alignment
+//   pipeline       this rank's pipeline (group rank = stage): activations
+//   data_parallel  the ranks holding this rank's stage (group rank = dp rank): gradients
+//   embedding      first and last stage of this pipeline (tied embeddings, pp > 1)
+// The last three use NCCL when the device is a GPU and Gloo on the CPU.
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <c10/core/Device.h>
+
+#include <chrono>
+#include <string>
+
+#include "harness/parallel/parallel_layout.h"
+#include "harness/parallel/process_group.h"
+#include "harness/trace/timeline.h"
+
+namespace sb {
+
+struct RankContext {
+  ParallelLayout layout{1, 1, 1};
+  int64_t rank = 0;
+  int64_t local_world_size = 1;  // ranks on this host (they share its cores)
+  c10::Device device{c10::kCPU};
+  std::chrono::milliseconds timeout{60000};
+  CommonClock clock;
+  double origin_unix_ms = 0;  // Unix time of common-clock 0 (rank 0's reading)
+  c10::intrusive_ptr<c10d::Backend> world, pipeline, data_parallel, embedding;
+  c10::intrusive_ptr<c10d::Store> store;  // the job's store (null alone)
+  std::string store_prefix;               // this run's keys
+
+  int64_t dp_rank() const { return layout.dp_rank_of(rank); }
+  int64_t stage() const { return layout.stage_of(rank); }
+  std::string describe() const { return layout.describe_rank(rank); }
+
+  // One process, one stage, no groups.
+  static RankContext single_process(ParallelLayout layout, c10::Device device);
+
+  // Creates this rank's groups over `store` under keys `prefix`... (distinct per run)
+  // and aligns the clocks. Collective: every rank of the job calls it. `tied_embeddings`:
+  // whether the model ties its head to the embedding (then pp > 1 needs the embedding
+  // group). With a CUDA device the current device becomes this rank's GPU (LOCAL_RANK).
+  static RankContext connect(const DistEnv& env, ParallelLayout layout,
+                             const c10::intrusive_ptr<c10d::Store>& store, const std::string& prefix,
+                             c10::Device device, bool tied_embeddings, std::chrono::milliseconds timeout);
+
+  // Barrier over all ranks (no-op alone) bounded by `timeout`; a failure names this rank.
+  void barrier() const;
+  // Barrier for slow work such as writing checkpoints, bounded by `limit` instead: over
+  // the store, one key per rank under `name` (unique per use); on timeout the error
+  // names the ranks that have not arrived. Rank deaths are caught by the watchdog.
+  void wait_for_all(const std::string& name, std::chrono::milliseconds limit) const;
+};
+
+}  // namespace sb

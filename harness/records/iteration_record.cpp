@@ -1,0 +1,109 @@
+#include "harness/records/iteration_record.h"
+
+#include <cmath>
+#include <string>
+#include <limits>
+#include <numeric>
+
+#include "harness/common/jsonl_file.h"
+#include "harness/trace/iteration_metrics.h"
+
+namespace sb {
+
+void IterationRecord::set_pipeline_metrics(const PipelineMetrics& metrics) {
+  iter_ms = metrics.iter_ms;
+  per_stage_busy_ms = metrics.busy_ms;
+  per_stage_idle_ms = metrics.idle_ms;
+  bubble_fraction = metrics.bubble_fraction;
+  bubble_fraction_max = metrics.bubble_fraction_max;
+  microbatch_ms = metrics.microbatch_ms;
+  microbatch_dp_rank = metrics.microbatch_dp_rank;
+  imbalance = metrics.imbalance;
+}
+
+void IterationRecord::derive_single_stage_metrics() {
+  PipelineMetrics m;
+  derive_bubbles({std::accumulate(microbatch_ms.begin(), microbatch_ms.end(), 0.0)}, iter_ms, m);
+  imbalance = max_over_mean(microbatch_ms);
+  per_stage_busy_ms = m.busy_ms;
+  per_stage_idle_ms = m.idle_ms;
+  bubble_fraction = m.bubble_fraction;
+  bubble_fraction_max = m.bubble_fraction_max;
+}
+
+nlohmann::json iteration_record_to_json(const IterationRecord& r) {
+  nlohmann::json j{
+      {"iteration", r.iteration},
+      {"warmup", r.warmup},
+      {"loss_tokens", r.loss_tokens},
+      {"tokens", r.tokens},
+      {"sequences", r.sequences},
+      {"lr", r.lr},
+      {"iter_ms", r.iter_ms},
+      {"microbatch_ms", r.microbatch_ms},
+      {"microbatch_tokens", r.microbatch_tokens},
+      {"microbatch_dp_rank", r.microbatch_dp_rank},
+      {"imbalance", r.imbalance},
+      {"per_stage_busy_ms", r.per_stage_busy_ms},
+      {"per_stage_idle_ms", r.per_stage_idle_ms},
+      {"bubble_fraction", r.bubble_fraction},
+      {"bubble_fraction_max", r.bubble_fraction_max},
+      {"balance_overhead_ms", r.balance_overhead_ms},
+      {"allreduce_ms", r.allreduce_ms},
+  };
+  // NaN (nothing was trained: a simulated iteration) is left out, never written as a number.
+  if (std::isfinite(r.loss)) j["loss"] = r.loss;
+  if (std::isfinite(r.grad_norm)) j["grad_norm"] = r.grad_norm;
+  if (!r.microbatch_pred_ms.empty()) j["microbatch_pred_ms"] = r.microbatch_pred_ms;
+  if (!r.budgets.empty()) j["budgets"] = r.budgets;
+  if (!r.coverage.empty()) j["coverage"] = r.coverage;
+  if (!r.layer_budgets.empty()) j["layer_budgets"] = r.layer_budgets;
+  if (!r.layer_coverage.empty()) j["layer_coverage"] = r.layer_coverage;
+  if (!r.layer_floors.empty()) j["layer_floors"] = r.layer_floors;
+  if (!r.microbatch_lengths.empty()) j["microbatch_lengths"] = r.microbatch_lengths;
+  if (!r.runqueue_wait_ms.empty()) j["runqueue_wait_ms"] = r.runqueue_wait_ms;
+  return j;
+}
+
+IterationRecord iteration_record_from_json(const nlohmann::json& j) {
+  IterationRecord r;
+  r.iteration = j.at("iteration").get<int64_t>();
+  r.warmup = j.at("warmup").get<bool>();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  r.loss = j.contains("loss") && j["loss"].is_number() ? j["loss"].get<double>() : nan;
+  r.loss_tokens = j.at("loss_tokens").get<int64_t>();
+  r.tokens = j.at("tokens").get<int64_t>();
+  r.sequences = j.at("sequences").get<int64_t>();
+  r.lr = j.at("lr").get<double>();
+  r.grad_norm = j.contains("grad_norm") && j["grad_norm"].is_number() ? j["grad_norm"].get<double>() : nan;
+  r.iter_ms = j.at("iter_ms").get<double>();
+  r.microbatch_ms = j.at("microbatch_ms").get<std::vector<double>>();
+  r.microbatch_tokens = j.at("microbatch_tokens").get<std::vector<int64_t>>();
+  r.microbatch_dp_rank = j.value("microbatch_dp_rank", std::vector<int64_t>{});
+  r.imbalance = j.at("imbalance").get<double>();
+  r.per_stage_busy_ms = j.at("per_stage_busy_ms").get<std::vector<double>>();
+  r.per_stage_idle_ms = j.at("per_stage_idle_ms").get<std::vector<double>>();
+  r.bubble_fraction = j.at("bubble_fraction").get<double>();
+  r.bubble_fraction_max = j.at("bubble_fraction_max").get<double>();
+  r.balance_overhead_ms = j.at("balance_overhead_ms").get<double>();
+  r.allreduce_ms = j.value("allreduce_ms", 0.0);
+  r.microbatch_pred_ms = j.value("microbatch_pred_ms", std::vector<double>{});
+  r.budgets = j.value("budgets", std::vector<int64_t>{});
+  r.coverage = j.value("coverage", std::vector<double>{});
+  r.layer_budgets = j.value("layer_budgets", std::vector<std::vector<double>>{});
+  r.layer_coverage = j.value("layer_coverage", std::vector<std::vector<double>>{});
+  r.layer_floors = j.value("layer_floors", std::vector<std::vector<int64_t>>{});
+  r.microbatch_lengths = j.value("microbatch_lengths", std::vector<std::vector<int64_t>>{});
+  r.runqueue_wait_ms = j.value("runqueue_wait_ms", std::vector<double>{});
+  return r;
+}
+
+std::vector<IterationRecord> read_iteration_records(const std::filesystem::path& file) {
+  std::vector<IterationRecord> records;
+  for_each_jsonl_value(file, "a valid iteration record", [&](const nlohmann::json& j) {
+    records.push_back(iteration_record_from_json(j));
+  });
+  return records;
+}
+
+}  // namespace sb

@@ -1,0 +1,95 @@
+#pragma once
+// One line of records.jsonl: what one training iteration did and how long it took,
+// over all ranks (written by rank 0). Field definitions (docs/metrics.md); the
+// timing formulas are written once, in harness/trace/iteration_metrics.h:
+//   iter_ms              max over ranks of the wall time from iteration start to the end
+//                        of the optimizer step
+//   microbatch_ms[k]     measured forward + backward time of micro-batch k, summed over
+//                        the stages of its pipeline; k in plan order (DP rank 0's
+//                        micro-batches, then DP rank 1's, ...); microbatch_dp_rank[k]
+//                        the DP rank that trained it, microbatch_tokens[k] its tokens
+//   imbalance            max / mean of microbatch_ms over the global batch
+//   per_stage_busy_ms[r] compute (forward + backward) time of world rank r = dp_rank * pp
+//                        + stage: one entry per (DP rank, stage)
+//   per_stage_idle_ms[r] iter_ms - per_stage_busy_ms[r]
+//   bubble_fraction      mean over entries of idle / iter_ms; bubble_fraction_max the max
+//   balance_overhead_ms  time spent deciding the batching (and budgets), max over ranks
+//   allreduce_ms         time in the data-parallel gradient all-reduce, max over ranks
+//   loss                 token mean of the cross-entropy over every predicted token of
+//                        the global batch (sum of token losses / loss_tokens)
+// Absent when NaN (a simulated iteration trains nothing: harness/sim), read back as NaN:
+//   loss, grad_norm
+// Present only when meaningful, never made up:
+//   microbatch_pred_ms[k] the latency predictor's estimate (when the plan carries one), made
+//                        before the iteration ran (calibrated when latency_calibration is on)
+//   budgets[k]           the attention budget requested for micro-batch k (0 = the
+//                        backend's default), when the attention backend reports statistics
+//   coverage[k]          routing-score coverage of micro-batch k, mean over its layers
+//   layer_budgets[k][l]  effective budget of layer l (mean over the micro-batch's sequences)
+//   layer_coverage[k][l] coverage of layer l (the backend's coverage_mean)
+//   layer_floors[k][l]   DST's coverage floor budget of layer l (the smallest k with
+//                        C(k) >= (1 - p) C(k0) over the micro-batch), when DST asked for one
+//   microbatch_lengths[k] the sequence lengths packed into micro-batch k (always written
+//                        by the trainer and the simulator; older records lack it)
+//   runqueue_wait_ms[r]  how long world rank r's threads were ready to run but had no CPU
+//                        during the iteration (harness/common/runqueue_wait.h): time other
+//                        processes took from a measured run; written by the trainer when
+//                        every rank could read it (Linux), never by the simulator
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <vector>
+
+namespace sb {
+
+struct PipelineMetrics;  // harness/trace/iteration_metrics.h
+
+struct IterationRecord {
+  int64_t iteration = 0;
+  bool warmup = false;  // excluded from medians and rates
+  double loss = 0;
+  int64_t loss_tokens = 0;
+  int64_t tokens = 0;  // all tokens processed (prompt included)
+  int64_t sequences = 0;
+  double lr = 0;
+  double grad_norm = 0;  // global L2 norm before clipping
+  double iter_ms = 0;
+  std::vector<double> microbatch_ms;
+  std::vector<int64_t> microbatch_tokens;
+  std::vector<int64_t> microbatch_dp_rank;
+  double imbalance = 0;
+  std::vector<double> per_stage_busy_ms;
+  std::vector<double> per_stage_idle_ms;
+  double bubble_fraction = 0;
+  double bubble_fraction_max = 0;
+  double balance_overhead_ms = 0;
+  double allreduce_ms = 0;
+  // Absent from the JSON when empty (see above).
+  std::vector<double> microbatch_pred_ms;
+  std::vector<int64_t> budgets;
+  std::vector<double> coverage;
+  std::vector<std::vector<double>> layer_budgets;
+  std::vector<std::vector<double>> layer_coverage;
+  std::vector<std::vector<int64_t>> layer_floors;
+  std::vector<std::vector<int64_t>> microbatch_lengths;
+  std::vector<double> runqueue_wait_ms;
+
+  // Fills imbalance, per-stage busy/idle and bubble fractions from iter_ms and
+  // microbatch_ms for one process running one pipeline stage.
+  void derive_single_stage_metrics();
+  // Takes iter_ms, per-stage busy/idle, bubble fractions, microbatch_ms,
+  // microbatch_dp_rank and imbalance from the pipeline's metrics (real or simulated).
+  void set_pipeline_metrics(const PipelineMetrics& metrics);
+};
+
+nlohmann::json iteration_record_to_json(const IterationRecord& record);
+IterationRecord iteration_record_from_json(const nlohmann::json& json);
+
+// Every record of a records.jsonl (one JSON object per line; empty lines skipped). Throws
+// ConfigError naming file:line for a line that is not a record (a run killed mid-write
+// leaves a cut-off last line), std::runtime_error when the file cannot be read.
+std::vector<IterationRecord> read_iteration_records(const std::filesystem::path& file);
+
+}  // namespace sb

@@ -1,0 +1,130 @@
+#include "harness/runner/run_preflight.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+#include <thread>
+
+#include "common/errors.h"
+#include "harness/eval/eval_spec.h"
+
+#ifdef SB_WITH_CUDA
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+
+namespace sb {
+namespace fs = std::filesystem;
+namespace {
+
+enum class Kind { kFile, kFolder };
+
+void require(const Manifest& m, const fs::path& path, Kind kind, const std::string& json_path,
+             const std::string& fix) {
+  const bool ok = kind == Kind::kFile ? fs::is_regular_file(path) : fs::is_directory(path);
+  if (ok) return;
+  const std::string what = kind == Kind::kFile ? "file" : "folder";
+  const std::string problem = fs::exists(path) ? path.string() + " is not a " + what
+                                               : "names " + path.string() + ", which does not exist";
+  throw ConfigError(m.file, json_path, problem, fix);
+}
+
+// A missing profile is measured and written on first use: its folder must exist or be
+// creatable, and be writable.
+void require_profile_writable(const Manifest& m, const fs::path& profile, const std::string& json_path) {
+  fs::path folder = profile.parent_path();
+  while (!folder.empty() && !fs::exists(folder)) folder = folder.parent_path();
+  if (folder.empty()) folder = ".";
+  if (fs::is_directory(folder) && ::access(folder.c_str(), W_OK) == 0) return;
+  throw ConfigError(m.file, json_path,
+                    "names " + profile.string() + ", which does not exist and cannot be written (" +
+                        folder.string() + " is not a writable folder)",
+                    "point it at a profile file, or at a writable path where `sparsebalance run` measures one");
+}
+
+void check_eval_inputs(const Manifest& m) {
+  if (!m.eval) return;
+  const EvalSpec& e = *m.eval;
+  if (!e.jieba_dir.empty()) require(m, e.jieba_dir, Kind::kFolder, "$.eval.jieba_dir", "install jieba or fix the path");
+  if (e.longbench) {
+    require(m, e.longbench->data_dir, Kind::kFolder, "$.eval.longbench.data",
+            "download LongBench's data folder (docs/evaluation.md) or fix the path");
+    require(m, e.longbench->config_dir, Kind::kFolder, "$.eval.longbench.config",
+            "point it at LongBench's config folder (shared/data/longbench/config has one)");
+  }
+  if (e.longbench_v2) {
+    require(m, e.longbench_v2->data_file, Kind::kFile, "$.eval.longbench_v2.data",
+            "download LongBench v2's data.json (docs/evaluation.md) or fix the path");
+    require(m, e.longbench_v2->config_dir, Kind::kFolder, "$.eval.longbench_v2.config",
+            "point it at the folder holding v2_0shot.txt");
+  }
+  if (e.niah && e.niah->haystack != "synthetic") {
+    require(m, e.niah->haystack, Kind::kFile, "$.eval.niah.haystack", "name a text file, or \"synthetic\"");
+  }
+  if (e.heldout) require(m, e.heldout->data, Kind::kFile, "$.eval.heldout.data", "fix the path");
+}
+
+void check_one_run(const RunSpec& run) {
+  const Manifest& m = run.manifest;
+  if (m.data.source == "jsonl") {
+    require(m, m.data.jsonl.path, Kind::kFile, "$.data.jsonl.path", "fix the path (relative to the manifest)");
+    require(m, m.data.jsonl.tokenizer, Kind::kFile, "$.data.jsonl.tokenizer",
+            "point it at the model's tokenizer.json (relative to the manifest)");
+  } else if (m.data.source == "synthetic" && m.data.synthetic.lengths == "file") {
+    require(m, m.data.synthetic.length_file, Kind::kFile, "$.data.synthetic.length_file",
+            "fix the path (relative to the manifest)");
+  }
+  for (size_t i = 0; i < m.methods.size(); ++i) {
+    const std::string& profile = m.methods[i].profile;
+    if (profile.empty() || fs::exists(profile)) continue;
+    require_profile_writable(m, profile, "$.methods[" + std::to_string(i) + "].profile");
+  }
+  check_eval_inputs(m);
+}
+
+int64_t visible_gpus() {
+#ifdef SB_WITH_CUDA
+  return static_cast<int64_t>(c10::cuda::device_count());
+#else
+  return 0;
+#endif
+}
+
+int64_t cpu_cores() {
+  const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
+  return online > 0 ? static_cast<int64_t>(online) : std::max<int64_t>(1, std::thread::hardware_concurrency());
+}
+
+}  // namespace
+
+void check_run_inputs(const std::vector<RunSpec>& runs) {
+  for (const RunSpec& run : runs) check_one_run(run);
+}
+
+int64_t default_max_local_ranks(const Manifest& manifest) {
+  if (manifest.train.device.rfind("cuda", 0) == 0) return visible_gpus();
+  return kLocalRanksPerCore * cpu_cores();
+}
+
+void check_local_world_fits(const Manifest& manifest, int64_t max_local_ranks) {
+  const int64_t world = manifest.parallelism.dp * manifest.parallelism.pp;
+  const bool cuda = manifest.train.device.rfind("cuda", 0) == 0;
+  const bool user_limit = max_local_ranks > 0;
+  const int64_t limit = user_limit ? max_local_ranks : default_max_local_ranks(manifest);
+  if (world <= limit) return;
+  std::string source;
+  if (user_limit) {
+    source = "the --max-local-ranks " + std::to_string(limit);
+  } else if (cuda) {
+    source = "one rank per GPU, and this machine has " + std::to_string(limit) + " visible";
+  } else {
+    source = std::to_string(kLocalRanksPerCore) + " ranks per CPU core x " + std::to_string(cpu_cores()) + " cores";
+  }
+  throw ConfigError(manifest.file, "$.parallelism",
+                    "dp x pp = " + std::to_string(world) + " ranks do not fit on this machine (at most " +
+                        std::to_string(limit) + ": " + source + ")",
+                    "lower parallelism.dp or .pp, run the ranks under torchrun or srun across machines, or raise "
+                    "the limit with --max-local-ranks N");
+}
+
+}  // namespace sb

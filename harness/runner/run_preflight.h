@@ -1,0 +1,35 @@
+#pragma once
+// What `sparsebalance run` checks before it measures a profile or starts a rank, so that
+// a mistake costs seconds, not a profile measurement and a world of ranks that then fail:
+//   - every input file or folder the runs name exists: data.jsonl.path and .tokenizer,
+//     data.synthetic.length_file, each method's profile (or, when missing, that it can be
+//     measured and written there), and the eval block's data, config, haystack and jieba
+//     folders;
+//   - the local launcher can hold the world: at most one rank per visible GPU for a CUDA
+//     run, at most kLocalRanksPerCore ranks per CPU core for a CPU run, unless the user
+//     raised the limit (--max-local-ranks).
+// Each failure is a ConfigError naming the manifest, the JSON path and the fix.
+
+#include <cstdint>
+#include <vector>
+
+#include "harness/config/manifest.h"
+
+namespace sb {
+
+// A CPU rank mostly waits for its peers at 2 ranks per core (table1-cpu-pp2: DP2 x PP2 on
+// 2 cores); at 4 per core every rank waits for a core most of the time.
+constexpr int64_t kLocalRanksPerCore = 4;
+
+// Throws ConfigError for the first input of `runs` that is missing.
+void check_run_inputs(const std::vector<RunSpec>& runs);
+
+// The most ranks the local launcher starts for `manifest` on this machine: the visible
+// GPUs for a CUDA run, kLocalRanksPerCore x the CPU cores otherwise.
+int64_t default_max_local_ranks(const Manifest& manifest);
+
+// ConfigError when dp x pp exceeds max_local_ranks (naming the limit, where it comes from
+// and --max-local-ranks). max_local_ranks <= 0: default_max_local_ranks.
+void check_local_world_fits(const Manifest& manifest, int64_t max_local_ranks);
+
+}  // namespace sb

@@ -1,0 +1,128 @@
+#include "harness/sim/fit/allreduce_fit.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <stdexcept>
+
+#include "common/errors.h"
+#include "harness/config/manifest.h"
+#include "harness/sim/measured_runs.h"
+#include "harness/sim/run_simulator.h"
+#include "harness/trace/timeline.h"
+#include "models/qwen2/qwen2_config.h"
+
+namespace sb {
+namespace {
+
+// The stage's DP ring: the latest entry into and the latest exit from its all-reduce
+// event over the DP ranks, and which DP ranks took part.
+struct StageRing {
+  double last_entry_ms = 0;
+  double last_exit_ms = 0;
+  std::set<int64_t> dp_ranks;
+};
+
+// The stage -> ring of one measured iteration.
+std::map<int64_t, StageRing> rings_of(const TimelineIteration& iteration) {
+  std::map<int64_t, StageRing> rings;
+  for (const RankTimeline& rank : iteration.ranks) {
+    for (const TimelineEvent& e : rank.events) {
+      if (e.kind != EventKind::kAllReduce) continue;
+      StageRing& ring = rings[rank.stage];
+      const bool first = ring.dp_ranks.empty();
+      ring.last_entry_ms = first ? e.start_ms : std::max(ring.last_entry_ms, e.start_ms);
+      ring.last_exit_ms = first ? e.end_ms : std::max(ring.last_exit_ms, e.end_ms);
+      ring.dp_ranks.insert(rank.dp_rank);
+    }
+  }
+  return rings;
+}
+
+}  // namespace
+
+std::vector<AllreduceObservation> allreduce_observations(const std::filesystem::path& run_dir) {
+  const std::vector<TimelineIteration> measured = measured_timeline_iterations(run_dir);
+  const auto has_ring = [](const TimelineIteration& it) {
+    for (const auto& [stage, ring] : rings_of(it)) {
+      if (ring.dp_ranks.size() >= 2) return true;
+    }
+    return false;
+  };
+  // The manifest only for runs that have a DP ring to fit (a one-rank run may lack it).
+  if (std::none_of(measured.begin(), measured.end(), has_ring)) return {};
+  const std::filesystem::path manifest_file = run_dir / "manifest.resolved.json";
+  std::vector<double> stage_bytes;
+  bool ties_stages = false;
+  try {
+    const Manifest manifest = load_manifest(manifest_file);
+    stage_bytes = stage_dp_allreduce_bytes(manifest);
+    ties_stages = manifest.parallelism.pp > 1 && manifest.model.config.tie_word_embeddings;
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw ConfigError(manifest_file.string(), "", std::string("cannot be read as a manifest: ") + e.what(),
+                      "point fit_from at the results of `sparsebalance run`");
+  }
+  const auto last_stage = static_cast<int64_t>(stage_bytes.size()) - 1;
+  std::vector<AllreduceObservation> out;
+  for (const TimelineIteration& iteration : measured) {
+    for (const auto& [stage, ring] : rings_of(iteration)) {
+      if (ring.dp_ranks.size() < 2 || stage < 0 || stage > last_stage) continue;
+      // With tied embeddings over a pipeline, the first and last stages' all-reduce event
+      // also holds the embedding's all-reduce between them, and with it a wait for the
+      // other stage: not the ring's own time.
+      if (ties_stages && (stage == 0 || stage == last_stage)) continue;
+      out.push_back({ring.last_exit_ms - ring.last_entry_ms, static_cast<int64_t>(ring.dp_ranks.size()),
+                     stage_bytes[static_cast<size_t>(stage)]});
+    }
+  }
+  return out;
+}
+
+AllreduceFit fit_allreduce_bandwidth(const std::vector<AllreduceObservation>& observations, double alpha_us) {
+  if (observations.empty()) throw std::invalid_argument("no all-reduce observations to fit");
+  double payload_bits = 0, transfer_ms = 0, total_ms = 0;
+  for (const AllreduceObservation& o : observations) {
+    if (o.ranks < 2 || !(o.bytes > 0)) {
+      throw std::invalid_argument("an all-reduce observation needs 2 or more ranks and a positive payload");
+    }
+    const auto n = static_cast<double>(o.ranks);
+    payload_bits += 2.0 * (n - 1.0) / n * o.bytes * 8.0;
+    transfer_ms += o.ms - 2.0 * (n - 1.0) * alpha_us / 1000.0;
+    total_ms += o.ms;
+  }
+  if (transfer_ms <= 0) {
+    throw std::invalid_argument("the latency terms 2 (n - 1) alpha alone take as long as the measured all-reduces");
+  }
+  AllreduceFit fit;
+  fit.bandwidth_gbps = payload_bits / (transfer_ms / 1000.0) / 1e9;
+  fit.samples = static_cast<int64_t>(observations.size());
+  fit.mean_ms = total_ms / static_cast<double>(observations.size());
+  return fit;
+}
+
+AllreduceFit fit_allreduce_from_results(const std::filesystem::path& results_dir, double alpha_us,
+                                        const std::string& manifest_file, const std::string& json_path) {
+  MeasuredObservations<AllreduceObservation> observed = observe_measured_runs<AllreduceObservation>(
+      results_dir, manifest_file, json_path, [](const std::filesystem::path& dir) { return allreduce_observations(dir); });
+  if (observed.all.empty()) {
+    throw ConfigError(manifest_file, json_path,
+                      "found no measured run under " + results_dir.string() +
+                          " with a data-parallel all-reduce (2 or more DP ranks) in a measured iteration",
+                      "point it at the results of a `sparsebalance run` with parallelism.dp >= 2, or give "
+                      "bandwidth_gbps instead");
+  }
+  try {
+    AllreduceFit fit = fit_allreduce_bandwidth(observed.all, alpha_us);
+    fit.runs = std::move(observed.runs);
+    return fit;
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(manifest_file, json_path,
+                      std::string(e.what()) + " under " + results_dir.string() + " (alpha_us " +
+                          std::to_string(alpha_us) + ")",
+                      "lower intra_node.alpha_us");
+  }
+}
+
+}  // namespace sb

@@ -1,0 +1,41 @@
+#pragma once
+// MoBA as an attention backend ("moba"): the model's attention calls moba_attention
+// with the budget of the current request, and the backend records, per layer, the
+// budget each sequence got and the routing-score coverage.
+//
+// Decoding with a cache (forward_cached): the n new queries are the last n positions;
+// the gate's query side of a block is the mean of the new queries in that block, so a
+// prefill (n = L) is exactly the training forward and a one-token step gates with the
+// token's own query (docs/sparsebalance.md 1.1, "MoBA decoding rule").
+
+#include <map>
+
+#include "kernels/attention/attention_backend.h"
+
+namespace sb {
+
+class MobaAttention : public AttentionBackend {
+ public:
+  MobaAttention(int64_t block_size, int64_t default_top_k);
+
+  std::string name() const override { return "moba"; }
+  at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                     const PackedSequences& sequences, double scale, int64_t layer) override;
+  void set_budget_request(const AttentionBudgetRequest& request) override;
+  std::vector<AttentionLayerStats> take_layer_stats() override;
+  // Budget: the request's when it holds exactly one, else the default; the floor of
+  // the request applies. Records no statistics (no layer index).
+  at::Tensor forward_cached(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            double scale) override;
+
+  int64_t block_size() const { return block_size_; }
+  int64_t default_top_k() const { return default_top_k_; }
+
+ private:
+  int64_t block_size_;
+  int64_t default_top_k_;
+  AttentionBudgetRequest request_;
+  std::map<int64_t, AttentionLayerStats> stats_;  // by layer; a rerun replaces its entry
+};
+
+}  // namespace sb
