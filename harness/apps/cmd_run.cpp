@@ -142,9 +142,6 @@ Command register_run(CLI::App& app) {
     if (!as_rank && manifest.parallelism.dp * manifest.parallelism.pp > 1) {
       return launch(manifest, *flags, options);
     }
-    // A rank of the local launcher was checked by the launcher; every other process checks
-    // its inputs before it measures a profile or joins a world.
-    if (!started_by_local_launcher()) check_run_inputs(runs_to_execute(manifest, options));
     RunManifestResult result;
     try {
       result = run_manifest(manifest, options, std::cerr);

@@ -21,7 +21,11 @@
 
 namespace sb {
 
-std::vector<std::string> lr_schedule_names() { return {"cosine", "constant"}; }
+const OptionNames<LrSchedule>& lr_schedule_options() {
+  static const OptionNames<LrSchedule> names{
+      "learning-rate schedule", {{"cosine", LrSchedule::kCosine}, {"constant", LrSchedule::kConstant}}};
+  return names;
+}
 
 ParallelLayout parallel_layout_of(const Manifest& m) {
   return ParallelLayout(m.parallelism.dp, m.parallelism.pp, m.model.config.num_hidden_layers,
@@ -271,10 +275,11 @@ TrainSection parse_train(const json& j, const std::string& path, const std::stri
   t.adam_beta2 = r.optional<double>("adam_beta2", t.adam_beta2);
   t.adam_eps = r.optional<double>("adam_eps", t.adam_eps);
   t.threads = r.optional<int64_t>("threads", t.threads);
-  t.lr_schedule = r.optional_choice("lr_schedule", t.lr_schedule, lr_schedule_names());
+  t.lr_schedule = r.optional_option("lr_schedule", t.lr_schedule, lr_schedule_options());
   t.activation_checkpointing =
       r.optional<bool>("activation_checkpointing", t.activation_checkpointing);
-  t.precision = r.optional_choice("precision", t.precision, qwen2_precision_names());
+  t.precision = qwen2_precision_from_name(
+      r.optional_choice("precision", qwen2_precision_name(t.precision), qwen2_precision_names()));
   if (const json* lora = r.optional_value("lora")) {
     t.lora = parse_lora(*lora, r.child_path("lora"), file);
   }
@@ -311,9 +316,9 @@ void check_cuda_training(const Manifest& m) {
                     "rebuild with the CUDA toolkit on the PATH (SB_CUDA=ON), or set train.device to \"cpu\"");
 #else
   for (size_t i = 0; i < m.methods.size(); ++i) {
-    if (m.methods[i].attention.name == "moba" && m.train.precision != "bf16-mixed") {
+    if (m.methods[i].attention.name == "moba" && m.train.precision != Qwen2Precision::kBFloat16Mixed) {
       throw ConfigError(m.file, "$.train.precision",
-                        "is \"" + m.train.precision + "\" but methods[" + std::to_string(i) +
+                        "is \"" + qwen2_precision_name(m.train.precision) + "\" but methods[" + std::to_string(i) +
                             "] uses MoBA on CUDA, whose attention (flash-attention varlen) runs only in bfloat16",
                         "set train.precision to \"bf16-mixed\"");
     }
@@ -513,9 +518,9 @@ json manifest_to_json(const Manifest& m) {
                 {"adam_beta2", t.adam_beta2},
                 {"adam_eps", t.adam_eps},
                 {"threads", t.threads},
-                {"lr_schedule", t.lr_schedule},
+                {"lr_schedule", lr_schedule_options().name_of(t.lr_schedule)},
                 {"activation_checkpointing", t.activation_checkpointing},
-                {"precision", t.precision}};
+                {"precision", qwen2_precision_name(t.precision)}};
   // Absent means full fine-tuning; there is no default adapter to write out.
   if (t.lora) {
     train["lora"] = {{"rank", t.lora->rank},

@@ -18,7 +18,9 @@
 #include "harness/data/data_spec.h"
 #include "harness/eval/eval_spec.h"
 #include "harness/parallel/parallel_layout.h"
+#include "harness/common/option_names.h"
 #include "models/qwen2/qwen2_config.h"
+#include "models/qwen2/qwen2_precision.h"
 
 namespace sb {
 
@@ -59,6 +61,10 @@ struct LoraSection {
   std::vector<std::string> target_modules;  // q_proj k_proj v_proj o_proj gate_proj up_proj down_proj
 };
 
+// train.lr_schedule: after warm-up, cosine decay or a constant rate (harness/train/lr_schedule.h).
+enum class LrSchedule { kCosine, kConstant };
+const OptionNames<LrSchedule>& lr_schedule_options();  // "cosine" | "constant"
+
 struct TrainSection {
   std::string device = "cpu";
   int64_t iterations = 0;
@@ -75,14 +81,11 @@ struct TrainSection {
   double adam_beta2 = 0.95;
   double adam_eps = 1e-8;
   int64_t threads = 0;  // intra-op CPU threads; 0 keeps LibTorch's default
-  std::string lr_schedule = "cosine";     // after warm-up: "cosine" | "constant"
+  LrSchedule lr_schedule = LrSchedule::kCosine;
   bool activation_checkpointing = false;  // per decoder layer
-  std::string precision = "fp32";         // "fp32" | "bf16-mixed" (models/qwen2/qwen2_precision.h)
+  Qwen2Precision precision = Qwen2Precision::kFloat32;  // "fp32" | "bf16-mixed"
   std::optional<LoraSection> lora;        // absent: full fine-tuning
 };
-
-// The values train.lr_schedule may take (harness/train/lr_schedule.h computes them).
-std::vector<std::string> lr_schedule_names();
 
 struct Manifest {
   std::string name;  // results go to <results>/<name>/

@@ -56,7 +56,7 @@ ProfileRequest default_profile_request(const Manifest& manifest, const MethodSec
   request.preset = manifest.model.preset;
   request.attention = AttentionOptions{method.attention.name, method.attention.block_size, method.attention.top_k};
   request.device = manifest.train.device.rfind("cuda", 0) == 0 ? "cuda" : "cpu";
-  request.precision = manifest.train.precision;
+  request.precision = qwen2_precision_name(manifest.train.precision);
   request.seed = static_cast<uint64_t>(manifest.seed);
   const int64_t top = next_power_of_two(std::max<int64_t>(longest_sample, 64));
   for (int64_t len = std::max<int64_t>(16, top / 128); len <= top; len *= 2) request.seq_lens.push_back(len);

@@ -31,7 +31,7 @@ void evaluate_run(const RunSpec& run, const fs::path& run_dir, std::ostream& log
   ModelFolder folder =
       load_model_folder(*checkpoint, AttentionOptions{attention.name, attention.block_size, attention.top_k});
   if (!folder.tokenizer && m.data.source == "jsonl") folder.tokenizer = Tokenizer::from_file(m.data.jsonl.tokenizer);
-  place_model(folder, m.train.device, m.train.precision == "bf16-mixed" ? "bfloat16" : "float32");
+  place_model(folder, m.train.device, m.train.precision == Qwen2Precision::kBFloat16Mixed ? "bfloat16" : "float32");
   std::unique_ptr<Dataset> data;
   if (m.data.source == "synthetic") {
     data = make_dataset(m.data, m.seed, m.model.config.vocab_size, m.train.max_tokens_per_microbatch);

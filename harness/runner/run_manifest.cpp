@@ -16,6 +16,7 @@
 #include "harness/runner/local_launcher.h"
 #include "harness/runner/method_profiles.h"
 #include "harness/runner/run_evaluation.h"
+#include "harness/runner/run_preflight.h"
 #include "harness/train/checkpoint.h"
 #include "harness/train/trainer.h"
 
@@ -279,7 +280,9 @@ RunManifestResult run_manifest(const Manifest& manifest, const RunManifestOption
       for (size_t i = 0; i < runs.size(); ++i) {
         if (run_decision_from_json(shared.at(i)).disposition != Disposition::kSkip) pending.push_back(runs[i]);
       }
-      // Under the local launcher, which checked them before starting the ranks, silently.
+      // Under the local launcher, which checked the inputs and profiles before starting
+      // the ranks, silently.
+      if (!started_by_local_launcher()) check_run_inputs(pending);
       ensure_method_profiles(pending, !DistEnv::started_as_rank(), log, !started_by_local_launcher());
       return std::string("ok");
     });

@@ -1,6 +1,8 @@
 #pragma once
 // What `sparsebalance run` checks before it measures a profile or starts a rank, so that
-// a mistake costs seconds, not a profile measurement and a world of ranks that then fail:
+// a mistake costs seconds, not a profile measurement and a world of ranks that then fail
+// (the local launcher checks before it starts the ranks; a single process, or rank 0
+// under torchrun or srun, before the profiles):
 //   - every input file or folder the runs name exists: data.jsonl.path and .tokenizer,
 //     data.synthetic.length_file, each method's profile (or, when missing, that it can be
 //     measured and written there), and the eval block's data, config, haystack and jieba

@@ -21,7 +21,7 @@ double now_ms() {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-double activation_bytes(const Manifest& m) { return m.train.precision == "fp32" ? 4.0 : 2.0; }
+double activation_bytes(const Manifest& m) { return m.train.precision == Qwen2Precision::kFloat32 ? 4.0 : 2.0; }
 
 // (in, out) features of a LoRA target projection.
 std::pair<double, double> projection_shape(const Qwen2Config& c, const std::string& name) {

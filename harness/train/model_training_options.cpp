@@ -7,7 +7,7 @@ namespace sb {
 
 std::vector<at::Tensor> apply_model_training_options(Qwen2ForCausalLM& model,
                                                      const TrainSection& train) {
-  model->set_precision(qwen2_precision_from_name(train.precision));
+  model->set_precision(train.precision);
   model->set_activation_checkpointing(train.activation_checkpointing);
   if (!train.lora) return model->parameters();
   const LoraSection& lora = *train.lora;

@@ -17,7 +17,7 @@ TrainSection schedule(const std::string& kind) {
   t.lr = 0.5;
   t.lr_warmup_fraction = 0.2;  // round(2.2) = 2 warm-up iterations
   t.min_lr_ratio = 0.1;
-  t.lr_schedule = kind;
+  t.lr_schedule = lr_schedule_options().from_name(kind);
   return t;
 }
 
@@ -50,9 +50,8 @@ TEST(LrSchedule, NoWarmupStartsAtLrAndUnknownScheduleIsAnError) {
   TrainSection t = schedule("constant");
   t.lr_warmup_fraction = 0;
   EXPECT_DOUBLE_EQ(learning_rate_at(0, t), 0.5);
-  t.lr_schedule = "linear";
-  EXPECT_THROW(learning_rate_at(5, t), std::invalid_argument);
-  EXPECT_EQ(lr_schedule_names(), (std::vector<std::string>{"cosine", "constant"}));
+  EXPECT_THROW(lr_schedule_options().from_name("linear"), std::invalid_argument);
+  EXPECT_EQ(lr_schedule_options().names(), (std::vector<std::string>{"cosine", "constant"}));
 }
 
 }  // namespace

@@ -46,9 +46,9 @@ TEST(Manifest, FillsDefaults) {
   EXPECT_EQ(m.methods.at(0).attention.name, "dense");
   EXPECT_EQ(m.methods.at(0).batching, BatchingKind::kSequential);
   EXPECT_EQ(m.parallelism.dp, 1);
-  EXPECT_EQ(m.train.lr_schedule, "cosine");
+  EXPECT_EQ(m.train.lr_schedule, LrSchedule::kCosine);
   EXPECT_FALSE(m.train.activation_checkpointing);
-  EXPECT_EQ(m.train.precision, "fp32");
+  EXPECT_EQ(m.train.precision, Qwen2Precision::kFloat32);
   EXPECT_FALSE(m.train.lora.has_value());  // full fine-tuning
   EXPECT_EQ(m.parallelism.stage_layers, (std::vector<int64_t>{2}));  // qwen2-test: 2 layers
   EXPECT_DOUBLE_EQ(m.parallelism.timeout_s, 60.0);
@@ -66,9 +66,9 @@ TEST(Manifest, TrainingOptionsAndLoraParseAndRoundTrip) {
   j["train"]["precision"] = "bf16-mixed";
   j["train"]["lora"] = {{"rank", 32}, {"alpha", 64}, {"target_modules", {"q_proj", "down_proj"}}};
   const Manifest m = parse_manifest(j, "m.json");
-  EXPECT_EQ(m.train.lr_schedule, "constant");
+  EXPECT_EQ(m.train.lr_schedule, LrSchedule::kConstant);
   EXPECT_TRUE(m.train.activation_checkpointing);
-  EXPECT_EQ(m.train.precision, "bf16-mixed");
+  EXPECT_EQ(m.train.precision, Qwen2Precision::kBFloat16Mixed);
   ASSERT_TRUE(m.train.lora.has_value());
   EXPECT_EQ(m.train.lora->rank, 32);
   EXPECT_DOUBLE_EQ(m.train.lora->alpha, 64.0);

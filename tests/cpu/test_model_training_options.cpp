@@ -34,7 +34,7 @@ TEST(ModelTrainingOptions, DefaultsTrainEveryParameterInFp32) {
 TEST(ModelTrainingOptions, LoraPrecisionAndCheckpointingAreApplied) {
   Qwen2ForCausalLM model = make_model();
   TrainSection train;
-  train.precision = "bf16-mixed";
+  train.precision = Qwen2Precision::kBFloat16Mixed;
   train.activation_checkpointing = true;
   train.lora = LoraSection{32, 64.0, 0.05, {"q_proj", "k_proj", "v_proj", "o_proj"}};
   const auto trainable = apply_model_training_options(model, train);
@@ -62,7 +62,7 @@ RunSpec lora_run() {
   m.train.global_batch_size = 4;
   m.train.max_tokens_per_microbatch = 48;
   m.train.lr = 1e-2;
-  m.train.lr_schedule = "constant";
+  m.train.lr_schedule = LrSchedule::kConstant;
   m.train.activation_checkpointing = true;
   m.train.lora = LoraSection{4, 8.0, 0.05, {"q_proj", "v_proj", "up_proj"}};
   MethodSection dense;
