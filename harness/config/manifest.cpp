@@ -78,10 +78,10 @@ SyntheticDataSection parse_synthetic(const json& j, const std::string& path,
                                      const std::string& file, int64_t model_vocab) {
   JsonObjectReader r(j, path, file);
   SyntheticDataSection s;
-  s.task = r.optional_choice("task", s.task, {"arithmetic", "retrieval"});
+  s.task = r.optional_option("task", s.task, synthetic_task_options());
   s.vocab_size = r.optional<int64_t>("vocab_size", 0);
   if (s.vocab_size == 0) s.vocab_size = model_vocab;
-  const bool arithmetic = s.task == "arithmetic";
+  const bool arithmetic = s.task == SyntheticTask::kArithmetic;
   r.reject_unless("prompt_tokens", arithmetic, "task is \"arithmetic\"");
   r.reject_unless("max_stride", arithmetic, "task is \"arithmetic\"");
   r.reject_unless("key_tokens", !arithmetic, "task is \"retrieval\"");
@@ -139,7 +139,7 @@ JsonlDataSection parse_jsonl(const json& j, const std::string& path, const std::
   JsonlDataSection d;
   d.path = resolve_manifest_path(file, r.required<std::string>("path"));
   d.tokenizer = resolve_manifest_path(file, r.required<std::string>("tokenizer"));
-  d.too_long = r.optional_choice("too_long", d.too_long, {"error", "skip", "truncate"});
+  d.too_long = r.optional_option("too_long", d.too_long, too_long_options());
   d.shuffle = r.optional<bool>("shuffle", d.shuffle);
   r.finish();
   return d;
@@ -149,10 +149,10 @@ DataSection parse_data(const json& j, const std::string& path, const std::string
                        int64_t model_vocab) {
   JsonObjectReader r(j, path, file);
   DataSection d;
-  d.source = r.optional_choice("source", d.source, {"synthetic", "jsonl"});
-  r.reject_unless("synthetic", d.source == "synthetic", "source is \"synthetic\"");
-  r.reject_unless("jsonl", d.source == "jsonl", "source is \"jsonl\"");
-  if (d.source == "synthetic") {
+  d.source = r.optional_option("source", d.source, data_source_options());
+  r.reject_unless("synthetic", d.source == DataSource::kSynthetic, "source is \"synthetic\"");
+  r.reject_unless("jsonl", d.source == DataSource::kJsonl, "source is \"jsonl\"");
+  if (d.source == DataSource::kSynthetic) {
     d.synthetic = parse_synthetic(r.required_value("synthetic"), r.child_path("synthetic"), file,
                                   model_vocab);
   } else {
@@ -394,9 +394,9 @@ Manifest parse_manifest(const json& j, const std::string& file) {
   if (const json* eval = r.optional_value("eval")) {
     m.eval = parse_eval_spec(*eval, r.child_path("eval"), file,
                              std::filesystem::path(resolve_manifest_path(file, ".")));
-    r.expect(!m.eval->synthetic || m.data.source == "synthetic", "eval",
+    r.expect(!m.eval->synthetic || m.data.source == DataSource::kSynthetic, "eval",
              "has \"synthetic\", which scores held-out samples of synthetic data, but data.source is " +
-                 m.data.source,
+                 data_source_options().name_of(m.data.source),
              "remove eval.synthetic, or use \"heldout\" with a file of held-out documents");
   }
   if (const json* cluster = r.optional_value("cluster")) {
@@ -415,7 +415,7 @@ Manifest parse_manifest(const json& j, const std::string& file) {
   }
   r.expect(!m.methods.empty(), "methods", "must list at least one method",
            "add {\"name\": \"dense\"}");
-  if (m.data.source == "synthetic") {
+  if (m.data.source == DataSource::kSynthetic) {
     // JSONL data is checked when it is tokenized, before training starts.
     const int64_t longest = synthetic_longest_length(m.data.synthetic);
     const std::string where = "$.data.synthetic";
@@ -467,18 +467,18 @@ Manifest load_manifest(const std::filesystem::path& path) {
 namespace {
 
 json data_to_json(const DataSection& d) {
-  if (d.source == "jsonl") {
-    return {{"source", d.source},
+  if (d.source == DataSource::kJsonl) {
+    return {{"source", "jsonl"},
             {"jsonl",
              {{"path", d.jsonl.path},
               {"tokenizer", d.jsonl.tokenizer},
-              {"too_long", d.jsonl.too_long},
+              {"too_long", too_long_options().name_of(d.jsonl.too_long)},
               {"shuffle", d.jsonl.shuffle}}}};
   }
   const SyntheticDataSection& s = d.synthetic;
-  json synthetic{{"task", s.task}, {"vocab_size", s.vocab_size}, {"lengths", s.lengths},
+  json synthetic{{"task", synthetic_task_options().name_of(s.task)}, {"vocab_size", s.vocab_size}, {"lengths", s.lengths},
                  {"length_scale", s.length_scale}};
-  if (s.task == "arithmetic") {
+  if (s.task == SyntheticTask::kArithmetic) {
     synthetic["prompt_tokens"] = s.prompt_tokens;
     synthetic["max_stride"] = s.max_stride;
   } else {
@@ -494,7 +494,7 @@ json data_to_json(const DataSection& d) {
   } else if (s.lengths == "file") {
     synthetic["length_file"] = s.length_file;
   }
-  return {{"source", d.source}, {"synthetic", synthetic}};
+  return {{"source", "synthetic"}, {"synthetic", synthetic}};
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/common/option_names.h"
 #include "harness/data/length_profiles.h"
 
 namespace sb {
@@ -20,8 +21,19 @@ namespace sb {
 // Lengths: "mixture" (length_mixture), a named profile shaped like the paper's data
 // ("bimodal", "longtail": harness/data/length_profiles.h), or "file" (one length per
 // line of length_file, drawn uniformly); every length is multiplied by length_scale.
+enum class SyntheticTask { kArithmetic, kRetrieval };
+const OptionNames<SyntheticTask>& synthetic_task_options();  // "arithmetic" | "retrieval"
+
+// What a JSONL conversation longer than max_tokens_per_microbatch does: stop the run with
+// an error naming it, be left out, or be cut to the capacity.
+enum class TooLongRule { kError, kSkip, kTruncate };
+const OptionNames<TooLongRule>& too_long_options();  // "error" | "skip" | "truncate"
+
+enum class DataSource { kSynthetic, kJsonl };
+const OptionNames<DataSource>& data_source_options();  // "synthetic" | "jsonl"
+
 struct SyntheticDataSection {
-  std::string task = "arithmetic";
+  SyntheticTask task = SyntheticTask::kArithmetic;
   int64_t vocab_size = 0;  // 0 in the file means: the model's vocab_size (resolved)
   int64_t prompt_tokens = 4;   // arithmetic
   int64_t max_stride = 3;      // arithmetic
@@ -37,12 +49,12 @@ struct SyntheticDataSection {
 struct JsonlDataSection {
   std::string path;       // absolute once resolved
   std::string tokenizer;  // tokenizer.json, absolute once resolved
-  std::string too_long = "error";  // "error" | "skip" | "truncate" (to max_tokens_per_microbatch)
+  TooLongRule too_long = TooLongRule::kError;
   bool shuffle = true;             // a new seeded permutation every epoch
 };
 
 struct DataSection {
-  std::string source = "synthetic";  // "synthetic" | "jsonl"
+  DataSource source = DataSource::kSynthetic;
   SyntheticDataSection synthetic;
   JsonlDataSection jsonl;
 };

@@ -7,6 +7,25 @@
 
 namespace sb {
 
+const OptionNames<SyntheticTask>& synthetic_task_options() {
+  static const OptionNames<SyntheticTask> names{
+      "synthetic task", {{"arithmetic", SyntheticTask::kArithmetic}, {"retrieval", SyntheticTask::kRetrieval}}};
+  return names;
+}
+
+const OptionNames<TooLongRule>& too_long_options() {
+  static const OptionNames<TooLongRule> names{
+      "too_long rule",
+      {{"error", TooLongRule::kError}, {"skip", TooLongRule::kSkip}, {"truncate", TooLongRule::kTruncate}}};
+  return names;
+}
+
+const OptionNames<DataSource>& data_source_options() {
+  static const OptionNames<DataSource> names{
+      "data source", {{"synthetic", DataSource::kSynthetic}, {"jsonl", DataSource::kJsonl}}};
+  return names;
+}
+
 std::vector<Sample> Dataset::global_batch(int64_t iteration, int64_t global_batch_size) const {
   std::vector<Sample> batch;
   batch.reserve(static_cast<size_t>(global_batch_size));
@@ -18,9 +37,13 @@ std::vector<Sample> Dataset::global_batch(int64_t iteration, int64_t global_batc
 
 std::unique_ptr<Dataset> make_dataset(const DataSection& data, int64_t seed, int64_t model_vocab,
                                       int64_t max_tokens) {
-  if (data.source == "synthetic") return std::make_unique<SyntheticDataset>(data.synthetic, seed);
-  if (data.source == "jsonl") return std::make_unique<JsonlSftDataset>(data.jsonl, seed, model_vocab, max_tokens);
-  throw std::invalid_argument("unknown data source \"" + data.source + "\"; known: synthetic, jsonl");
+  switch (data.source) {
+    case DataSource::kSynthetic:
+      return std::make_unique<SyntheticDataset>(data.synthetic, seed);
+    case DataSource::kJsonl:
+      return std::make_unique<JsonlSftDataset>(data.jsonl, seed, model_vocab, max_tokens);
+  }
+  throw std::logic_error("make_dataset: unhandled DataSource");
 }
 
 }  // namespace sb

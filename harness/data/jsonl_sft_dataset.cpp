@@ -83,13 +83,13 @@ JsonlSftDataset::JsonlSftDataset(const JsonlDataSection& config, int64_t seed, i
     ConversationTokens& c = encoded[i];
     const std::string& where = wheres[i];
     if (static_cast<int64_t>(c.ids.size()) > max_tokens) {
-      if (config_.too_long == "error") {
+      if (config_.too_long == TooLongRule::kError) {
         throw ConfigError(where, "",
                           "the conversation has " + std::to_string(c.ids.size()) +
                               " tokens, more than train.max_tokens_per_microbatch = " + std::to_string(max_tokens),
                           "raise max_tokens_per_microbatch, or set data.jsonl.too_long to \"skip\" or \"truncate\"");
       }
-      if (config_.too_long == "skip") {
+      if (config_.too_long == TooLongRule::kSkip) {
         ++skipped_;
         continue;
       }

@@ -19,7 +19,7 @@ RetrievalTaskOptions retrieval_options(const SyntheticDataSection& c) {
 }  // namespace
 
 int64_t synthetic_min_length(const SyntheticDataSection& c) {
-  return c.task == "retrieval" ? retrieval_min_length(retrieval_options(c)) : c.prompt_tokens + 1;
+  return c.task == SyntheticTask::kRetrieval ? retrieval_min_length(retrieval_options(c)) : c.prompt_tokens + 1;
 }
 
 std::vector<LengthComponent> synthetic_length_components(const SyntheticDataSection& c) {
@@ -106,7 +106,7 @@ Sample SyntheticDataset::sample(int64_t id) const {
   Sample s;
   s.id = id;
   const int64_t length = draw_length(rng);
-  if (config_.task == "retrieval") {
+  if (config_.task == SyntheticTask::kRetrieval) {
     RetrievalSample r = make_retrieval_sample(retrieval_options(config_), length, rng);
     s.tokens = std::move(r.tokens);
     s.prompt_tokens = r.prompt_tokens;
@@ -129,7 +129,7 @@ int64_t SyntheticDataset::max_length() const {
 }
 
 std::string SyntheticDataset::describe() const {
-  return "synthetic " + config_.task + " task, lengths " + config_.lengths +
+  return "synthetic " + synthetic_task_options().name_of(config_.task) + " task, lengths " + config_.lengths +
          (config_.length_scale != 1.0 ? " x " + std::to_string(config_.length_scale) : "") +
          ", vocabulary " + std::to_string(config_.vocab_size);
 }

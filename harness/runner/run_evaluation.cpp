@@ -30,10 +30,10 @@ void evaluate_run(const RunSpec& run, const fs::path& run_dir, std::ostream& log
       << evaluation_dir(run_dir).string() << "\n";
   ModelFolder folder =
       load_model_folder(*checkpoint, AttentionOptions{attention.name, attention.block_size, attention.top_k});
-  if (!folder.tokenizer && m.data.source == "jsonl") folder.tokenizer = Tokenizer::from_file(m.data.jsonl.tokenizer);
+  if (!folder.tokenizer && m.data.source == DataSource::kJsonl) folder.tokenizer = Tokenizer::from_file(m.data.jsonl.tokenizer);
   place_model(folder, m.train.device, m.train.precision == Qwen2Precision::kBFloat16Mixed ? "bfloat16" : "float32");
   std::unique_ptr<Dataset> data;
-  if (m.data.source == "synthetic") {
+  if (m.data.source == DataSource::kSynthetic) {
     data = make_dataset(m.data, m.seed, m.model.config.vocab_size, m.train.max_tokens_per_microbatch);
   }
   fs::create_directories(evaluation_dir(run_dir));

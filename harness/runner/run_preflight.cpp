@@ -66,11 +66,11 @@ void check_eval_inputs(const Manifest& m) {
 
 void check_one_run(const RunSpec& run) {
   const Manifest& m = run.manifest;
-  if (m.data.source == "jsonl") {
+  if (m.data.source == DataSource::kJsonl) {
     require(m, m.data.jsonl.path, Kind::kFile, "$.data.jsonl.path", "fix the path (relative to the manifest)");
     require(m, m.data.jsonl.tokenizer, Kind::kFile, "$.data.jsonl.tokenizer",
             "point it at the model's tokenizer.json (relative to the manifest)");
-  } else if (m.data.source == "synthetic" && m.data.synthetic.lengths == "file") {
+  } else if (m.data.source == DataSource::kSynthetic && m.data.synthetic.lengths == "file") {
     require(m, m.data.synthetic.length_file, Kind::kFile, "$.data.synthetic.length_file",
             "fix the path (relative to the manifest)");
   }

@@ -40,7 +40,7 @@ std::string config_error_of(const json& j) {
 TEST(Manifest, FillsDefaults) {
   Manifest m = parse_manifest(minimal_manifest(), "m.json");
   EXPECT_EQ(m.seed, 1234);
-  EXPECT_EQ(m.data.source, "synthetic");
+  EXPECT_EQ(m.data.source, DataSource::kSynthetic);
   EXPECT_EQ(m.data.synthetic.vocab_size, 128);  // qwen2-test's vocabulary
   EXPECT_EQ(m.train.global_batch_size, 8);
   EXPECT_EQ(m.methods.at(0).attention.name, "dense");

@@ -41,7 +41,7 @@ TEST(ManifestData, ScaledProfileMustFitTheCapacityAndThePositions) {
   const json data{{"synthetic", {{"task", "retrieval"}, {"lengths", "bimodal"}, {"length_scale", 1.0 / 64}}}};
   EXPECT_EQ(test::manifest_error_path(with_data(data, 511)), "$.train.max_tokens_per_microbatch");
   const Manifest m = parse_manifest(with_data(data, 512), "m.json");
-  EXPECT_EQ(m.data.synthetic.task, "retrieval");
+  EXPECT_EQ(m.data.synthetic.task, SyntheticTask::kRetrieval);
   EXPECT_EQ(m.data.synthetic.answer_tokens, 8);
   // Round trip of the resolved manifest; task-specific keys of the other task stay out.
   const json resolved = manifest_to_json(m);
@@ -65,7 +65,7 @@ TEST(ManifestData, PathsResolveAgainstTheManifestFolder) {
   const Manifest j = load_manifest(dir / "j.json");
   EXPECT_EQ(fs::path(j.data.jsonl.path), fs::absolute(dir / "data" / "sft.jsonl").lexically_normal());
   EXPECT_EQ(j.data.jsonl.tokenizer, "/abs/tokenizer.json");
-  EXPECT_EQ(j.data.jsonl.too_long, "error");
+  EXPECT_EQ(j.data.jsonl.too_long, TooLongRule::kError);
   const json resolved = manifest_to_json(j);
   EXPECT_EQ(manifest_to_json(parse_manifest(resolved, "resolved.json")), resolved);
   fs::remove_all(dir);
