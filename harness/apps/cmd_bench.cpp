@@ -88,7 +88,7 @@ AttentionBenchConfig config_from(const BenchAttentionFlags& f, const std::string
 }
 
 nlohmann::json result_json(const AttentionBenchResult& r, const nlohmann::json& context) {
-  // Every configuration times at least one repetition (run_attention_benchmarks checks).
+  // Zeros for no samples: fwdbwd_ms is empty without --backward (written as null below).
   const SampleStats fwd = sample_stats(r.fwd_ms).value_or(SampleStats{});
   const SampleStats fwdbwd = sample_stats(r.fwdbwd_ms).value_or(SampleStats{});
   const bool has_bwd = !r.fwdbwd_ms.empty();

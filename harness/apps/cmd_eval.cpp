@@ -1,13 +1,12 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include "common/errors.h"
 #include "harness/apps/commands.h"
 #include "harness/apps/eval_subcommands.h"
+#include "harness/common/atomic_file.h"
 #include "harness/common/jsonl_file.h"
 #include "harness/eval/model_folder.h"
 #include "harness/eval/token_nll.h"
@@ -97,12 +96,9 @@ EvalSubcommand register_eval_nll(CLI::App& eval) {
   nll->add_option("--input", flags->input, "JSONL file of inputs")->required();
   nll->add_option("--attention", flags->attention, "Attention backend")->capture_default_str();
   return {nll, [flags]() {
-    std::ifstream in(flags->input);
-    if (!in) throw ConfigError(flags->input, "", "cannot be opened", "check the --input path");
-    std::ostringstream input;
-    input << in.rdbuf();
+    const std::string input = read_input_file(flags->input, "check the --input path");
     ModelFolder folder = load_model_folder(flags->model, flags->attention);
-    for_each_jsonl_line(flags->input, input.str(), [&](const std::string& text, const std::string& where) {
+    for_each_jsonl_line(flags->input, input, [&](const std::string& text, const std::string& where) {
       const nlohmann::json line = parse_jsonl_line(text, where, "fix that line");
       std::vector<int64_t> ids = read_input_line(line, folder, where);
       TokenNll result;

@@ -17,7 +17,6 @@
 #include "harness/runner/method_profiles.h"
 #include "harness/runner/run_manifest.h"
 #include "harness/runner/run_preflight.h"
-#include "models/qwen2/qwen2_config.h"
 
 namespace sb::cli {
 namespace {

@@ -16,10 +16,6 @@ const OptionNames<BatchingKind>& batching_kind_options() {
   return names;
 }
 
-BatchingKind batching_kind_from_name(const std::string& name) { return batching_kind_options().from_name(name); }
-std::string batching_kind_name(BatchingKind kind) { return batching_kind_options().name_of(kind); }
-std::vector<std::string> batching_policy_names() { return batching_kind_options().names(); }
-
 std::unique_ptr<BatchingPolicy> make_batching_policy(BatchingKind kind, const BatchingDependencies& dependencies) {
   switch (kind) {
     case BatchingKind::kSequential:

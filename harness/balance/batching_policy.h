@@ -45,10 +45,7 @@ struct BatchingDependencies {
 
 // methods[].batching.
 enum class BatchingKind { kSequential, kLbb, kSab };
-// std::invalid_argument for an unknown name, listing the known ones.
-BatchingKind batching_kind_from_name(const std::string& name);  // "sequential" | "lbb" | "sab"
-std::string batching_kind_name(BatchingKind kind);
-std::vector<std::string> batching_policy_names();
+// "sequential" | "lbb" | "sab"; from_name throws std::invalid_argument listing them.
 const OptionNames<BatchingKind>& batching_kind_options();
 
 // Throws std::invalid_argument for a policy whose dependencies are missing.

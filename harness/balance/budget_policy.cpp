@@ -57,22 +57,6 @@ const OptionNames<BudgetKind>& budget_kind_options() {
   return names;
 }
 
-DstAnchor dst_anchor_from_name(const std::string& name) { return dst_anchor_options().from_name(name); }
-std::string dst_anchor_name(DstAnchor anchor) { return dst_anchor_options().name_of(anchor); }
-std::vector<std::string> dst_anchor_names() { return dst_anchor_options().names(); }
-
-DstBottleneckRule dst_bottleneck_rule_from_name(const std::string& name) { return dst_bottleneck_options().from_name(name); }
-std::string dst_bottleneck_rule_name(DstBottleneckRule rule) { return dst_bottleneck_options().name_of(rule); }
-std::vector<std::string> dst_bottleneck_rule_names() { return dst_bottleneck_options().names(); }
-
-DstRaiseRule dst_raise_rule_from_name(const std::string& name) { return dst_raise_options().from_name(name); }
-std::string dst_raise_rule_name(DstRaiseRule rule) { return dst_raise_options().name_of(rule); }
-std::vector<std::string> dst_raise_rule_names() { return dst_raise_options().names(); }
-
-BudgetKind budget_kind_from_name(const std::string& name) { return budget_kind_options().from_name(name); }
-std::string budget_kind_name(BudgetKind kind) { return budget_kind_options().name_of(kind); }
-std::vector<std::string> budget_policy_names() { return budget_kind_options().names(); }
-
 std::unique_ptr<BudgetPolicy> make_budget_policy(const BudgetOptions& options,
                                                  const LatencyPredictor* predictor,
                                                  const BudgetEstimator* floor_estimate) {

@@ -17,24 +17,15 @@
 namespace sb {
 
 enum class DstAnchor { kMean, kMin, kMax };
-DstAnchor dst_anchor_from_name(const std::string& name);  // "mean" | "min" | "max"
-std::string dst_anchor_name(DstAnchor anchor);
-std::vector<std::string> dst_anchor_names();
-const OptionNames<DstAnchor>& dst_anchor_options();
+const OptionNames<DstAnchor>& dst_anchor_options();  // "mean" | "min" | "max"
 
 // Which feasible budget a bottleneck micro-batch takes (see dst_budget.h).
 enum class DstBottleneckRule { kSmallest, kLargest };
-DstBottleneckRule dst_bottleneck_rule_from_name(const std::string& name);  // "smallest" | "largest"
-std::string dst_bottleneck_rule_name(DstBottleneckRule rule);
-std::vector<std::string> dst_bottleneck_rule_names();
-const OptionNames<DstBottleneckRule>& dst_bottleneck_options();
+const OptionNames<DstBottleneckRule>& dst_bottleneck_options();  // "smallest" | "largest"
 
 // What happens to micro-batches predicted below the anchor (see dst_budget.h).
 enum class DstRaiseRule { kAnchor, kNone, kDpSlack };
-DstRaiseRule dst_raise_rule_from_name(const std::string& name);  // "anchor" | "none" | "dp_slack"
-std::string dst_raise_rule_name(DstRaiseRule rule);
-std::vector<std::string> dst_raise_rule_names();
-const OptionNames<DstRaiseRule>& dst_raise_options();
+const OptionNames<DstRaiseRule>& dst_raise_options();  // "anchor" | "none" | "dp_slack"
 
 struct DstOptions {
   DstAnchor anchor = DstAnchor::kMean;
@@ -47,10 +38,7 @@ struct DstOptions {
 
 // methods[].budget.
 enum class BudgetKind { kFixed, kDst };
-BudgetKind budget_kind_from_name(const std::string& name);  // "fixed" | "dst"
-std::string budget_kind_name(BudgetKind kind);
-std::vector<std::string> budget_policy_names();
-const OptionNames<BudgetKind>& budget_kind_options();
+const OptionNames<BudgetKind>& budget_kind_options();  // "fixed" | "dst"
 
 struct BudgetOptions {
   BudgetKind kind = BudgetKind::kFixed;

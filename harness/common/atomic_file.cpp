@@ -9,6 +9,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "common/errors.h"
+
 namespace sb {
 namespace {
 
@@ -48,6 +50,14 @@ void write_file_atomic(const std::filesystem::path& path, const std::string& con
 std::string read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot open " + path.string() + ": " + std::strerror(errno));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string read_input_file(const std::filesystem::path& path, const std::string& fix) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError(path.string(), "", "cannot be opened", fix);
   std::ostringstream text;
   text << in.rdbuf();
   return text.str();

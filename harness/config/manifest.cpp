@@ -5,12 +5,10 @@
 #include <set>
 #include <stdexcept>
 
-#include "harness/balance/batching_policy.h"
 #include "harness/common/atomic_file.h"
 #include "harness/common/json_object_reader.h"
 #include "harness/data/synthetic_dataset.h"
 #include "harness/parallel/parallel_layout.h"
-#include "kernels/attention/attention_backend.h"
 #include "models/qwen2/qwen2_config.h"
 #include "models/qwen2/qwen2_lora.h"
 #include "models/qwen2/qwen2_precision.h"
@@ -347,9 +345,6 @@ void check_runnable_by_trainer(const Manifest& m) {
     check_method_profile(m.methods[i], "$.methods[" + std::to_string(i) + "]", m.file, false);
   }
 }
-
-std::vector<std::string> manifest_attention_choices() { return attention_backend_names(); }
-std::vector<std::string> manifest_batching_choices() { return batching_policy_names(); }
 
 Manifest parse_manifest(const json& j, const std::string& file) {
   JsonObjectReader r(j, "$", file);

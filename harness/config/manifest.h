@@ -141,8 +141,5 @@ std::vector<RunSpec> expand_runs(const Manifest& manifest);
 // What the real trainer cannot run (tp > 1): ConfigError naming $.parallelism.tp.
 void check_runnable_by_trainer(const Manifest& manifest);
 
-// Values the manifest may choose from (also shown in error messages).
-std::vector<std::string> manifest_attention_choices();
-std::vector<std::string> manifest_batching_choices();
 
 }  // namespace sb

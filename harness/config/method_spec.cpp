@@ -191,8 +191,8 @@ void check_method_profile(const MethodSection& m, const std::string& path, const
                           bool simulation_profile) {
   if (!method_needs_profile(m) || !m.profile.empty() || simulation_profile) return;
   throw ConfigError(manifest_file, path + ".profile",
-                    "is required: batching \"" + batching_kind_name(m.batching) + "\" with budget \"" +
-                        budget_kind_name(m.budget) + "\" predicts latency",
+                    "is required: batching \"" + batching_kind_options().name_of(m.batching) + "\" with budget \"" +
+                        budget_kind_options().name_of(m.budget) + "\" predicts latency",
                     "name a latency profile file (made by `sparsebalance profile`, or measured on first use when "
                     "missing); `sparsebalance simulate` also accepts simulation.profile");
 }
@@ -213,16 +213,16 @@ void check_method_defaults(const json& defaults, const std::string& path, const 
       a.finish();
     }
   }
-  r.optional_choice("batching", "sequential", batching_policy_names());
-  r.optional_choice("budget", "fixed", budget_policy_names());
+  r.optional_choice("batching", "sequential", batching_kind_options().names());
+  r.optional_choice("budget", "fixed", budget_kind_options().names());
   if (const json* dst = r.optional_value("dst")) {
     JsonObjectReader d(*dst, r.child_path("dst"), file);
-    d.optional_choice("anchor", "mean", dst_anchor_names());
+    d.optional_choice("anchor", "mean", dst_anchor_options().names());
     d.optional<double>("p", 0);
     d.optional<int64_t>("k_min", 0);
     d.optional<int64_t>("k_max", 0);
-    d.optional_choice("bottleneck", "smallest", dst_bottleneck_rule_names());
-    d.optional_choice("raise", "anchor", dst_raise_rule_names());
+    d.optional_choice("bottleneck", "smallest", dst_bottleneck_options().names());
+    d.optional_choice("raise", "anchor", dst_raise_options().names());
     d.finish();
   }
   if (const json* sab = r.optional_value("sab")) {
@@ -247,15 +247,15 @@ json method_to_json(const MethodSection& m) {
   }
   json j{{"name", m.name},
           {"attention", attention},
-          {"batching", batching_kind_name(m.batching)},
-          {"budget", budget_kind_name(m.budget)}};
+          {"batching", batching_kind_options().name_of(m.batching)},
+          {"budget", budget_kind_options().name_of(m.budget)}};
   if (!m.preset.empty()) j["preset"] = m.preset;
   if (m.budget == BudgetKind::kDst) {
-    j["dst"] = {{"anchor", dst_anchor_name(m.dst.anchor)}, {"p", m.dst.p}, {"k_min", m.dst.k_min},
-                {"k_max", m.dst.k_max}, {"bottleneck", dst_bottleneck_rule_name(m.dst.bottleneck)}};
+    j["dst"] = {{"anchor", dst_anchor_options().name_of(m.dst.anchor)}, {"p", m.dst.p}, {"k_min", m.dst.k_min},
+                {"k_max", m.dst.k_max}, {"bottleneck", dst_bottleneck_options().name_of(m.dst.bottleneck)}};
     // Written only when not the default, so that results resolved before the key existed
     // still match their manifest on a rerun (resume, skip).
-    if (m.dst.raise != DstRaiseRule::kAnchor) j["dst"]["raise"] = dst_raise_rule_name(m.dst.raise);
+    if (m.dst.raise != DstRaiseRule::kAnchor) j["dst"]["raise"] = dst_raise_options().name_of(m.dst.raise);
   }
   if (m.batching == BatchingKind::kSab) j["sab"] = {{"ema_alpha", m.sab.ema_alpha}};
   if (!m.profile.empty()) j["profile"] = m.profile;

@@ -3,11 +3,10 @@
 #include <ATen/Parallel.h>
 #include <nlohmann/json.hpp>
 
-#include <fstream>
 #include <numeric>
-#include <sstream>
 
 #include "common/errors.h"
+#include "harness/common/atomic_file.h"
 #include "harness/common/jsonl_file.h"
 #include "harness/data/deterministic_rng.h"
 #include "models/tokenizer/chat_template.h"
@@ -56,12 +55,8 @@ JsonlSftDataset::JsonlSftDataset(const JsonlDataSection& config, int64_t seed, i
                           std::to_string(model_vocab),
                       "use the model's own tokenizer.json");
   }
-  std::ifstream in(config_.path);
-  if (!in) throw ConfigError(config_.path, "", "cannot be opened", "check data.jsonl.path");
-  std::ostringstream content;
-  content << in.rdbuf();
   std::vector<std::string> lines, wheres;  // a line's text and "file:N"
-  for_each_jsonl_line(config_.path, content.str(), [&](const std::string& line, const std::string& where) {
+  for_each_jsonl_line(config_.path, read_input_file(config_.path, "check data.jsonl.path"), [&](const std::string& line, const std::string& where) {
     lines.push_back(line);
     wheres.push_back(where);
   });

@@ -19,8 +19,9 @@
 
 namespace sb {
 
-// A CPU rank mostly waits for its peers at 2 ranks per core (table1-cpu-pp2: DP2 x PP2 on
-// 2 cores); at 4 per core every rank waits for a core most of the time.
+// experiments/quickstart_dp2_pp2.json runs 2 ranks per core (DP2 x PP2 on 2 cores); at 4
+// per core every rank waits for a core most of the time, and beyond that a mistyped dp
+// would fork hundreds of processes.
 constexpr int64_t kLocalRanksPerCore = 4;
 
 // Throws ConfigError for the first input of `runs` that is missing.

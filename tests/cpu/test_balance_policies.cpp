@@ -111,7 +111,7 @@ TEST(BatchingPolicies, EverySamplePlannedOnceWithinCapacityOnRandomBatches) {
   for (const std::string name : {"sequential", "lbb", "sab"}) {
     for (int trial = 0; trial < 50; ++trial) {
       BatchPlannerOptions options;
-      options.batching = batching_kind_from_name(name);
+      options.batching = batching_kind_options().from_name(name);
       options.dp = rng.uniform_int(1, 4);
       options.max_tokens = rng.uniform_int(4096, 9000);
       options.max_samples = rng.uniform_int(0, 3);
@@ -136,7 +136,7 @@ TEST(BatchingPolicies, EverySamplePlannedOnceWithinCapacityOnRandomBatches) {
 TEST(BatchingPolicies, OversizedSampleIsAnErrorBeforePlanning) {
   for (const std::string name : {"sequential", "lbb", "sab"}) {
     BatchPlannerOptions options;
-    options.batching = batching_kind_from_name(name);
+    options.batching = batching_kind_options().from_name(name);
     options.max_tokens = 1000;
     BatchPlanner planner(options, analytic_predictor());
     EXPECT_THROW(planner.plan({10, 1001}), std::invalid_argument) << name;

@@ -82,7 +82,7 @@ TEST(DstBudget, RaiseRulesAnchorNoneAndDpSlack) {
     std::vector<int64_t> lengths;
     GlobalBatchPlan plan = four_microbatches(lengths);
     dst.assign(plan, lengths);
-    EXPECT_EQ(budgets_of(plan), expected) << dst_raise_rule_name(rule);
+    EXPECT_EQ(budgets_of(plan), expected) << dst_raise_options().name_of(rule);
     double totals[2] = {0, 0};
     for (size_t r = 0; r < 2; ++r) {
       for (const auto& mb : plan.ranks[r]) {
@@ -113,8 +113,8 @@ TEST(DstBudget, RaiseRulesAnchorNoneAndDpSlack) {
   slack_plan.ranks[1] = {PlannedMicroBatch{{6}, 2048}, PlannedMicroBatch{{7}, 256}};
   DstBudget(options, predictor).assign(slack_plan, mixed);
   EXPECT_EQ(budgets_of(slack_plan), (std::vector<int64_t>{8, 8, 8, 8, 8, 8, 1, 8}));
-  EXPECT_EQ(dst_raise_rule_from_name("dp_slack"), DstRaiseRule::kDpSlack);
-  EXPECT_THROW(dst_raise_rule_from_name("always"), std::invalid_argument);
+  EXPECT_EQ(dst_raise_options().from_name("dp_slack"), DstRaiseRule::kDpSlack);
+  EXPECT_THROW(dst_raise_options().from_name("always"), std::invalid_argument);
 }
 
 TEST(DstBudget, BottleneckRuleSmallestOrLargestFeasibleBudget) {
@@ -130,7 +130,7 @@ TEST(DstBudget, BottleneckRuleSmallestOrLargestFeasibleBudget) {
     GlobalBatchPlan plan;
     plan.ranks = {{PlannedMicroBatch{{0}, 1024}}, {PlannedMicroBatch{{1}, 512}}};
     dst.assign(plan, lengths);
-    EXPECT_EQ(budgets_of(plan), (std::vector<int64_t>{expected, 8})) << dst_bottleneck_rule_name(rule);
+    EXPECT_EQ(budgets_of(plan), (std::vector<int64_t>{expected, 8})) << dst_bottleneck_options().name_of(rule);
     EXPECT_DOUBLE_EQ(plan.ranks[0][0].coverage_floor_ratio, 0.8);
   }
   // With k_min 4 nothing in [4, 8] is feasible: both rules fall back to k_min.
@@ -248,8 +248,8 @@ TEST(DstBudget, RejectsInconsistentOptions) {
   EXPECT_THROW(DstBudget(o, predictor), std::invalid_argument);
   o = dst_options(DstAnchor::kMean, 1.5);
   EXPECT_THROW(DstBudget(o, predictor), std::invalid_argument);
-  EXPECT_THROW(dst_anchor_from_name("median"), std::invalid_argument);
-  EXPECT_EQ(dst_anchor_name(dst_anchor_from_name("min")), "min");
+  EXPECT_THROW(dst_anchor_options().from_name("median"), std::invalid_argument);
+  EXPECT_EQ(dst_anchor_options().name_of(dst_anchor_options().from_name("min")), "min");
 }
 
 TEST(FixedBudget, GivesEveryMicroBatchK0AndNoFloor) {

@@ -111,11 +111,21 @@ json all_plans() {
   return out;
 }
 
+// One run per line, so that a diff of the file names the runs whose plans moved.
+std::string golden_text(const json& runs) {
+  std::string out = "{\n";
+  size_t written = 0;
+  for (const auto& [run, entry] : runs.items()) {
+    out += " " + json(run).dump() + ": " + entry.dump() + (++written < runs.size() ? ",\n" : "\n");
+  }
+  return out + "}\n";
+}
+
 TEST(PlanGolden, CheckedInManifestsPlanAsRecorded) {
   ASSERT_TRUE(fs::exists(kProfile)) << kProfile;
   const json actual = all_plans();
   if (std::getenv("SB_UPDATE_GOLDEN") != nullptr) {
-    std::ofstream(kGolden) << actual.dump(1) << "\n";
+    std::ofstream(kGolden) << golden_text(actual);
     GTEST_SKIP() << "wrote " << kGolden;
   }
   std::ifstream in(kGolden);

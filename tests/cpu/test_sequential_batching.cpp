@@ -67,7 +67,7 @@ TEST(GlobalBatchPlan, ValidateCatchesMissingDuplicateAndOverfullMicroBatches) {
 
 TEST(BatchingPolicy, UnknownNameListsKnown) {
   try {
-    batching_kind_from_name("lbb-typo");
+    batching_kind_options().from_name("lbb-typo");
     FAIL();
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("sequential"), std::string::npos);

@@ -132,12 +132,8 @@ const JiebaSegmenter& LazyJieba::get() {
 }
 
 std::vector<LongBenchPrediction> read_longbench_predictions(const fs::path& file, bool require_length) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw ConfigError(file.string(), "", "cannot be opened");
-  std::ostringstream text;
-  text << in.rdbuf();
   std::vector<LongBenchPrediction> items;
-  for_each_jsonl_line(file, text.str(), [&](const std::string& line, const std::string& where) {
+  for_each_jsonl_line(file, read_input_file(file, ""), [&](const std::string& line, const std::string& where) {
     nlohmann::json j = parse_jsonl_line(line, where,
                                         "fix or delete that line (a prediction run that was cut off is resumed by "
                                         "`eval longbench`)",
