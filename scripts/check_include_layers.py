@@ -4,7 +4,8 @@
 The project's folders are layers, bottom to top (docs/layout.md). A folder may include
 headers of its own folder and of the folders below it, never of one above: the data flows
 up (records, plans, results) and the dependencies point down. A subfolder belongs to the
-layer of its nearest listed ancestor (harness/parallel/pipeline is in harness/parallel).
+layer of its nearest listed ancestor (harness/parallel/pipeline is in harness/parallel); a
+subfolder listed itself has its own layer (harness/latency/run_profiles sits above config).
 
 Usage: check_include_layers.py [--root DIR]   (default: the repository holding this script)
 Prints one line per upward include (file:line: from -> to) and exits 1 if there is any;
@@ -31,6 +32,7 @@ LAYERS = [
     "harness/eval",       # LongBench, NIAH, perplexity
     "harness/balance",    # batching and budget policies
     "harness/config",     # the manifest, parsed and resolved
+    "harness/latency/run_profiles",  # the profiles a run or simulated run predicts with
     "harness/train",      # one rank's training loop
     "harness/report",     # tables across runs
     "harness/runner",     # runs a manifest: folders, launcher, profiles, evaluation

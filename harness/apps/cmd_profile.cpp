@@ -11,7 +11,7 @@
 #include "harness/common/atomic_file.h"
 #include "harness/common/system_info.h"
 #include "harness/latency/latency_profiler.h"
-#include "harness/runner/method_profiles.h"
+#include "harness/latency/run_profiles/method_profiles.h"
 
 namespace sb::cli {
 namespace {
@@ -150,16 +150,17 @@ Command register_profile(CLI::App& app) {
                                       {"--seq-lens", &f->seq_lens}, {"--out", &f->out}}) {
       if (value->empty()) throw ConfigError(flag, "", "is required", "see sparsebalance profile --help");
     }
-    if (f->attention != "moba" && f->attention != "dense") {
-      throw ConfigError("--attention", "", "\"" + f->attention + "\" is not moba or dense");
-    }
     ProfileRequest request;
     request.preset = f->model;
-    request.attention = AttentionOptions{f->attention, f->block, 32};
+    try {
+      request.attention = AttentionOptions{attention_kind_options().from_name(f->attention), f->block, 32};
+    } catch (const std::invalid_argument& e) {
+      throw ConfigError("--attention", "", e.what(), "use one of the known names");
+    }
     request.device = f->device;
     request.precision = f->precision;
     request.seq_lens = parse_int_list(f->seq_lens, "--seq-lens");
-    if (f->attention == "moba") {
+    if (request.attention.is_moba()) {
       if (f->budgets.empty()) throw ConfigError("--budgets", "", "is required for MoBA", "e.g. --budgets 1,2,4,8");
       request.budgets = parse_int_list(f->budgets, "--budgets");
     }

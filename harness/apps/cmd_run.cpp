@@ -5,6 +5,9 @@
 #include <iostream>
 #include <optional>
 
+#include <unistd.h>
+
+#include "common/errors.h"
 #include "harness/apps/commands.h"
 #include "harness/common/atomic_file.h"
 #include "harness/common/system_info.h"
@@ -14,7 +17,7 @@
 #include "harness/report/report_plots.h"
 #include "harness/runner/job_session.h"
 #include "harness/runner/local_launcher.h"
-#include "harness/runner/method_profiles.h"
+#include "harness/latency/run_profiles/method_profiles.h"
 #include "harness/runner/run_manifest.h"
 #include "harness/runner/run_preflight.h"
 
@@ -29,6 +32,7 @@ struct RunFlags {
   int64_t progress_every = 10;
   int64_t max_local_ranks = 0;  // 0: default_max_local_ranks
   bool plots = true;
+  std::string plan;  // set by the local launcher for its ranks
 };
 
 // The report's figures (docs/reports.md) into <results>/<manifest>/plots/. Without a
@@ -55,7 +59,7 @@ void draw_plots(const std::filesystem::path& manifest_dir, bool wanted) {
 
 // counts: whether `result` says what ran (the launcher only knows the folder).
 // Prints report.md as the ranks wrote it (the launcher process never holds the Report).
-void print_report(const Manifest& /*manifest*/, const RunManifestResult& result, bool counts) {
+void print_report(const RunManifestResult& result, bool counts) {
   std::cout << read_file(result.manifest_dir / "report.md");
   std::cout << "\nwrote " << (result.manifest_dir / "report.md").string();
   if (counts) {
@@ -65,33 +69,39 @@ void print_report(const Manifest& /*manifest*/, const RunManifestResult& result,
   std::cout << "\n";
 }
 
-// dp x pp > 1 without torchrun/srun: this process becomes the launcher of the ranks.
+// dp x pp > 1 without torchrun/srun: this process becomes the launcher of the ranks. It
+// plans the runs once and hands the ranks that plan (run_plan.h), not the manifest.
 int launch(const Manifest& manifest, const RunFlags& flags, const RunManifestOptions& options) {
   // Conflicts and missing inputs are reported once, before any rank starts; missing
   // latency profiles are measured here, with the ranks' thread count, while no rank
   // competes for the cores.
   check_local_world_fits(manifest, flags.max_local_ranks);
-  const std::vector<RunSpec> runs = runs_to_execute(manifest, options);
-  check_run_inputs(runs);
-  ensure_method_profiles(runs, true, std::cerr);
-  const ParallelLayout layout = parallel_layout_of(manifest);
+  const RunPlan plan = plan_runs(manifest, options);
+  check_run_inputs(plan.pending());
+  ensure_method_profiles(plan.pending(), true, std::cerr);
+  std::filesystem::create_directories(plan.manifest_dir);
+  const std::filesystem::path plan_file = plan.manifest_dir / (".run_plan." + std::to_string(::getpid()) + ".json");
+  write_run_plan(plan_file, plan);
+  const ParallelLayout layout = plan.layout();
   LaunchOptions launch;
   launch.world_size = static_cast<int>(layout.world_size());
   launch.describe_rank = [layout](int r) { return layout.describe_rank(r); };
-  launch.arguments = {current_executable(), "run", flags.manifest, "--results", flags.results,
-                      "--progress-every", std::to_string(flags.progress_every)};
-  if (!flags.only.empty()) {
-    launch.arguments.push_back("--only");
-    launch.arguments.push_back(flags.only);
-  }
-  if (flags.force) launch.arguments.push_back("--force");
+  launch.arguments = {current_executable(), "run", flags.manifest, "--plan", plan_file.string(), "--progress-every",
+                      std::to_string(flags.progress_every)};
   std::cerr << "starting " << launch.world_size << " ranks (dp " << layout.dp() << " x pp " << layout.pp()
             << ") on this machine\n";
-  const int code = launch_local_ranks(launch, std::cerr);
+  int code = 0;
+  try {
+    code = launch_local_ranks(launch, std::cerr);
+  } catch (...) {
+    std::filesystem::remove(plan_file);
+    throw;
+  }
+  std::filesystem::remove(plan_file);
   if (code != 0) return code;
   RunManifestResult result;
-  result.manifest_dir = options.results_root / manifest.name;
-  print_report(manifest, result, false);
+  result.manifest_dir = plan.manifest_dir;
+  print_report(result, false);
   draw_plots(result.manifest_dir, flags.plots);
   return 0;
 }
@@ -126,9 +136,27 @@ Command register_run(CLI::App& app) {
                       std::to_string(kLocalRanksPerCore) + " per CPU core otherwise)")
       ->check(CLI::PositiveNumber);
   sub->add_flag("!--no-plots", flags->plots, "Do not draw the report's figures into <results>/<manifest>/plots/");
+  // The local launcher's ranks read the plan it made instead of the manifest (hidden).
+  sub->add_option("--plan", flags->plan)->group("");
   return [flags]() {
     const bool as_rank = DistEnv::started_as_rank();
     if (as_rank) arm_parent_death_signal();
+    if (!flags->plan.empty()) {
+      if (!started_by_local_launcher()) {
+        throw ConfigError("--plan", "", "is for the ranks the local launcher starts",
+                          "run the manifest: sparsebalance run " + flags->manifest);
+      }
+      RunManifestOptions options;
+      options.manifest_file = flags->manifest;
+      options.command_line = "sparsebalance run " + flags->manifest;
+      options.progress_every = flags->progress_every;
+      try {
+        run_planned(read_run_plan(flags->plan), options, std::cerr);
+      } catch (const RankFailure&) {
+        return 1;  // already printed, naming the rank
+      }
+      return 0;  // the launcher prints the report
+    }
     const Manifest manifest = load_manifest(flags->manifest);
     check_runnable_by_trainer(manifest);
     RunManifestOptions options;
@@ -150,7 +178,7 @@ Command register_run(CLI::App& app) {
     // Under a launcher only rank 0 prints the report (the launcher prints its own).
     const bool prints_report = !as_rank || (DistEnv::from_environment().rank == 0 && !started_by_local_launcher());
     if (prints_report) {
-      print_report(manifest, result, true);
+      print_report(result, true);
       draw_plots(result.manifest_dir, flags->plots);
     }
     return 0;

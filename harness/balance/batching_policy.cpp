@@ -5,7 +5,7 @@
 #include "harness/balance/lbb_batching.h"
 #include "harness/balance/sab_batching.h"
 #include "harness/balance/sequential_batching.h"
-#include "harness/common/option_names.h"
+#include "common/option_names.h"
 
 namespace sb {
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "harness/balance/batch_plan.h"
-#include "harness/common/option_names.h"
+#include "common/option_names.h"
 
 namespace sb {
 

@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "harness/balance/dst_budget.h"
-#include "harness/common/option_names.h"
+#include "common/option_names.h"
 
 namespace sb {
 namespace {

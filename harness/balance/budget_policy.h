@@ -11,7 +11,7 @@
 
 #include "harness/balance/batch_plan.h"
 #include "harness/balance/budget_estimator.h"
-#include "harness/common/option_names.h"
+#include "common/option_names.h"
 #include "harness/latency/latency_predictor.h"
 
 namespace sb {

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "common/errors.h"
-#include "harness/common/option_names.h"
+#include "common/option_names.h"
 
 namespace sb {
 

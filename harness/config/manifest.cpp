@@ -25,6 +25,11 @@ const OptionNames<LrSchedule>& lr_schedule_options() {
   return names;
 }
 
+const OptionNames<TrainDevice>& train_device_options() {
+  static const OptionNames<TrainDevice> names{"device", {{"cpu", TrainDevice::kCpu}, {"cuda", TrainDevice::kCuda}}};
+  return names;
+}
+
 ParallelLayout parallel_layout_of(const Manifest& m) {
   return ParallelLayout(m.parallelism.dp, m.parallelism.pp, m.model.config.num_hidden_layers,
                         m.parallelism.stage_layers);
@@ -93,11 +98,19 @@ SyntheticDataSection parse_synthetic(const json& j, const std::string& path,
   }
   std::vector<std::string> length_choices{"mixture", "file"};
   for (const std::string& name : length_profile_names()) length_choices.push_back(name);
-  s.lengths = r.optional_choice("lengths", s.lengths, length_choices);
+  const std::string lengths = r.optional_choice("lengths", "mixture", length_choices);
+  if (lengths == "mixture") {
+    s.lengths = LengthSource::kMixture;
+  } else if (lengths == "file") {
+    s.lengths = LengthSource::kFile;
+  } else {
+    s.lengths = LengthSource::kProfile;
+    s.length_profile = lengths;
+  }
   s.length_scale = r.optional<double>("length_scale", s.length_scale);
-  r.reject_unless("length_mixture", s.lengths == "mixture", "lengths is \"mixture\"");
-  r.reject_unless("length_file", s.lengths == "file", "lengths is \"file\"");
-  if (s.lengths == "mixture") {
+  r.reject_unless("length_mixture", s.lengths == LengthSource::kMixture, "lengths is \"mixture\"");
+  r.reject_unless("length_file", s.lengths == LengthSource::kFile, "lengths is \"file\"");
+  if (s.lengths == LengthSource::kMixture) {
     const json& mixture = expect_json_array(r.required_value("length_mixture"),
                                             r.child_path("length_mixture"), file);
     for (size_t i = 0; i < mixture.size(); ++i) {
@@ -106,7 +119,7 @@ SyntheticDataSection parse_synthetic(const json& j, const std::string& path,
     }
     r.expect(!s.length_mixture.empty(), "length_mixture", "must have at least one component",
              "add {\"min_tokens\": 64, \"max_tokens\": 512}");
-  } else if (s.lengths == "file") {
+  } else if (s.lengths == LengthSource::kFile) {
     s.length_file = resolve_manifest_path(file, r.required<std::string>("length_file"));
   }
   r.finish();
@@ -256,7 +269,7 @@ CheckpointSection parse_checkpoint(const json& j, const std::string& path, const
 TrainSection parse_train(const json& j, const std::string& path, const std::string& file) {
   JsonObjectReader r(j, path, file);
   TrainSection t;
-  t.device = r.optional_choice("device", t.device, {"cpu", "cuda"});
+  t.device = r.optional_option("device", t.device, train_device_options());
   t.iterations = r.required<int64_t>("iterations");
   t.warmup_iterations = r.optional<int64_t>("warmup_iterations", t.warmup_iterations);
   t.global_batch_size = r.optional<int64_t>("global_batch_size", t.global_batch_size);
@@ -314,7 +327,7 @@ void check_cuda_training(const Manifest& m) {
                     "rebuild with the CUDA toolkit on the PATH (SB_CUDA=ON), or set train.device to \"cpu\"");
 #else
   for (size_t i = 0; i < m.methods.size(); ++i) {
-    if (m.methods[i].attention.name == "moba" && m.train.precision != Qwen2Precision::kBFloat16Mixed) {
+    if (m.methods[i].attention.is_moba() && m.train.precision != Qwen2Precision::kBFloat16Mixed) {
       throw ConfigError(m.file, "$.train.precision",
                         "is \"" + qwen2_precision_name(m.train.precision) + "\" but methods[" + std::to_string(i) +
                             "] uses MoBA on CUDA, whose attention (flash-attention varlen) runs only in bfloat16",
@@ -339,7 +352,7 @@ void check_runnable_by_trainer(const Manifest& m) {
                           "simulate` supports tp > 1",
                       "set tp to 1 (or remove it) for `sparsebalance run`, or use `sparsebalance simulate`");
   }
-  if (m.train.device == "cuda") check_cuda_training(m);
+  if (m.train.on_cuda()) check_cuda_training(m);
   // The simulation's profile serves only `simulate`: the trainer needs the method's own.
   for (size_t i = 0; i < m.methods.size(); ++i) {
     check_method_profile(m.methods[i], "$.methods[" + std::to_string(i) + "]", m.file, false);
@@ -471,7 +484,7 @@ json data_to_json(const DataSection& d) {
               {"shuffle", d.jsonl.shuffle}}}};
   }
   const SyntheticDataSection& s = d.synthetic;
-  json synthetic{{"task", synthetic_task_options().name_of(s.task)}, {"vocab_size", s.vocab_size}, {"lengths", s.lengths},
+  json synthetic{{"task", synthetic_task_options().name_of(s.task)}, {"vocab_size", s.vocab_size}, {"lengths", s.lengths_name()},
                  {"length_scale", s.length_scale}};
   if (s.task == SyntheticTask::kArithmetic) {
     synthetic["prompt_tokens"] = s.prompt_tokens;
@@ -480,13 +493,13 @@ json data_to_json(const DataSection& d) {
     synthetic["key_tokens"] = s.key_tokens;
     synthetic["answer_tokens"] = s.answer_tokens;
   }
-  if (s.lengths == "mixture") {
+  if (s.lengths == LengthSource::kMixture) {
     json mixture = json::array();
     for (const auto& c : s.length_mixture) {
       mixture.push_back({{"weight", c.weight}, {"min_tokens", c.min_tokens}, {"max_tokens", c.max_tokens}});
     }
     synthetic["length_mixture"] = mixture;
-  } else if (s.lengths == "file") {
+  } else if (s.lengths == LengthSource::kFile) {
     synthetic["length_file"] = s.length_file;
   }
   return {{"source", "synthetic"}, {"synthetic", synthetic}};
@@ -498,7 +511,7 @@ json manifest_to_json(const Manifest& m) {
   json methods = json::array();
   for (const auto& method : m.methods) methods.push_back(method_to_json(method));
   const auto& t = m.train;
-  json train = {{"device", t.device},
+  json train = {{"device", t.device_name()},
                 {"iterations", t.iterations},
                 {"warmup_iterations", t.warmup_iterations},
                 {"global_batch_size", t.global_batch_size},

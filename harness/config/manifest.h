@@ -18,7 +18,7 @@
 #include "harness/data/data_spec.h"
 #include "harness/eval/eval_spec.h"
 #include "harness/parallel/parallel_layout.h"
-#include "harness/common/option_names.h"
+#include "common/option_names.h"
 #include "models/qwen2/qwen2_config.h"
 #include "models/qwen2/qwen2_precision.h"
 
@@ -65,8 +65,12 @@ struct LoraSection {
 enum class LrSchedule { kCosine, kConstant };
 const OptionNames<LrSchedule>& lr_schedule_options();  // "cosine" | "constant"
 
+// train.device: CPU ranks (Gloo) or one GPU per rank (NCCL).
+enum class TrainDevice { kCpu, kCuda };
+const OptionNames<TrainDevice>& train_device_options();  // "cpu" | "cuda"
+
 struct TrainSection {
-  std::string device = "cpu";
+  TrainDevice device = TrainDevice::kCpu;
   int64_t iterations = 0;
   int64_t warmup_iterations = 2;  // excluded from the report's medians and rates
   int64_t global_batch_size = 8;  // samples per iteration (optimizer step)
@@ -85,6 +89,9 @@ struct TrainSection {
   bool activation_checkpointing = false;  // per decoder layer
   Qwen2Precision precision = Qwen2Precision::kFloat32;  // "fp32" | "bf16-mixed"
   std::optional<LoraSection> lora;        // absent: full fine-tuning
+
+  bool on_cuda() const { return device == TrainDevice::kCuda; }
+  std::string device_name() const { return train_device_options().name_of(device); }
 };
 
 struct Manifest {

@@ -96,11 +96,11 @@ json effective_method_json(const json& own, const json* defaults, const std::str
   return merged;
 }
 
-AttentionSection parse_attention(const json& j, const std::string& path, const std::string& file) {
+AttentionOptions parse_attention(const json& j, const std::string& path, const std::string& file) {
   JsonObjectReader r(j, path, file);
-  AttentionSection a;
-  a.name = r.required_choice("name", {"dense", "moba"});
-  const bool moba = a.name == "moba";
+  AttentionOptions a;
+  a.kind = r.required_option("name", attention_kind_options());
+  const bool moba = a.is_moba();
   r.reject_unless("block_size", moba, "name is \"moba\"");
   r.reject_unless("top_k", moba, "name is \"moba\"");
   if (moba) {
@@ -177,8 +177,8 @@ MethodSection parse_method_section(const json& own, const json* defaults, const 
              "name a profile, or leave latency_calibration out");
   }
   r.finish();
-  r.expect(m.budget != BudgetKind::kDst || m.attention.name == "moba", "budget",
-           "dst tunes a sparse attention budget, and attention is \"" + m.attention.name + "\"",
+  r.expect(m.budget != BudgetKind::kDst || m.attention.is_moba(), "budget",
+           "dst tunes a sparse attention budget, and attention is \"" + m.attention.name() + "\"",
            "use attention \"moba\" or budget \"fixed\"");
   return m;
 }
@@ -240,8 +240,8 @@ void check_method_defaults(const json& defaults, const std::string& path, const 
 }
 
 json method_to_json(const MethodSection& m) {
-  json attention{{"name", m.attention.name}};
-  if (m.attention.name == "moba") {
+  json attention{{"name", m.attention.name()}};
+  if (m.attention.is_moba()) {
     attention["block_size"] = m.attention.block_size;
     attention["top_k"] = m.attention.top_k;
   }

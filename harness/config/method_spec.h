@@ -29,14 +29,9 @@
 
 #include "harness/balance/batching_policy.h"
 #include "harness/balance/budget_policy.h"
+#include "kernels/attention/attention_backend.h"
 
 namespace sb {
-
-struct AttentionSection {
-  std::string name = "dense";  // "dense" | "moba"
-  int64_t block_size = 256;    // moba: tokens per key/value block (paper: 256)
-  int64_t top_k = 32;          // moba: the default budget k0 (paper: 32)
-};
 
 struct SabSection {
   double ema_alpha = 0.2;
@@ -50,7 +45,7 @@ struct LatencyCalibrationSection {
 struct MethodSection {
   std::string name;
   std::string preset;  // "" when none
-  AttentionSection attention;
+  AttentionOptions attention;
   BatchingKind batching = BatchingKind::kSequential;
   BudgetKind budget = BudgetKind::kFixed;
   // Meaningful when budget is dst; k_max is 2 x top_k when the file has none (resolved).

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/common/option_names.h"
+#include "common/option_names.h"
 #include "harness/data/length_profiles.h"
 
 namespace sb {
@@ -32,6 +32,9 @@ const OptionNames<TooLongRule>& too_long_options();  // "error" | "skip" | "trun
 enum class DataSource { kSynthetic, kJsonl };
 const OptionNames<DataSource>& data_source_options();  // "synthetic" | "jsonl"
 
+// Where synthetic lengths come from: length_mixture, a named profile, or length_file.
+enum class LengthSource { kMixture, kProfile, kFile };
+
 struct SyntheticDataSection {
   SyntheticTask task = SyntheticTask::kArithmetic;
   int64_t vocab_size = 0;  // 0 in the file means: the model's vocab_size (resolved)
@@ -39,10 +42,16 @@ struct SyntheticDataSection {
   int64_t max_stride = 3;      // arithmetic
   int64_t key_tokens = 2;      // retrieval
   int64_t answer_tokens = 8;   // retrieval
-  std::string lengths = "mixture";
+  LengthSource lengths = LengthSource::kMixture;
+  std::string length_profile;  // kProfile: a name from length_profiles.h ("bimodal", "longtail")
   double length_scale = 1.0;
-  std::vector<LengthComponent> length_mixture;  // lengths == "mixture"
-  std::string length_file;                      // lengths == "file" (absolute once resolved)
+  std::vector<LengthComponent> length_mixture;  // kMixture
+  std::string length_file;                      // kFile (absolute once resolved)
+
+  // The manifest's "lengths": "mixture", "file" or the profile's name.
+  std::string lengths_name() const {
+    return lengths == LengthSource::kMixture ? "mixture" : lengths == LengthSource::kFile ? "file" : length_profile;
+  }
 };
 
 // SFT conversations from a JSONL file (data.jsonl; harness/data/jsonl_sft_dataset.h).

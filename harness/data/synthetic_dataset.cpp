@@ -23,8 +23,9 @@ int64_t synthetic_min_length(const SyntheticDataSection& c) {
 }
 
 std::vector<LengthComponent> synthetic_length_components(const SyntheticDataSection& c) {
-  if (c.lengths == "file") return {};
-  const std::vector<LengthComponent> base = c.lengths == "mixture" ? c.length_mixture : length_profile(c.lengths);
+  if (c.lengths == LengthSource::kFile) return {};
+  const std::vector<LengthComponent> base =
+      c.lengths == LengthSource::kMixture ? c.length_mixture : length_profile(c.length_profile);
   return scale_length_components(base, c.length_scale, synthetic_min_length(c));
 }
 
@@ -63,7 +64,7 @@ std::vector<int64_t> synthetic_file_lengths(const SyntheticDataSection& c) {
 
 int64_t synthetic_longest_length(const SyntheticDataSection& c) {
   int64_t longest = 0;
-  if (c.lengths == "file") {
+  if (c.lengths == LengthSource::kFile) {
     for (int64_t l : synthetic_file_lengths(c)) longest = std::max(longest, l);
   } else {
     for (const LengthComponent& comp : synthetic_length_components(c)) longest = std::max(longest, comp.max_tokens);
@@ -73,7 +74,7 @@ int64_t synthetic_longest_length(const SyntheticDataSection& c) {
 
 SyntheticDataset::SyntheticDataset(SyntheticDataSection config, int64_t seed)
     : config_(std::move(config)), seed_(seed) {
-  if (config_.lengths == "file") {
+  if (config_.lengths == LengthSource::kFile) {
     file_lengths_ = synthetic_file_lengths(config_);
   } else {
     components_ = synthetic_length_components(config_);
@@ -129,7 +130,7 @@ int64_t SyntheticDataset::max_length() const {
 }
 
 std::string SyntheticDataset::describe() const {
-  return "synthetic " + synthetic_task_options().name_of(config_.task) + " task, lengths " + config_.lengths +
+  return "synthetic " + synthetic_task_options().name_of(config_.task) + " task, lengths " + config_.lengths_name() +
          (config_.length_scale != 1.0 ? " x " + std::to_string(config_.length_scale) : "") +
          ", vocabulary " + std::to_string(config_.vocab_size);
 }

@@ -82,7 +82,7 @@ ordered_json run_eval_suite(ModelFolder& model, const EvalSpec& spec, const std:
     }
     if (spec.synthetic->dense_reference) {
       const std::shared_ptr<AttentionBackend> own = model.model->attention_backend_ptr();
-      model.model->set_attention_backend(make_attention_backend(AttentionOptions{"dense"}));
+      model.model->set_attention_backend(make_attention_backend(AttentionOptions{AttentionKind::kDense}));
       result["dense"] = synthetic_heldout(model.model, *synthetic_data, *spec.synthetic);
       model.model->set_attention_backend(own);
       for (const auto& [key, value] : result["dense"].items()) {

@@ -62,7 +62,7 @@ std::vector<int64_t> ModelFolder::encode(const std::string& text, const std::str
 }
 
 ModelFolder load_model_folder(const fs::path& dir, const std::string& attention) {
-  return load_model_folder(dir, AttentionOptions{attention});
+  return load_model_folder(dir, AttentionOptions{attention_kind_options().from_name(attention)});
 }
 
 ModelFolder load_model_folder(const fs::path& dir, const AttentionOptions& attention) {

@@ -169,7 +169,7 @@ void check_request(const ProfileRequest& r) {
   if (r.device == "cuda" && !torch::cuda::is_available()) {
     throw std::invalid_argument("--device cuda: no CUDA device is available here");
   }
-  if (r.attention.name == "moba" && r.budgets.empty()) throw std::invalid_argument("--budgets: MoBA needs at least one budget");
+  if (r.attention.is_moba() && r.budgets.empty()) throw std::invalid_argument("--budgets: MoBA needs at least one budget");
   if (r.warmup < 0 || r.repetitions < 1) throw std::invalid_argument("need warmup >= 0 and repetitions >= 1");
   for (int64_t length : r.seq_lens) {
     if (length > qwen2_preset(r.preset).max_position_embeddings) {
@@ -212,13 +212,13 @@ LatencyProfile measure_latency_profile(const ProfileRequest& request, const Prog
   LatencyProfile p;
   p.kind = "measured";
   p.model = latency_profile_model_json(config);
-  p.attention = request.attention.name;
-  p.block_size = request.attention.name == "moba" ? request.attention.block_size : 0;
+  p.attention = request.attention.name();
+  p.block_size = request.attention.is_moba() ? request.attention.block_size : 0;
   p.device = request.device;
   p.warmup = request.warmup;
   p.repetitions = request.repetitions;
   p.seq_lens = request.seq_lens;
-  p.budgets = request.attention.name == "moba" ? request.budgets : std::vector<int64_t>{0};
+  p.budgets = request.attention.is_moba() ? request.budgets : std::vector<int64_t>{0};
   // The whole model runs at the method's default budget when it is on the grid, else at
   // the grid budget nearest below it (the validated profile names a grid budget).
   p.model_budget = p.budgets.front();
@@ -282,7 +282,7 @@ ProfileCheck check_latency_profile(const LatencyProfile& profile, int64_t warmup
   if (profile.kind != "measured") throw std::invalid_argument("only measured profiles can be re-measured");
   ProfileRequest request;
   request.preset = profile.model.at("preset").get<std::string>();
-  request.attention = AttentionOptions{profile.attention, profile.block_size > 0 ? profile.block_size : 256, 32};
+  request.attention = AttentionOptions{attention_kind_options().from_name(profile.attention), profile.block_size > 0 ? profile.block_size : 256, 32};
   request.device = profile.device;
   request.precision = profile.context.value("precision", "fp32");
   request.warmup = warmup;

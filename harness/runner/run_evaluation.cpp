@@ -25,13 +25,13 @@ void evaluate_run(const RunSpec& run, const fs::path& run_dir, std::ostream& log
     throw ConfigError(run_dir.string(), "", "has no checkpoint to evaluate",
                       "rerun it with --force (runs with an eval block save a checkpoint at the end)");
   }
-  const AttentionSection& attention = m.methods.at(0).attention;
-  log << "evaluating " << run.name << " (" << checkpoint->string() << ", " << attention.name << " attention) into "
+  const AttentionOptions& attention = m.methods.at(0).attention;
+  log << "evaluating " << run.name << " (" << checkpoint->string() << ", " << attention.name() << " attention) into "
       << evaluation_dir(run_dir).string() << "\n";
   ModelFolder folder =
-      load_model_folder(*checkpoint, AttentionOptions{attention.name, attention.block_size, attention.top_k});
+      load_model_folder(*checkpoint, attention);
   if (!folder.tokenizer && m.data.source == DataSource::kJsonl) folder.tokenizer = Tokenizer::from_file(m.data.jsonl.tokenizer);
-  place_model(folder, m.train.device, m.train.precision == Qwen2Precision::kBFloat16Mixed ? "bfloat16" : "float32");
+  place_model(folder, m.train.device_name(), m.train.precision == Qwen2Precision::kBFloat16Mixed ? "bfloat16" : "float32");
   std::unique_ptr<Dataset> data;
   if (m.data.source == DataSource::kSynthetic) {
     data = make_dataset(m.data, m.seed, m.model.config.vocab_size, m.train.max_tokens_per_microbatch);

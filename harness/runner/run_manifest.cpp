@@ -1,7 +1,8 @@
 #include "harness/runner/run_manifest.h"
 
-#include <algorithm>
+#include <functional>
 #include <chrono>
+#include <optional>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -14,11 +15,10 @@
 #include "harness/runner/fault_injection.h"
 #include "harness/runner/job_session.h"
 #include "harness/runner/local_launcher.h"
-#include "harness/runner/method_profiles.h"
+#include "harness/latency/run_profiles/method_profiles.h"
 #include "harness/runner/run_evaluation.h"
 #include "harness/runner/run_preflight.h"
-#include "harness/train/checkpoint.h"
-#include "harness/train/trainer.h"
+#include "harness/train/training_run.h"
 
 namespace sb {
 namespace {
@@ -31,7 +31,7 @@ json run_context(const RunSpec& run, const RunManifestOptions& options, const Di
   context["seed"] = run.manifest.seed;
   context["run"] = run.name;
   context["manifest_name"] = run.manifest.name;
-  context["manifest_file"] = options.manifest_file.string();
+  context["manifest_file"] = run.manifest.file;
   context["command_line"] = options.command_line;
   context["started_at_utc"] = utc_timestamp("%Y-%m-%dT%H:%M:%SZ");
   // What the report needs to compare runs: speedups are against the baseline method's
@@ -46,8 +46,8 @@ json run_context(const RunSpec& run, const RunManifestOptions& options, const Di
                       {"dp", p.dp},
                       {"pp", p.pp},
                       {"stage_layers", p.stage_layers},
-                      {"device", run.manifest.train.device},
-                      {"collective_backend", run.manifest.train.device == "cpu" ? "gloo" : "nccl"},
+                      {"device", run.manifest.train.device_name()},
+                      {"collective_backend", run.manifest.train.on_cuda() ? "nccl" : "gloo"},
                       {"launched_by", env.source},
                       {"ranks_per_host", env.local_world_size}};
   return context;
@@ -122,52 +122,30 @@ void execute_run(JobSession& session, const RunSpec& run, size_t index, size_t c
     return std::string("ok");
   });
   const ParallelLayout layout = parallel_layout_of(m);
-  const RankContext context = session.connect_run(run.name, layout, c10::Device(m.train.device),
+  const RankContext context = session.connect_run(run.name, layout, m.train.on_cuda() ? c10::Device(c10::kCUDA) : c10::Device(c10::kCPU),
                                                   m.model.config.tie_word_embeddings);
   // Failures are reported while this run's groups still exist: destroying them first
   // would break the peers' connections and make them report before this rank.
   try {
-    TrainerOptions trainer_options;
-    trainer_options.predictor = predictor;
-    Trainer trainer(run, context, trainer_options);
-    int64_t start = 0;
-    if (decision.disposition == Disposition::kResume) {
-      const CheckpointState loaded =
-          load_checkpoint(decision.checkpoint, run, context, trainer.stage(), trainer.optimizer());
-      start = loaded.iterations_done;
-      if (trainer.planner() != nullptr && !loaded.planner_state.is_null()) {
-        trainer.planner()->load_state(loaded.planner_state);
-      }
-    }
+    TrainingRunOptions training;
+    training.run_dir = run_dir;
+    if (decision.disposition == Disposition::kResume) training.resume_from = decision.checkpoint;
+    training.predictor = predictor;
+    if (fault) training.before_iteration = [&](int64_t it) { fault->fire_if_due(context.rank, it); };
     std::optional<RunFolderWriter> writer;
+    std::optional<ProgressPrinter> progress;
     if (session.is_leader()) writer.emplace(run_dir);
-    const int64_t iterations = m.train.iterations;
-    const auto wall_start = std::chrono::steady_clock::now();
-    ProgressPrinter progress(log, run, index, count, start, options.progress_every);
-    for (int64_t it = start; it < iterations; ++it) {
-      if (fault) fault->fire_if_due(context.rank, it);
-      std::optional<IterationOutcome> outcome = trainer.train_iteration(it);
-      if (outcome) {
-        writer->append(outcome->record, outcome->timeline);
-        progress.iteration_done(it, iterations, outcome->record);
-      }
-      const int64_t done = it + 1;
-      const int64_t every = m.checkpoint.every_iterations;
-      // The evaluation after training reads the final weights from the last checkpoint.
-      const bool at_end = m.checkpoint.at_end || m.eval.has_value();
-      if ((every > 0 && done % every == 0 && done < iterations) || (done == iterations && at_end)) {
-        save_checkpoint(run_dir, done, run, context, trainer.stage(), trainer.optimizer(),
-                        trainer.planner() != nullptr ? trainer.planner()->state() : nlohmann::json());
-      }
-    }
-    context.barrier();
-    if (writer) {
-      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-      writer->finish(iterations, seconds, decision.disposition == Disposition::kResume);
-    }
-    // timeline.json of a long run takes a while to write: wait as for a checkpoint.
-    context.wait_for_all("finished",
-                         std::chrono::milliseconds(static_cast<int64_t>(m.checkpoint.write_timeout_s * 1000)));
+    training.on_started = [&](int64_t first) {
+      if (writer) progress.emplace(log, run, index, count, first, options.progress_every);
+    };
+    training.on_iteration = [&](int64_t it, const IterationOutcome& outcome) {
+      writer->append(outcome.record, outcome.timeline);
+      progress->iteration_done(it, m.train.iterations, outcome.record);
+    };
+    training.on_finished = [&](const TrainingRunResult& done) {
+      if (writer) writer->finish(done.iterations, done.seconds, decision.disposition == Disposition::kResume);
+    };
+    train_run(run, context, training);
   } catch (const ConfigError& e) {
     session.report_failure(e, log);
     throw;
@@ -177,149 +155,97 @@ void execute_run(JobSession& session, const RunSpec& run, size_t index, size_t c
   }
 }
 
-// The runs grouped by their point on the non-method sweep axes (seeds, data, ...), the
-// groups in the order they first appear, each group in manifest method order. A speedup
-// compares a run with the baseline at the same non-method point, so those runs execute
-// back to back: on a machine whose speed drifts over minutes (seen here: 15-25 % within
-// one invocation) the comparison is then made close in time.
-std::vector<RunSpec> in_execution_order(std::vector<RunSpec> runs) {
-  const auto point_key = [](const RunSpec& run) {
-    json key = json::object();
-    for (const auto& [path, value] : run.sweep_point.items()) {
-      if (path.rfind("methods.", 0) != 0) key[path] = value;
-    }
-    return key.dump();
-  };
-  std::vector<std::string> keys;
-  for (const RunSpec& run : runs) {
-    const std::string key = point_key(run);
-    if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
-  }
-  std::stable_sort(runs.begin(), runs.end(), [&](const RunSpec& a, const RunSpec& b) {
-    return std::find(keys.begin(), keys.end(), point_key(a)) < std::find(keys.begin(), keys.end(), point_key(b));
-  });
-  return runs;
-}
-
-}  // namespace
-
-std::vector<RunSpec> select_runs(const Manifest& manifest, const RunManifestOptions& options) {
-  std::vector<RunSpec> runs = in_execution_order(expand_runs(manifest));
-  if (!options.only) return runs;
-  std::vector<RunSpec> selected;
-  std::string names;
-  for (auto& run : runs) {
-    names += (names.empty() ? "" : ", ") + run.name;
-    if (run.name == *options.only) selected.push_back(run);
-  }
-  if (selected.empty()) {
-    throw ConfigError("--only", "", "no run named \"" + *options.only + "\" in " + options.manifest_file.string(),
-                      "use one of: " + names);
-  }
-  return selected;
-}
-
-std::vector<RunSpec> runs_to_execute(const Manifest& manifest, const RunManifestOptions& options) {
-  const std::vector<RunSpec> runs = select_runs(manifest, options);
-  const std::vector<RunDecision> decisions = decide_runs(manifest, options);
-  std::vector<RunSpec> selected;
-  for (size_t i = 0; i < runs.size(); ++i) {
-    if (decisions[i].disposition != Disposition::kSkip) selected.push_back(runs[i]);
-  }
-  return selected;
-}
-
-std::vector<RunDecision> decide_runs(const Manifest& manifest, const RunManifestOptions& options) {
-  std::vector<RunDecision> decisions;
-  const fs::path manifest_dir = options.results_root / manifest.name;
-  for (const RunSpec& run : select_runs(manifest, options)) {
-    decisions.push_back(decide_run(manifest_dir / run.name, manifest_to_json(run.manifest), options.force,
-                                   options.manifest_file.string()));
-  }
-  return decisions;
-}
-
-RunManifestResult run_manifest(const Manifest& manifest, const RunManifestOptions& options, std::ostream& log) {
-  check_runnable_by_trainer(manifest);
-  const int64_t world = manifest.parallelism.dp * manifest.parallelism.pp;
-  const std::optional<FaultInjection> fault = FaultInjection::from_environment();
-  std::unique_ptr<JobSession> session;
+// The job's processes: this one alone, or this rank connected to the others.
+std::unique_ptr<JobSession> open_session(int64_t world, const ParallelLayout& layout, double timeout_s,
+                                         const std::string& manifest_file) {
   if (DistEnv::started_as_rank()) {
     const DistEnv env = DistEnv::from_environment();
     if (env.world_size != world) {
-      throw ConfigError(options.manifest_file.string(), "$.parallelism",
+      throw ConfigError(manifest_file, "$.parallelism",
                         "needs dp x pp = " + std::to_string(world) + " ranks but " + env.source + " started " +
                             std::to_string(env.world_size),
                         "start " + std::to_string(world) + " ranks, or change dp and pp");
     }
-    const ParallelLayout layout = parallel_layout_of(manifest);
-    const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(manifest.parallelism.timeout_s * 1000));
-    session = JobSession::connect(env, timeout, [layout](int r) { return layout.describe_rank(r); });
-  } else if (world != 1) {
+    const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+    return JobSession::connect(env, timeout, [layout](int r) { return layout.describe_rank(r); });
+  }
+  if (world != 1) {
     throw std::logic_error("run_manifest: " + std::to_string(world) +
                            " ranks are needed; start them with the local launcher, torchrun or srun");
-  } else {
-    session = JobSession::single_process();
   }
+  return JobSession::single_process();
+}
 
+// Every rank runs the plan rank 0 makes (`leader_plan`, its JSON), so all act on the same
+// runs and decisions.
+RunManifestResult run_job(JobSession& session, const std::function<std::string()>& leader_plan,
+                          const RunManifestOptions& options, std::ostream& log) {
+  const std::optional<FaultInjection> fault = FaultInjection::from_environment();
   RunManifestResult result;
-  result.manifest_dir = options.results_root / manifest.name;
   try {
-    if (session->is_leader()) {
+    if (session.is_leader()) {
       if (std::string warning = debug_build_warning(); !warning.empty()) log << warning << "\n";
     }
-    const json shared = json::parse(session->agree("decisions", [&] {
-      json list = json::array();
-      for (const RunDecision& d : decide_runs(manifest, options)) list.push_back(run_decision_to_json(d));
-      return list.dump();
-    }));
-    const std::vector<RunSpec> runs = select_runs(manifest, options);
+    const RunPlan plan = run_plan_from_json(json::parse(session.agree("plan", leader_plan)));
+    result.manifest_dir = plan.manifest_dir;
     // Rank 0 checks (or, alone, measures) the latency profiles before any run starts.
-    session->agree("profiles", [&] {
-      std::vector<RunSpec> pending;
-      for (size_t i = 0; i < runs.size(); ++i) {
-        if (run_decision_from_json(shared.at(i)).disposition != Disposition::kSkip) pending.push_back(runs[i]);
-      }
+    session.agree("profiles", [&] {
       // Under the local launcher, which checked the inputs and profiles before starting
       // the ranks, silently.
-      if (!started_by_local_launcher()) check_run_inputs(pending);
-      ensure_method_profiles(pending, !DistEnv::started_as_rank(), log, !started_by_local_launcher());
+      if (!started_by_local_launcher()) check_run_inputs(plan.pending());
+      ensure_method_profiles(plan.pending(), !DistEnv::started_as_rank(), log, !started_by_local_launcher());
       return std::string("ok");
     });
-    for (size_t i = 0; i < runs.size(); ++i) {
-      const RunDecision decision = run_decision_from_json(shared.at(i));
-      const fs::path run_dir = result.manifest_dir / runs[i].name;
-      if (decision.disposition == Disposition::kSkip) {
-        if (session->is_leader()) {
+    for (size_t i = 0; i < plan.runs.size(); ++i) {
+      const PlannedRun& planned = plan.runs[i];
+      const fs::path run_dir = plan.manifest_dir / planned.spec.name;
+      if (planned.decision.disposition == Disposition::kSkip) {
+        if (session.is_leader()) {
           log << "skipping " << run_dir.string() << ": already complete (pass --force to rerun)\n";
         }
-        result.skipped.push_back(runs[i].name);
+        result.skipped.push_back(planned.spec.name);
         continue;
       }
-      execute_run(*session, runs[i], i, runs.size(), decision, run_dir, options, fault, log);
-      result.ran.push_back(runs[i].name);
-      if (decision.disposition == Disposition::kResume) result.resumed.push_back(runs[i].name);
+      execute_run(session, planned.spec, i, plan.runs.size(), planned.decision, run_dir, options, fault, log);
+      result.ran.push_back(planned.spec.name);
+      if (planned.decision.disposition == Disposition::kResume) result.resumed.push_back(planned.spec.name);
     }
-    session->shutdown();
+    session.shutdown();
     // After every rank has finished (and left): rank 0 evaluates the runs whose manifest
     // asks for it, however long that takes, then writes the report.
-    if (session->is_leader()) {
-      for (const RunSpec& run : runs) {
-        const fs::path run_dir = result.manifest_dir / run.name;
-        if (evaluation_pending(run, run_dir)) evaluate_run(run, run_dir, log);
+    if (session.is_leader()) {
+      for (const PlannedRun& planned : plan.runs) {
+        const fs::path run_dir = plan.manifest_dir / planned.spec.name;
+        if (evaluation_pending(planned.spec, run_dir)) evaluate_run(planned.spec, run_dir, log);
       }
-      write_report(result.manifest_dir);
+      write_report(plan.manifest_dir);
     }
   } catch (const RankFailure&) {
     throw;
   } catch (const ConfigError& e) {
-    session->report_failure(e, log);
+    session.report_failure(e, log);
     throw;
   } catch (const std::exception& e) {
-    if (session->world_size() == 1) throw;
-    throw RankFailure(session->report_failure(e, log));
+    if (session.world_size() == 1) throw;
+    throw RankFailure(session.report_failure(e, log));
   }
   return result;
+}
+
+}  // namespace
+
+RunManifestResult run_manifest(const Manifest& manifest, const RunManifestOptions& options, std::ostream& log) {
+  check_runnable_by_trainer(manifest);
+  const std::unique_ptr<JobSession> session =
+      open_session(manifest.parallelism.dp * manifest.parallelism.pp, parallel_layout_of(manifest),
+                   manifest.parallelism.timeout_s, options.manifest_file.string());
+  return run_job(*session, [&] { return run_plan_to_json(plan_runs(manifest, options)).dump(); }, options, log);
+}
+
+RunManifestResult run_planned(const RunPlan& plan, const RunManifestOptions& options, std::ostream& log) {
+  const std::unique_ptr<JobSession> session =
+      open_session(plan.world_size(), plan.layout(), plan.parallelism().timeout_s, plan.manifest_file);
+  return run_job(*session, [&] { return run_plan_to_json(plan).dump(); }, options, log);
 }
 
 }  // namespace sb

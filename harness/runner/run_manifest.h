@@ -13,17 +13,13 @@
 #include <vector>
 
 #include "harness/config/manifest.h"
-#include "harness/runner/run_folder.h"
+#include "harness/runner/run_plan.h"
 
 namespace sb {
 
-struct RunManifestOptions {
-  std::filesystem::path manifest_file;  // for messages and context.json
-  std::filesystem::path results_root = "results";
-  std::optional<std::string> only;  // run just this run
-  bool force = false;               // replace complete runs, restart incomplete ones
-  std::string command_line;         // recorded in context.json
-  int64_t progress_every = 10;      // iterations between progress lines
+struct RunManifestOptions : RunSelection {
+  std::string command_line;     // recorded in context.json
+  int64_t progress_every = 10;  // iterations between progress lines
 };
 
 struct RunManifestResult {
@@ -33,21 +29,14 @@ struct RunManifestResult {
   std::filesystem::path manifest_dir;
 };
 
-// The runs `options` selects (ConfigError for an unknown --only), in execution order:
-// grouped by their point on the non-method sweep axes (e.g. the seed), so that each run
-// executes right next to the baseline it is compared with.
-std::vector<RunSpec> select_runs(const Manifest& manifest, const RunManifestOptions& options);
-
-// The selected runs that are not skipped (complete with the same manifest).
-std::vector<RunSpec> runs_to_execute(const Manifest& manifest, const RunManifestOptions& options);
-
-// What would happen to each selected run; throws ConfigError on a conflict.
-std::vector<RunDecision> decide_runs(const Manifest& manifest, const RunManifestOptions& options);
-
 // In one process, or as one rank when DistEnv::started_as_rank() (then the
-// environment's world size must be dp x pp). A rank's runtime failure is printed to
-// `log` and then thrown as RankFailure (job_session.h).
-RunManifestResult run_manifest(const Manifest& manifest, const RunManifestOptions& options,
-                               std::ostream& log);
+// environment's world size must be dp x pp): the process alone or rank 0 plans the runs
+// (plan_runs) and the other ranks receive that plan. A rank's runtime failure is printed
+// to `log` and then thrown as RankFailure (job_session.h).
+RunManifestResult run_manifest(const Manifest& manifest, const RunManifestOptions& options, std::ostream& log);
+
+// As one rank of the local launcher, which planned the runs before starting the ranks
+// (`options` then only supplies the command line and the progress interval).
+RunManifestResult run_planned(const RunPlan& plan, const RunManifestOptions& options, std::ostream& log);
 
 }  // namespace sb

@@ -70,7 +70,7 @@ void check_one_run(const RunSpec& run) {
     require(m, m.data.jsonl.path, Kind::kFile, "$.data.jsonl.path", "fix the path (relative to the manifest)");
     require(m, m.data.jsonl.tokenizer, Kind::kFile, "$.data.jsonl.tokenizer",
             "point it at the model's tokenizer.json (relative to the manifest)");
-  } else if (m.data.source == DataSource::kSynthetic && m.data.synthetic.lengths == "file") {
+  } else if (m.data.source == DataSource::kSynthetic && m.data.synthetic.lengths == LengthSource::kFile) {
     require(m, m.data.synthetic.length_file, Kind::kFile, "$.data.synthetic.length_file",
             "fix the path (relative to the manifest)");
   }
@@ -102,13 +102,13 @@ void check_run_inputs(const std::vector<RunSpec>& runs) {
 }
 
 int64_t default_max_local_ranks(const Manifest& manifest) {
-  if (manifest.train.device.rfind("cuda", 0) == 0) return visible_gpus();
+  if (manifest.train.on_cuda()) return visible_gpus();
   return kLocalRanksPerCore * cpu_cores();
 }
 
 void check_local_world_fits(const Manifest& manifest, int64_t max_local_ranks) {
   const int64_t world = manifest.parallelism.dp * manifest.parallelism.pp;
-  const bool cuda = manifest.train.device.rfind("cuda", 0) == 0;
+  const bool cuda = manifest.train.on_cuda();
   const bool user_limit = max_local_ranks > 0;
   const int64_t limit = user_limit ? max_local_ranks : default_max_local_ranks(manifest);
   if (world <= limit) return;

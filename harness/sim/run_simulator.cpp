@@ -84,7 +84,7 @@ RunSimulator::RunSimulator(const Manifest& m, SimProfile profile, ClusterSection
   dataset_ = make_dataset(m.data, m.seed, config.vocab_size, m.train.max_tokens_per_microbatch);
   planner_ = std::make_unique<BatchPlanner>(method_planner_options(m, m.parallelism.dp), profile_.predictor);
   const MethodSection& method = m.methods.at(0);
-  if (method.attention.name == "moba") {
+  if (method.attention.is_moba()) {
     coverage_ = std::make_unique<ZipfCoverageModel>(simulation_.coverage.exponent, method.attention.block_size);
   }
   stage_trained_params_ = stage_trained_parameters(m);
@@ -98,7 +98,7 @@ SimulatedIteration RunSimulator::simulate_iteration(int64_t iteration) {
   const Qwen2Config& config = m.model.config;
   const LatencyPredictor& predictor = *profile_.predictor;
   const int64_t dp = m.parallelism.dp, pp = m.parallelism.pp, tp = m.parallelism.tp;
-  const bool moba = method.attention.name == "moba";
+  const bool moba = method.attention.is_moba();
 
   SimulatedIteration out;
   IterationRecord& record = out.record;

@@ -40,7 +40,7 @@
 #include "harness/sim/cluster_model.h"
 #include "harness/sim/coverage_model.h"
 #include "harness/sim/latency_noise.h"
-#include "harness/sim/sim_profile.h"
+#include "harness/latency/run_profiles/sim_profile.h"
 #include "harness/trace/timeline.h"
 
 namespace sb {

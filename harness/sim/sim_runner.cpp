@@ -218,8 +218,8 @@ FittedRuns fit_runs(const Manifest& manifest, const RunManifestOptions& options,
     if (!run.manifest.simulation) continue;
     SimulationSection& simulation = *run.manifest.simulation;
     RunFits& fits = out.of_run[run.name];
-    const AttentionSection& attention = run.manifest.methods.at(0).attention;
-    if (!simulation.coverage.fit_from.empty() && attention.name == "moba") {
+    const AttentionOptions& attention = run.manifest.methods.at(0).attention;
+    if (!simulation.coverage.fit_from.empty() && attention.is_moba()) {
       const std::string& from = simulation.coverage.fit_from;
       fits.coverage = &fitted_once(out.coverage, std::make_pair(from, attention.block_size), [&] {
         CoverageFit fit =

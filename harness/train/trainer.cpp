@@ -111,9 +111,9 @@ Trainer::Trainer(const RunSpec& run, const RankContext& context, TrainerOptions 
       return std::shared_ptr<AttentionBackend>(make_attention_backend(attention));
     };
   }
-  const AttentionSection& attention = m.methods.at(0).attention;
+  const AttentionOptions& attention = m.methods.at(0).attention;
   const std::shared_ptr<AttentionBackend> backend =
-      options.make_backend(AttentionOptions{attention.name, attention.block_size, attention.top_k});
+      options.make_backend(attention);
   // The whole model from the seed, patched by the training options (LoRA draws its A
   // matrices here too), before the stage keeps its parts: every layout starts from the
   // one-process run's weights.

@@ -7,20 +7,24 @@
 
 namespace sb {
 
-std::vector<std::string> attention_backend_names() { return {"dense", "moba"}; }
+const OptionNames<AttentionKind>& attention_kind_options() {
+  static const OptionNames<AttentionKind> names{"attention",
+                                                {{"dense", AttentionKind::kDense}, {"moba", AttentionKind::kMoba}}};
+  return names;
+}
 
 std::unique_ptr<AttentionBackend> make_attention_backend(const std::string& name) {
-  return make_attention_backend(AttentionOptions{name});
+  return make_attention_backend(AttentionOptions{attention_kind_options().from_name(name)});
 }
 
 std::unique_ptr<AttentionBackend> make_attention_backend(const AttentionOptions& options) {
-  const std::string& name = options.name;
-  if (name == "dense") return std::make_unique<DenseCausalAttention>();
-  if (name == "moba") return std::make_unique<MobaAttention>(options.block_size, options.top_k);
-  std::string known;
-  for (const std::string& n : attention_backend_names()) known += (known.empty() ? "" : ", ") + n;
-  throw std::invalid_argument("unknown attention backend \"" + name +
-                              "\"; known backends: " + known);
+  switch (options.kind) {
+    case AttentionKind::kDense:
+      return std::make_unique<DenseCausalAttention>();
+    case AttentionKind::kMoba:
+      return std::make_unique<MobaAttention>(options.block_size, options.top_k);
+  }
+  throw std::logic_error("make_attention_backend: an attention kind without a backend");
 }
 
 }  // namespace sb

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/option_names.h"
 #include "kernels/attention/packed_sequences.h"
 
 namespace sb {
@@ -64,19 +65,25 @@ class AttentionBackend {
                                     double scale) = 0;
 };
 
-// What a backend is built from: its name and, for MoBA, the block size and the
-// default budget (used when no budget request is set). Dense ignores the numbers.
+// The attention patterns a backend computes: dense causal, or MoBA's top-k key blocks.
+enum class AttentionKind { kDense, kMoba };
+const OptionNames<AttentionKind>& attention_kind_options();  // "dense" | "moba"
+
+// What a backend is built from (also a manifest method's "attention"): the pattern and,
+// for MoBA, the block size and the default budget (used when no budget request is set).
+// Dense ignores the numbers.
 struct AttentionOptions {
-  std::string name;
-  int64_t block_size = 256;
-  int64_t top_k = 32;
+  AttentionKind kind = AttentionKind::kDense;
+  int64_t block_size = 256;  // moba: tokens per key/value block (paper: 256)
+  int64_t top_k = 32;        // moba: the default budget k0 (paper: 32)
+
+  std::string name() const { return attention_kind_options().name_of(kind); }
+  bool is_moba() const { return kind == AttentionKind::kMoba; }
 };
 
-// Known names: "dense", "moba". Throws std::invalid_argument naming the known backends
-// (or the bad option).
 std::unique_ptr<AttentionBackend> make_attention_backend(const AttentionOptions& options);
-// The same with default options.
+// The backend of a name with default options; std::invalid_argument naming the known
+// names for another.
 std::unique_ptr<AttentionBackend> make_attention_backend(const std::string& name);
-std::vector<std::string> attention_backend_names();
 
 }  // namespace sb

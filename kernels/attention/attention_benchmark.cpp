@@ -180,7 +180,7 @@ struct BenchSubject {
     k = at::randn({length, config.kv_heads, config.head_dim}, options);  // [L, Hkv, D]
     v = at::randn({length, config.kv_heads, config.head_dim}, options);  // [L, Hkv, D]
     grad_out = at::randn_like(q);
-    backend = make_attention_backend(AttentionOptions{config.impl, config.block, config.top_k});
+    backend = make_attention_backend(AttentionOptions{attention_kind_options().from_name(config.impl), config.block, config.top_k});
     params = reference_params(config, scale);
     result.attended_pairs =
         config.impl == "moba"

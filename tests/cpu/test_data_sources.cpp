@@ -33,7 +33,8 @@ fs::path temp_file(const std::string& name, const std::string& content) {
 TEST(LengthProfiles, BimodalHasMostMassUnder4KAndAbove16K) {
   SyntheticDataSection s;
   s.vocab_size = 64;
-  s.lengths = "bimodal";
+  s.lengths = LengthSource::kProfile;
+  s.length_profile = "bimodal";
   SyntheticDataset d(s, 1);
   int under_4k = 0, over_16k = 0;
   const int n = 4000;
@@ -52,7 +53,8 @@ TEST(LengthProfiles, BimodalHasMostMassUnder4KAndAbove16K) {
 TEST(LengthProfiles, ScaledLongtailKeepsItsShapeAndMinimum) {
   SyntheticDataSection s;
   s.vocab_size = 64;
-  s.lengths = "longtail";
+  s.lengths = LengthSource::kProfile;
+  s.length_profile = "longtail";
   s.length_scale = 1.0 / 256;  // 8192..73728 -> 32..288
   const auto components = synthetic_length_components(s);
   ASSERT_EQ(components.size(), 4u);
@@ -66,7 +68,7 @@ TEST(LengthProfiles, ScaledLongtailKeepsItsShapeAndMinimum) {
 TEST(LengthFile, ScaledLengthsAndErrorsNamingTheLine) {
   SyntheticDataSection s;
   s.vocab_size = 64;
-  s.lengths = "file";
+  s.lengths = LengthSource::kFile;
   s.length_scale = 0.5;
   s.length_file = temp_file("lengths.txt", "100\n\n40\n 64 \n").string();
   EXPECT_EQ(synthetic_file_lengths(s), (std::vector<int64_t>{50, 20, 32}));

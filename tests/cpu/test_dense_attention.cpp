@@ -158,7 +158,7 @@ TEST(DenseAttention, RejectsInconsistentInputs) {
 
 TEST(AttentionBackendRegistry, KnowsDenseAndListsNamesOnError) {
   EXPECT_EQ(make_attention_backend("dense")->name(), "dense");
-  EXPECT_EQ(attention_backend_names(), (std::vector<std::string>{"dense", "moba"}));
+  EXPECT_EQ(attention_kind_options().names(), (std::vector<std::string>{"dense", "moba"}));
   try {
     make_attention_backend("nope");
     FAIL() << "make_attention_backend(\"nope\") did not throw";

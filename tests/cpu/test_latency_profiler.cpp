@@ -68,7 +68,7 @@ TEST(MeasureInterleaved, TimesEveryPointOncePerRoundInAShuffledOrderAfterTheWarm
 TEST(ProfileCheck, ReMeasuresMidpointsAndPackedMicroBatches) {
   ProfileRequest request;
   request.preset = "qwen2-test";
-  request.attention = AttentionOptions{"moba", 8, 2};
+  request.attention = AttentionOptions{AttentionKind::kMoba, 8, 2};
   request.seq_lens = {16, 32, 64};
   request.budgets = {1, 2, 4};
   request.warmup = 0;

@@ -43,7 +43,7 @@ TEST(Manifest, FillsDefaults) {
   EXPECT_EQ(m.data.source, DataSource::kSynthetic);
   EXPECT_EQ(m.data.synthetic.vocab_size, 128);  // qwen2-test's vocabulary
   EXPECT_EQ(m.train.global_batch_size, 8);
-  EXPECT_EQ(m.methods.at(0).attention.name, "dense");
+  EXPECT_EQ(m.methods.at(0).attention.name(), "dense");
   EXPECT_EQ(m.methods.at(0).batching, BatchingKind::kSequential);
   EXPECT_EQ(m.parallelism.dp, 1);
   EXPECT_EQ(m.train.lr_schedule, LrSchedule::kCosine);
@@ -141,7 +141,7 @@ TEST(Manifest, CudaDeviceIsCheckedBeforeTraining) {
   j["train"]["device"] = "cuda";
   j["methods"] = json::parse(R"([{"name": "moba", "attention": {"name": "moba", "block_size": 8, "top_k": 2}}])");
   const Manifest fp32 = parse_manifest(j, "m.json");
-  EXPECT_EQ(fp32.train.device, "cuda");
+  EXPECT_EQ(fp32.train.device, TrainDevice::kCuda);
   EXPECT_EQ(manifest_to_json(fp32)["train"]["device"], "cuda");
   const auto runnable_error = [](const Manifest& m) -> std::string {
     try {

@@ -36,7 +36,7 @@ TEST(ManifestMethods, PresetsAreTheTableOneRows) {
   const Manifest m = parse_manifest(manifest_with(methods, defaults), "m.json");
   const auto row = [&](size_t i) {
     const MethodSection& s = m.methods[i];
-    return s.attention.name + "/" + batching_kind_options().name_of(s.batching) + "/" + budget_kind_options().name_of(s.budget);
+    return s.attention.name() + "/" + batching_kind_options().name_of(s.batching) + "/" + budget_kind_options().name_of(s.budget);
   };
   EXPECT_EQ(row(0), "moba/sequential/fixed");
   EXPECT_EQ(row(1), "moba/sequential/dst");

@@ -6,7 +6,7 @@
 
 #include "common/errors.h"
 #include "harness/latency/analytic_profile.h"
-#include "harness/runner/method_profiles.h"
+#include "harness/latency/run_profiles/method_profiles.h"
 #include "models/qwen2/qwen2_config.h"
 #include "tests/support/run_command.h"
 

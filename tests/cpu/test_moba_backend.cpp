@@ -24,7 +24,7 @@ using test::moba_max_abs_diff;
 using test::moba_random_inputs;
 
 TEST(MobaBackend, MadeByNameAndOptions) {
-  const auto names = attention_backend_names();
+  const auto names = attention_kind_options().names();
   EXPECT_NE(std::find(names.begin(), names.end(), "moba"), names.end());
   const auto by_name = make_attention_backend("moba");
   EXPECT_EQ(by_name->name(), "moba");
@@ -32,14 +32,14 @@ TEST(MobaBackend, MadeByNameAndOptions) {
   ASSERT_NE(defaults, nullptr);
   EXPECT_EQ(defaults->block_size(), 256);
   EXPECT_EQ(defaults->default_top_k(), 32);
-  const auto with_options = make_attention_backend(AttentionOptions{"moba", 64, 8});
+  const auto with_options = make_attention_backend(AttentionOptions{AttentionKind::kMoba, 64, 8});
   const auto* configured = dynamic_cast<const MobaAttention*>(with_options.get());
   ASSERT_NE(configured, nullptr);
   EXPECT_EQ(configured->block_size(), 64);
   EXPECT_EQ(configured->default_top_k(), 8);
-  EXPECT_EQ(make_attention_backend(AttentionOptions{"dense", 64, 8})->name(), "dense");
-  EXPECT_THROW(make_attention_backend(AttentionOptions{"moba", 0, 8}), std::invalid_argument);
-  EXPECT_THROW(make_attention_backend(AttentionOptions{"moba", 64, 0}), std::invalid_argument);
+  EXPECT_EQ(make_attention_backend(AttentionOptions{AttentionKind::kDense, 64, 8})->name(), "dense");
+  EXPECT_THROW(make_attention_backend(AttentionOptions{AttentionKind::kMoba, 0, 8}), std::invalid_argument);
+  EXPECT_THROW(make_attention_backend(AttentionOptions{AttentionKind::kMoba, 64, 0}), std::invalid_argument);
   try {
     make_attention_backend("mobba");
     ADD_FAILURE() << "no error for an unknown name";
@@ -52,7 +52,7 @@ TEST(MobaBackend, ForwardIsTheKernelWithTheRequestedBudgetsAndRecordsStatsPerLay
   const std::vector<int64_t> lengths = {40, 23, 64};
   const auto packed = PackedSequences::from_lengths(lengths);
   const auto in = moba_random_inputs(lengths, lengths, 4, 2, 8, at::kFloat, 31);
-  auto backend = make_attention_backend(AttentionOptions{"moba", 8, 3});
+  auto backend = make_attention_backend(AttentionOptions{AttentionKind::kMoba, 8, 3});
 
   // No request: the default budget for every sequence.
   const at::Tensor out0 = backend->forward(in.q, in.k, in.v, packed, 0.35, /*layer=*/0);
@@ -100,7 +100,7 @@ TEST(MobaBackend, ForwardIsTheKernelWithTheRequestedBudgetsAndRecordsStatsPerLay
 TEST(MobaBackend, RejectsARequestThatDoesNotMatchTheMicroBatch) {
   const auto packed = PackedSequences::from_lengths({10, 10});
   const auto in = moba_random_inputs({10, 10}, {10, 10}, 2, 1, 8, at::kFloat, 1);
-  auto backend = make_attention_backend(AttentionOptions{"moba", 4, 2});
+  auto backend = make_attention_backend(AttentionOptions{AttentionKind::kMoba, 4, 2});
   AttentionBudgetRequest request;
   request.top_k = {2, 2, 2};
   backend->set_budget_request(request);
@@ -115,7 +115,7 @@ TEST(MobaBackend, RejectsARequestThatDoesNotMatchTheMicroBatch) {
 
 TEST(MobaBackend, PrefillThroughTheCacheIsTheTrainingForward) {
   const auto in = moba_random_inputs({45}, {45}, 4, 2, 8, at::kFloat, 41);
-  auto backend = make_attention_backend(AttentionOptions{"moba", 8, 3});
+  auto backend = make_attention_backend(AttentionOptions{AttentionKind::kMoba, 8, 3});
   const at::Tensor cached = backend->forward_cached(in.q, in.k, in.v, 0.3);
   const at::Tensor trained =
       backend->forward(in.q, in.k, in.v, PackedSequences::from_lengths({45}), 0.3, 0);
@@ -128,7 +128,7 @@ TEST(MobaBackend, DecodingMatchesTheReferenceBuiltWithTheSameRule) {
   for (const auto& [n, length] : std::vector<std::pair<int64_t, int64_t>>{
            {1, 45}, {1, 48}, {1, 49}, {5, 45}, {11, 40}, {3, 3}}) {
     const auto in = moba_random_inputs({n}, {length}, 4, 2, 8, at::kDouble, 50 + n + length);
-    auto backend = make_attention_backend(AttentionOptions{"moba", 8, 3});
+    auto backend = make_attention_backend(AttentionOptions{AttentionKind::kMoba, 8, 3});
     const at::Tensor out = backend->forward_cached(in.q, in.k, in.v, 0.3);
     const MobaParams params = test::moba_test_params(8, {3}, 0.3);
     const MobaReferenceResult reference =
@@ -143,7 +143,7 @@ TEST(MobaBackend, ADecodeStepGatesWithTheTokensOwnQuery) {
   // maximising q . mean(K_j) (its own query, per head) plus its own block up to itself.
   const int64_t length = 37, block = 8;
   const auto in = moba_random_inputs({1}, {length}, 2, 1, 8, at::kDouble, 77);
-  auto backend = make_attention_backend(AttentionOptions{"moba", block, 2});
+  auto backend = make_attention_backend(AttentionOptions{AttentionKind::kMoba, block, 2});
   const at::Tensor out = backend->forward_cached(in.q, in.k, in.v, 0.3);  // [1, 2, 8]
   for (int64_t h = 0; h < 2; ++h) {
     const at::Tensor query = in.q[0][h];  // [8]

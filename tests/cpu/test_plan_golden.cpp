@@ -25,7 +25,7 @@
 #include "harness/config/manifest.h"
 #include "harness/data/batch_shape.h"
 #include "harness/data/dataset.h"
-#include "harness/runner/method_profiles.h"
+#include "harness/latency/run_profiles/method_profiles.h"
 #include "harness/train/method_planner_options.h"
 #include "models/qwen2/qwen2_config.h"
 

@@ -10,6 +10,7 @@
 #include "harness/data/synthetic_dataset.h"
 #include "harness/train/checkpoint.h"
 #include "harness/train/trainer.h"
+#include "harness/train/training_run.h"
 #include "models/qwen2/qwen2_hf_checkpoint.h"
 #include "tests/support/run_command.h"
 
@@ -92,6 +93,60 @@ TEST(Checkpoint, ResumedTrainingContinuesBitForBit) {
         << first.stage().parameters()[i].name;
   }
   fs::remove_all(run_dir);
+}
+
+// train_run's hooks see every iteration once, its checkpoints follow the manifest, and a
+// run stopped after a checkpoint and resumed through train_run gives the uninterrupted
+// run's losses (the oracle: the same run without the stop).
+TEST(TrainingRun, ResumesFromItsOwnCheckpointAsIfNeverStopped) {
+  const fs::path run_dir = test::fresh_temp_dir("training_run_resume");
+  RunSpec run = small_run("qwen2-tiny");
+  run.manifest.checkpoint.every_iterations = 2;
+  const RankContext context = one_process(run);
+  const auto record_losses = [](std::vector<double>& into) {
+    return [&into](int64_t it, const IterationOutcome& outcome) {
+      EXPECT_EQ(outcome.record.iteration, it);
+      into.push_back(outcome.record.loss);
+    };
+  };
+
+  std::vector<double> uninterrupted;
+  TrainingRunOptions whole;
+  whole.run_dir = test::fresh_temp_dir("training_run_whole");
+  whole.on_iteration = record_losses(uninterrupted);
+  TrainingRunResult finished;
+  whole.on_finished = [&](const TrainingRunResult& r) { finished = r; };
+  const TrainingRunResult result = train_run(run, context, whole);
+  EXPECT_EQ(result.first_iteration, 0);
+  EXPECT_EQ(finished.iterations, 4);
+  ASSERT_EQ(uninterrupted.size(), 4u);
+  EXPECT_EQ(latest_checkpoint(whole.run_dir), whole.run_dir / "checkpoints" / "iter_00000002")
+      << "every 2 iterations, none after the last without at_end";
+
+  std::vector<double> interrupted;
+  TrainingRunOptions stopped;
+  stopped.run_dir = run_dir;
+  stopped.on_iteration = record_losses(interrupted);
+  stopped.before_iteration = [](int64_t it) {
+    if (it == 3) throw std::runtime_error("stopped on purpose");
+  };
+  EXPECT_THROW(train_run(run, context, stopped), std::runtime_error);
+  ASSERT_EQ(interrupted.size(), 3u);
+
+  std::vector<double> resumed;
+  TrainingRunOptions again;
+  again.run_dir = run_dir;
+  again.resume_from = latest_checkpoint(run_dir);
+  int64_t started_at = -1;
+  again.on_started = [&](int64_t first) { started_at = first; };
+  again.on_iteration = record_losses(resumed);
+  EXPECT_EQ(train_run(run, context, again).first_iteration, 2);
+  EXPECT_EQ(started_at, 2);
+  ASSERT_EQ(resumed.size(), 2u);
+  EXPECT_EQ(resumed[0], uninterrupted[2]);
+  EXPECT_EQ(resumed[1], uninterrupted[3]);
+  fs::remove_all(run_dir);
+  fs::remove_all(whole.run_dir);
 }
 
 TEST(Checkpoint, IsAnHfModelFolderAndKeepsOnlyTheNewest) {

@@ -212,7 +212,7 @@ TEST(MobaCuda, ManyCopiesOfOnePartialBlockEqualTheCpuBitwise) {
 }
 
 TEST(MobaCuda, DecodingThroughTheBackendMatchesTheReference) {
-  auto backend = make_attention_backend(AttentionOptions{"moba", 64, 3});
+  auto backend = make_attention_backend(AttentionOptions{AttentionKind::kMoba, 64, 3});
   at::manual_seed(11);
   for (const auto& [n, length] : std::vector<std::pair<int64_t, int64_t>>{{1, 300}, {7, 300}, {300, 300}}) {
     const at::Tensor q = at::randn({n, 8, 64}).to(at::kBFloat16);

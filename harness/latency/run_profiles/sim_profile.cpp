@@ -1,4 +1,4 @@
-#include "harness/sim/sim_profile.h"
+#include "harness/latency/run_profiles/sim_profile.h"
 
 #include <algorithm>
 
@@ -48,7 +48,7 @@ SimProfile load_sim_profile(const Manifest& m, int64_t longest_sample, const std
     DeviceThroughput device = device_throughput_preset(a.device);
     device.matmul_efficiency = a.matmul_efficiency;
     device.attention_efficiency = a.attention_efficiency;
-    const bool moba = method.attention.name == "moba";
+    const bool moba = method.attention.is_moba();
     const int64_t block = moba ? method.attention.block_size : 256;
     std::vector<int64_t> seq_lens;
     if (block >= 8) {
@@ -63,7 +63,7 @@ SimProfile load_sim_profile(const Manifest& m, int64_t longest_sample, const std
       const int64_t k_max = std::max(method.attention.top_k, method.budget == BudgetKind::kDst ? method.dst.k_max : int64_t{0});
       for (int64_t k = 1; k <= k_max; ++k) budgets.push_back(k);
     }
-    LatencyProfile profile = make_analytic_profile(m.model.config, method.attention.name, block,
+    LatencyProfile profile = make_analytic_profile(m.model.config, method.attention.name(), block,
                                                    seq_lens, budgets, device);
     SimProfile p;
     p.kind = profile.kind;

@@ -1,4 +1,4 @@
-#include "harness/runner/method_profiles.h"
+#include "harness/latency/run_profiles/method_profiles.h"
 
 #include <ATen/Parallel.h>
 
@@ -54,14 +54,14 @@ ProfileRequest default_profile_request(const Manifest& manifest, const MethodSec
                                        int64_t longest_sample) {
   ProfileRequest request;
   request.preset = manifest.model.preset;
-  request.attention = AttentionOptions{method.attention.name, method.attention.block_size, method.attention.top_k};
-  request.device = manifest.train.device.rfind("cuda", 0) == 0 ? "cuda" : "cpu";
+  request.attention = method.attention;
+  request.device = manifest.train.device_name();
   request.precision = qwen2_precision_name(manifest.train.precision);
   request.seed = static_cast<uint64_t>(manifest.seed);
   const int64_t top = next_power_of_two(std::max<int64_t>(longest_sample, 64));
   for (int64_t len = std::max<int64_t>(16, top / 128); len <= top; len *= 2) request.seq_lens.push_back(len);
   while (request.seq_lens.size() > 8) request.seq_lens.erase(request.seq_lens.begin());
-  if (method.attention.name == "moba") {
+  if (method.attention.is_moba()) {
     const int64_t block = std::max<int64_t>(1, method.attention.block_size);
     const int64_t blocks = std::max<int64_t>(1, (std::max<int64_t>(longest_sample, 1) + block - 1) / block);
     std::vector<int64_t> budgets;
@@ -78,8 +78,8 @@ ProfileRequest default_profile_request(const Manifest& manifest, const MethodSec
 
 std::string profile_command_line(const ProfileRequest& request, const fs::path& out, int64_t threads) {
   std::ostringstream line;
-  line << "sparsebalance profile --model " << request.preset << " --attention " << request.attention.name;
-  if (request.attention.name == "moba") line << " --block " << request.attention.block_size;
+  line << "sparsebalance profile --model " << request.preset << " --attention " << request.attention.name();
+  if (request.attention.is_moba()) line << " --block " << request.attention.block_size;
   line << " --device " << request.device << " --precision " << request.precision << " --seq-lens "
        << join(request.seq_lens);
   if (!request.budgets.empty()) line << " --budgets " << join(request.budgets);
@@ -100,17 +100,17 @@ void check_profile_matches(const LatencyProfile& profile, const Manifest& manife
     throw ConfigError(manifest.file, json_path,
                       file + " was measured for model \"" + preset + "\", not \"" + manifest.model.preset + "\"", fix);
   }
-  if (profile.attention != method.attention.name) {
+  if (profile.attention != method.attention.name()) {
     throw ConfigError(manifest.file, json_path,
-                      file + " was measured with " + profile.attention + " attention, not " + method.attention.name, fix);
+                      file + " was measured with " + profile.attention + " attention, not " + method.attention.name(), fix);
   }
-  if (method.attention.name == "moba" && profile.block_size != method.attention.block_size) {
+  if (method.attention.is_moba() && profile.block_size != method.attention.block_size) {
     throw ConfigError(manifest.file, json_path,
                       file + " was measured with MoBA blocks of " + std::to_string(profile.block_size) +
                           " tokens, not " + std::to_string(method.attention.block_size),
                       fix);
   }
-  const std::string device = manifest.train.device.rfind("cuda", 0) == 0 ? "cuda" : "cpu";
+  const std::string device = manifest.train.device_name();
   if (profile.device != device) {
     throw ConfigError(manifest.file, json_path,
                       file + " was measured on " + profile.device + ", but the run trains on " + device, fix);
