@@ -9,6 +9,7 @@
 
 #include "common/errors.h"
 #include "harness/apps/commands.h"
+#include "harness/apps/manifest_set_option.h"
 #include "harness/common/atomic_file.h"
 #include "harness/common/system_info.h"
 #include "harness/config/manifest.h"
@@ -33,6 +34,7 @@ struct RunFlags {
   int64_t max_local_ranks = 0;  // 0: default_max_local_ranks
   bool plots = true;
   std::string plan;  // set by the local launcher for its ranks
+  std::vector<std::string> sets;  // --set PATH=VALUE
 };
 
 // The report's figures (docs/reports.md) into <results>/<manifest>/plots/. Without a
@@ -136,6 +138,7 @@ Command register_run(CLI::App& app) {
                       std::to_string(kLocalRanksPerCore) + " per CPU core otherwise)")
       ->check(CLI::PositiveNumber);
   sub->add_flag("!--no-plots", flags->plots, "Do not draw the report's figures into <results>/<manifest>/plots/");
+  add_manifest_set_option(*sub, flags->sets);
   // The local launcher's ranks read the plan it made instead of the manifest (hidden).
   sub->add_option("--plan", flags->plan)->group("");
   return [flags]() {
@@ -148,7 +151,7 @@ Command register_run(CLI::App& app) {
       }
       RunManifestOptions options;
       options.manifest_file = flags->manifest;
-      options.command_line = "sparsebalance run " + flags->manifest;
+      options.command_line = manifest_command_line("run", flags->manifest, flags->sets);
       options.progress_every = flags->progress_every;
       try {
         run_planned(read_run_plan(flags->plan), options, std::cerr);
@@ -157,7 +160,7 @@ Command register_run(CLI::App& app) {
       }
       return 0;  // the launcher prints the report
     }
-    const Manifest manifest = load_manifest(flags->manifest);
+    const Manifest manifest = load_manifest(flags->manifest, parse_manifest_overrides(flags->sets));
     check_runnable_by_trainer(manifest);
     RunManifestOptions options;
     options.manifest_file = flags->manifest;
@@ -165,7 +168,7 @@ Command register_run(CLI::App& app) {
     if (!flags->only.empty()) options.only = flags->only;
     options.force = flags->force;
     options.progress_every = flags->progress_every;
-    options.command_line = "sparsebalance run " + flags->manifest;
+    options.command_line = manifest_command_line("run", flags->manifest, flags->sets);
     if (!as_rank && manifest.parallelism.dp * manifest.parallelism.pp > 1) {
       return launch(manifest, *flags, options);
     }

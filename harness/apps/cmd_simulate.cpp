@@ -7,6 +7,7 @@
 
 #include "common/statistics.h"
 #include "harness/apps/commands.h"
+#include "harness/apps/manifest_set_option.h"
 #include "harness/common/atomic_file.h"
 #include "harness/common/system_info.h"
 #include "harness/config/manifest.h"
@@ -20,6 +21,7 @@ namespace {
 
 struct SimulateFlags {
   std::string manifest;
+  std::vector<std::string> sets;  // --set PATH=VALUE
   std::string results = "results";
   std::string only;
   bool force = false;
@@ -84,6 +86,7 @@ Command register_simulate(CLI::App& app) {
   sub->add_option("manifest", flags->manifest, "Experiment manifest (JSON)")->required();
   sub->add_option("--results", flags->results, "Folder that receives <manifest>/")->capture_default_str();
   sub->add_option("--only", flags->only, "Simulate only the run with this name");
+  add_manifest_set_option(*sub, flags->sets);
   sub->add_flag("--force", flags->force, "Replace complete simulated runs");
   sub->add_option("--profile", flags->profile, "Latency profile (JSON) for every run, over the manifest's choice");
   sub->add_option("--validate-against", flags->validate_against,
@@ -97,14 +100,14 @@ Command register_simulate(CLI::App& app) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   return [flags]() {
-    const Manifest manifest = load_manifest(flags->manifest);
+    const Manifest manifest = load_manifest(flags->manifest, parse_manifest_overrides(flags->sets));
     SimulateOptions options;
     options.run.manifest_file = flags->manifest;
     options.run.results_root = flags->results;
     if (!flags->only.empty()) options.run.only = flags->only;
     options.run.force = flags->force;
     options.run.progress_every = flags->progress_every;
-    options.run.command_line = "sparsebalance simulate " + flags->manifest;
+    options.run.command_line = manifest_command_line("simulate", flags->manifest, flags->sets);
     if (!flags->profile.empty()) options.profile = flags->profile;
     if (flags->bench) return bench(manifest, *flags, options.run);
     const RunManifestResult result = simulate_manifest(manifest, options, std::cerr);

@@ -417,7 +417,7 @@ Manifest parse_manifest(const json& j, const std::string& file) {
   r.expect(m.methods.empty() || names.count(m.baseline) == 1, "baseline",
            "names no method (\"" + m.baseline + "\")", "use the name of one of the methods");
   r.finish();
-  const bool simulation_profile = m.simulation && m.simulation->profile.kind != "method";
+  const bool simulation_profile = m.simulation && m.simulation->profile.source != SimProfileSource::kMethod;
   for (size_t i = 0; i < m.methods.size(); ++i) {
     check_method_profile(m.methods[i], "$.methods[" + std::to_string(i) + "]", file, simulation_profile);
   }
@@ -444,7 +444,7 @@ Manifest parse_manifest(const json& j, const std::string& file) {
   return m;
 }
 
-Manifest load_manifest(const std::filesystem::path& path) {
+Manifest load_manifest(const std::filesystem::path& path, const std::vector<ManifestOverride>& overrides) {
   std::string text;
   try {
     text = read_file(path);
@@ -469,7 +469,22 @@ Manifest load_manifest(const std::filesystem::path& path) {
     throw ConfigError(path.string() + ":" + std::to_string(line) + ":" + std::to_string(column),
                       "", std::string("invalid JSON: ") + e.what(), "fix the JSON syntax there");
   }
-  return parse_manifest(j, path.string());
+  const std::vector<std::string> set_paths = apply_manifest_overrides(j, overrides);
+  try {
+    return parse_manifest(j, path.string());
+  } catch (const ConfigError& e) {
+    for (size_t i = 0; i < set_paths.size(); ++i) {
+      const std::string& set = set_paths[i];
+      const std::string& at = e.json_path();
+      const bool below = at.rfind(set, 0) == 0 && (at.size() == set.size() || at[set.size()] == '.' ||
+                                                   at[set.size()] == '[' || at[set.size()] == ' ');
+      if (below) {
+        throw ConfigError(e.file(), e.json_path(),
+                          e.problem() + " (the value comes from --set " + overrides[i].argument + ")", e.fix());
+      }
+    }
+    throw;
+  }
 }
 
 namespace {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/config/manifest_overrides.h"
 #include "harness/config/method_spec.h"
 #include "harness/config/simulation_spec.h"
 #include "harness/config/sweep.h"
@@ -140,8 +141,10 @@ ParallelLayout parallel_layout_of(const Manifest& manifest);
 
 // file: shown in errors (the manifest's path, or a label such as "<test>").
 Manifest parse_manifest(const nlohmann::json& json, const std::string& file);
-// Reads and parses a manifest file; JSON syntax errors name the line and column.
-Manifest load_manifest(const std::filesystem::path& path);
+// Reads a manifest file, applies the --set overrides (manifest_overrides.h) and parses
+// it. JSON syntax errors name the line and column; an error at or below a path an
+// override set says which --set gave the value.
+Manifest load_manifest(const std::filesystem::path& path, const std::vector<ManifestOverride>& overrides = {});
 nlohmann::json manifest_to_json(const Manifest& manifest);
 std::vector<RunSpec> expand_runs(const Manifest& manifest);
 

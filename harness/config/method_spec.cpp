@@ -207,7 +207,7 @@ void check_method_defaults(const json& defaults, const std::string& path, const 
   if (const json* attention = r.optional_value("attention")) {
     if (!attention->is_string()) {
       JsonObjectReader a(*attention, r.child_path("attention"), file);
-      a.optional_choice("name", "moba", {"dense", "moba"});
+      a.optional_choice("name", "moba", attention_kind_options().names());
       a.optional<int64_t>("block_size", 0);
       a.optional<int64_t>("top_k", 0);
       a.finish();

@@ -100,7 +100,7 @@ SimulationSection parse_simulation_section(const json& j, const std::string& pat
     p.expect(analytic != from_file, "analytic", "give exactly one of \"analytic\" and \"file\"",
              "e.g. {\"analytic\": {\"device\": \"h200\"}} or {\"file\": \"profiles/cpu.json\"}");
     if (analytic) {
-      s.profile.kind = "analytic";
+      s.profile.source = SimProfileSource::kAnalytic;
       JsonObjectReader a(p.required_value("analytic"), p.child_path("analytic"), file);
       const std::string device_default = cluster != nullptr ? cluster->device : "h200";
       s.profile.analytic.device = a.optional_choice("device", device_default, device_throughput_preset_names());
@@ -114,7 +114,7 @@ SimulationSection parse_simulation_section(const json& j, const std::string& pat
       a.expect(s.profile.analytic.attention_efficiency > 0 && s.profile.analytic.attention_efficiency <= 1,
                "attention_efficiency", "must be in (0, 1]", "e.g. 0.3");
     } else {
-      s.profile.kind = "file";
+      s.profile.source = SimProfileSource::kFile;
       s.profile.file = resolve_manifest_path(file, p.required<std::string>("file"));
     }
     p.finish();
@@ -206,12 +206,12 @@ json simulation_section_to_json(const SimulationSection& s) {
     if (s.iteration_overhead.ms >= 0) j["iteration_overhead"]["ms"] = s.iteration_overhead.ms;
     if (!s.iteration_overhead.fit_from.empty()) j["iteration_overhead"]["fit_from"] = s.iteration_overhead.fit_from;
   }
-  if (s.profile.kind == "analytic") {
+  if (s.profile.source == SimProfileSource::kAnalytic) {
     j["profile"] = {{"analytic",
                      {{"device", s.profile.analytic.device},
                       {"matmul_efficiency", s.profile.analytic.matmul_efficiency},
                       {"attention_efficiency", s.profile.analytic.attention_efficiency}}}};
-  } else if (s.profile.kind == "file") {
+  } else if (s.profile.source == SimProfileSource::kFile) {
     j["profile"] = {{"file", s.profile.file}};
   }
   return j;

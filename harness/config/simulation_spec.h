@@ -60,11 +60,13 @@ struct AnalyticProfileSection {
   double attention_efficiency = 0;  // 0 in the file: the device preset's (resolved)
 };
 
-// Where simulated compute times come from. kind "method": each method's own `profile`
-// (a file); "file": one profile file for every method; "analytic": make_analytic_profile.
+// Where simulated compute times come from: each method's own `profile` (a file), one
+// profile file for every method ({"file": ...}), or make_analytic_profile ({"analytic": ...}).
+enum class SimProfileSource { kMethod, kFile, kAnalytic };
+
 struct SimProfileSection {
-  std::string kind = "method";
-  std::string file;  // kind == "file" (absolute once resolved)
+  SimProfileSource source = SimProfileSource::kMethod;
+  std::string file;  // kFile (absolute once resolved)
   AnalyticProfileSection analytic;
 };
 

@@ -68,6 +68,33 @@ TEST(Cli, UnknownManifestKeyExitsTwoAndNamesTheJsonPath) {
   std::filesystem::remove_all(dir);
 }
 
+// --set reaches the resolved manifest and the recorded command line; a bad one is exit 2
+// naming the flag, before anything is written.
+TEST(Cli, SetOverridesAManifestValueAndIsRecorded) {
+  auto dir = test::fresh_temp_dir("cli_set");
+  std::string manifest = write_manifest(dir, small_manifest());
+  auto bad = run_command(sparsebalance_binary() + " run --set train.iterations=oops " + manifest + " --results " +
+                         dir.string());
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("$.train.iterations"), std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find("--set train.iterations=oops"), std::string::npos) << bad.output;
+  auto malformed = run_command(sparsebalance_binary() + " run " + manifest + " --set train.iterations");
+  EXPECT_EQ(malformed.exit_code, 2) << malformed.output;
+  EXPECT_NE(malformed.output.find("--set"), std::string::npos) << malformed.output;
+  EXPECT_FALSE(std::filesystem::exists(dir / "cli")) << "nothing may be written on a config error";
+
+  auto r = run_command(sparsebalance_binary() + " run " + manifest + " --set train.iterations=3 --set " +
+                       "'description=set on the command line' --results " + dir.string() + " --no-plots");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto resolved = nlohmann::json::parse(read_file(dir / "cli" / "dense" / "manifest.resolved.json"));
+  EXPECT_EQ(resolved["train"]["iterations"], 3);
+  EXPECT_EQ(resolved["description"], "set on the command line");
+  const auto context = nlohmann::json::parse(read_file(dir / "cli" / "dense" / "context.json"));
+  EXPECT_EQ(context["command_line"], "sparsebalance run " + manifest +
+                                         " --set train.iterations=3 --set 'description=set on the command line'");
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Cli, MissingManifestFileExitsTwo) {
   auto r = run_command(sparsebalance_binary() + " run /nonexistent/m.json");
   EXPECT_EQ(r.exit_code, 2) << r.output;

@@ -40,10 +40,10 @@ nlohmann::json SimProfile::describe() const {
 SimProfile load_sim_profile(const Manifest& m, int64_t longest_sample, const std::optional<std::string>& override_file) {
   if (override_file) return from_file(*override_file, "--profile", "");
   const MethodSection& method = m.methods.at(0);
-  if (m.simulation && m.simulation->profile.kind == "file") {
+  if (m.simulation && m.simulation->profile.source == SimProfileSource::kFile) {
     return from_file(m.simulation->profile.file, m.file, "$.simulation.profile.file");
   }
-  if (m.simulation && m.simulation->profile.kind == "analytic") {
+  if (m.simulation && m.simulation->profile.source == SimProfileSource::kAnalytic) {
     const AnalyticProfileSection& a = m.simulation->profile.analytic;
     DeviceThroughput device = device_throughput_preset(a.device);
     device.matmul_efficiency = a.matmul_efficiency;
