@@ -35,7 +35,7 @@ LAYERS = [
     "harness/latency/run_profiles",  # the profiles a run or simulated run predicts with
     "harness/train",      # one rank's training loop
     "harness/report",     # tables across runs
-    "harness/runner",     # runs a manifest: folders, launcher, profiles, evaluation
+    "harness/runner",     # runs a manifest: the run plan, folders, launcher, evaluation
     "harness/sim",        # the cluster simulator and its fits
     "harness/apps",       # the CLI
 ]

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 #include <optional>
 
 #include <unistd.h>
@@ -84,6 +85,12 @@ int launch(const Manifest& manifest, const RunFlags& flags, const RunManifestOpt
   std::filesystem::create_directories(plan.manifest_dir);
   const std::filesystem::path plan_file = plan.manifest_dir / (".run_plan." + std::to_string(::getpid()) + ".json");
   write_run_plan(plan_file, plan);
+  // Removed however this function is left (a failed start, an exception, the ranks' exit).
+  const std::unique_ptr<const std::filesystem::path, void (*)(const std::filesystem::path*)> remove_plan(
+      &plan_file, [](const std::filesystem::path* file) {
+        std::error_code ignored;
+        std::filesystem::remove(*file, ignored);
+      });
   const ParallelLayout layout = plan.layout();
   LaunchOptions launch;
   launch.world_size = static_cast<int>(layout.world_size());
@@ -92,14 +99,13 @@ int launch(const Manifest& manifest, const RunFlags& flags, const RunManifestOpt
                       std::to_string(flags.progress_every)};
   std::cerr << "starting " << launch.world_size << " ranks (dp " << layout.dp() << " x pp " << layout.pp()
             << ") on this machine\n";
-  int code = 0;
-  try {
-    code = launch_local_ranks(launch, std::cerr);
-  } catch (...) {
-    std::filesystem::remove(plan_file);
-    throw;
+  // The ranks read the runs from the plan; the --set arguments only go into their
+  // recorded command line.
+  for (const std::string& set : flags.sets) {
+    launch.arguments.push_back("--set");
+    launch.arguments.push_back(set);
   }
-  std::filesystem::remove(plan_file);
+  const int code = launch_local_ranks(launch, std::cerr);
   if (code != 0) return code;
   RunManifestResult result;
   result.manifest_dir = plan.manifest_dir;

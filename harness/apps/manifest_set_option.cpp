@@ -21,8 +21,8 @@ std::string shell_word(const std::string& text) {
 void add_manifest_set_option(CLI::App& command, std::vector<std::string>& sets) {
   command.add_option("--set", sets,
                      "Override a manifest value before it is parsed, PATH=VALUE (repeatable): a dotted path "
-                     "(train.lr, data.jsonl.path, methods.<name or index>.dst.p) and a JSON value or plain "
-                     "text; the resolved manifest records it")
+                     "(train.lr, data.jsonl.path, methods.<index or method name>.dst.p) and a JSON value or "
+                     "plain text; the resolved manifest records it")
       ->take_all()
       ->allow_extra_args(false);
 }

@@ -1,38 +1,27 @@
 #include "harness/config/manifest_overrides.h"
 
-#include <sstream>
 #include <stdexcept>
 
 #include "common/errors.h"
-#include "harness/config/sweep.h"
+#include "harness/config/dotted_path.h"
 
 namespace sb {
 namespace {
 
 using nlohmann::json;
 
-const char* const kFix = "write --set PATH=VALUE, e.g. --set train.lr=0.0002 or --set model.from=/models/qwen";
-
-std::vector<std::string> path_parts(const std::string& path) {
-  std::vector<std::string> parts;
-  std::stringstream stream(path);
-  std::string part;
-  while (std::getline(stream, part, '.')) parts.push_back(part);
-  return parts;
-}
-
-bool is_index(const std::string& part) {
-  return !part.empty() && part.find_first_not_of("0123456789") == std::string::npos;
-}
+const char* const kFix = "write --set PATH=VALUE, e.g. --set train.lr=0.0002 or --set data.jsonl.path=/data/sft.jsonl";
 
 // "methods.<name>.rest" -> "methods.<index>.rest"; other paths unchanged.
 std::string with_method_index(const json& manifest, const ManifestOverride& o) {
-  std::vector<std::string> parts = path_parts(o.path);
-  if (parts.size() < 2 || parts[0] != "methods" || is_index(parts[1])) return o.path;
-  const json methods = manifest.value("methods", json::array());
+  std::vector<std::string> parts = dotted_path_parts(o.path);
+  if (parts.size() < 2 || parts[0] != "methods" || is_array_index(parts[1])) return o.path;
+  const bool listed = manifest.is_object() && manifest.contains("methods") && manifest["methods"].is_array();
+  const json methods = listed ? manifest["methods"] : json::array();
   std::string names;
   for (size_t i = 0; i < methods.size(); ++i) {
-    const std::string name = methods[i].is_object() ? methods[i].value("name", "") : "";
+    const bool named = methods[i].is_object() && methods[i].contains("name") && methods[i]["name"].is_string();
+    const std::string name = named ? methods[i]["name"].get<std::string>() : "";
     if (name == parts[1]) {
       parts[1] = std::to_string(i);
       std::string path;
@@ -55,7 +44,7 @@ ManifestOverride parse_manifest_override(const std::string& argument) {
   ManifestOverride o;
   o.argument = argument;
   o.path = argument.substr(0, eq);
-  for (const std::string& part : path_parts(o.path)) {
+  for (const std::string& part : dotted_path_parts(o.path)) {
     if (part.empty()) throw ConfigError("--set", argument, "\"" + o.path + "\" is not a dotted path", kFix);
   }
   if (o.path.back() == '.') throw ConfigError("--set", argument, "\"" + o.path + "\" is not a dotted path", kFix);
@@ -77,11 +66,13 @@ std::vector<std::string> apply_manifest_overrides(json& manifest, const std::vec
     const std::string path = with_method_index(manifest, o);
     try {
       set_json_path(manifest, path, o.value);
-    } catch (const std::invalid_argument& e) {
+    } catch (const std::exception& e) {  // a bad index, a huge one (out_of_range), a non-object root
       throw ConfigError("--set", o.argument, std::string("cannot be set: ") + e.what(), kFix);
     }
     std::string json_path = "$";
-    for (const std::string& part : path_parts(path)) json_path += is_index(part) ? "[" + part + "]" : "." + part;
+    for (const std::string& part : dotted_path_parts(path)) {
+      json_path += is_array_index(part) ? "[" + part + "]" : "." + part;
+    }
     json_paths.push_back(json_path);
   }
   return json_paths;

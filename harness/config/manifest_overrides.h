@@ -1,15 +1,18 @@
 #pragma once
 // Command-line overrides of manifest values: `sparsebalance run M --set PATH=VALUE`
 // (repeatable; `simulate` too). Each is applied to the manifest as written, in order,
-// before it is parsed, so it is checked like a value in the file and the resolved
-// manifest (and with it a rerun's skip-or-conflict decision) carries it. That way one
-// manifest in the repository runs on anyone's checkpoint and data paths.
+// before it is parsed, so it is checked like a value in the file (a relative path value
+// is relative to the manifest's folder, as in the file) and the resolved manifest (and
+// with it a rerun's skip-or-conflict decision) carries it. That way one manifest in the
+// repository runs on anyone's data paths.
 //
-//   PATH   a dotted path as a sweep axis writes it ("train.lr", "data.jsonl.path",
-//          "methods.0.attention.top_k"); a method may be named instead of indexed
-//          ("methods.sab_dst.dst.p"). Objects on the way are created.
+//   PATH   a dotted path into the manifest ("train.lr", "data.jsonl.path"); under
+//          "methods" the second part is a method's index or name ("methods.0.attention.top_k",
+//          "methods.sab_dst.dst.p"), unlike a sweep axis, whose "methods.dst.p" means every
+//          method's dst.p. Objects on the way are created. A sweep axis over the same
+//          path still decides each run's value.
 //   VALUE  JSON when it parses as JSON (3, 0.1, true, null, [1,2], {"a":1}, "quoted"),
-//          otherwise the text itself as a string (model.from=/models/qwen2.5-0.5b).
+//          otherwise the text itself as a string (data.jsonl.path=/data/chatqa2.jsonl).
 
 #include <nlohmann/json.hpp>
 

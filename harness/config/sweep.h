@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "harness/config/dotted_path.h"
+
 namespace sb {
 
 struct SweepAxis {
@@ -30,13 +32,6 @@ struct SweepAxis {
 // The axes of a manifest's "sweep" value; ConfigError naming the path for anything that
 // is not an object of non-empty arrays of scalars.
 std::vector<SweepAxis> parse_sweep(const nlohmann::json& sweep, const std::string& file);
-
-// Sets `value` at the dotted `path` inside `target` (creating objects on the way; a
-// method's "attention" string shorthand becomes {"name": ...} first). Throws
-// std::invalid_argument for an index into something that is not an array, or out of range.
-void set_json_path(nlohmann::json& target, const std::string& path, const nlohmann::json& value);
-// Whether the dotted path names an existing value in `target`.
-bool has_json_path(const nlohmann::json& target, const std::string& path);
 
 // "a=b" fragments for the axes, with labels as described above.
 std::vector<std::string> sweep_labels(const std::vector<SweepAxis>& axes);

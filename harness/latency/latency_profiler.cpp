@@ -124,7 +124,7 @@ class LayerBench {
     const at::Tensor positions = at::cat(ranges);
     const int64_t total = positions.size(0);
     const at::Tensor x = hidden(total);
-    const auto [cos, sin] = qwen2_rotary_tables(positions, config_.head_dim, config_.rope_theta);
+    const auto [cos, sin] = qwen2_rotary_tables(positions, config_);
     const PackedSequences sequences = PackedSequences::from_lengths(lengths);
     const at::Tensor grad = at::randn({total, config_.hidden_size}, x.options().requires_grad(false));
     return [this, backend = std::move(backend), x, cos = cos, sin = sin, sequences, grad] {

@@ -135,6 +135,18 @@ void Qwen2Config::validate() const {
       "max_position_embeddings must be positive, got " + std::to_string(max_position_embeddings));
   qwen2_require(std::isfinite(rope_theta) && rope_theta > 0.0, *this,
                 "rope_theta must be positive, got " + std::to_string(rope_theta));
+  if (yarn) {
+    qwen2_require(std::isfinite(yarn->factor) && yarn->factor > 0.0, *this,
+                  "rope_scaling factor must be positive, got " + std::to_string(yarn->factor));
+    qwen2_require(yarn->original_max_position_embeddings > 0, *this,
+                  "rope_scaling original_max_position_embeddings must be positive, got " +
+                      std::to_string(yarn->original_max_position_embeddings));
+    qwen2_require(std::isfinite(yarn->attention_factor) && yarn->attention_factor > 0.0, *this,
+                  "rope_scaling attention_factor must be positive, got " + std::to_string(yarn->attention_factor));
+    qwen2_require(std::isfinite(yarn->beta_fast) && std::isfinite(yarn->beta_slow) && yarn->beta_fast > 0.0 &&
+                      yarn->beta_slow > 0.0,
+                  *this, "rope_scaling beta_fast and beta_slow must be positive");
+  }
   qwen2_require(std::isfinite(rms_norm_eps) && rms_norm_eps > 0.0, *this,
                 "rms_norm_eps must be positive, got " + std::to_string(rms_norm_eps));
   qwen2_require(std::isfinite(initializer_range) && initializer_range >= 0.0, *this,

@@ -4,10 +4,25 @@
 // listing the known ones.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace sb {
+
+// YaRN rope scaling (config.json's rope_scaling or rope_parameters of type "yarn"), as
+// transformers computes it: the inverse frequencies are blended between the original
+// ones and the factor-interpolated ones over a ramp of dimensions that beta_fast and
+// beta_slow set, and cos and sin are scaled by attention_factor. Qwen2.5 documents
+// factor 4 over 32,768 original positions for inputs longer than 32K.
+struct Qwen2YarnScaling {
+  double factor = 1.0;
+  int64_t original_max_position_embeddings = 0;
+  double beta_fast = 32.0;
+  double beta_slow = 1.0;
+  double attention_factor = 1.0;  // resolved when read: 0.1 ln(factor) + 1 unless given
+  bool truncate = true;           // the ramp's ends rounded outward to whole dimensions
+};
 
 struct Qwen2Config {
   std::string name;
@@ -23,6 +38,7 @@ struct Qwen2Config {
   double rms_norm_eps = 1e-6;
   double initializer_range = 0.02;
   bool tie_word_embeddings = true;
+  std::optional<Qwen2YarnScaling> yarn;  // absent: plain RoPE
 
   // Throws std::invalid_argument describing the first inconsistent field.
   void validate() const;

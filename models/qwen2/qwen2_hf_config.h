@@ -1,10 +1,11 @@
 #pragma once
 // Qwen2Config <-> HF config.json. Reading accepts what transformers writes for Qwen2
 // (model_type "qwen2"): rope_theta at the top level (Qwen2.5 checkpoints) or inside
-// rope_parameters (transformers >= 5). Fields that would change the math in ways this
-// model does not implement (other activations, rope scaling, sliding windows) are
-// errors naming the file and the key, never silently ignored. Other keys (dtype,
-// token ids, generation settings) do not affect the architecture and are skipped.
+// rope_parameters (transformers >= 5); rope scaling of type "yarn" in rope_scaling or
+// rope_parameters (qwen2_config.h). Fields that would change the math in ways this model
+// does not implement (other activations, other rope scaling, sliding windows) are errors
+// naming the file and the key, never silently ignored. Other keys (dtype, token ids,
+// generation settings) do not affect the architecture and are skipped.
 
 #include <nlohmann/json.hpp>
 

@@ -73,7 +73,7 @@ at::Tensor Qwen2ForCausalLMImpl::forward(const at::Tensor& tokens, const at::Ten
 
   Qwen2AutocastGuard autocast(tokens.device().type(), precision_);
   const auto [cos, sin] =
-      qwen2_rotary_tables(position_ids, config_.head_dim, config_.rope_theta);  // [T, D] each
+      qwen2_rotary_tables(position_ids, config_);  // [T, D] each
   at::Tensor h = embed_tokens->forward(tokens);                                 // [T, H]
   for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
     h = forward_layer(i, h, cos, sin, sequences);
@@ -116,7 +116,7 @@ at::Tensor Qwen2ForCausalLMImpl::forward_cached(const at::Tensor& tokens, Qwen2K
   Qwen2AutocastGuard autocast(tokens.device().type(), precision_);
   const int64_t start = cache.length();
   const at::Tensor positions = at::arange(start, start + tokens.size(0), tokens.options());  // [n]
-  const auto [cos, sin] = qwen2_rotary_tables(positions, config_.head_dim, config_.rope_theta);
+  const auto [cos, sin] = qwen2_rotary_tables(positions, config_);
   at::Tensor h = embed_tokens->forward(tokens);  // [n, H]
   for (size_t i = 0; i < layer_count; ++i) {
     h = layers[i]->as<Qwen2DecoderLayer>()->forward_cached(h, cos, sin, cache.keys[i],

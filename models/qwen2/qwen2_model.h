@@ -133,6 +133,9 @@ TORCH_MODULE(Qwen2ForCausalLM);
 // the rotate-half (Llama) layout with inv_freq = theta^(-2i/head_dim).
 std::pair<at::Tensor, at::Tensor> qwen2_rotary_tables(const at::Tensor& position_ids,
                                                       int64_t head_dim, double theta);
+// The same for a model's config: plain RoPE, or YaRN's blended frequencies and scaled
+// tables when config.yarn is set (qwen2_config.h), in transformers' operation order.
+std::pair<at::Tensor, at::Tensor> qwen2_rotary_tables(const at::Tensor& position_ids, const Qwen2Config& config);
 // x [T, H, D] rotated by cos, sin [T, D].
 at::Tensor qwen2_apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
 

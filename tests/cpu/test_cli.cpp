@@ -68,8 +68,9 @@ TEST(Cli, UnknownManifestKeyExitsTwoAndNamesTheJsonPath) {
   std::filesystem::remove_all(dir);
 }
 
-// --set reaches the resolved manifest and the recorded command line; a bad one is exit 2
-// naming the flag, before anything is written.
+// --set reaches the resolved manifest and the recorded command line, also through the
+// local launcher (dp 2, set on the command line), which leaves no plan file behind; a
+// bad one is exit 2 naming the flag, before anything is written.
 TEST(Cli, SetOverridesAManifestValueAndIsRecorded) {
   auto dir = test::fresh_temp_dir("cli_set");
   std::string manifest = write_manifest(dir, small_manifest());
@@ -84,14 +85,21 @@ TEST(Cli, SetOverridesAManifestValueAndIsRecorded) {
   EXPECT_FALSE(std::filesystem::exists(dir / "cli")) << "nothing may be written on a config error";
 
   auto r = run_command(sparsebalance_binary() + " run " + manifest + " --set train.iterations=3 --set " +
-                       "'description=set on the command line' --results " + dir.string() + " --no-plots");
+                       "'description=set on the command line' --set parallelism.dp=2 --results " + dir.string() +
+                       " --no-plots");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto resolved = nlohmann::json::parse(read_file(dir / "cli" / "dense" / "manifest.resolved.json"));
   EXPECT_EQ(resolved["train"]["iterations"], 3);
+  EXPECT_EQ(resolved["parallelism"]["dp"], 2);
   EXPECT_EQ(resolved["description"], "set on the command line");
   const auto context = nlohmann::json::parse(read_file(dir / "cli" / "dense" / "context.json"));
+  EXPECT_EQ(context["world"]["world_size"], 2);
   EXPECT_EQ(context["command_line"], "sparsebalance run " + manifest +
-                                         " --set train.iterations=3 --set 'description=set on the command line'");
+                                         " --set train.iterations=3 --set 'description=set on the command line'"
+                                         " --set parallelism.dp=2");
+  for (const auto& entry : std::filesystem::directory_iterator(dir / "cli")) {
+    EXPECT_EQ(entry.path().filename().string().rfind(".run_plan", 0), std::string::npos) << entry.path();
+  }
   std::filesystem::remove_all(dir);
 }
 

@@ -76,7 +76,8 @@ TEST(ManifestOverrides, BadArgumentsNameTheFlag) {
   }
   const fs::path dir = test::fresh_temp_dir("manifest_overrides_bad");
   const fs::path file = write(dir, two_methods());
-  for (const char* bad : {"methods.sab.dst.p=0.1", "methods.5.attention=moba", "seed.x=1"}) {
+  for (const char* bad : {"methods.sab.dst.p=0.1", "methods.5.attention=moba", "seed.x=1",
+                          "methods.99999999999999999999.name=x"}) {
     try {
       load_with(file, {bad});
       ADD_FAILURE() << bad << " was applied";

@@ -12,7 +12,10 @@ the test helper `sb_model_oracle` (gradients of one step, re-saving in HF layout
 - LoRA: the merged checkpoint loads in transformers with the LoRA model's logits, and
   the PEFT adapter applied by PEFT's definition (or by peft itself, when installed)
   gives them too;
-- bf16-mixed is as close to fp32 as transformers under torch.autocast.
+- bf16-mixed is as close to fp32 as transformers under torch.autocast;
+- YaRN rope scaling (as Qwen2.5 documents it for long inputs: rope_scaling type yarn,
+  factor 4 over the original positions) gives transformers' NLL, greedy tokens and
+  gradients past the original positions, and survives a re-save.
 """
 
 import json
@@ -38,6 +41,13 @@ CONFIGS = {
     "gqa2_untied_sharded": (4, 2, 8, False, "30KB"),
     "gqa7_tied": (7, 1, 8, True, None),
     "gqa8_untied": (8, 1, 4, False, "40KB"),
+    "yarn_gqa2": (4, 2, 16, False, None),
+}
+# YaRN as Qwen2.5's model card writes it, scaled down: factor 4 over 64 original
+# positions (x 4 = the 256 max_position_embeddings), so that the test sequences (up to
+# 130 tokens) reach past them.
+ROPE_SCALING = {
+    "yarn_gqa2": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64},
 }
 
 
@@ -48,7 +58,7 @@ def make_checkpoint(root: Path, name: str, seed: int = 0) -> Path:
         vocab_size=96, hidden_size=heads * head_dim, intermediate_size=48,
         num_hidden_layers=2, num_attention_heads=heads, num_key_value_heads=kv_heads,
         head_dim=head_dim, max_position_embeddings=256, rope_theta=10000.0,
-        rms_norm_eps=1e-6, tie_word_embeddings=tied)
+        rms_norm_eps=1e-6, tie_word_embeddings=tied, rope_scaling=ROPE_SCALING.get(name))
     model = transformers.Qwen2ForCausalLM(config).eval()
     with torch.no_grad():
         # HF initialises biases to zero and norms to one; randomise them so that the
@@ -72,6 +82,19 @@ def load_hf(path: Path):
 def checkpoints(tmp_path_factory):
     root = tmp_path_factory.mktemp("qwen2_oracle")
     return {name: make_checkpoint(root, name, seed=i) for i, name in enumerate(CONFIGS)}
+
+
+def random_ids(seed: int, length: int):
+    return torch.randint(0, 96, (length,), generator=torch.Generator().manual_seed(seed)).tolist()
+
+
+def oracle_logits(checkpoint: Path, ids, precision: str, tmp_path: Path):
+    """The C++ model's logits [T, vocab] (float32) for one sequence, at `precision`."""
+    ids_file = tmp_path / "ids.json"
+    ids_file.write_text(json.dumps(ids))
+    out = tmp_path / f"logits-{precision}.safetensors"
+    run(ORACLE, "logits", checkpoint, ids_file, precision, out)
+    return load_file(out)["logits"]
 
 
 def run(*args):
@@ -100,7 +123,7 @@ def test_nll_matches_transformers(checkpoints, tmp_path, name):
         assert result["nll"] == pytest.approx(hf_nll(model, ids), rel=1e-4)
 
 
-@pytest.mark.parametrize("name", ["gqa2_untied_sharded", "gqa7_tied"])
+@pytest.mark.parametrize("name", ["gqa2_untied_sharded", "gqa7_tied", "yarn_gqa2"])
 def test_greedy_tokens_match_transformers(checkpoints, name):
     model = load_hf(checkpoints[name])
     prompt = [3, 14, 15, 92, 65, 35]
@@ -115,7 +138,7 @@ def test_greedy_tokens_match_transformers(checkpoints, name):
     assert result["ids"] == expected
 
 
-@pytest.mark.parametrize("name", ["mha_tied", "gqa2_untied_sharded"])
+@pytest.mark.parametrize("name", ["mha_tied", "gqa2_untied_sharded", "yarn_gqa2"])
 def test_packed_gradients_match_transformers_per_sequence(checkpoints, tmp_path, name):
     gen = torch.Generator().manual_seed(2)
     sequences = [torch.randint(0, 96, (n,), generator=gen).tolist() for n in (9, 33, 20)]
@@ -146,15 +169,36 @@ def test_packed_gradients_match_transformers_per_sequence(checkpoints, tmp_path,
                                    msg=lambda m, pname=pname: f"{pname}: {m}")
 
 
-def test_checkpoint_saved_by_cpp_loads_in_transformers(checkpoints, tmp_path):
-    source = checkpoints["gqa2_untied_sharded"]
+@pytest.mark.parametrize("name", ["gqa2_untied_sharded", "yarn_gqa2"])
+def test_checkpoint_saved_by_cpp_loads_in_transformers(checkpoints, tmp_path, name):
+    source = checkpoints[name]
     resaved = tmp_path / "resaved"
     run(ORACLE, "save", source, resaved)
     assert (resaved / "config.json").exists() and (resaved / "model.safetensors").exists()
     a, b = load_hf(source), load_hf(resaved)
-    ids = torch.tensor([[1, 5, 9, 2, 77, 31, 4]])
+    for key in ("rope_type", "factor", "original_max_position_embeddings", "rope_theta"):
+        assert b.config.rope_parameters.get(key) == a.config.rope_parameters.get(key), key
+    ids = torch.tensor([[(7 * i) % 96 for i in range(80)]])  # past YaRN's 64 original positions
     with torch.no_grad():
         torch.testing.assert_close(b(ids).logits, a(ids).logits, rtol=0, atol=0)
+
+
+def test_yarn_logits_match_transformers_past_the_original_positions(checkpoints, tmp_path):
+    """fp32 logits of 130 tokens, twice YaRN's 64 original positions. (A tiny random
+    model's NLL barely moves with the rope, so the NLL test alone would not notice a
+    missing YaRN: checked by turning it off, which this test and the gradient test catch.)"""
+    name = "yarn_gqa2"
+    ids = random_ids(seed=4, length=130)
+    ours = oracle_logits(checkpoints[name], ids, "fp32", tmp_path)
+    model = load_hf(checkpoints[name])
+    with torch.no_grad():
+        theirs = model(torch.tensor([ids])).logits[0]
+        plain_config = transformers.AutoConfig.from_pretrained(checkpoints[name])
+        plain_config.rope_parameters = {"rope_type": "default", "rope_theta": plain_config.rope_parameters["rope_theta"]}
+        plain = transformers.Qwen2ForCausalLM.from_pretrained(
+            checkpoints[name], config=plain_config, dtype=torch.float32).eval()(torch.tensor([ids])).logits[0]
+    assert (plain - theirs).abs().max() > 1e-3, "YaRN must move these logits for the test to mean anything"
+    torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-5)
 
 
 def test_bad_checkpoint_is_a_clear_error(checkpoints, tmp_path):
@@ -254,12 +298,8 @@ def test_bf16_mixed_is_as_close_to_fp32_as_transformers_autocast(checkpoints, tm
     slightly different places (e.g. HF rotates q, k in float32), so they agree to bf16
     precision rather than bitwise, and ours is no further from fp32 than theirs."""
     name = "gqa2_untied_sharded"
-    gen = torch.Generator().manual_seed(3)
-    ids = torch.randint(0, 96, (120,), generator=gen).tolist()
-    ids_file = tmp_path / "ids.json"
-    ids_file.write_text(json.dumps(ids))
-    run(ORACLE, "logits", checkpoints[name], ids_file, "bf16-mixed", tmp_path / "mixed.safetensors")
-    ours = load_file(tmp_path / "mixed.safetensors")["logits"]
+    ids = random_ids(seed=3, length=120)
+    ours = oracle_logits(checkpoints[name], ids, "bf16-mixed", tmp_path)
     assert ours.dtype == torch.float32
 
     model = load_hf(checkpoints[name])

@@ -111,7 +111,7 @@ at::Tensor PipelineStage::forward(const at::Tensor& input, const at::Tensor& pos
                 "], got ", input.sizes());
     h = input;
   }
-  const auto [cos, sin] = qwen2_rotary_tables(position_ids, config_.head_dim, config_.rope_theta);  // [T, D]
+  const auto [cos, sin] = qwen2_rotary_tables(position_ids, config_);  // [T, D]
   const bool checkpoint = activation_checkpointing_ && c10::GradMode::is_enabled();
   for (auto& layer : decoder_layers_) {
     h = checkpoint ? qwen2_checkpointed_layer_forward(layer.ptr(), h, cos, sin, sequences, backend_)
