@@ -80,8 +80,9 @@ int launch(const Manifest& manifest, const RunFlags& flags, const RunManifestOpt
   // competes for the cores.
   check_local_world_fits(manifest, flags.max_local_ranks);
   const RunPlan plan = plan_runs(manifest, options);
-  check_run_inputs(plan.pending());
-  ensure_method_profiles(plan.pending(), true, std::cerr);
+  const std::vector<RunSpec> pending = plan.pending();
+  check_run_inputs(pending);
+  ensure_method_profiles(pending, true, std::cerr);
   std::filesystem::create_directories(plan.manifest_dir);
   const std::filesystem::path plan_file = plan.manifest_dir / (".run_plan." + std::to_string(::getpid()) + ".json");
   write_run_plan(plan_file, plan);

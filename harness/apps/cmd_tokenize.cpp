@@ -1,16 +1,14 @@
 #include <CLI/CLI.hpp>
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "common/errors.h"
 #include "harness/apps/commands.h"
+#include "harness/common/atomic_file.h"
+#include "harness/common/jsonl_file.h"
 #include "models/tokenizer/tokenizer.h"
 
 namespace sb::cli {
@@ -27,14 +25,6 @@ struct TokenizeFlags {
   bool skip_special = false;
 };
 
-std::string read_whole_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(path, "", std::string("cannot open: ") + std::strerror(errno));
-  std::ostringstream content;
-  content << in.rdbuf();
-  if (in.bad()) throw ConfigError(path, "", "read error");
-  return content.str();
-}
 
 // `where` names the input (a flag, a file, a file and line) in errors.
 std::vector<int64_t> encode_input(const Tokenizer& tokenizer, const std::string& text,
@@ -107,12 +97,9 @@ nlohmann::json parse_json(const std::string& content, const std::string& where) 
 }
 
 // One JSON object per line: {"text": "..."} -> {"ids": [...]}, or with --decode
-// {"ids": [...]} -> {"text": "..."}; the output has one line per input line.
+// {"ids": [...]} -> {"text": "..."}; the output has one line per non-blank input line.
 void run_jsonl(const Tokenizer& tokenizer, const TokenizeFlags& flags) {
-  std::istringstream lines(read_whole_file(flags.jsonl));
-  std::string line;
-  for (size_t number = 1; std::getline(lines, line); ++number) {
-    const std::string where = flags.jsonl + ":" + std::to_string(number);
+  for_each_jsonl_line(flags.jsonl, read_input_file(flags.jsonl, "check --jsonl"), [&](const std::string& line, const std::string& where) {
     const nlohmann::json doc = parse_json(line, where);
     if (flags.decode) {
       const std::string text =
@@ -126,7 +113,7 @@ void run_jsonl(const Tokenizer& tokenizer, const TokenizeFlags& flags) {
           encode_input(tokenizer, doc["text"].get<std::string>(), where, "$.text");
       std::cout << nlohmann::json{{"ids", ids}}.dump() << "\n";
     }
-  }
+  });
 }
 
 }  // namespace
@@ -179,7 +166,7 @@ Command register_tokenize(CLI::App& app) {
       std::string where = "--ids";
       if (ids_file->count() > 0) {
         where = flags->ids_file;
-        id_list = ids_from_json(parse_json(read_whole_file(flags->ids_file), where), where);
+        id_list = ids_from_json(parse_json(read_input_file(flags->ids_file, "check --ids-file"), where), where);
       } else {
         id_list = parse_id_list(flags->ids);
       }
@@ -187,7 +174,7 @@ Command register_tokenize(CLI::App& app) {
       std::cout << nlohmann::json{{"text", decoded}}.dump() << "\n";
     } else {
       const bool from_file = text_file->count() > 0;
-      const std::string input = from_file ? read_whole_file(flags->text_file) : flags->text;
+      const std::string input = from_file ? read_input_file(flags->text_file, "check --text-file") : flags->text;
       const std::vector<int64_t> encoded =
           encode_input(tokenizer, input, from_file ? flags->text_file : "--text");
       std::cout << nlohmann::json{{"ids", encoded}}.dump() << "\n";

@@ -9,6 +9,7 @@
 #endif
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <fstream>
 #include <stdexcept>
@@ -73,12 +74,23 @@ std::string current_executable() {
   return std::string(path, static_cast<size_t>(n));
 }
 
+int64_t cpu_core_count() {
+  const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
+  if (online > 0) return static_cast<int64_t>(online);
+  return std::max<int64_t>(1, std::thread::hardware_concurrency());
+}
+
+int64_t rank_thread_count(int64_t configured, int64_t ranks_on_host) {
+  if (configured > 0) return configured;
+  return std::max<int64_t>(1, cpu_core_count() / std::max<int64_t>(1, ranks_on_host));
+}
+
 nlohmann::json collect_system_info() {
   const auto& cuda = at::detail::getCUDAHooks();
   nlohmann::json info;
   info["host"] = host_name();
   info["cpu_model"] = cpu_model();
-  info["cpu_cores"] = std::thread::hardware_concurrency();
+  info["cpu_cores"] = cpu_core_count();
   info["memory_gib"] = memory_gib();
   info["libtorch"] = TORCH_VERSION;
   info["gpu_count"] = cuda.hasCUDA() ? cuda.getNumGPUs() : 0;

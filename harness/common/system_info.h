@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <string>
 
 namespace sb {
@@ -20,5 +21,12 @@ std::string nccl_version_string();
 
 // The running executable's path (/proc/self/exe).
 std::string current_executable();
+
+// The CPU cores online on this machine (at least 1).
+int64_t cpu_core_count();
+
+// The intra-op threads of one rank: `configured` when positive (train.threads), else the
+// cores shared evenly among the ranks on this host (at least 1).
+int64_t rank_thread_count(int64_t configured, int64_t ranks_on_host);
 
 }  // namespace sb

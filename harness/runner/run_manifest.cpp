@@ -176,9 +176,9 @@ std::unique_ptr<JobSession> open_session(int64_t world, const ParallelLayout& la
   return JobSession::single_process();
 }
 
-// Every rank runs the plan rank 0 makes (`leader_plan`, its JSON), so all act on the same
-// runs and decisions.
-RunManifestResult run_job(JobSession& session, const std::function<std::string()>& leader_plan,
+// Runs the plan `plan_of_this_rank` gives, the same on every rank (called inside the
+// failure handling, so that a rank that cannot get it stops the others).
+RunManifestResult run_job(JobSession& session, const std::function<RunPlan()>& plan_of_this_rank,
                           const RunManifestOptions& options, std::ostream& log) {
   const std::optional<FaultInjection> fault = FaultInjection::from_environment();
   RunManifestResult result;
@@ -186,14 +186,15 @@ RunManifestResult run_job(JobSession& session, const std::function<std::string()
     if (session.is_leader()) {
       if (std::string warning = debug_build_warning(); !warning.empty()) log << warning << "\n";
     }
-    const RunPlan plan = run_plan_from_json(json::parse(session.agree("plan", leader_plan)));
+    const RunPlan plan = plan_of_this_rank();
     result.manifest_dir = plan.manifest_dir;
     // Rank 0 checks (or, alone, measures) the latency profiles before any run starts.
     session.agree("profiles", [&] {
       // Under the local launcher, which checked the inputs and profiles before starting
       // the ranks, silently.
-      if (!started_by_local_launcher()) check_run_inputs(plan.pending());
-      ensure_method_profiles(plan.pending(), !DistEnv::started_as_rank(), log, !started_by_local_launcher());
+      const std::vector<RunSpec> pending = plan.pending();
+      if (!started_by_local_launcher()) check_run_inputs(pending);
+      ensure_method_profiles(pending, !DistEnv::started_as_rank(), log, !started_by_local_launcher());
       return std::string("ok");
     });
     for (size_t i = 0; i < plan.runs.size(); ++i) {
@@ -239,13 +240,20 @@ RunManifestResult run_manifest(const Manifest& manifest, const RunManifestOption
   const std::unique_ptr<JobSession> session =
       open_session(manifest.parallelism.dp * manifest.parallelism.pp, parallel_layout_of(manifest),
                    manifest.parallelism.timeout_s, options.manifest_file.string());
-  return run_job(*session, [&] { return run_plan_to_json(plan_runs(manifest, options)).dump(); }, options, log);
+  // Alone, this process plans; as a rank of torchrun or srun, rank 0 plans and sends it.
+  const auto plan_of_this_rank = [&]() -> RunPlan {
+    if (session->world_size() == 1) return plan_runs(manifest, options);
+    return run_plan_from_json(json::parse(
+        session->agree("plan", [&] { return run_plan_to_json(plan_runs(manifest, options)).dump(); })));
+  };
+  return run_job(*session, plan_of_this_rank, options, log);
 }
 
 RunManifestResult run_planned(const RunPlan& plan, const RunManifestOptions& options, std::ostream& log) {
   const std::unique_ptr<JobSession> session =
       open_session(plan.world_size(), plan.layout(), plan.parallelism().timeout_s, plan.manifest_file);
-  return run_job(*session, [&] { return run_plan_to_json(plan).dump(); }, options, log);
+  // Every rank read the same file, written before any of them started.
+  return run_job(*session, [&] { return plan; }, options, log);
 }
 
 }  // namespace sb

@@ -4,9 +4,9 @@
 
 #include <filesystem>
 #include <string>
-#include <thread>
 
 #include "common/errors.h"
+#include "harness/common/system_info.h"
 #include "harness/eval/eval_spec.h"
 
 #ifdef SB_WITH_CUDA
@@ -70,10 +70,7 @@ void check_one_run(const RunSpec& run) {
     require(m, m.data.jsonl.path, Kind::kFile, "$.data.jsonl.path", "fix the path (relative to the manifest)");
     require(m, m.data.jsonl.tokenizer, Kind::kFile, "$.data.jsonl.tokenizer",
             "point it at the model's tokenizer.json (relative to the manifest)");
-  } else if (m.data.source == DataSource::kSynthetic && m.data.synthetic.lengths == LengthSource::kFile) {
-    require(m, m.data.synthetic.length_file, Kind::kFile, "$.data.synthetic.length_file",
-            "fix the path (relative to the manifest)");
-  }
+  }  // data.synthetic.length_file is read (and a missing one refused) when the manifest is parsed
   for (size_t i = 0; i < m.methods.size(); ++i) {
     const std::string& profile = m.methods[i].profile;
     if (profile.empty() || fs::exists(profile)) continue;
@@ -90,11 +87,6 @@ int64_t visible_gpus() {
 #endif
 }
 
-int64_t cpu_cores() {
-  const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
-  return online > 0 ? static_cast<int64_t>(online) : std::max<int64_t>(1, std::thread::hardware_concurrency());
-}
-
 }  // namespace
 
 void check_run_inputs(const std::vector<RunSpec>& runs) {
@@ -103,7 +95,7 @@ void check_run_inputs(const std::vector<RunSpec>& runs) {
 
 int64_t default_max_local_ranks(const Manifest& manifest) {
   if (manifest.train.on_cuda()) return visible_gpus();
-  return kLocalRanksPerCore * cpu_cores();
+  return kLocalRanksPerCore * cpu_core_count();
 }
 
 void check_local_world_fits(const Manifest& manifest, int64_t max_local_ranks) {
@@ -118,7 +110,7 @@ void check_local_world_fits(const Manifest& manifest, int64_t max_local_ranks) {
   } else if (cuda) {
     source = "one rank per GPU, and this machine has " + std::to_string(limit) + " visible";
   } else {
-    source = std::to_string(kLocalRanksPerCore) + " ranks per CPU core x " + std::to_string(cpu_cores()) + " cores";
+    source = std::to_string(kLocalRanksPerCore) + " ranks per CPU core x " + std::to_string(cpu_core_count()) + " cores";
   }
   throw ConfigError(manifest.file, "$.parallelism",
                     "dp x pp = " + std::to_string(world) + " ranks do not fit on this machine (at most " +

@@ -12,10 +12,10 @@
 #include <cmath>
 #include <numeric>
 #include <set>
-#include <thread>
 
 #include "common/errors.h"
 #include "harness/common/runqueue_wait.h"
+#include "harness/common/system_info.h"
 #include "harness/data/packed_microbatch.h"
 #include "harness/parallel/object_exchange.h"
 #include "harness/parallel/pipeline/pipeline_engine.h"
@@ -25,13 +25,11 @@
 namespace sb {
 namespace {
 
-// Intra-op threads: the manifest's choice, else the cores shared among this host's ranks.
+// Intra-op threads: the manifest's choice, else the cores shared among this host's ranks
+// (one rank alone keeps LibTorch's default).
 void set_thread_count(int64_t configured, int64_t local_ranks) {
-  if (configured > 0) {
-    at::set_num_threads(static_cast<int>(configured));
-  } else if (local_ranks > 1) {
-    const auto cores = static_cast<int64_t>(std::max(1u, std::thread::hardware_concurrency()));
-    at::set_num_threads(static_cast<int>(std::max<int64_t>(1, cores / local_ranks)));
+  if (configured > 0 || local_ranks > 1) {
+    at::set_num_threads(static_cast<int>(rank_thread_count(configured, local_ranks)));
   }
 }
 

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <set>
 #include <sstream>
-#include <thread>
 
 #include "common/errors.h"
+#include "harness/common/system_info.h"
 #include "harness/data/dataset.h"
 #include "models/qwen2/qwen2_config.h"
 
@@ -40,12 +40,11 @@ std::string profile_json_path(const RunSpec& run) {
   return "$.methods[0].profile";
 }
 
-// The threads one rank of this run computes with (the trainer's rule).
+// The threads one rank of this run computes with (the trainer's rule; the local launcher
+// puts every rank on this host).
 int rank_threads(const Manifest& manifest) {
-  if (manifest.train.threads > 0) return static_cast<int>(manifest.train.threads);
-  const int64_t ranks = manifest.parallelism.dp * manifest.parallelism.pp;
-  const auto cores = static_cast<int64_t>(std::max(1u, std::thread::hardware_concurrency()));
-  return static_cast<int>(std::max<int64_t>(1, cores / std::max<int64_t>(1, ranks)));
+  return static_cast<int>(
+      rank_thread_count(manifest.train.threads, manifest.parallelism.dp * manifest.parallelism.pp));
 }
 
 }  // namespace
