@@ -3,8 +3,11 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <sstream>
+#include <tuple>
+#include <utility>
 
 #include "common/errors.h"
 #include "harness/apps/commands.h"
@@ -12,6 +15,8 @@
 #include "harness/common/system_info.h"
 #include "harness/latency/latency_profiler.h"
 #include "harness/latency/run_profiles/method_profiles.h"
+#include "models/qwen2/qwen2_lora.h"
+#include "models/qwen2/qwen2_precision.h"
 
 namespace sb::cli {
 namespace {
@@ -22,6 +27,11 @@ struct ProfileFlags {
   int64_t block = 256;
   std::string device = "cpu";
   std::string precision = "fp32";
+  bool activation_checkpointing = false;
+  int64_t lora_rank = 0;  // 0: full fine-tuning
+  double lora_alpha = 0;
+  double lora_dropout = 0;
+  std::string lora_targets;
   std::string seq_lens;
   std::string budgets;
   int64_t warmup = 2;
@@ -53,6 +63,49 @@ std::vector<int64_t> parse_int_list(const std::string& text, const std::string& 
   return values;
 }
 
+// The model named by --model: a preset, or a folder with config.json (made absolute, so
+// that the profile's record of it and its command line work from anywhere).
+std::pair<std::string, Qwen2Config> model_of(const std::string& model) {
+  std::string named = model;
+  if (profile_model_is_folder(model)) named = std::filesystem::absolute(model).lexically_normal().string();
+  try {
+    return {named, profile_model_config(named)};
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError("--model", "", e.what(), "name a preset, or a Hugging Face Qwen2 folder holding config.json");
+  }
+}
+
+// --precision, --activation-checkpointing and the --lora-* flags: how the run the profile
+// is for trains.
+LatencyProfileTraining training_of(const ProfileFlags& f) {
+  LatencyProfileTraining training;
+  try {
+    training.precision = qwen2_precision_from_name(f.precision);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError("--precision", "", e.what(), "use fp32 or bf16-mixed");
+  }
+  training.activation_checkpointing = f.activation_checkpointing;
+  const bool lora_flags = f.lora_alpha != 0 || f.lora_dropout != 0 || !f.lora_targets.empty();
+  if (f.lora_rank == 0) {
+    if (lora_flags) {
+      throw ConfigError("--lora-rank", "", "is missing, but other --lora-* flags are given",
+                        "profile LoRA training with --lora-rank R --lora-alpha A --lora-targets q_proj,v_proj");
+    }
+    return training;
+  }
+  Qwen2LoraOptions lora{f.lora_rank, f.lora_alpha, f.lora_dropout, {}};
+  std::stringstream targets(f.lora_targets);
+  for (std::string name; std::getline(targets, name, ',');) lora.target_modules.push_back(name);
+  try {
+    qwen2_validate_lora_options(lora);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError("--lora-rank/--lora-alpha/--lora-targets", "", e.what(),
+                      "e.g. --lora-rank 8 --lora-alpha 16 --lora-targets q_proj,k_proj,v_proj,o_proj");
+  }
+  training.lora = std::move(lora);
+  return training;
+}
+
 int run_check(const ProfileFlags& f) {
   const LatencyProfile profile = load_latency_profile(f.check);
   // Time under the profile's own thread count unless --threads says otherwise: a check at
@@ -61,8 +114,9 @@ int run_check(const ProfileFlags& f) {
   const int64_t recorded = profile.measured_threads();
   if (f.threads == 0 && recorded > 0) at::set_num_threads(static_cast<int>(recorded));
   const int64_t threads = at::get_num_threads();
-  std::cerr << "re-measuring held-out points of " << f.check << " (" << profile.model.value("preset", "?") << ", "
-            << profile.attention << ", " << profile.device << ", " << threads << " intra-op thread"
+  std::cerr << "re-measuring held-out points of " << f.check << " ("
+            << profile.model.value("from", profile.model.value("preset", "?")) << ", " << profile.attention << ", "
+            << profile.device << ", " << latency_profile_training_text(profile.training) << ", " << threads << " intra-op thread"
             << (threads == 1 ? "" : "s")
             << (f.threads == 0 && recorded > 0 ? ", as the profile was measured" : "") << ")\n";
   if (f.threads > 0 && recorded > 0 && f.threads != recorded) {
@@ -124,15 +178,25 @@ Command register_profile(CLI::App& app) {
       "(median and interquartile range of --repetitions runs after --warmup, raw samples kept), the "
       "layer's non-attention work, the head, the whole model per length and one layer over 4 packed "
       "sequences of the shortest length, with the machine's context and this command, and writes --out. "
+      "The layer trains as the run the profile is for trains: --precision, --activation-checkpointing, "
+      "and LoRA (--lora-rank, --lora-alpha, --lora-targets: adapters trained, the base frozen). "
       "--check FILE re-measures the points halfway between grid points, and micro-batches packed from "
       "three sequences, and prints the predictor's error (MAPE) on each. Example:\n"
       "  sparsebalance profile --model qwen2-tiny --attention moba --block 64 "
       "--seq-lens 64,128,256,512 --budgets 1,2,4,8 --out profile.json");
-  sub->add_option("--model", f->model, "Model preset (one decoder layer is timed)");
+  sub->add_option("--model", f->model,
+                  "Model preset, or a Hugging Face Qwen2 folder with config.json (one decoder layer is timed)");
   sub->add_option("--attention", f->attention, "moba | dense")->capture_default_str();
   sub->add_option("--block", f->block, "MoBA block size")->capture_default_str();
   sub->add_option("--device", f->device, "cpu | cuda")->capture_default_str();
   sub->add_option("--precision", f->precision, "fp32 | bf16-mixed")->capture_default_str();
+  sub->add_flag("--activation-checkpointing", f->activation_checkpointing,
+                "Run each layer with activation checkpointing (its forward again in the backward)");
+  sub->add_option("--lora-rank", f->lora_rank, "LoRA rank: time LoRA training (base frozen, adapters trained)");
+  sub->add_option("--lora-alpha", f->lora_alpha, "LoRA alpha (with --lora-rank)");
+  sub->add_option("--lora-dropout", f->lora_dropout, "LoRA dropout (with --lora-rank)")->capture_default_str();
+  sub->add_option("--lora-targets", f->lora_targets,
+                  "Comma-separated LoRA target projections (with --lora-rank), e.g. q_proj,k_proj,v_proj,o_proj");
   sub->add_option("--seq-lens", f->seq_lens, "Comma-separated sequence lengths (ascending, at least 2)");
   sub->add_option("--budgets", f->budgets, "Comma-separated MoBA budgets (ascending)");
   sub->add_option("--warmup", f->warmup, "Untimed runs before timing")->capture_default_str();
@@ -151,14 +215,14 @@ Command register_profile(CLI::App& app) {
       if (value->empty()) throw ConfigError(flag, "", "is required", "see sparsebalance profile --help");
     }
     ProfileRequest request;
-    request.preset = f->model;
+    std::tie(request.model, request.config) = model_of(f->model);
+    request.training = training_of(*f);
     try {
       request.attention = AttentionOptions{attention_kind_options().from_name(f->attention), f->block, 32};
     } catch (const std::invalid_argument& e) {
       throw ConfigError("--attention", "", e.what(), "use one of the known names");
     }
     request.device = f->device;
-    request.precision = f->precision;
     request.seq_lens = parse_int_list(f->seq_lens, "--seq-lens");
     if (request.attention.is_moba()) {
       if (f->budgets.empty()) throw ConfigError("--budgets", "", "is required for MoBA", "e.g. --budgets 1,2,4,8");

@@ -44,7 +44,7 @@ int bench(const Manifest& manifest, const SimulateFlags& flags, const RunManifes
     const Manifest& m = run.manifest;
     const Qwen2Config& config = m.model.config;
     const int64_t longest =
-        make_dataset(m.data, m.seed, config.vocab_size, m.train.max_tokens_per_microbatch)->max_length();
+        make_dataset(m.data, m.seed, dataset_limits(m))->max_length();
     const std::optional<std::string> profile = flags.profile.empty() ? std::nullopt : std::optional(flags.profile);
     RunSimulator sim(m, load_sim_profile(m, longest, profile), simulation_cluster(m));
     std::vector<double> wall, plan, des;

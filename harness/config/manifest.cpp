@@ -6,10 +6,12 @@
 #include <stdexcept>
 
 #include "harness/common/atomic_file.h"
+#include "harness/common/json_differences.h"
 #include "harness/common/json_object_reader.h"
 #include "harness/data/synthetic_dataset.h"
 #include "harness/parallel/parallel_layout.h"
 #include "models/qwen2/qwen2_config.h"
+#include "models/qwen2/qwen2_hf_config.h"
 #include "models/qwen2/qwen2_lora.h"
 #include "models/qwen2/qwen2_precision.h"
 
@@ -52,13 +54,44 @@ void expect_safe_name(const JsonObjectReader& r, const std::string& key, const s
 ModelSection parse_model(const json& j, const std::string& path, const std::string& file) {
   JsonObjectReader r(j, path, file);
   ModelSection m;
-  m.preset = r.required<std::string>("preset");
+  m.preset = r.optional<std::string>("preset", "");
+  const std::string from = r.optional<std::string>("from", "");
   r.finish();
-  try {
-    m.config = qwen2_preset(m.preset);
-  } catch (const std::invalid_argument& e) {
-    throw ConfigError(file, r.child_path("preset"), e.what(), "use one of the known presets");
+  r.expect(!m.preset.empty() || !from.empty(), "preset", "is missing, and so is \"from\"",
+           "name a preset (\"qwen2.5-0.5b\") or a Hugging Face folder to start from (\"from\": \"DIR\")");
+  if (!m.preset.empty()) {
+    try {
+      m.config = qwen2_preset(m.preset);
+    } catch (const std::invalid_argument& e) {
+      throw ConfigError(file, r.child_path("preset"), e.what(), "use one of the known presets");
+    }
   }
+  if (from.empty()) return m;
+  m.from = resolve_manifest_path(file, from);
+  const std::filesystem::path dir(m.from);
+  const std::string where = r.child_path("from");
+  const std::string fix = "point it at a Qwen2/Qwen2.5 folder with config.json and *.safetensors "
+                          "(e.g. --set model.from=/models/Qwen2.5-0.5B)";
+  if (!std::filesystem::is_directory(dir)) throw ConfigError(file, where, m.from + " is not a folder", fix);
+  if (!std::filesystem::exists(dir / "config.json")) throw ConfigError(file, where, m.from + " has no config.json", fix);
+  Qwen2Config folder;
+  try {
+    folder = qwen2_config_from_hf_file(dir / "config.json");
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(file, where, e.what(), fix);
+  }
+  if (!m.preset.empty()) {
+    const std::string differences =
+        json_field_differences(qwen2_config_to_hf_json(folder), qwen2_config_to_hf_json(m.config));
+    r.expect(differences.empty(), "from",
+             m.from + "/config.json is not the architecture of preset \"" + m.preset + "\": " + differences +
+                 " (folder vs preset)",
+             "point it at a checkpoint of that model, or remove \"preset\" to train whatever the folder holds");
+    folder.name = m.preset;
+  } else {
+    folder.name = dir.filename().string();
+  }
+  m.config = folder;
   return m;
 }
 
@@ -145,11 +178,31 @@ SyntheticDataSection parse_synthetic(const json& j, const std::string& path,
   return s;
 }
 
-JsonlDataSection parse_jsonl(const json& j, const std::string& path, const std::string& file) {
+// model_dir: model.from ("" without one); its tokenizer.json is the default tokenizer.
+JsonlDataSection parse_jsonl(const json& j, const std::string& path, const std::string& file,
+                             const std::string& model_dir) {
   JsonObjectReader r(j, path, file);
   JsonlDataSection d;
   d.path = resolve_manifest_path(file, r.required<std::string>("path"));
-  d.tokenizer = resolve_manifest_path(file, r.required<std::string>("tokenizer"));
+  const std::filesystem::path model_tokenizer = std::filesystem::path(model_dir) / "tokenizer.json";
+  if (!model_dir.empty() && std::filesystem::exists(model_tokenizer)) {
+    d.tokenizer = resolve_manifest_path(file, r.optional<std::string>("tokenizer", model_tokenizer.string()));
+  } else {
+    r.expect(model_dir.empty() || r.optional_value("tokenizer") != nullptr, "tokenizer",
+             "is missing, and model.from (" + model_dir + ") has no tokenizer.json to default to",
+             "name the model's tokenizer.json, or copy it into the model folder");
+    d.tokenizer = resolve_manifest_path(file, r.required<std::string>("tokenizer"));
+  }
+  d.too_long = r.optional_option("too_long", d.too_long, too_long_options());
+  d.shuffle = r.optional<bool>("shuffle", d.shuffle);
+  r.finish();
+  return d;
+}
+
+TokenizedDataSection parse_tokenized(const json& j, const std::string& path, const std::string& file) {
+  JsonObjectReader r(j, path, file);
+  TokenizedDataSection d;
+  d.path = resolve_manifest_path(file, r.required<std::string>("path"));
   d.too_long = r.optional_option("too_long", d.too_long, too_long_options());
   d.shuffle = r.optional<bool>("shuffle", d.shuffle);
   r.finish();
@@ -157,17 +210,21 @@ JsonlDataSection parse_jsonl(const json& j, const std::string& path, const std::
 }
 
 DataSection parse_data(const json& j, const std::string& path, const std::string& file,
-                       int64_t model_vocab) {
+                       const ModelSection& model) {
+  const int64_t model_vocab = model.config.vocab_size;
   JsonObjectReader r(j, path, file);
   DataSection d;
   d.source = r.optional_option("source", d.source, data_source_options());
   r.reject_unless("synthetic", d.source == DataSource::kSynthetic, "source is \"synthetic\"");
   r.reject_unless("jsonl", d.source == DataSource::kJsonl, "source is \"jsonl\"");
+  r.reject_unless("tokenized", d.source == DataSource::kTokenized, "source is \"tokenized\"");
   if (d.source == DataSource::kSynthetic) {
     d.synthetic = parse_synthetic(r.required_value("synthetic"), r.child_path("synthetic"), file,
                                   model_vocab);
+  } else if (d.source == DataSource::kJsonl) {
+    d.jsonl = parse_jsonl(r.required_value("jsonl"), r.child_path("jsonl"), file, model.from);
   } else {
-    d.jsonl = parse_jsonl(r.required_value("jsonl"), r.child_path("jsonl"), file);
+    d.tokenized = parse_tokenized(r.required_value("tokenized"), r.child_path("tokenized"), file);
   }
   r.finish();
   return d;
@@ -370,7 +427,7 @@ Manifest parse_manifest(const json& j, const std::string& file) {
   m.seed = r.optional<int64_t>("seed", m.seed);
   m.model = parse_model(r.required_value("model"), r.child_path("model"), file);
   const Qwen2Config& model = m.model.config;
-  m.data = parse_data(r.required_value("data"), r.child_path("data"), file, model.vocab_size);
+  m.data = parse_data(r.required_value("data"), r.child_path("data"), file, m.model);
   // Parsed even when absent: the stage split's default depends on the model.
   const json* parallelism = r.optional_value("parallelism");
   m.parallelism = parse_parallelism(parallelism ? *parallelism : json::object(),
@@ -427,10 +484,10 @@ Manifest parse_manifest(const json& j, const std::string& file) {
     // JSONL data is checked when it is tokenized, before training starts.
     const int64_t longest = synthetic_longest_length(m.data.synthetic);
     const std::string where = "$.data.synthetic";
-    if (longest > model.max_position_embeddings) {
+    if (longest > qwen2_position_limit(model)) {
       throw ConfigError(file, where,
                         "sequences up to " + std::to_string(longest) + " tokens exceed the model's " +
-                            std::to_string(model.max_position_embeddings) + " positions",
+                            std::to_string(qwen2_position_limit(model)) + " positions",
                         "lower the lengths (or length_scale) or use a model with more positions");
     }
     if (longest > m.train.max_tokens_per_microbatch) {
@@ -442,6 +499,11 @@ Manifest parse_manifest(const json& j, const std::string& file) {
   }
   if (!m.sweep.empty()) expand_runs(m);  // every grid point must parse: fail now, not mid-sweep
   return m;
+}
+
+DatasetLimits dataset_limits(const Manifest& manifest) {
+  return {manifest.model.config.vocab_size, manifest.train.max_tokens_per_microbatch,
+          qwen2_position_limit(manifest.model.config)};
 }
 
 Manifest load_manifest(const std::filesystem::path& path, const std::vector<ManifestOverride>& overrides) {
@@ -498,6 +560,13 @@ json data_to_json(const DataSection& d) {
               {"too_long", too_long_options().name_of(d.jsonl.too_long)},
               {"shuffle", d.jsonl.shuffle}}}};
   }
+  if (d.source == DataSource::kTokenized) {
+    return {{"source", "tokenized"},
+            {"tokenized",
+             {{"path", d.tokenized.path},
+              {"too_long", too_long_options().name_of(d.tokenized.too_long)},
+              {"shuffle", d.tokenized.shuffle}}}};
+  }
   const SyntheticDataSection& s = d.synthetic;
   json synthetic{{"task", synthetic_task_options().name_of(s.task)}, {"vocab_size", s.vocab_size}, {"lengths", s.lengths_name()},
                  {"length_scale", s.length_scale}};
@@ -521,6 +590,13 @@ json data_to_json(const DataSection& d) {
 }
 
 }  // namespace
+
+json model_section_to_json(const ModelSection& model) {
+  json j = json::object();
+  if (!model.preset.empty()) j["preset"] = model.preset;
+  if (model.pretrained()) j["from"] = model.from;
+  return j;
+}
 
 json manifest_to_json(const Manifest& m) {
   json methods = json::array();
@@ -555,7 +631,7 @@ json manifest_to_json(const Manifest& m) {
       {"name", m.name},
       {"description", m.description},
       {"seed", m.seed},
-      {"model", {{"preset", m.model.preset}}},
+      {"model", model_section_to_json(m.model)},
       {"data", data_to_json(m.data)},
       {"parallelism",
        {{"dp", m.parallelism.dp},

@@ -17,6 +17,7 @@
 #include "harness/config/simulation_spec.h"
 #include "harness/config/sweep.h"
 #include "harness/data/data_spec.h"
+#include "harness/data/dataset.h"
 #include "harness/eval/eval_spec.h"
 #include "harness/parallel/parallel_layout.h"
 #include "common/option_names.h"
@@ -25,9 +26,18 @@
 
 namespace sb {
 
+// The model a run trains: a preset's architecture with weights drawn from the manifest
+// seed, or a Hugging Face Qwen2/Qwen2.5 folder (`from`: config.json, safetensors,
+// tokenizer files) whose weights it starts from. With both, the folder's architecture
+// must be the preset's (a check that the path names the intended checkpoint).
 struct ModelSection {
-  std::string preset;  // a name from models/qwen2/qwen2_config.h
-  Qwen2Config config;  // the preset's architecture, resolved once when parsed
+  std::string preset;  // a name from models/qwen2/qwen2_config.h; may be empty with `from`
+  std::string from;    // HF folder, absolute once resolved; empty: random weights from the seed
+  Qwen2Config config;  // the architecture (the folder's config.json, else the preset's)
+
+  bool pretrained() const { return !from.empty(); }
+  // What names the model in logs and checks: the preset, else the folder.
+  std::string label() const { return preset.empty() ? from : preset; }
 };
 
 // Ranks: dp * pp processes (one per GPU, or CPU processes with Gloo).
@@ -146,7 +156,12 @@ Manifest parse_manifest(const nlohmann::json& json, const std::string& file);
 // override set says which --set gave the value.
 Manifest load_manifest(const std::filesystem::path& path, const std::vector<ManifestOverride>& overrides = {});
 nlohmann::json manifest_to_json(const Manifest& manifest);
+// The resolved manifest's "model": {"preset"?, "from"?}.
+nlohmann::json model_section_to_json(const ModelSection& model);
 std::vector<RunSpec> expand_runs(const Manifest& manifest);
+
+// The limits the manifest's model and micro-batch capacity put on its data.
+DatasetLimits dataset_limits(const Manifest& manifest);
 
 // What the real trainer cannot run (tp > 1): ConfigError naming $.parallelism.tp.
 void check_runnable_by_trainer(const Manifest& manifest);

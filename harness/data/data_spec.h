@@ -29,8 +29,8 @@ const OptionNames<SyntheticTask>& synthetic_task_options();  // "arithmetic" | "
 enum class TooLongRule { kError, kSkip, kTruncate };
 const OptionNames<TooLongRule>& too_long_options();  // "error" | "skip" | "truncate"
 
-enum class DataSource { kSynthetic, kJsonl };
-const OptionNames<DataSource>& data_source_options();  // "synthetic" | "jsonl"
+enum class DataSource { kSynthetic, kJsonl, kTokenized };
+const OptionNames<DataSource>& data_source_options();  // "synthetic" | "jsonl" | "tokenized"
 
 // Where synthetic lengths come from: length_mixture, a named profile, or length_file.
 enum class LengthSource { kMixture, kProfile, kFile };
@@ -62,10 +62,20 @@ struct JsonlDataSection {
   bool shuffle = true;             // a new seeded permutation every epoch
 };
 
+// Conversations tokenised ahead of time with the model's own chat template
+// (data.tokenized: a cache folder of scripts/data/tokenize_sft.py;
+// harness/data/tokenized_sft_dataset.h).
+struct TokenizedDataSection {
+  std::string path;  // the cache folder, absolute once resolved
+  TooLongRule too_long = TooLongRule::kError;
+  bool shuffle = true;
+};
+
 struct DataSection {
   DataSource source = DataSource::kSynthetic;
   SyntheticDataSection synthetic;
   JsonlDataSection jsonl;
+  TokenizedDataSection tokenized;
 };
 
 }  // namespace sb

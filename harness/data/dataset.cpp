@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "harness/data/jsonl_sft_dataset.h"
+#include "harness/data/tokenized_sft_dataset.h"
 #include "harness/data/synthetic_dataset.h"
 
 namespace sb {
@@ -22,7 +23,7 @@ const OptionNames<TooLongRule>& too_long_options() {
 
 const OptionNames<DataSource>& data_source_options() {
   static const OptionNames<DataSource> names{
-      "data source", {{"synthetic", DataSource::kSynthetic}, {"jsonl", DataSource::kJsonl}}};
+      "data source", {{"synthetic", DataSource::kSynthetic}, {"jsonl", DataSource::kJsonl}, {"tokenized", DataSource::kTokenized}}};
   return names;
 }
 
@@ -35,13 +36,14 @@ std::vector<Sample> Dataset::global_batch(int64_t iteration, int64_t global_batc
   return batch;
 }
 
-std::unique_ptr<Dataset> make_dataset(const DataSection& data, int64_t seed, int64_t model_vocab,
-                                      int64_t max_tokens) {
+std::unique_ptr<Dataset> make_dataset(const DataSection& data, int64_t seed, const DatasetLimits& limits) {
   switch (data.source) {
     case DataSource::kSynthetic:
       return std::make_unique<SyntheticDataset>(data.synthetic, seed);
     case DataSource::kJsonl:
-      return std::make_unique<JsonlSftDataset>(data.jsonl, seed, model_vocab, max_tokens);
+      return std::make_unique<JsonlSftDataset>(data.jsonl, seed, limits);
+    case DataSource::kTokenized:
+      return std::make_unique<TokenizedSftDataset>(data.tokenized, seed, limits);
   }
   throw std::logic_error("make_dataset: unhandled DataSource");
 }

@@ -28,10 +28,15 @@ class Dataset {
   std::vector<Sample> global_batch(int64_t iteration, int64_t global_batch_size) const;
 };
 
-// model_vocab: the model's vocabulary (token ids must stay below it); max_tokens: the
-// micro-batch capacity (JSONL's too_long rule). Errors in the data are ConfigErrors
-// naming the file (and line).
-std::unique_ptr<Dataset> make_dataset(const DataSection& data, int64_t seed, int64_t model_vocab,
-                                      int64_t max_tokens);
+// What the model and the run allow a sample to be.
+struct DatasetLimits {
+  int64_t vocab_size = 0;     // token ids must stay below it
+  int64_t max_tokens = 0;     // the micro-batch capacity
+  int64_t max_positions = 0;  // the model's positions (YaRN's extended range included)
+};
+
+// JSONL conversations beyond a limit follow data.jsonl.too_long. Errors in the data are
+// ConfigErrors naming the file (and line).
+std::unique_ptr<Dataset> make_dataset(const DataSection& data, int64_t seed, const DatasetLimits& limits);
 
 }  // namespace sb

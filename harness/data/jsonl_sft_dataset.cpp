@@ -3,12 +3,11 @@
 #include <ATen/Parallel.h>
 #include <nlohmann/json.hpp>
 
-#include <numeric>
 
 #include "common/errors.h"
 #include "harness/common/atomic_file.h"
 #include "harness/common/jsonl_file.h"
-#include "harness/data/deterministic_rng.h"
+#include "harness/data/conversation_limit.h"
 #include "models/tokenizer/chat_template.h"
 #include "models/tokenizer/tokenizer.h"
 
@@ -45,9 +44,10 @@ std::vector<ChatMessage> parse_conversation(const std::string& text, const std::
 
 }  // namespace
 
-JsonlSftDataset::JsonlSftDataset(const JsonlDataSection& config, int64_t seed, int64_t model_vocab,
-                                 int64_t max_tokens)
-    : config_(config), seed_(seed) {
+JsonlSftDataset::JsonlSftDataset(const JsonlDataSection& config, int64_t seed, const DatasetLimits& limits)
+    : config_(config), order_(seed, config.shuffle) {
+  const int64_t model_vocab = limits.vocab_size;
+  const ConversationLimit limit = ConversationLimit::of(limits, "data.jsonl.too_long");
   Tokenizer tokenizer = Tokenizer::from_file(config_.tokenizer);
   if (tokenizer.vocab_size() > model_vocab) {
     throw ConfigError(config_.tokenizer, "",
@@ -77,19 +77,15 @@ JsonlSftDataset::JsonlSftDataset(const JsonlDataSection& config, int64_t seed, i
   for (size_t i = 0; i < encoded.size(); ++i) {
     ConversationTokens& c = encoded[i];
     const std::string& where = wheres[i];
-    if (static_cast<int64_t>(c.ids.size()) > max_tokens) {
-      if (config_.too_long == TooLongRule::kError) {
-        throw ConfigError(where, "",
-                          "the conversation has " + std::to_string(c.ids.size()) +
-                              " tokens, more than train.max_tokens_per_microbatch = " + std::to_string(max_tokens),
-                          "raise max_tokens_per_microbatch, or set data.jsonl.too_long to \"skip\" or \"truncate\"");
-      }
-      if (config_.too_long == TooLongRule::kSkip) {
-        ++skipped_;
-        continue;
-      }
-      c.ids.resize(static_cast<size_t>(max_tokens));
-      c.target.resize(static_cast<size_t>(max_tokens));
+    const LimitVerdict verdict =
+        apply_conversation_limit(limit, config_.too_long, static_cast<int64_t>(c.ids.size()), where);
+    if (verdict == LimitVerdict::kSkip) {
+      ++skipped_;
+      continue;
+    }
+    if (verdict == LimitVerdict::kTruncate) {
+      c.ids.resize(static_cast<size_t>(limit.max_tokens));
+      c.target.resize(static_cast<size_t>(limit.max_tokens));
       ++truncated_;
     }
     bool trains = false;
@@ -103,34 +99,13 @@ JsonlSftDataset::JsonlSftDataset(const JsonlDataSection& config, int64_t seed, i
     targets_.push_back(std::move(c.target));
   }
   if (tokens_.empty()) {
-    throw ConfigError(config_.path, "", "no conversation fits train.max_tokens_per_microbatch",
-                      "raise the capacity or use shorter data");
+    throw ConfigError(config_.path, "", "no conversation fits " + limit.what, limit.fix);
   }
-}
-
-int64_t JsonlSftDataset::conversation_of(int64_t id) const {
-  const int64_t n = size();
-  const int64_t epoch = id / n;
-  if (!config_.shuffle) return id % n;
-  std::lock_guard<std::mutex> lock(order_mutex_);
-  if (order_epoch_ != epoch) {
-    // Fisher-Yates with a stream of its own per epoch.
-    order_.resize(static_cast<size_t>(n));
-    std::iota(order_.begin(), order_.end(), 0);
-    DeterministicRng rng = DeterministicRng::for_stream(static_cast<uint64_t>(seed_) ^ 0x6a736f6e6cULL,
-                                                        static_cast<uint64_t>(epoch));
-    for (int64_t i = n - 1; i > 0; --i) {
-      const auto j = static_cast<int64_t>(rng.uniform_below(static_cast<uint64_t>(i + 1)));
-      std::swap(order_[static_cast<size_t>(i)], order_[static_cast<size_t>(j)]);
-    }
-    order_epoch_ = epoch;
-  }
-  return order_[static_cast<size_t>(id % n)];
 }
 
 Sample JsonlSftDataset::sample(int64_t id) const {
   if (id < 0) throw std::invalid_argument("JsonlSftDataset: negative sample id");
-  const auto c = static_cast<size_t>(conversation_of(id));
+  const auto c = static_cast<size_t>(order_.conversation_of(id, size()));
   Sample s;
   s.id = id;
   s.tokens.assign(tokens_[c].begin(), tokens_[c].end());

@@ -14,18 +14,18 @@
 // permutation seeded by (seed, e) when shuffle is on, the file order otherwise.
 
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "harness/data/data_spec.h"
 #include "harness/data/dataset.h"
+#include "harness/data/epoch_order.h"
 
 namespace sb {
 
 class JsonlSftDataset : public Dataset {
  public:
-  JsonlSftDataset(const JsonlDataSection& config, int64_t seed, int64_t model_vocab, int64_t max_tokens);
+  JsonlSftDataset(const JsonlDataSection& config, int64_t seed, const DatasetLimits& limits);
 
   Sample sample(int64_t id) const override;
   int64_t max_length() const override { return max_length_; }
@@ -36,19 +36,13 @@ class JsonlSftDataset : public Dataset {
   int64_t truncated() const { return truncated_; }
 
  private:
-  int64_t conversation_of(int64_t id) const;
-
   JsonlDataSection config_;
-  int64_t seed_;
+  EpochOrder order_;
   std::vector<std::vector<int32_t>> tokens_;   // [conversation][token]
   std::vector<std::vector<uint8_t>> targets_;  // [conversation][token]
   int64_t max_length_ = 0;
   int64_t skipped_ = 0;
   int64_t truncated_ = 0;
-
-  mutable std::mutex order_mutex_;
-  mutable int64_t order_epoch_ = -1;
-  mutable std::vector<int64_t> order_;
 };
 
 }  // namespace sb

@@ -97,7 +97,77 @@ void check_stat(const LatencyStat& s, const std::string& where) {
   }
 }
 
+// "training" of a profile written before it existed: how such profiles were measured
+// (full fine-tuning, no checkpointing), at the precision their context recorded.
+LatencyProfileTraining training_of_older_profile(const nlohmann::json& context, const std::string& file) {
+  LatencyProfileTraining training;
+  const auto precision = context.find("precision");
+  if (precision == context.end()) return training;
+  try {
+    training.precision = qwen2_precision_from_name(precision->is_string() ? precision->get<std::string>() : precision->dump());
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(file, "$.context.precision", e.what(), "regenerate the profile with `sparsebalance profile`");
+  }
+  return training;
+}
+
 }  // namespace
+
+std::string latency_profile_lora_text(const std::optional<Qwen2LoraOptions>& lora) {
+  if (!lora) return "full fine-tuning";
+  std::string targets;
+  for (const std::string& name : lora->target_modules) targets += (targets.empty() ? "" : ", ") + name;
+  return "LoRA rank " + std::to_string(lora->rank) + " on " + targets;
+}
+
+std::string latency_profile_training_text(const LatencyProfileTraining& training) {
+  return qwen2_precision_name(training.precision) + ", " +
+         (training.activation_checkpointing ? "activation checkpointing" : "no activation checkpointing") + ", " +
+         latency_profile_lora_text(training.lora);
+}
+
+nlohmann::json latency_profile_training_to_json(const LatencyProfileTraining& training) {
+  nlohmann::json lora;  // null: full fine-tuning
+  if (training.lora) {
+    lora = {{"rank", training.lora->rank},
+            {"alpha", training.lora->alpha},
+            {"dropout", training.lora->dropout},
+            {"target_modules", training.lora->target_modules}};
+  }
+  return {{"precision", qwen2_precision_name(training.precision)},
+          {"activation_checkpointing", training.activation_checkpointing},
+          {"lora", lora}};
+}
+
+LatencyProfileTraining latency_profile_training_from_json(const nlohmann::json& json, const std::string& path,
+                                                          const std::string& file) {
+  JsonObjectReader r(json, path, file);
+  LatencyProfileTraining training;
+  training.precision = qwen2_precision_from_name(
+      r.optional_choice("precision", qwen2_precision_name(training.precision), qwen2_precision_names()));
+  training.activation_checkpointing = r.optional<bool>("activation_checkpointing", false);
+  const nlohmann::json* lora = r.optional_value("lora");
+  r.finish();
+  if (lora == nullptr || lora->is_null()) return training;
+  JsonObjectReader l(*lora, r.child_path("lora"), file);
+  Qwen2LoraOptions options;
+  options.rank = l.required<int64_t>("rank");
+  options.alpha = l.required<double>("alpha");
+  options.dropout = l.optional<double>("dropout", 0.0);
+  const std::string targets_path = l.child_path("target_modules");
+  const nlohmann::json& targets = expect_json_array(l.required_value("target_modules"), targets_path, file);
+  for (size_t i = 0; i < targets.size(); ++i) {
+    options.target_modules.push_back(l.convert<std::string>(targets[i], targets_path + "[" + std::to_string(i) + "]"));
+  }
+  l.finish();
+  try {
+    qwen2_validate_lora_options(options);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(file, r.child_path("lora"), e.what(), "regenerate the profile with `sparsebalance profile`");
+  }
+  training.lora = std::move(options);
+  return training;
+}
 
 LatencyStat latency_stat_from_samples(std::vector<double> samples) {
   if (samples.empty()) throw std::invalid_argument("latency_stat_from_samples: no samples");
@@ -165,6 +235,15 @@ nlohmann::json latency_profile_model_json(const Qwen2Config& config) {
           {"vocab_size", config.vocab_size}};
 }
 
+nlohmann::json latency_profile_architecture(const nlohmann::json& model) {
+  nlohmann::json architecture = nlohmann::json::object();
+  if (!model.is_object()) return architecture;
+  for (const auto& [key, value] : model.items()) {
+    if (key != "preset" && key != "from") architecture[key] = value;
+  }
+  return architecture;
+}
+
 nlohmann::json latency_profile_to_json(const LatencyProfile& p) {
   nlohmann::json layer_median = nlohmann::json::array(), layer_spread = nlohmann::json::array(),
                  layer_samples = nlohmann::json::array();
@@ -180,6 +259,7 @@ nlohmann::json latency_profile_to_json(const LatencyProfile& p) {
           {"model", p.model},
           {"attention", {{"name", p.attention}, {"block_size", p.block_size}}},
           {"device", p.device},
+          {"training", latency_profile_training_to_json(p.training)},
           {"warmup", p.warmup},
           {"repetitions", p.repetitions},
           {"seq_lens", p.seq_lens},
@@ -217,6 +297,7 @@ LatencyProfile latency_profile_from_json(const nlohmann::json& json, const std::
     a.finish();
   }
   p.device = r.optional<std::string>("device", "cpu");
+  const nlohmann::json* training = r.optional_value("training");
   p.warmup = r.optional<int64_t>("warmup", 0);
   p.repetitions = r.optional<int64_t>("repetitions", 0);
   p.seq_lens = read_grid(r, "seq_lens");
@@ -253,6 +334,8 @@ LatencyProfile latency_profile_from_json(const nlohmann::json& json, const std::
   }
   if (const nlohmann::json* context = r.optional_value("context")) p.context = *context;
   r.finish();
+  p.training = training != nullptr ? latency_profile_training_from_json(*training, r.child_path("training"), file)
+                                   : training_of_older_profile(p.context, file);
   try {
     p.validate();
   } catch (const std::invalid_argument& e) {

@@ -23,8 +23,12 @@
 // File format (JSON, written by `sparsebalance profile`):
 //   {"format": "sparsebalance-latency-profile", "version": 1,
 //    "kind": "measured" | "analytic",
-//    "model": {"preset": ..., "hidden_size": ..., ...}, "attention": {"name": ..., "block_size": ...},
-//    "device": "cpu" | "cuda", "warmup": n, "repetitions": n,
+//    "model": {"preset": ..., "from": folder (optional), "hidden_size": ..., ...},
+//    "attention": {"name": ..., "block_size": ...},
+//    "device": "cpu" | "cuda",
+//    "training": {"precision": "fp32" | "bf16-mixed", "activation_checkpointing": bool,
+//                 "lora": null | {"rank": r, "alpha": a, "dropout": p, "target_modules": [...]}},
+//    "warmup": n, "repetitions": n,
 //    "seq_lens": [ascending], "budgets": [ascending; [0] for dense attention],
 //    "layer_ms": {"median": [[len][budget]], "spread": [[...]], "samples": [[[...]]]},
 //    "rest_ms":  {"median": [len], "spread": [len], "samples": [[...]]},
@@ -32,7 +36,14 @@
 //    "model_ms": {"median": [len], "spread": [len], "samples": [[...]]}, "model_budget": k  (optional),
 //    "packed_ms": {"median": [m], "spread": [s], "samples": [[...]]}, "packed_count": n  (optional),
 //    "context": {...}}
-// "spread" is the interquartile range of the repetitions (ms).
+// "spread" is the interquartile range of the repetitions (ms). A measured profile's
+// context also says what was timed: "timed_layer" {"parameters", "trainable_parameters",
+// "lora_targets", "activation_checkpointing"}, read from the timed layer itself.
+// "model.preset" is the architecture's name (a preset, or the basename of a Hugging Face
+// folder); "model.from" is the folder a profile of a pretrained model was measured from,
+// so that `profile --check` can build the same model again. Profiles written before
+// "training" existed read as fp32 (or their "context.precision"), without activation
+// checkpointing, full fine-tuning: how they were measured.
 
 #include <nlohmann/json.hpp>
 
@@ -43,6 +54,8 @@
 #include <vector>
 
 #include "models/qwen2/qwen2_config.h"
+#include "models/qwen2/qwen2_lora.h"
+#include "models/qwen2/qwen2_precision.h"
 
 namespace sb {
 
@@ -56,12 +69,38 @@ struct LatencyStat {
 // samples; samples must be non-empty.
 LatencyStat latency_stat_from_samples(std::vector<double> samples);
 
+// How the run a profile is for trains: what, beyond the architecture, the attention and
+// the device, changes a layer's forward + backward time, so a run may use only a profile
+// measured with the same (method_profiles.h checks it):
+//   precision                 bf16-mixed autocast runs the matmuls in bfloat16;
+//   activation_checkpointing  each layer's forward runs again in the backward;
+//   lora                      the base is frozen, so the backward computes no weight
+//                             gradients of it (about a third of a layer's matmul work)
+//                             and the adapters add small rank-r matmuls. Its alpha and
+//                             dropout are recorded but do not change the time.
+struct LatencyProfileTraining {
+  Qwen2Precision precision = Qwen2Precision::kFloat32;
+  bool activation_checkpointing = false;
+  std::optional<Qwen2LoraOptions> lora;  // absent: full fine-tuning
+};
+
+// "fp32, no activation checkpointing, full fine-tuning" and the like, for messages.
+std::string latency_profile_training_text(const LatencyProfileTraining& training);
+// "full fine-tuning" or "LoRA rank 8 on q_proj, v_proj".
+std::string latency_profile_lora_text(const std::optional<Qwen2LoraOptions>& lora);
+
+nlohmann::json latency_profile_training_to_json(const LatencyProfileTraining& training);
+// `path` and `file` name the object in ConfigErrors (unknown keys, bad values).
+LatencyProfileTraining latency_profile_training_from_json(const nlohmann::json& json, const std::string& path,
+                                                          const std::string& file);
+
 struct LatencyProfile {
   std::string kind = "measured";  // "measured" or "analytic" (computed, not timed)
   nlohmann::json model = nlohmann::json::object();
   std::string attention;       // "moba" or "dense"
   int64_t block_size = 0;      // MoBA block size (0 for dense)
   std::string device = "cpu";
+  LatencyProfileTraining training;  // how the timed layer was trained (see above)
   int64_t warmup = 0;
   int64_t repetitions = 0;
   std::vector<int64_t> seq_lens;           // ascending, >= 2 entries
@@ -87,8 +126,13 @@ struct LatencyProfile {
   int64_t measured_threads() const;
 };
 
-// The profile's "model" object: the preset name and the shape that decides a layer's cost.
+// The profile's "model" object: the architecture's name ("preset": config.name) and the
+// shape that decides a layer's cost.
 nlohmann::json latency_profile_model_json(const Qwen2Config& config);
+// The fields of a "model" object that describe the architecture (all but "preset" and
+// "from", which only name it): two models with the same architecture have the same
+// timings, whether named by a preset or read from a folder.
+nlohmann::json latency_profile_architecture(const nlohmann::json& model);
 
 nlohmann::json latency_profile_to_json(const LatencyProfile& profile);
 // `file` names the source in errors (ConfigError with the JSON path).

@@ -2,12 +2,14 @@
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
+#include <torch/csrc/autograd/function.h>
 #include <torch/cuda.h>
 #include <torch/nn/modules/linear.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <functional>
 #include <numeric>
 #include <random>
@@ -16,12 +18,16 @@
 
 #include "harness/common/system_info.h"
 #include "harness/latency/latency_predictor.h"
+#include "models/qwen2/qwen2_checkpointing.h"
+#include "models/qwen2/qwen2_hf_config.h"
+#include "models/qwen2/qwen2_lora.h"
 #include "models/qwen2/qwen2_model.h"
 #include "models/qwen2/qwen2_precision.h"
 
 namespace sb {
 namespace {
 
+namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 // [our rule] Sequences in the profile's packed point (LatencyProfile::packed_ms).
@@ -41,14 +47,15 @@ class PassThroughAttention : public AttentionBackend {
   }
 };
 
-// One decoder layer, a head and (when asked) the whole model on one device; each method
-// returns the sampler of one grid point, holding its own inputs.
+// One decoder layer, a head and (when asked) the whole model on one device, trained as
+// the request's training options say; each method returns the sampler of one grid point,
+// holding its own inputs.
 class LayerBench {
  public:
-  LayerBench(const ProfileRequest& request)
-      : config_(qwen2_preset(request.preset)),
+  explicit LayerBench(const ProfileRequest& request)
+      : config_(request.config),
         device_(request.device == "cuda" ? c10::Device(c10::kCUDA) : c10::Device(c10::kCPU)),
-        precision_(qwen2_precision_from_name(request.precision)) {
+        training_(request.training) {
     at::manual_seed(request.seed);
     layer_ = Qwen2DecoderLayer(config_, 0);
     layer_->to(device_);
@@ -56,6 +63,7 @@ class LayerBench {
     norm_->to(device_);
     head_ = torch::nn::Linear(torch::nn::LinearOptions(config_.hidden_size, config_.vocab_size).bias(false));
     head_->to(device_);
+    if (training_.lora) train_as_lora(*training_.lora);
     attention_ = make_attention_backend(request.attention);
     attention_options_ = request.attention;
   }
@@ -64,13 +72,13 @@ class LayerBench {
   // One layer over several sequences packed into one micro-batch, as the trainer runs them.
   TimedPoint packed_layer(const std::vector<int64_t>& lengths, int64_t budget) {
     const std::vector<int64_t> per_sequence(lengths.size(), budget);
-    return layer_sample(lengths, [this, per_sequence]() -> AttentionBackend& {
+    return layer_sample(lengths, [this, per_sequence] {
       if (attention_->name() == "moba") attention_->set_budget_request(AttentionBudgetRequest{per_sequence, 0.0, 0});
-      return *attention_;
+      return attention_;
     });
   }
   TimedPoint rest(int64_t length) {
-    return layer_sample({length}, [this]() -> AttentionBackend& { return pass_through_; });
+    return layer_sample({length}, [this] { return pass_through_; });
   }
 
   // The whole model (embedding, every layer at `budget`, final norm, lm_head, loss) on one
@@ -80,7 +88,10 @@ class LayerBench {
       model_backend_ = std::shared_ptr<AttentionBackend>(make_attention_backend(attention_options_));
       model_ = Qwen2ForCausalLM(config_, model_backend_);
       model_->to(device_);
-      model_->set_precision(precision_);
+      // As the trainer sets the model up (harness/train/model_training_options.h).
+      model_->set_precision(training_.precision);
+      model_->set_activation_checkpointing(training_.activation_checkpointing);
+      if (training_.lora) qwen2_apply_lora(model_, *training_.lora);
       model_->train();
     }
     const auto options = at::TensorOptions().dtype(at::kLong).device(device_);
@@ -103,21 +114,76 @@ class LayerBench {
     const at::Tensor labels = at::randint(0, config_.vocab_size, {length}, at::TensorOptions().dtype(at::kLong).device(device_));
     return [this, x, labels] {
       return run_once([&] {
-        Qwen2AutocastGuard autocast(device_.type(), precision_);
+        Qwen2AutocastGuard autocast(device_.type(), training_.precision);
         const at::Tensor logits = head_->forward(norm_->forward(x)).to(at::kFloat);
         at::cross_entropy_loss(logits, labels).backward();
       });
     };
   }
 
+  // What the timed layer is, read from the layer itself (the profile's context records
+  // it): {"parameters", "trainable_parameters", "lora_targets": [projections with an
+  // adapter], "activation_checkpointing": whether a forward through run_layer hangs its
+  // output on the checkpoint's backward node}.
+  nlohmann::json timed_layer() {
+    const at::Tensor probe_positions = at::arange(2, at::TensorOptions().dtype(at::kLong).device(device_));
+    const auto [cos, sin] = qwen2_rotary_tables(probe_positions, config_);
+    const at::Tensor probe = run_layer(hidden(2), cos, sin, PackedSequences::from_lengths({2}), pass_through_);
+    const bool checkpointed = probe.grad_fn() != nullptr && probe.grad_fn()->name() == "Qwen2CheckpointedLayerBackward";
+    int64_t parameters = 0, trainable = 0;
+    for (const at::Tensor& p : layer_->parameters()) {
+      parameters += p.numel();
+      if (p.requires_grad()) trainable += p.numel();
+    }
+    nlohmann::json lora_targets = nlohmann::json::array();
+    for (const auto& item : layer_->named_modules("", /*include_self=*/false)) {
+      const auto* projection = item.value()->as<Qwen2Linear>();
+      if (projection != nullptr && projection->has_lora()) lora_targets.push_back(leaf_name(item.key()));
+    }
+    return {{"parameters", parameters},
+            {"trainable_parameters", trainable},
+            {"lora_targets", lora_targets},
+            {"activation_checkpointing", checkpointed}};
+  }
+
  private:
+  static std::string leaf_name(const std::string& module_path) {
+    return module_path.substr(module_path.rfind('.') + 1);  // "self_attn.q_proj" -> "q_proj"
+  }
+
+  // As qwen2_apply_lora does to every layer of a model: everything frozen, adapters on
+  // the target projections (the only trainable parameters). The final norm and the head
+  // are frozen too, so the head point computes only the gradient of its input.
+  void train_as_lora(const Qwen2LoraOptions& lora) {
+    for (torch::nn::Module* module : {static_cast<torch::nn::Module*>(layer_.get()),
+                                      static_cast<torch::nn::Module*>(norm_.get()),
+                                      static_cast<torch::nn::Module*>(head_.get())}) {
+      for (at::Tensor& p : module->parameters()) p.set_requires_grad(false);
+    }
+    size_t added = 0;
+    for (const auto& item : layer_->named_modules("", /*include_self=*/false)) {
+      auto* projection = item.value()->as<Qwen2Linear>();
+      const auto& targets = lora.target_modules;
+      if (projection == nullptr || std::find(targets.begin(), targets.end(), leaf_name(item.key())) == targets.end()) {
+        continue;
+      }
+      projection->add_lora(lora.rank, lora.alpha, lora.dropout);
+      ++added;
+    }
+    if (added != lora.target_modules.size()) {
+      throw std::logic_error("LayerBench: found " + std::to_string(added) + " of the " +
+                             std::to_string(lora.target_modules.size()) + " LoRA target projections in the layer");
+    }
+  }
+
   at::Tensor hidden(int64_t length) {
     return at::randn({length, config_.hidden_size}, at::TensorOptions().device(device_)).requires_grad_(true);
   }
 
   // `backend` is called before every run: it sets the point's budget on a shared backend.
   // Positions restart at 0 in every packed sequence.
-  TimedPoint layer_sample(const std::vector<int64_t>& lengths, std::function<AttentionBackend&()> backend) {
+  TimedPoint layer_sample(const std::vector<int64_t>& lengths,
+                          std::function<std::shared_ptr<AttentionBackend>()> backend) {
     const auto index = at::TensorOptions().dtype(at::kLong).device(device_);
     std::vector<at::Tensor> ranges;
     for (int64_t length : lengths) ranges.push_back(at::arange(length, index));
@@ -128,13 +194,22 @@ class LayerBench {
     const PackedSequences sequences = PackedSequences::from_lengths(lengths);
     const at::Tensor grad = at::randn({total, config_.hidden_size}, x.options().requires_grad(false));
     return [this, backend = std::move(backend), x, cos = cos, sin = sin, sequences, grad] {
-      AttentionBackend& attention = backend();
+      const std::shared_ptr<AttentionBackend> attention = backend();
       return run_once([&] {
-        Qwen2AutocastGuard autocast(device_.type(), precision_);
-        const at::Tensor y = layer_->forward(x, cos, sin, sequences, attention);
-        y.to(at::kFloat).backward(grad);
+        Qwen2AutocastGuard autocast(device_.type(), training_.precision);
+        run_layer(x, cos, sin, sequences, attention).to(at::kFloat).backward(grad);
       });
     };
+  }
+
+  // The layer's forward, checkpointed as Qwen2ForCausalLM::forward_layer runs a layer of
+  // a run with activation checkpointing (its backward runs the forward again).
+  at::Tensor run_layer(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
+                       const PackedSequences& sequences, const std::shared_ptr<AttentionBackend>& attention) {
+    if (training_.activation_checkpointing) {
+      return qwen2_checkpointed_layer_forward(layer_.ptr(), x, cos, sin, sequences, attention);
+    }
+    return layer_->forward(x, cos, sin, sequences, *attention);
   }
 
   template <typename Step>
@@ -152,33 +227,59 @@ class LayerBench {
 
   Qwen2Config config_;
   c10::Device device_;
-  Qwen2Precision precision_;
+  LatencyProfileTraining training_;
   Qwen2DecoderLayer layer_{nullptr};
   Qwen2RMSNorm norm_{nullptr};
   torch::nn::Linear head_{nullptr};
-  std::unique_ptr<AttentionBackend> attention_;
-  PassThroughAttention pass_through_;
+  std::shared_ptr<AttentionBackend> attention_;
+  std::shared_ptr<AttentionBackend> pass_through_ = std::make_shared<PassThroughAttention>();
   AttentionOptions attention_options_;
   std::shared_ptr<AttentionBackend> model_backend_;
   Qwen2ForCausalLM model_{nullptr};
 };
 
 void check_request(const ProfileRequest& r) {
-  qwen2_preset(r.preset);  // throws with the known names
+  if (r.model.empty()) throw std::invalid_argument("--model: name a preset or a Hugging Face folder");
+  if (r.config.hidden_size <= 0) {
+    throw std::invalid_argument("the request's model config is unset (fill it with profile_model_config)");
+  }
   if (r.device != "cpu" && r.device != "cuda") throw std::invalid_argument("--device must be cpu or cuda");
   if (r.device == "cuda" && !torch::cuda::is_available()) {
     throw std::invalid_argument("--device cuda: no CUDA device is available here");
   }
   if (r.attention.is_moba() && r.budgets.empty()) throw std::invalid_argument("--budgets: MoBA needs at least one budget");
   if (r.warmup < 0 || r.repetitions < 1) throw std::invalid_argument("need warmup >= 0 and repetitions >= 1");
+  if (r.training.lora) qwen2_validate_lora_options(*r.training.lora);
   for (int64_t length : r.seq_lens) {
-    if (length > qwen2_preset(r.preset).max_position_embeddings) {
+    if (length > qwen2_position_limit(r.config)) {
       throw std::invalid_argument("--seq-lens: " + std::to_string(length) + " exceeds the model's positions");
     }
   }
 }
 
 }  // namespace
+
+bool profile_model_is_folder(const std::string& model) {
+  const std::vector<std::string> presets = qwen2_preset_names();
+  return std::find(presets.begin(), presets.end(), model) == presets.end();
+}
+
+Qwen2Config profile_model_config(const std::string& model) {
+  if (!profile_model_is_folder(model)) return qwen2_preset(model);
+  const fs::path dir(model);
+  if (!fs::is_directory(dir) || !fs::exists(dir / "config.json")) {
+    std::string presets;
+    for (const std::string& name : qwen2_preset_names()) presets += (presets.empty() ? "" : ", ") + name;
+    throw std::invalid_argument("model \"" + model + "\" is neither a preset (" + presets + ") nor a " +
+                                (fs::is_directory(dir) ? "folder with config.json" : "folder"));
+  }
+  Qwen2Config config = qwen2_config_from_hf_file(dir / "config.json");
+  // Named as the manifest names a model read from a folder: after the folder.
+  fs::path named = fs::absolute(dir).lexically_normal();
+  if (named.filename().empty()) named = named.parent_path();
+  config.name = named.filename().string();
+  return config;
+}
 
 std::vector<LatencyStat> measure_interleaved(const std::vector<TimedPoint>& points, int64_t warmup,
                                              int64_t repetitions, uint64_t seed, const ProgressFn& progress) {
@@ -208,13 +309,15 @@ std::vector<LatencyStat> measure_interleaved(const std::vector<TimedPoint>& poin
 
 LatencyProfile measure_latency_profile(const ProfileRequest& request, const ProgressFn& progress) {
   check_request(request);
-  const Qwen2Config& config = qwen2_preset(request.preset);
   LatencyProfile p;
   p.kind = "measured";
-  p.model = latency_profile_model_json(config);
+  p.model = latency_profile_model_json(request.config);
+  // Where `profile --check` finds the model again; a preset is found by its name.
+  if (profile_model_is_folder(request.model)) p.model["from"] = fs::absolute(request.model).lexically_normal().string();
   p.attention = request.attention.name();
   p.block_size = request.attention.is_moba() ? request.attention.block_size : 0;
   p.device = request.device;
+  p.training = request.training;
   p.warmup = request.warmup;
   p.repetitions = request.repetitions;
   p.seq_lens = request.seq_lens;
@@ -226,7 +329,6 @@ LatencyProfile measure_latency_profile(const ProfileRequest& request, const Prog
     if (k <= std::max<int64_t>(request.attention.top_k, p.budgets.front())) p.model_budget = k;
   }
   p.context = collect_system_info();
-  p.context["precision"] = request.precision;
   p.context["seed"] = request.seed;
 
   LayerBench bench(request);
@@ -241,6 +343,8 @@ LatencyProfile measure_latency_profile(const ProfileRequest& request, const Prog
   }
   p.packed_count = kPackedCount;
   points.push_back(bench.packed_layer(std::vector<int64_t>(kPackedCount, p.seq_lens.front()), p.budgets.front()));
+  // After the points have drawn their inputs, so that the probe leaves them as they were.
+  p.context["timed_layer"] = bench.timed_layer();
   const std::vector<LatencyStat> stats =
       measure_interleaved(points, request.warmup, request.repetitions, request.seed, progress);
   p.packed_ms = stats.back();
@@ -281,15 +385,24 @@ ProfileCheck check_latency_profile(const LatencyProfile& profile, int64_t warmup
                                    const ProgressFn& progress) {
   if (profile.kind != "measured") throw std::invalid_argument("only measured profiles can be re-measured");
   ProfileRequest request;
-  request.preset = profile.model.at("preset").get<std::string>();
+  const std::string name = profile.model.is_object() ? profile.model.value("preset", "") : "";
+  request.model = profile.model.is_object() ? profile.model.value("from", name) : name;
+  request.config = profile_model_config(request.model);
+  const nlohmann::json measured_architecture = latency_profile_architecture(profile.model);
+  const nlohmann::json architecture = latency_profile_architecture(latency_profile_model_json(request.config));
+  if (architecture != measured_architecture) {
+    throw std::invalid_argument("the profile's model " + measured_architecture.dump() + " is not the architecture of " +
+                                request.model + " now (" + architecture.dump() + ")");
+  }
   request.attention = AttentionOptions{attention_kind_options().from_name(profile.attention), profile.block_size > 0 ? profile.block_size : 256, 32};
   request.device = profile.device;
-  request.precision = profile.context.value("precision", "fp32");
+  request.training = profile.training;
+  request.seq_lens = profile.seq_lens;
+  request.budgets = profile.budgets;
   request.warmup = warmup;
   request.repetitions = repetitions;
   request.seed = profile.context.value("seed", uint64_t{0}) + 1;  // other inputs than the profile's
-  check_request(ProfileRequest{request.preset, request.attention, request.device, request.precision,
-                               profile.seq_lens, profile.budgets, warmup, repetitions, request.seed});
+  check_request(request);
   // Held out: midpoints between neighbouring lengths x between neighbouring budgets.
   std::vector<int64_t> lengths, budgets;
   for (size_t i = 0; i + 1 < profile.seq_lens.size(); ++i) {

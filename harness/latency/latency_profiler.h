@@ -1,6 +1,8 @@
 #pragma once
 // Measures a latency profile (latency_profile.h) on this machine: one decoder layer of a
-// model preset, forward + backward, on one sequence of each length at each budget, after
+// model (a preset or a Hugging Face folder), forward + backward, trained as the request's
+// training options say (LoRA adapters on the target projections with the base frozen,
+// activation checkpointing, precision), on one sequence of each length at each budget, after
 // warm-up, as the median and interquartile range of `repetitions` timings (raw samples
 // kept). Also measures, per length:
 //   rest   the same layer with a pass-through attention (its output is q): norms,
@@ -24,17 +26,30 @@
 
 namespace sb {
 
+// What to measure. The model and the training options are those of the run the profile
+// is for: the timed layer trains as that run trains it (LatencyProfileTraining).
 struct ProfileRequest {
-  std::string preset;               // model preset (models/qwen2/qwen2_config.h)
+  // A preset name (models/qwen2/qwen2_config.h) or a Hugging Face Qwen2 folder with
+  // config.json, as an absolute path (the profile records it for re-measuring, and the
+  // command line that reproduces the profile names it).
+  std::string model;
+  Qwen2Config config;               // model's architecture (profile_model_config(model))
   AttentionOptions attention;       // "moba" (block_size used) or "dense"
   std::string device = "cpu";       // "cpu" | "cuda"
-  std::string precision = "fp32";   // "fp32" | "bf16-mixed"
+  LatencyProfileTraining training;  // precision, activation checkpointing, LoRA
   std::vector<int64_t> seq_lens;    // ascending, >= 2
   std::vector<int64_t> budgets;     // ascending (ignored for dense)
   int64_t warmup = 2;
   int64_t repetitions = 5;
   uint64_t seed = 0;                // inputs and weights
 };
+
+// The architecture `model` names: a preset's, or for a folder its config.json's, named
+// after the folder. Throws std::invalid_argument for anything else, listing the presets.
+Qwen2Config profile_model_config(const std::string& model);
+
+// Whether `model` (ProfileRequest::model) names a folder rather than a preset.
+bool profile_model_is_folder(const std::string& model);
 
 using ProgressFn = std::function<void(const std::string&)>;
 
@@ -54,7 +69,9 @@ using TimedPoint = std::function<double()>;
 std::vector<LatencyStat> measure_interleaved(const std::vector<TimedPoint>& points, int64_t warmup,
                                              int64_t repetitions, uint64_t seed, const ProgressFn& progress = {});
 
-// Throws std::invalid_argument for an inconsistent request.
+// Throws std::invalid_argument for an inconsistent request. The profile's context.
+// "timed_layer" says what the timed layer was: its parameters, those that trained, and
+// the projections that carried LoRA adapters.
 LatencyProfile measure_latency_profile(const ProfileRequest& request, const ProgressFn& progress = {});
 
 struct ProfileCheckPoint {
@@ -76,8 +93,8 @@ struct ProfileCheck {
   double packed_mape = 0;  // the same over packed_points
 };
 
-// The profile's own model, attention, device and precision (from its "model" and
-// "context"), re-measured now: one layer at the midpoints between grid lengths x between
+// The profile's own model (its "model.from" folder, else its preset), attention, device
+// and training options, re-measured now: one layer at the midpoints between grid lengths x between
 // grid budgets, and at each length midpoint a packed micro-batch of that many tokens.
 ProfileCheck check_latency_profile(const LatencyProfile& profile, int64_t warmup, int64_t repetitions,
                                    const ProgressFn& progress = {});

@@ -34,7 +34,7 @@ void evaluate_run(const RunSpec& run, const fs::path& run_dir, std::ostream& log
   place_model(folder, m.train.device_name(), m.train.precision == Qwen2Precision::kBFloat16Mixed ? "bfloat16" : "float32");
   std::unique_ptr<Dataset> data;
   if (m.data.source == DataSource::kSynthetic) {
-    data = make_dataset(m.data, m.seed, m.model.config.vocab_size, m.train.max_tokens_per_microbatch);
+    data = make_dataset(m.data, m.seed, dataset_limits(m));
   }
   fs::create_directories(evaluation_dir(run_dir));
   run_eval_suite(folder, *m.eval, evaluation_dir(run_dir), log, data.get());

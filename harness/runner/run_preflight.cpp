@@ -70,6 +70,11 @@ void check_one_run(const RunSpec& run) {
     require(m, m.data.jsonl.path, Kind::kFile, "$.data.jsonl.path", "fix the path (relative to the manifest)");
     require(m, m.data.jsonl.tokenizer, Kind::kFile, "$.data.jsonl.tokenizer",
             "point it at the model's tokenizer.json (relative to the manifest)");
+  }
+  if (m.data.source == DataSource::kTokenized) {
+    require(m, m.data.tokenized.path, Kind::kFolder, "$.data.tokenized.path",
+            "build the cache first: python scripts/data/tokenize_sft.py --data DATA.jsonl --tokenizer-dir MODEL_DIR "
+            "--out CACHE_DIR");
   }  // data.synthetic.length_file is read (and a missing one refused) when the manifest is parsed
   for (size_t i = 0; i < m.methods.size(); ++i) {
     const std::string& profile = m.methods[i].profile;

@@ -81,7 +81,7 @@ RunSimulator::RunSimulator(const Manifest& m, SimProfile profile, ClusterSection
       simulation_(m.simulation ? *m.simulation : SimulationSection{}),
       noise_(simulation_.latency_noise.sigma, simulation_.latency_noise.rank_sigma, static_cast<uint64_t>(m.seed)) {
   const Qwen2Config& config = m.model.config;
-  dataset_ = make_dataset(m.data, m.seed, config.vocab_size, m.train.max_tokens_per_microbatch);
+  dataset_ = make_dataset(m.data, m.seed, dataset_limits(m));
   planner_ = std::make_unique<BatchPlanner>(method_planner_options(m, m.parallelism.dp), profile_.predictor);
   const MethodSection& method = m.methods.at(0);
   if (method.attention.is_moba()) {

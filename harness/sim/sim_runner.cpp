@@ -312,7 +312,7 @@ RunManifestResult simulate_manifest(const Manifest& manifest, const SimulateOpti
     }
     const Manifest& m = run.manifest;
     const Qwen2Config& config = m.model.config;
-    const int64_t longest = make_dataset(m.data, m.seed, config.vocab_size, m.train.max_tokens_per_microbatch)->max_length();
+    const int64_t longest = make_dataset(m.data, m.seed, dataset_limits(m))->max_length();
     RunSimulatorOptions sim_options;
     sim_options.fixed_plan_ms = options.fixed_plan_ms;
     RunSimulator sim(m, load_sim_profile(m, longest, options.profile), simulation_cluster(m), sim_options);

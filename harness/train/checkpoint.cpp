@@ -16,8 +16,10 @@
 #include <map>
 
 #include "harness/common/atomic_file.h"
+#include "harness/train/saved_model_files.h"
 #include "models/qwen2/qwen2_hf_checkpoint.h"
 #include "models/qwen2/qwen2_hf_config.h"
+#include "models/qwen2/qwen2_lora.h"
 #include "models/safetensors/safetensors_checkpoint.h"
 #include "models/safetensors/safetensors_file.h"
 #include "models/safetensors/safetensors_writer.h"
@@ -27,6 +29,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+
+const char* const kAdapterFolder = "adapter";
 
 std::string numbered(const char* stem, int64_t index, int64_t count) {
   char name[96];
@@ -84,6 +88,27 @@ void restore_generator_states(const SafetensorsFile& file) {
 #endif
 }
 
+// The stages' adapter shards of a LoRA run combined into one PEFT adapter folder,
+// partial/adapter/ (adapter_config.json, adapter_model.safetensors); the shards go.
+void write_peft_adapter(const fs::path& partial, const RunSpec& run) {
+  const int64_t pp = run.manifest.parallelism.pp;
+  std::vector<std::pair<std::string, at::Tensor>> tensors;
+  for (int64_t s = 0; s < pp; ++s) {
+    const SafetensorsFile file = SafetensorsFile::open(partial / numbered("adapter", s, pp));
+    for (const std::string& name : file.names()) tensors.emplace_back(name, file.tensor(name).to(at::kFloat));
+  }
+  std::sort(tensors.begin(), tensors.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  const LoraSection& lora = *run.manifest.train.lora;
+  const Qwen2LoraOptions options{lora.rank, lora.alpha, lora.dropout, lora.target_modules};
+  const fs::path dir = partial / kAdapterFolder;
+  fs::create_directories(dir);
+  write_safetensors(dir / "adapter_model.safetensors", tensors, {{"format", "pt"}});
+  write_file_atomic(dir / "adapter_config.json",
+                    qwen2_peft_adapter_config(options, run.manifest.model.label()).dump(2) + "\n");
+  fsync_directory(dir);
+  for (int64_t s = 0; s < pp; ++s) fs::remove(partial / numbered("adapter", s, pp));
+}
+
 // Rank 0, after every rank wrote its files into `partial`: the HF index and config,
 // trainer_state.json, then the rename and `latest`.
 void finish_checkpoint(const fs::path& root, const fs::path& partial, int64_t iterations_done,
@@ -101,13 +126,13 @@ void finish_checkpoint(const fs::path& root, const fs::path& partial, int64_t it
   }
   write_file_atomic(partial / "model.safetensors.index.json",
                     json{{"metadata", {{"total_size", total_size}}}, {"weight_map", weight_map}}.dump(2) + "\n");
-  write_file_atomic(partial / "config.json",
-                    qwen2_config_to_hf_json(run.manifest.model.config).dump(2) + "\n");
+  write_saved_model_files(saved_model_files(run.manifest), partial);
+  if (run.manifest.train.lora) write_peft_adapter(partial, run);
   const TrainSection& train = run.manifest.train;
   write_file_atomic(partial / "trainer_state.json",
                     json{{"format", "sparsebalance-checkpoint-1"},
                          {"run", run.name},
-                         {"model", run.manifest.model.preset},
+                         {"model", model_section_to_json(run.manifest.model)},
                          {"iterations_done", iterations_done},
                          {"data_cursor", {{"next_sample", iterations_done * train.global_batch_size}}},
                          {"lr_schedule", {{"next_iteration", iterations_done}}},
@@ -166,11 +191,12 @@ void save_checkpoint(const fs::path& run_dir, int64_t iterations_done, const Run
 
   const int64_t pp = context.layout.pp();
   if (context.dp_rank() == 0) {
-    std::vector<std::pair<std::string, at::Tensor>> weights, moments;
+    std::vector<std::pair<std::string, at::Tensor>> weights, moments, adapters;
+    for (auto& [name, tensor] : stage.merged_weights()) weights.emplace_back(qwen2_hf_tensor_name(name), tensor);
     for (const StageParameter& p : stage.parameters()) {
       if (p.tied_copy) continue;
       const std::string hf = qwen2_hf_tensor_name(p.name);
-      weights.emplace_back(hf, p.tensor.detach());
+      if (qwen2_is_lora_parameter(p.name)) adapters.emplace_back(qwen2_peft_tensor_name(p.name), p.tensor.detach());
       auto it = optimizer.state().find(p.tensor.unsafeGetTensorImpl());
       if (it == optimizer.state().end()) continue;  // no step taken yet
       const auto& state = static_cast<const torch::optim::AdamWParamState&>(*it->second);
@@ -180,6 +206,7 @@ void save_checkpoint(const fs::path& run_dir, int64_t iterations_done, const Run
     }
     write_safetensors(partial / numbered("model", context.stage(), pp), weights);
     write_safetensors(partial / numbered("optimizer", context.stage(), pp), moments);
+    if (run.manifest.train.lora) write_safetensors(partial / numbered("adapter", context.stage(), pp), adapters);
   }
   write_safetensors(partial / rng_file(context.rank), generator_states());
   context.wait_for_all(name + "/written", limit);
@@ -190,9 +217,12 @@ void save_checkpoint(const fs::path& run_dir, int64_t iterations_done, const Run
 CheckpointState load_checkpoint(const fs::path& dir, const RunSpec& run, const RankContext& context,
                                 PipelineStage& stage, torch::optim::AdamW& optimizer) {
   const json state = json::parse(read_file(dir / "trainer_state.json"));
-  if (state.at("layout") != layout_json(context) || state.at("model") != run.manifest.model.preset) {
-    throw std::runtime_error(dir.string() + " was saved for model " + state.at("model").dump() + " with layout " +
-                             state.at("layout").dump() + ", not this run's " + run.manifest.model.preset +
+  const json model = model_section_to_json(run.manifest.model);
+  // Checkpoints from before model.from existed name the preset alone.
+  const json saved_model = state.at("model").is_string() ? json{{"preset", state.at("model")}} : state.at("model");
+  if (state.at("layout") != layout_json(context) || saved_model != model) {
+    throw std::runtime_error(dir.string() + " was saved for model " + saved_model.dump() + " with layout " +
+                             state.at("layout").dump() + ", not this run's " + model.dump() +
                              " with " + layout_json(context).dump() +
                              " (fix: rerun with --force to start afresh)");
   }
@@ -206,7 +236,12 @@ CheckpointState load_checkpoint(const fs::path& dir, const RunSpec& run, const R
                              " does not follow from the iteration and global_batch_size");
   }
 
+  // A LoRA run's frozen base is what the run starts from (seed or model.from); its
+  // adapters come from the PEFT folder, the model shards hold the merged weights.
+  const bool lora = run.manifest.train.lora.has_value();
   const SafetensorsCheckpoint weights = SafetensorsCheckpoint::open(dir);
+  std::optional<SafetensorsFile> adapter;
+  if (lora) adapter = SafetensorsFile::open(dir / kAdapterFolder / "adapter_model.safetensors");
   std::vector<SafetensorsFile> optimizer_files;
   for (int64_t s = 0; s < context.layout.pp(); ++s) {
     optimizer_files.push_back(SafetensorsFile::open(dir / numbered("optimizer", s, context.layout.pp())));
@@ -220,7 +255,8 @@ CheckpointState load_checkpoint(const fs::path& dir, const RunSpec& run, const R
   c10::NoGradGuard no_grad;
   for (const StageParameter& p : stage.parameters()) {
     const std::string hf = qwen2_hf_tensor_name(p.name);
-    const at::Tensor saved = weights.tensor(hf);
+    if (lora && !qwen2_is_lora_parameter(p.name)) continue;
+    const at::Tensor saved = lora ? adapter->tensor(qwen2_peft_tensor_name(p.name)) : weights.tensor(hf);
     if (saved.sizes() != p.tensor.sizes()) {
       throw std::runtime_error(dir.string() + ": " + hf + " has shape " + c10::str(saved.sizes()) +
                                ", the model needs " + c10::str(p.tensor.sizes()));

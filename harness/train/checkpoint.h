@@ -3,10 +3,16 @@
 //
 //   <run>/checkpoints/latest                 name of the newest complete checkpoint
 //   <run>/checkpoints/iter_00000040/         after 40 completed iterations
-//     config.json                            the model's HF config
+//     config.json, generation_config.json,   the model's HF config with its token ids,
+//     tokenizer files                        generation settings and tokenizer
+//                                            (saved_model_files.h)
 //     model.safetensors.index.json           HF index of the shards below
 //     model-00001-of-00002.safetensors       stage 0's parameters, HF names, as trained
+//                                            (LoRA adapters merged into their weights)
 //     model-00002-of-00002.safetensors       stage 1's (a tied head is stored once)
+//     adapter/                               LoRA runs: the PEFT adapter folder
+//                                            (adapter_config.json,
+//                                            adapter_model.safetensors)
 //     optimizer-00001-of-00002.safetensors   AdamW state of stage 0's parameters:
 //                                            "<HF name>.exp_avg", ".exp_avg_sq", ".step"
 //     rng-rank-00000.safetensors             each rank's random generator state(s)
@@ -15,7 +21,9 @@
 //                                            (SAB's budget estimator); written last
 //
 // So a checkpoint folder is also an HF model folder (`sparsebalance eval` and
-// transformers load it). Writing is collective and atomic: every file goes into
+// transformers load it), and a LoRA run's adapter/ loads in PEFT on top of its base.
+// Resuming a LoRA run reads the adapters from adapter/ and rebuilds the frozen base as
+// the run started it (seed or model.from). Writing is collective and atomic: every file goes into
 // iter_N.partial/ (each file itself temp + fsync + rename), then rank 0 renames the
 // folder into place and only then rewrites `latest`; a crash at any point leaves the
 // previous checkpoint as the newest complete one. Stage shards are written by DP rank 0

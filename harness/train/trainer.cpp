@@ -21,6 +21,8 @@
 #include "harness/parallel/pipeline/pipeline_engine.h"
 #include "harness/train/lr_schedule.h"
 #include "harness/train/model_training_options.h"
+#include "models/qwen2/qwen2_hf_checkpoint.h"
+#include "models/safetensors/safetensors_checkpoint.h"
 
 namespace sb {
 namespace {
@@ -76,6 +78,22 @@ std::vector<std::vector<double>> realized_floors(const GlobalBatchPlan& plan, co
   });
 }
 
+// model.from's weights of the parameters this stage computes with; the rest of the
+// model keeps its seeded values and is freed when the stage has taken its parts. Only
+// this stage's tensors are read from the (memory-mapped) shards, so ranks on one host
+// share the page cache instead of each reading the whole checkpoint.
+void load_stage_weights(Qwen2ForCausalLM& model, const Manifest& m, const ParallelLayout& layout, int64_t stage) {
+  const StageLayers layers = layout.layers_of_stage(stage);
+  const bool tied = m.model.config.tie_word_embeddings;
+  try {
+    qwen2_load_hf_weights(model, SafetensorsCheckpoint::open(m.model.from), [&](const std::string& name) {
+      return stage_uses_parameter(name, stage, layout.pp(), layers, tied);
+    });
+  } catch (const std::runtime_error& e) {
+    throw ConfigError(m.file, "$.model.from", e.what(), "point model.from at an intact Qwen2/Qwen2.5 checkpoint folder");
+  }
+}
+
 PackedMicroBatch to_device(PackedMicroBatch mb, const c10::Device& device) {
   if (device.is_cpu()) return mb;
   mb.tokens = mb.tokens.to(device);
@@ -93,7 +111,7 @@ Trainer::Trainer(const RunSpec& run, const RankContext& context, TrainerOptions 
   const Manifest& m = run_.manifest;
   const Qwen2Config& config = m.model.config;
   set_thread_count(m.train.threads, context_.local_world_size);
-  dataset_ = make_dataset(m.data, m.seed, config.vocab_size, m.train.max_tokens_per_microbatch);
+  dataset_ = make_dataset(m.data, m.seed, dataset_limits(m));
   if (dataset_->max_length() > m.train.max_tokens_per_microbatch) {
     throw ConfigError(m.file, "$.train.max_tokens_per_microbatch",
                       "is smaller than the longest sample (" + std::to_string(dataset_->max_length()) + " tokens)",
@@ -117,8 +135,9 @@ Trainer::Trainer(const RunSpec& run, const RankContext& context, TrainerOptions 
   // one-process run's weights.
   at::manual_seed(static_cast<uint64_t>(m.seed));
   Qwen2ForCausalLM model(config, backend);
-  const std::vector<at::Tensor> trainable = apply_model_training_options(model, m.train);
   const int64_t stage = context_.stage();
+  if (m.model.pretrained()) load_stage_weights(model, m, context_.layout, stage);
+  const std::vector<at::Tensor> trainable = apply_model_training_options(model, m.train);
   stage_ = std::make_unique<PipelineStage>(model, stage, context_.layout.pp(), context_.layout.layers_of_stage(stage),
                                            backend);
   stage_->move_to(context_.device);

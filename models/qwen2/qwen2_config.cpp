@@ -1,5 +1,6 @@
 #include "models/qwen2/qwen2_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -151,6 +152,12 @@ void Qwen2Config::validate() const {
                 "rms_norm_eps must be positive, got " + std::to_string(rms_norm_eps));
   qwen2_require(std::isfinite(initializer_range) && initializer_range >= 0.0, *this,
                 "initializer_range must be >= 0, got " + std::to_string(initializer_range));
+}
+
+int64_t qwen2_position_limit(const Qwen2Config& config) {
+  if (!config.yarn) return config.max_position_embeddings;
+  const auto extended = static_cast<int64_t>(config.yarn->factor * static_cast<double>(config.yarn->original_max_position_embeddings));
+  return std::max(config.max_position_embeddings, extended);
 }
 
 const Qwen2Config& qwen2_preset(const std::string& name) {

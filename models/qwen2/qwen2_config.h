@@ -44,6 +44,11 @@ struct Qwen2Config {
   void validate() const;
 };
 
+// The longest sequence the model's positions cover: max_position_embeddings, or with
+// YaRN factor x original_max_position_embeddings when that is more (Qwen2.5's
+// config.json keeps 32,768 there and YaRN factor 4 extends it to 131,072).
+int64_t qwen2_position_limit(const Qwen2Config& config);
+
 // Real models: qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-3b, qwen2.5-7b.
 // Small CPU presets: qwen2-tiny (quickstart), qwen2-test (unit tests).
 const Qwen2Config& qwen2_preset(const std::string& name);

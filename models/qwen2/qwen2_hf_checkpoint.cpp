@@ -26,19 +26,28 @@ std::string qwen2_hf_tensor_name(const std::string& parameter_name) {
   return "model." + parameter_name;
 }
 
-void qwen2_load_hf_weights(Qwen2ForCausalLM& model, const SafetensorsCheckpoint& checkpoint) {
+void qwen2_load_hf_weights(Qwen2ForCausalLM& model, const SafetensorsCheckpoint& checkpoint,
+                           const std::function<bool(const std::string&)>& wanted) {
   if (qwen2_has_lora(model)) {
     throw std::logic_error("qwen2_load_hf_weights: load the base weights before adding LoRA adapters");
   }
   const auto parameters = model->named_parameters(/*recurse=*/true);
   std::vector<std::string> expected;
-  for (const auto& item : parameters) expected.push_back(qwen2_hf_tensor_name(item.key()));
   std::set<std::string> optional;
+  for (const auto& item : parameters) {
+    const std::string name = qwen2_hf_tensor_name(item.key());
+    if (!wanted || wanted(item.key())) {
+      expected.push_back(name);
+    } else {
+      optional.insert(name);
+    }
+  }
   if (model->config().tie_word_embeddings) optional.insert(kLmHead);
   check_tensor_names(checkpoint, expected, optional);
 
   c10::NoGradGuard no_grad;
   for (const auto& item : parameters) {
+    if (wanted && !wanted(item.key())) continue;
     const std::string name = qwen2_hf_tensor_name(item.key());
     at::Tensor parameter = item.value();
     const at::Tensor stored = checkpoint.tensor(name);

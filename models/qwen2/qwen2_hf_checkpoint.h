@@ -5,6 +5,7 @@
 // at the top level (absent from checkpoints whose head is tied to the embedding).
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,7 +26,12 @@ std::string qwen2_hf_tensor_name(const std::string& parameter_name);
 // std::runtime_error naming the checkpoint folder and the tensors. A checkpoint of a
 // tied model may still carry lm_head.weight; it is ignored, as transformers does.
 // The model must not have LoRA adapters yet (std::logic_error).
-void qwen2_load_hf_weights(Qwen2ForCausalLM& model, const SafetensorsCheckpoint& checkpoint);
+// wanted (module-path names, "layers.3.mlp.up_proj.weight"): when set, only the
+// parameters it accepts are read (a pipeline stage reads its own layers); the others
+// keep their values and may be absent from the checkpoint. Names that belong to no
+// parameter of the model are still errors.
+void qwen2_load_hf_weights(Qwen2ForCausalLM& model, const SafetensorsCheckpoint& checkpoint,
+                           const std::function<bool(const std::string&)>& wanted = {});
 
 // config.json + weights of `dir` -> a model using `backend`.
 Qwen2ForCausalLM qwen2_load_hf_model(const std::filesystem::path& dir,

@@ -139,9 +139,7 @@ std::vector<std::pair<std::string, at::Tensor>> qwen2_merged_named_parameters(
   std::vector<std::pair<std::string, at::Tensor>> out;
   for (const auto& item : model->named_parameters(/*recurse=*/true)) {
     const std::string& name = item.key();
-    if (name.find(".lora_A.") != std::string::npos || name.find(".lora_B.") != std::string::npos) {
-      continue;
-    }
+    if (qwen2_is_lora_parameter(name)) continue;
     const std::string suffix = ".weight";
     if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
       const auto it = adapted.find(name.substr(0, name.size() - suffix.size()));
@@ -155,24 +153,14 @@ std::vector<std::pair<std::string, at::Tensor>> qwen2_merged_named_parameters(
   return out;
 }
 
-std::string qwen2_peft_tensor_name(const std::string& parameter_name) {
-  return "base_model.model." + qwen2_hf_tensor_name(parameter_name);
+bool qwen2_is_lora_parameter(const std::string& parameter_name) {
+  return parameter_name.find(".lora_A.") != std::string::npos || parameter_name.find(".lora_B.") != std::string::npos;
 }
 
-void qwen2_save_lora_adapter(Qwen2ForCausalLM& model, const std::filesystem::path& dir,
-                             const std::string& base_model_name_or_path) {
-  const Qwen2LoraOptions options = qwen2_lora_options_of(model);
-  std::vector<std::pair<std::string, at::Tensor>> tensors;
-  for (const auto& item : model->named_parameters(/*recurse=*/true)) {
-    const std::string& name = item.key();
-    if (name.find(".lora_A.") == std::string::npos && name.find(".lora_B.") == std::string::npos) {
-      continue;
-    }
-    tensors.emplace_back(qwen2_peft_tensor_name(name), item.value().detach().to(at::kFloat));
-  }
+nlohmann::json qwen2_peft_adapter_config(const Qwen2LoraOptions& options, const std::string& base_model_name_or_path) {
   // The fields PEFT writes for a plain LoRA adapter (no DoRA, rsLoRA, biases, or
   // extra trained modules); PEFT fills any field it misses with its default.
-  const nlohmann::json config = {
+  return {
       {"peft_type", "LORA"},
       {"task_type", "CAUSAL_LM"},
       {"base_model_name_or_path", base_model_name_or_path},
@@ -193,6 +181,22 @@ void qwen2_save_lora_adapter(Qwen2ForCausalLM& model, const std::filesystem::pat
       {"alpha_pattern", nlohmann::json::object()},
       {"revision", nullptr},
   };
+}
+
+std::string qwen2_peft_tensor_name(const std::string& parameter_name) {
+  return "base_model.model." + qwen2_hf_tensor_name(parameter_name);
+}
+
+void qwen2_save_lora_adapter(Qwen2ForCausalLM& model, const std::filesystem::path& dir,
+                             const std::string& base_model_name_or_path) {
+  const Qwen2LoraOptions options = qwen2_lora_options_of(model);
+  std::vector<std::pair<std::string, at::Tensor>> tensors;
+  for (const auto& item : model->named_parameters(/*recurse=*/true)) {
+    const std::string& name = item.key();
+    if (!qwen2_is_lora_parameter(name)) continue;
+    tensors.emplace_back(qwen2_peft_tensor_name(name), item.value().detach().to(at::kFloat));
+  }
+  const nlohmann::json config = qwen2_peft_adapter_config(options, base_model_name_or_path);
   write_checkpoint_folder(dir, [&](const std::filesystem::path& staging) {
     write_safetensors(staging / "adapter_model.safetensors", tensors, {{"format", "pt"}});
     write_checkpoint_text_file(staging / "adapter_config.json", config.dump(2) + "\n");

@@ -8,6 +8,7 @@
 //   adapter_config.json (peft_type LORA, r, lora_alpha, lora_dropout, target_modules).
 
 #include <ATen/core/Tensor.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <filesystem>
@@ -51,6 +52,12 @@ Qwen2LoraOptions qwen2_lora_options_of(Qwen2ForCausalLM& model);
 // Without adapters: named_parameters(), detached.
 std::vector<std::pair<std::string, at::Tensor>> qwen2_merged_named_parameters(
     Qwen2ForCausalLM& model);
+
+// Whether a module-path parameter name is an adapter's ("...q_proj.lora_A.weight").
+bool qwen2_is_lora_parameter(const std::string& parameter_name);
+
+// adapter_config.json as PEFT writes it for a plain LoRA adapter of these options.
+nlohmann::json qwen2_peft_adapter_config(const Qwen2LoraOptions& options, const std::string& base_model_name_or_path);
 
 // PEFT's saved name of an adapter parameter:
 // "layers.0.self_attn.q_proj.lora_A.weight" ->

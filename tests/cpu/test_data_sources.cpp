@@ -152,7 +152,7 @@ TEST(JsonlSftDataset, LoadsConversationsAndMasksTargets) {
       R"({"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "yy"}, {"role": "user", "content": "z"}, {"role": "assistant", "content": "w"}]})"
       "\n");
   JsonlDataSection config{data.string(), chatml_tokenizer().string(), TooLongRule::kError, false};
-  JsonlSftDataset dataset(config, 1, 512, 4096);
+  JsonlSftDataset dataset(config, 1, DatasetLimits{512, 4096, 0});
   ASSERT_EQ(dataset.size(), 2);
   const Sample first = dataset.sample(0);
   EXPECT_EQ(first.loss_tokens(), 2);  // "as" (one merged token) and "<|im_end|>"
@@ -168,7 +168,7 @@ TEST(JsonlSftDataset, BadLinesNameFileAndLine) {
   const auto error_of = [&](const std::string& content) {
     const fs::path data = temp_file("bad.jsonl", content);
     try {
-      JsonlSftDataset({data.string(), tokenizer.string(), TooLongRule::kError, false}, 1, 512, 4096);
+      JsonlSftDataset({data.string(), tokenizer.string(), TooLongRule::kError, false}, 1, DatasetLimits{512, 4096, 0});
     } catch (const ConfigError& e) {
       return std::string(e.what());
     }
@@ -189,16 +189,16 @@ TEST(JsonlSftDataset, TooLongConversationsErrorSkipOrTruncate) {
       "long.jsonl", R"({"messages": [{"role": "assistant", "content": "bcdefghijklmnopq"}]})"
                     "\n" R"({"messages": [{"role": "assistant", "content": "a"}]})" "\n");
   try {
-    JsonlSftDataset({data.string(), tokenizer.string(), TooLongRule::kError, false}, 1, 512, 16);
+    JsonlSftDataset({data.string(), tokenizer.string(), TooLongRule::kError, false}, 1, DatasetLimits{512, 16, 0});
     FAIL();
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("long.jsonl:1"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("too_long"), std::string::npos);
   }
-  JsonlSftDataset skipped({data.string(), tokenizer.string(), TooLongRule::kSkip, false}, 1, 512, 16);
+  JsonlSftDataset skipped({data.string(), tokenizer.string(), TooLongRule::kSkip, false}, 1, DatasetLimits{512, 16, 0});
   EXPECT_EQ(skipped.size(), 1);
   EXPECT_EQ(skipped.skipped(), 1);
-  JsonlSftDataset truncated({data.string(), tokenizer.string(), TooLongRule::kTruncate, false}, 1, 512, 16);
+  JsonlSftDataset truncated({data.string(), tokenizer.string(), TooLongRule::kTruncate, false}, 1, DatasetLimits{512, 16, 0});
   EXPECT_EQ(truncated.size(), 2);
   EXPECT_EQ(truncated.truncated(), 1);
   EXPECT_EQ(truncated.sample(0).length(), 16);
@@ -206,7 +206,29 @@ TEST(JsonlSftDataset, TooLongConversationsErrorSkipOrTruncate) {
   EXPECT_EQ(truncated.max_length(), 16);
   // Cut to 8 tokens no conversation keeps an assistant token: none is trained on nothing,
   // and an empty data set is an error.
-  EXPECT_THROW(JsonlSftDataset({data.string(), tokenizer.string(), TooLongRule::kTruncate, false}, 1, 512, 8), ConfigError);
+  EXPECT_THROW(JsonlSftDataset({data.string(), tokenizer.string(), TooLongRule::kTruncate, false}, 1, DatasetLimits{512, 8, 0}), ConfigError);
+}
+
+TEST(JsonlSftDataset, ConversationsPastTheModelsPositionsNameTheLineOrFollowTooLong) {
+  const fs::path tokenizer = chatml_tokenizer();
+  const fs::path data = temp_file(  // 28 and 13 tokens, as above
+      "positions.jsonl", R"({"messages": [{"role": "assistant", "content": "bcdefghijklmnopq"}]})"
+                         "\n" R"({"messages": [{"role": "assistant", "content": "a"}]})" "\n");
+  // The micro-batch holds 4096 tokens but the model has 16 positions: the positions bind.
+  const DatasetLimits limits{512, 4096, 16};
+  try {
+    JsonlSftDataset({data.string(), tokenizer.string(), TooLongRule::kError, false}, 1, limits);
+    FAIL();
+  } catch (const ConfigError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("positions.jsonl:1"), std::string::npos) << message;
+    EXPECT_NE(message.find("the model's 16 positions"), std::string::npos) << message;
+    EXPECT_EQ(message.find("max_tokens_per_microbatch ="), std::string::npos) << message;
+  }
+  JsonlSftDataset skipped({data.string(), tokenizer.string(), TooLongRule::kSkip, false}, 1, limits);
+  EXPECT_EQ(skipped.size(), 1);
+  JsonlSftDataset truncated({data.string(), tokenizer.string(), TooLongRule::kTruncate, false}, 1, limits);
+  EXPECT_EQ(truncated.max_length(), 16);
 }
 
 TEST(JsonlSftDataset, ShuffleIsAPermutationPerEpochFixedBySeed) {
@@ -215,11 +237,11 @@ TEST(JsonlSftDataset, ShuffleIsAPermutationPerEpochFixedBySeed) {
     content += R"({"messages": [{"role": "assistant", "content": ")" + std::string(static_cast<size_t>(i + 1), 'a') + "\"}]}\n";
   }
   const fs::path data = temp_file("many.jsonl", content);
-  JsonlSftDataset a({data.string(), chatml_tokenizer().string(), TooLongRule::kError, true}, 5, 512, 4096);
-  JsonlSftDataset b({data.string(), chatml_tokenizer().string(), TooLongRule::kError, true}, 5, 512, 4096);
+  JsonlSftDataset a({data.string(), chatml_tokenizer().string(), TooLongRule::kError, true}, 5, DatasetLimits{512, 4096, 0});
+  JsonlSftDataset b({data.string(), chatml_tokenizer().string(), TooLongRule::kError, true}, 5, DatasetLimits{512, 4096, 0});
   std::set<std::vector<int64_t>> epoch0, epoch1;
   bool differs_from_file_order = false, epochs_differ = false;
-  JsonlSftDataset ordered({data.string(), chatml_tokenizer().string(), TooLongRule::kError, false}, 5, 512, 4096);
+  JsonlSftDataset ordered({data.string(), chatml_tokenizer().string(), TooLongRule::kError, false}, 5, DatasetLimits{512, 4096, 0});
   for (int64_t i = 0; i < 10; ++i) {
     EXPECT_EQ(a.sample(i).tokens, b.sample(i).tokens);
     epoch0.insert(a.sample(i).tokens);

@@ -67,7 +67,8 @@ TEST(MeasureInterleaved, TimesEveryPointOncePerRoundInAShuffledOrderAfterTheWarm
 // micro-batches whose prediction is the packing rule's.
 TEST(ProfileCheck, ReMeasuresMidpointsAndPackedMicroBatches) {
   ProfileRequest request;
-  request.preset = "qwen2-test";
+  request.model = "qwen2-test";
+  request.config = profile_model_config(request.model);
   request.attention = AttentionOptions{AttentionKind::kMoba, 8, 2};
   request.seq_lens = {16, 32, 64};
   request.budgets = {1, 2, 4};

@@ -13,6 +13,7 @@
 
 #include "harness/common/json_object_reader.h"
 #include "harness/config/manifest.h"
+#include "models/qwen2/qwen2_hf_config.h"
 
 namespace sb {
 namespace {
@@ -134,6 +135,15 @@ std::vector<json> variant_manifests(const fs::path& dir) {
   jsonl["data"] = {{"source", "jsonl"},
                    {"jsonl", {{"path", "/d.jsonl"}, {"tokenizer", "/t.json"}, {"too_long", "skip"}, {"shuffle", false}}}};
   variants.push_back(jsonl);
+  json tokenized = base;
+  tokenized["data"] = {{"source", "tokenized"}, {"tokenized", {{"path", "/cache"}, {"too_long", "truncate"}, {"shuffle", true}}}};
+  variants.push_back(tokenized);
+  // A pretrained folder of the preset's architecture (parsing reads its config.json).
+  fs::create_directories(dir / "model");
+  std::ofstream(dir / "model" / "config.json") << qwen2_config_to_hf_json(qwen2_preset("qwen2-test")).dump();
+  json pretrained = base;
+  pretrained["model"]["from"] = (dir / "model").string();
+  variants.push_back(pretrained);
   json profile_file = base;
   profile_file["simulation"]["profile"] = {{"file", "/profile.json"}};
   variants.push_back(profile_file);

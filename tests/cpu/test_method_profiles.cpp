@@ -2,12 +2,15 @@
 // check that a profile belongs to the run, and the message under torchrun.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "common/errors.h"
 #include "harness/latency/analytic_profile.h"
 #include "harness/latency/run_profiles/method_profiles.h"
 #include "models/qwen2/qwen2_config.h"
+#include "models/qwen2/qwen2_hf_config.h"
 #include "tests/support/run_command.h"
 
 namespace sb {
@@ -42,7 +45,7 @@ TEST(MethodProfiles, DefaultGridSpansTheDataAndTheBudgetsThePoliciesAsk) {
   EXPECT_EQ(request.seq_lens, (std::vector<int64_t>{16, 32, 64, 128, 256, 512}));
   // Budgets double from 1 to the 16 blocks of 500 tokens; top_k 4 and k_max 8 included.
   EXPECT_EQ(request.budgets, (std::vector<int64_t>{1, 2, 4, 8, 16}));
-  EXPECT_EQ(request.preset, "qwen2-test");
+  EXPECT_EQ(request.model, "qwen2-test");
   EXPECT_EQ(request.attention.block_size, 32);
   EXPECT_EQ(request.device, "cpu");
 
@@ -102,6 +105,161 @@ TEST(MethodProfiles, ProfileOfAnotherSetupIsRefusedNamingWhatDiffers) {
   LatencyProfile on_gpu = ok;
   on_gpu.device = "cuda";
   expect_refused(on_gpu, "measured on cuda");
+}
+
+// check_profile_matches's verdict: "" when accepted, else the error's text.
+std::string refusal_of(const LatencyProfile& profile, const Manifest& m) {
+  try {
+    check_profile_matches(profile, m, m.methods[0], "$.methods[0].profile");
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+Manifest with_train(Manifest m, const std::function<void(TrainSection&)>& edit) {
+  edit(m.train);
+  return m;
+}
+
+LoraSection lora(int64_t rank, std::vector<std::string> targets, double alpha = 16, double dropout = 0.05) {
+  return LoraSection{rank, alpha, dropout, std::move(targets)};
+}
+
+TEST(MethodProfiles, TrainingOptionsOfAnotherSetupAreRefusedNamingBothValuesAndTheFix) {
+  const Manifest fp32 = manifest_with("fixed", "/tmp/p.json");
+  LatencyProfile profile = analytic_for("qwen2-test", 32);
+  profile.device = "cpu";
+  ASSERT_EQ(refusal_of(profile, fp32), "");
+
+  // Every refusal names the manifest's JSON path, the profile file, both values and the fix.
+  const auto expect_refused = [](const std::string& what, const std::vector<std::string>& words) {
+    ASSERT_NE(what, "") << "accepted; expected a refusal naming " << words.front();
+    for (const std::string& w : std::vector<std::string>{"$.methods[0].profile", "/tmp/p.json was measured",
+                                                          "delete /tmp/p.json so that `sparsebalance run` measures it again"}) {
+      EXPECT_NE(what.find(w), std::string::npos) << "no \"" << w << "\" in: " << what;
+    }
+    for (const std::string& w : words) EXPECT_NE(what.find(w), std::string::npos) << "no \"" << w << "\" in: " << what;
+  };
+
+  // Precision.
+  const Manifest bf16 = with_train(fp32, [](TrainSection& t) { t.precision = Qwen2Precision::kBFloat16Mixed; });
+  expect_refused(refusal_of(profile, bf16), {"precision fp32", "trains in bf16-mixed", "$.train.precision"});
+  LatencyProfile bf16_profile = profile;
+  bf16_profile.training.precision = Qwen2Precision::kBFloat16Mixed;
+  EXPECT_EQ(refusal_of(bf16_profile, bf16), "");
+  expect_refused(refusal_of(bf16_profile, fp32), {"precision bf16-mixed", "trains in fp32"});
+
+  // Activation checkpointing.
+  const Manifest checkpointed = with_train(fp32, [](TrainSection& t) { t.activation_checkpointing = true; });
+  expect_refused(refusal_of(profile, checkpointed),
+                 {"measured without activation checkpointing", "trains with it", "$.train.activation_checkpointing"});
+  LatencyProfile checkpointed_profile = profile;
+  checkpointed_profile.training.activation_checkpointing = true;
+  EXPECT_EQ(refusal_of(checkpointed_profile, checkpointed), "");
+  expect_refused(refusal_of(checkpointed_profile, fp32), {"measured with activation checkpointing"});
+
+  // LoRA: present or not, its rank and its targets; alpha, dropout and the targets'
+  // order do not change the time.
+  const Manifest lora_run = with_train(fp32, [](TrainSection& t) { t.lora = lora(8, {"v_proj", "q_proj"}); });
+  expect_refused(refusal_of(profile, lora_run),
+                 {"measured for full fine-tuning", "trains LoRA rank 8 on q_proj, v_proj", "$.train.lora"});
+  LatencyProfile lora_profile = profile;
+  lora_profile.training.lora = Qwen2LoraOptions{8, 32.0, 0.0, {"q_proj", "v_proj"}};
+  EXPECT_EQ(refusal_of(lora_profile, lora_run), "");
+  expect_refused(refusal_of(lora_profile, fp32), {"measured for LoRA rank 8 on q_proj, v_proj", "trains full fine-tuning"});
+  const Manifest rank16 = with_train(fp32, [](TrainSection& t) { t.lora = lora(16, {"q_proj", "v_proj"}); });
+  expect_refused(refusal_of(lora_profile, rank16), {"LoRA rank 8", "trains LoRA rank 16"});
+  const Manifest more_targets =
+      with_train(fp32, [](TrainSection& t) { t.lora = lora(8, {"q_proj", "k_proj", "v_proj", "o_proj"}); });
+  expect_refused(refusal_of(lora_profile, more_targets), {"trains LoRA rank 8 on q_proj, k_proj, v_proj, o_proj"});
+}
+
+TEST(MethodProfiles, ProfileWithoutTrainingKeyServesFullFineTuningAtItsPrecisionOnly) {
+  LatencyProfile measured = analytic_for("qwen2-test", 32);
+  measured.device = "cpu";
+  json old = latency_profile_to_json(measured);
+  old.erase("training");  // as profiles were written before the key existed
+  const LatencyProfile profile = latency_profile_from_json(old, "/tmp/p.json");
+  const Manifest full = manifest_with("fixed", "/tmp/p.json");
+  EXPECT_EQ(refusal_of(profile, full), "");
+  const std::string lora_refusal =
+      refusal_of(profile, with_train(full, [](TrainSection& t) { t.lora = lora(8, {"q_proj", "v_proj"}); }));
+  EXPECT_NE(lora_refusal.find("measured for full fine-tuning"), std::string::npos) << lora_refusal;
+  EXPECT_NE(refusal_of(profile, with_train(full, [](TrainSection& t) { t.activation_checkpointing = true; })), "");
+
+  old["context"]["precision"] = "bf16-mixed";
+  const LatencyProfile bf16 = latency_profile_from_json(old, "/tmp/p.json");
+  EXPECT_NE(refusal_of(bf16, full).find("precision bf16-mixed"), std::string::npos);
+  EXPECT_EQ(refusal_of(bf16, with_train(full, [](TrainSection& t) { t.precision = Qwen2Precision::kBFloat16Mixed; })),
+            "");
+}
+
+// A run that starts from a folder is keyed by its architecture: a profile measured for
+// the preset of that architecture serves it, one of another architecture does not.
+TEST(MethodProfiles, RunFromAFolderUsesAProfileOfThePresetWithItsArchitecture) {
+  const fs::path dir = test::fresh_temp_dir("method_profiles_folder") / "tiny-qwen";
+  fs::create_directories(dir);
+  std::ofstream(dir / "config.json") << qwen2_config_to_hf_json(qwen2_preset("qwen2-test")).dump(2);
+  json j = manifest_with("fixed", "/tmp/p.json").source;
+  j["model"] = {{"from", dir.string()}};
+  const Manifest m = parse_manifest(j, "<test>");
+  ASSERT_TRUE(m.model.preset.empty());
+
+  LatencyProfile preset_profile = analytic_for("qwen2-test", 32);
+  preset_profile.device = "cpu";
+  EXPECT_EQ(refusal_of(preset_profile, m), "");
+  LatencyProfile other = analytic_for("qwen2-tiny", 32);
+  other.device = "cpu";
+  const std::string refused = refusal_of(other, m);
+  EXPECT_NE(refused.find("measured for model \"qwen2-tiny\""), std::string::npos) << refused;
+  EXPECT_NE(refused.find("hidden_size 128 vs 32"), std::string::npos) << refused;
+  EXPECT_NE(refused.find(dir.string()), std::string::npos) << "names the run's model: " << refused;
+
+  // The request `run` measures names the folder; so does its command line.
+  const ProfileRequest request = default_profile_request(m, m.methods[0], 500);
+  EXPECT_EQ(request.model, dir.string());
+  EXPECT_EQ(request.config.name, "tiny-qwen");
+  EXPECT_EQ(request.config.hidden_size, 32);
+  const std::string line = profile_command_line(request, "/tmp/p.json");
+  EXPECT_NE(line.find("--model " + dir.string() + " "), std::string::npos) << line;
+
+  // ... and the profile measured from it serves the preset's run, the other way round.
+  ProfileRequest tiny = request;
+  tiny.seq_lens = {16, 32};
+  tiny.budgets = {1, 2};
+  tiny.warmup = 0;
+  tiny.repetitions = 1;
+  LatencyProfile from_folder = measure_latency_profile(tiny);
+  EXPECT_EQ(from_folder.model["from"], dir.string());
+  EXPECT_EQ(refusal_of(from_folder, manifest_with("fixed", "/tmp/p.json")), "");
+  fs::remove_all(dir.parent_path());
+}
+
+TEST(MethodProfiles, DefaultRequestAndItsCommandLineCarryTheTrainingOptions) {
+  Manifest m = manifest_with("fixed", "/tmp/p.json");
+  m.train.precision = Qwen2Precision::kBFloat16Mixed;
+  m.train.activation_checkpointing = true;
+  m.train.lora = lora(8, {"v_proj", "q_proj"}, 16, 0.05);
+  const ProfileRequest request = default_profile_request(m, m.methods[0], 500);
+  EXPECT_EQ(request.training.precision, Qwen2Precision::kBFloat16Mixed);
+  EXPECT_TRUE(request.training.activation_checkpointing);
+  ASSERT_TRUE(request.training.lora.has_value());
+  EXPECT_EQ(request.training.lora->rank, 8);
+  EXPECT_DOUBLE_EQ(request.training.lora->alpha, 16);
+  EXPECT_DOUBLE_EQ(request.training.lora->dropout, 0.05);
+  // In the model's layer order, whatever order the manifest lists them in.
+  EXPECT_EQ(request.training.lora->target_modules, (std::vector<std::string>{"q_proj", "v_proj"}));
+  EXPECT_EQ(profile_command_line(request, "/tmp/p.json"),
+            "sparsebalance profile --model qwen2-test --attention moba --block 32 --device cpu --precision bf16-mixed "
+            "--activation-checkpointing --lora-rank 8 --lora-alpha 16.0 --lora-targets q_proj,v_proj "
+            "--lora-dropout 0.05 --seq-lens 16,32,64,128,256,512 --budgets 1,2,4,8,16 --out /tmp/p.json");
+  // A path a shell would split is quoted.
+  ProfileRequest spaced = request;
+  spaced.model = "/models/my qwen";
+  const std::string line = profile_command_line(spaced, "/tmp/it's.json");
+  EXPECT_NE(line.find("--model '/models/my qwen' "), std::string::npos) << line;
+  EXPECT_NE(line.find("--out '/tmp/it'\\''s.json'"), std::string::npos) << line;
 }
 
 TEST(MethodProfiles, WarnsWhenAPackingRunUsesAProfileWithoutThePackedPoint) {

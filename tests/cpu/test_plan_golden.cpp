@@ -78,7 +78,7 @@ json plans_of(RunSpec run) {
   }
   const Qwen2Config& config = qwen2_preset(m.model.preset);
   const std::unique_ptr<Dataset> data =
-      make_dataset(m.data, m.seed, config.vocab_size, m.train.max_tokens_per_microbatch);
+      make_dataset(m.data, m.seed, dataset_limits(m));
   BatchPlanner planner(method_planner_options(m, m.parallelism.dp), load_method_predictor(run));
   json plans = json::array();
   for (int64_t it = 0; it < kIterations; ++it) {

@@ -3,13 +3,18 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <cctype>
+#include <optional>
 #include <set>
 #include <sstream>
 
 #include "common/errors.h"
+#include "harness/common/json_differences.h"
 #include "harness/common/system_info.h"
 #include "harness/data/dataset.h"
 #include "models/qwen2/qwen2_config.h"
+#include "models/qwen2/qwen2_lora.h"
+#include "models/qwen2/qwen2_precision.h"
 
 namespace sb {
 namespace {
@@ -27,6 +32,52 @@ std::string join(const std::vector<int64_t>& values) {
   std::string text;
   for (int64_t v : values) text += (text.empty() ? "" : ",") + std::to_string(v);
   return text;
+}
+
+std::string join(const std::vector<std::string>& values) {
+  std::string text;
+  for (const std::string& v : values) text += (text.empty() ? "" : ",") + v;
+  return text;
+}
+
+// `text` as one word of a POSIX shell command: as it is when it holds only characters
+// no shell treats specially, else single-quoted (a folder path with spaces).
+std::string shell_word(const std::string& text) {
+  const bool plain = !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || std::string("_-./,:=+@%").find(c) != std::string::npos;
+  });
+  if (plain) return text;
+  std::string quoted = "'";
+  for (char c : text) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+// The manifest's training options as a profile's key; LoRA targets in the model's layer
+// order, so that the same set always reads the same.
+LatencyProfileTraining profile_training_of(const TrainSection& train) {
+  LatencyProfileTraining training;
+  training.precision = train.precision;
+  training.activation_checkpointing = train.activation_checkpointing;
+  if (train.lora) {
+    std::vector<std::string> targets;
+    for (const std::string& name : qwen2_lora_module_names()) {
+      const auto& listed = train.lora->target_modules;
+      if (std::find(listed.begin(), listed.end(), name) != listed.end()) targets.push_back(name);
+    }
+    training.lora = Qwen2LoraOptions{train.lora->rank, train.lora->alpha, train.lora->dropout, targets};
+  }
+  return training;
+}
+
+// Whether two LoRA settings (or full fine-tuning) time the same: the same rank on the
+// same projections. Alpha only scales the adapter's output, and dropout is one cheap
+// elementwise op on its input.
+bool same_lora_timing(const std::optional<Qwen2LoraOptions>& a, const std::optional<Qwen2LoraOptions>& b) {
+  if (a.has_value() != b.has_value()) return false;
+  if (!a) return true;
+  const std::set<std::string> a_targets(a->target_modules.begin(), a->target_modules.end());
+  const std::set<std::string> b_targets(b->target_modules.begin(), b->target_modules.end());
+  return a->rank == b->rank && a_targets == b_targets;
 }
 
 // "$.methods[i].profile" of the run's method in the manifest it came from.
@@ -52,10 +103,11 @@ int rank_threads(const Manifest& manifest) {
 ProfileRequest default_profile_request(const Manifest& manifest, const MethodSection& method,
                                        int64_t longest_sample) {
   ProfileRequest request;
-  request.preset = manifest.model.preset;
+  request.model = manifest.model.pretrained() ? manifest.model.from : manifest.model.preset;
+  request.config = manifest.model.config;
   request.attention = method.attention;
   request.device = manifest.train.device_name();
-  request.precision = qwen2_precision_name(manifest.train.precision);
+  request.training = profile_training_of(manifest.train);
   request.seed = static_cast<uint64_t>(manifest.seed);
   const int64_t top = next_power_of_two(std::max<int64_t>(longest_sample, 64));
   for (int64_t len = std::max<int64_t>(16, top / 128); len <= top; len *= 2) request.seq_lens.push_back(len);
@@ -77,16 +129,22 @@ ProfileRequest default_profile_request(const Manifest& manifest, const MethodSec
 
 std::string profile_command_line(const ProfileRequest& request, const fs::path& out, int64_t threads) {
   std::ostringstream line;
-  line << "sparsebalance profile --model " << request.preset << " --attention " << request.attention.name();
+  line << "sparsebalance profile --model " << shell_word(request.model) << " --attention " << request.attention.name();
   if (request.attention.is_moba()) line << " --block " << request.attention.block_size;
-  line << " --device " << request.device << " --precision " << request.precision << " --seq-lens "
-       << join(request.seq_lens);
+  line << " --device " << request.device << " --precision " << qwen2_precision_name(request.training.precision);
+  if (request.training.activation_checkpointing) line << " --activation-checkpointing";
+  if (const auto& lora = request.training.lora) {
+    line << " --lora-rank " << lora->rank << " --lora-alpha " << json(lora->alpha).dump() << " --lora-targets "
+         << join(lora->target_modules);
+    if (lora->dropout != 0) line << " --lora-dropout " << json(lora->dropout).dump();
+  }
+  line << " --seq-lens " << join(request.seq_lens);
   if (!request.budgets.empty()) line << " --budgets " << join(request.budgets);
   const ProfileRequest defaults;
   if (request.warmup != defaults.warmup) line << " --warmup " << request.warmup;
   if (request.repetitions != defaults.repetitions) line << " --repetitions " << request.repetitions;
   if (threads > 0) line << " --threads " << threads;
-  line << " --out " << out.string();
+  line << " --out " << shell_word(out.string());
   return line.str();
 }
 
@@ -94,25 +152,42 @@ void check_profile_matches(const LatencyProfile& profile, const Manifest& manife
                            const std::string& json_path) {
   const std::string file = method.profile;
   const std::string fix = "delete " + file + " so that `sparsebalance run` measures it again, or name a profile of this setup";
-  const std::string preset = profile.model.is_object() ? profile.model.value("preset", "") : "";
-  if (preset != manifest.model.preset) {
-    throw ConfigError(manifest.file, json_path,
-                      file + " was measured for model \"" + preset + "\", not \"" + manifest.model.preset + "\"", fix);
+  const auto refuse = [&](const std::string& what) { throw ConfigError(manifest.file, json_path, file + what, fix); };
+  // The architecture, not the name: a profile measured for a preset serves a run that
+  // starts from a folder of that architecture, and the other way round.
+  const std::string name = profile.model.is_object() ? profile.model.value("preset", "") : "";
+  const std::string differences =
+      json_field_differences(latency_profile_architecture(profile.model),
+                               latency_profile_architecture(latency_profile_model_json(manifest.model.config)));
+  if (!differences.empty()) {
+    refuse(" was measured for model \"" + name + "\", not the architecture of the run's \"" +
+           manifest.model.label() + "\": " + differences + " (profile vs run)");
   }
   if (profile.attention != method.attention.name()) {
-    throw ConfigError(manifest.file, json_path,
-                      file + " was measured with " + profile.attention + " attention, not " + method.attention.name(), fix);
+    refuse(" was measured with " + profile.attention + " attention, not " + method.attention.name());
   }
   if (method.attention.is_moba() && profile.block_size != method.attention.block_size) {
-    throw ConfigError(manifest.file, json_path,
-                      file + " was measured with MoBA blocks of " + std::to_string(profile.block_size) +
-                          " tokens, not " + std::to_string(method.attention.block_size),
-                      fix);
+    refuse(" was measured with MoBA blocks of " + std::to_string(profile.block_size) + " tokens, not " +
+           std::to_string(method.attention.block_size));
   }
   const std::string device = manifest.train.device_name();
-  if (profile.device != device) {
-    throw ConfigError(manifest.file, json_path,
-                      file + " was measured on " + profile.device + ", but the run trains on " + device, fix);
+  if (profile.device != device) refuse(" was measured on " + profile.device + ", but the run trains on " + device);
+
+  // How the run trains changes a layer's time as much as the model does (latency_profile.h).
+  const LatencyProfileTraining run = profile_training_of(manifest.train);
+  const LatencyProfileTraining& measured = profile.training;
+  if (measured.precision != run.precision) {
+    refuse(" was measured in precision " + qwen2_precision_name(measured.precision) + ", but the run trains in " +
+           qwen2_precision_name(run.precision) + " ($.train.precision)");
+  }
+  if (measured.activation_checkpointing != run.activation_checkpointing) {
+    refuse(std::string(" was measured ") + (measured.activation_checkpointing ? "with" : "without") +
+           " activation checkpointing, but the run trains " + (run.activation_checkpointing ? "with" : "without") +
+           " it ($.train.activation_checkpointing)");
+  }
+  if (!same_lora_timing(measured.lora, run.lora)) {
+    refuse(" was measured for " + latency_profile_lora_text(measured.lora) + ", but the run trains " +
+           latency_profile_lora_text(run.lora) + " ($.train.lora)");
   }
 }
 
@@ -132,9 +207,8 @@ void ensure_method_profiles(const std::vector<RunSpec>& runs, bool may_measure, 
     if (method.profile.empty()) continue;
     const std::string path = profile_json_path(run);
     if (!fs::exists(method.profile)) {
-      const Qwen2Config& config = m.model.config;
       const std::unique_ptr<Dataset> data =
-          make_dataset(m.data, m.seed, config.vocab_size, m.train.max_tokens_per_microbatch);
+          make_dataset(m.data, m.seed, dataset_limits(m));
       const ProfileRequest request = default_profile_request(m, method, data->max_length());
       if (!may_measure) {
         throw ConfigError(m.file, path, "names " + method.profile + ", which does not exist",

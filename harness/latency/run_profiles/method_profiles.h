@@ -1,8 +1,10 @@
 #pragma once
 // The latency profiles a manifest's methods predict with (methods[i].profile), found or
 // measured before any run starts:
-//   - the file exists: it is loaded and must describe this run's model, attention and
-//     device (a profile of another model would mislead every SAB and DST decision);
+//   - the file exists: it is loaded and must describe this run's model architecture,
+//     attention, device and training options (precision, activation checkpointing, LoRA
+//     rank and targets): a profile of another setup would mislead every SAB and DST
+//     decision;
 //   - the file is missing and this process may measure (one process alone, or the local
 //     launcher before it starts the ranks): it is measured now on a default grid (below)
 //     and written there, so later runs and reruns reuse it;
@@ -28,19 +30,24 @@
 
 namespace sb {
 
-// The grid `sparsebalance run` measures for a method whose profile file is missing.
-// longest_sample: the data set's longest sample in tokens.
+// The grid `sparsebalance run` measures for a method whose profile file is missing, for
+// the manifest's model (its `from` folder when pretrained, else its preset) trained as
+// the manifest's train section says. longest_sample: the data set's longest sample in tokens.
 ProfileRequest default_profile_request(const Manifest& manifest, const MethodSection& method,
                                        int64_t longest_sample);
 
 // The `sparsebalance profile` command line that measures `request` into `out` (with
-// --threads when threads > 0: the intra-op threads the profile is measured with).
+// --threads when threads > 0: the intra-op threads the profile is measured with), its
+// training options and its model folder included.
 std::string profile_command_line(const ProfileRequest& request, const std::filesystem::path& out,
                                  int64_t threads = 0);
 
-// ConfigError (naming the profile file and `json_path`) when the profile was not measured
-// for the manifest's model preset, the method's attention (and MoBA block size) and the
-// run's device.
+// ConfigError (naming the manifest, `json_path`, the profile file, both values and the
+// fix) when the profile was not measured for the manifest model's architecture (the
+// "model" fields other than its name: a folder's model may use a profile of the preset
+// with its architecture), the method's attention (and MoBA block size), the run's device
+// or the run's training options: precision, activation checkpointing, LoRA rank and
+// target modules (alpha and dropout do not change the time).
 void check_profile_matches(const LatencyProfile& profile, const Manifest& manifest, const MethodSection& method,
                            const std::string& json_path);
 

@@ -4,9 +4,11 @@
 #include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
 
+#include <map>
 #include <stdexcept>
 
 #include "models/qwen2/qwen2_checkpointing.h"
+#include "models/qwen2/qwen2_lora.h"
 
 namespace sb {
 namespace {
@@ -15,7 +17,23 @@ bool starts_with(const std::string& text, const std::string& prefix) {
   return text.compare(0, prefix.size(), prefix) == 0;
 }
 
+// Whether the stage holds `name` as its own parameter (the tied copy aside).
+bool stage_holds_parameter(const std::string& name, int64_t stage, int64_t stages, StageLayers layers) {
+  if (starts_with(name, "embed_tokens.")) return stage == 0;
+  if (starts_with(name, "norm.") || starts_with(name, "lm_head.")) return stage == stages - 1;
+  if (!starts_with(name, "layers.")) return false;
+  const size_t dot = name.find('.', 7);
+  const int64_t layer = std::stoll(name.substr(7, dot - 7));
+  return layer >= layers.first && layer < layers.end;
+}
+
 }  // namespace
+
+bool stage_uses_parameter(const std::string& name, int64_t stage, int64_t stages, StageLayers layers,
+                          bool tied_head) {
+  if (tied_head && stage == stages - 1 && name == "embed_tokens.weight") return true;
+  return stage_holds_parameter(name, stage, stages, layers);
+}
 
 PipelineStage::PipelineStage(const Qwen2Config& config, int64_t stage, int64_t stages, StageLayers layers,
                              std::shared_ptr<AttentionBackend> backend, c10::Device device)
@@ -68,24 +86,36 @@ void PipelineStage::keep_parts(Qwen2ForCausalLM& model) {
     }
   }
   // Parameters in the model's order, filtered to what this stage holds.
-  std::vector<std::string> prefixes;
-  if (is_first()) prefixes.push_back("embed_tokens.");
-  for (int64_t i = layers_.first; i < layers_.end; ++i) prefixes.push_back("layers." + std::to_string(i) + ".");
-  if (is_last()) {
-    prefixes.push_back("norm.");
-    prefixes.push_back("lm_head.");
-  }
   for (const auto& item : model->named_parameters(/*recurse=*/true)) {
-    for (const std::string& prefix : prefixes) {
-      if (starts_with(item.key(), prefix)) {
-        parameters_.push_back({item.key(), item.value(), false});
-        break;
-      }
+    if (stage_holds_parameter(item.key(), stage_, stages_, layers_)) {
+      parameters_.push_back({item.key(), item.value(), false});
     }
   }
   if (is_last() && tied_head_weight_.defined() && !is_first()) {
     parameters_.push_back({"embed_tokens.weight", tied_head_weight_, true});
   }
+}
+
+std::vector<std::pair<std::string, at::Tensor>> PipelineStage::merged_weights() const {
+  // Module path -> projection, for the projections that carry an adapter.
+  std::map<std::string, const Qwen2LinearImpl*> adapted;
+  for (size_t i = 0; i < decoder_layers_.size(); ++i) {
+    const std::string prefix = "layers." + std::to_string(layers_.first + static_cast<int64_t>(i));
+    for (const auto& item : decoder_layers_[i]->named_modules(prefix, /*include_self=*/false)) {
+      if (const auto* projection = item.value()->as<Qwen2Linear>(); projection && projection->has_lora()) {
+        adapted.emplace(item.key(), projection);
+      }
+    }
+  }
+  const std::string suffix = ".weight";
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (const StageParameter& p : parameters_) {
+    if (p.tied_copy || qwen2_is_lora_parameter(p.name)) continue;
+    const auto it = p.name.size() > suffix.size() ? adapted.find(p.name.substr(0, p.name.size() - suffix.size()))
+                                                  : adapted.end();
+    out.emplace_back(p.name, it != adapted.end() ? it->second->merged_weight() : p.tensor.detach());
+  }
+  return out;
 }
 
 void PipelineStage::set_training(bool training) {

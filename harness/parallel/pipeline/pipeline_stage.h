@@ -22,6 +22,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "harness/parallel/parallel_layout.h"
@@ -36,6 +37,13 @@ struct StageParameter {
   at::Tensor tensor;
   bool tied_copy = false;  // the last stage's copy of embed_tokens.weight
 };
+
+// Whether a stage holding `layers` of `stages` computes with the model parameter `name`
+// (its module path in Qwen2ForCausalLM): the embedding on the first stage, its decoder
+// layers, the final norm and head on the last; with a tied head the last stage also
+// uses embed_tokens.weight. What a stage loads from a pretrained folder.
+bool stage_uses_parameter(const std::string& name, int64_t stage, int64_t stages, StageLayers layers,
+                          bool tied_head);
 
 class PipelineStage {
  public:
@@ -72,6 +80,10 @@ class PipelineStage {
 
   // In Qwen2ForCausalLM's named_parameters() order.
   const std::vector<StageParameter>& parameters() const { return parameters_; }
+  // This stage's part of a plain Qwen2 model, as a saved HF folder stores it: LoRA
+  // adapters folded into their projections' weights (W + alpha / r * B A) and left out,
+  // the tied head copy left out. Module-path names, detached, in parameters() order.
+  std::vector<std::pair<std::string, at::Tensor>> merged_weights() const;
   void set_training(bool training);
 
  private:

@@ -1,0 +1,245 @@
+// A latency profile's training key (precision, activation checkpointing, LoRA) in the
+// profile file, the model a profile request names (a preset or a Hugging Face folder),
+// and the profiler timing the layer the way the run trains it.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/errors.h"
+#include "harness/latency/latency_profile.h"
+#include "harness/latency/latency_profiler.h"
+#include "models/qwen2/qwen2_config.h"
+#include "models/qwen2/qwen2_hf_config.h"
+#include "models/qwen2/qwen2_model.h"
+#include "tests/support/run_command.h"
+
+namespace sb {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// A Hugging Face folder holding only the config.json of `preset`'s architecture (the
+// profiler needs no weights: it times randomly initialised layers).
+fs::path folder_of(const std::string& preset, const std::string& name) {
+  const fs::path dir = test::fresh_temp_dir(name) / "Qwen2-Folder";
+  fs::create_directories(dir);
+  std::ofstream(dir / "config.json") << qwen2_config_to_hf_json(qwen2_preset(preset)).dump(2);
+  return dir;
+}
+
+LatencyProfile small_profile() {
+  LatencyProfile p;
+  p.model = latency_profile_model_json(qwen2_preset("qwen2-test"));
+  p.attention = "moba";
+  p.block_size = 8;
+  p.seq_lens = {16, 32};
+  p.budgets = {1, 2};
+  for (int i = 0; i < 2; ++i) {
+    p.layer_ms.push_back({latency_stat_from_samples({1.0 + i}), latency_stat_from_samples({2.0 + i})});
+    p.rest_ms.push_back(latency_stat_from_samples({0.5}));
+    p.head_ms.push_back(latency_stat_from_samples({0.25}));
+  }
+  return p;
+}
+
+Qwen2LoraOptions lora_on_q_and_v() { return Qwen2LoraOptions{4, 8.0, 0.1, {"q_proj", "v_proj"}}; }
+
+// A request on a tiny grid, measured in a blink.
+ProfileRequest tiny_request(const std::string& model) {
+  ProfileRequest request;
+  request.model = model;
+  request.config = profile_model_config(model);
+  request.attention = AttentionOptions{AttentionKind::kMoba, 8, 2};
+  request.seq_lens = {16, 32, 64};
+  request.budgets = {1, 2, 4};
+  request.warmup = 0;
+  request.repetitions = 1;
+  return request;
+}
+
+int64_t parameter_count(torch::nn::Module& module) {
+  int64_t n = 0;
+  for (const at::Tensor& p : module.parameters()) n += p.numel();
+  return n;
+}
+
+TEST(LatencyProfileTraining, RoundTripsThroughTheProfileFile) {
+  LatencyProfile p = small_profile();
+  p.training.precision = Qwen2Precision::kBFloat16Mixed;
+  p.training.activation_checkpointing = true;
+  p.training.lora = lora_on_q_and_v();
+  const json j = latency_profile_to_json(p);
+  EXPECT_EQ(j["training"], json::parse(R"({"precision": "bf16-mixed", "activation_checkpointing": true,
+      "lora": {"rank": 4, "alpha": 8.0, "dropout": 0.1, "target_modules": ["q_proj", "v_proj"]}})"));
+
+  const fs::path dir = test::fresh_temp_dir("profile_training_round_trip");
+  save_latency_profile(p, dir / "p.json");
+  const LatencyProfile back = load_latency_profile(dir / "p.json");
+  EXPECT_EQ(back.training.precision, Qwen2Precision::kBFloat16Mixed);
+  EXPECT_TRUE(back.training.activation_checkpointing);
+  ASSERT_TRUE(back.training.lora.has_value());
+  EXPECT_EQ(back.training.lora->rank, 4);
+  EXPECT_DOUBLE_EQ(back.training.lora->alpha, 8.0);
+  EXPECT_DOUBLE_EQ(back.training.lora->dropout, 0.1);
+  EXPECT_EQ(back.training.lora->target_modules, (std::vector<std::string>{"q_proj", "v_proj"}));
+  EXPECT_EQ(latency_profile_to_json(back), j);
+
+  // Full fine-tuning writes "lora": null and reads back without adapters.
+  LatencyProfile full = small_profile();
+  EXPECT_TRUE(latency_profile_to_json(full)["training"]["lora"].is_null());
+  const LatencyProfile full_back = latency_profile_from_json(latency_profile_to_json(full), "<test>");
+  EXPECT_FALSE(full_back.training.lora.has_value());
+  EXPECT_EQ(full_back.training.precision, Qwen2Precision::kFloat32);
+  EXPECT_FALSE(full_back.training.activation_checkpointing);
+  EXPECT_EQ(latency_profile_training_text(p.training),
+            "bf16-mixed, activation checkpointing, LoRA rank 4 on q_proj, v_proj");
+  fs::remove_all(dir);
+}
+
+TEST(LatencyProfileTraining, ProfilesWrittenBeforeTheKeyReadAsTheyWereMeasured) {
+  json old = latency_profile_to_json(small_profile());
+  old.erase("training");
+  const LatencyProfile fp32 = latency_profile_from_json(old, "<old>");
+  EXPECT_EQ(fp32.training.precision, Qwen2Precision::kFloat32);
+  EXPECT_FALSE(fp32.training.activation_checkpointing);
+  EXPECT_FALSE(fp32.training.lora.has_value());
+
+  old["context"]["precision"] = "bf16-mixed";  // what the profiler recorded before the key
+  EXPECT_EQ(latency_profile_from_json(old, "<old>").training.precision, Qwen2Precision::kBFloat16Mixed);
+  old["context"]["precision"] = "fp8";
+  try {
+    latency_profile_from_json(old, "<old>");
+    ADD_FAILURE() << "an unknown precision in the context was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("$.context.precision"), std::string::npos) << e.what();
+  }
+
+  // The kept profiles still load, as the training they were measured with.
+  const LatencyProfile cpu = load_latency_profile(SB_SOURCE_DIR "/experiments/profiles/quickstart-cpu.json");
+  EXPECT_EQ(cpu.training.precision, Qwen2Precision::kFloat32);
+  EXPECT_FALSE(cpu.training.lora.has_value());
+  const LatencyProfile gpu =
+      load_latency_profile(SB_SOURCE_DIR "/experiments/profiles/gpu/h100-qwen2.5-0.5b-moba256.json");
+  EXPECT_EQ(gpu.training.precision, Qwen2Precision::kBFloat16Mixed);
+  EXPECT_FALSE(gpu.training.activation_checkpointing);
+  EXPECT_FALSE(gpu.training.lora.has_value());
+}
+
+TEST(LatencyProfileTraining, BadValuesAreErrorsNamingTheJsonPath) {
+  const auto error_of = [](const std::function<void(json&)>& edit) -> std::string {
+    LatencyProfile p = small_profile();
+    p.training.lora = lora_on_q_and_v();
+    json j = latency_profile_to_json(p);
+    edit(j);
+    try {
+      latency_profile_from_json(j, "<bad>");
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  EXPECT_NE(error_of([](json& j) { j["training"]["precision"] = "fp16"; }).find("$.training.precision"),
+            std::string::npos);
+  EXPECT_NE(error_of([](json& j) { j["training"]["lora"]["target_modules"] = {"qkv"}; }).find("$.training.lora"),
+            std::string::npos);
+  EXPECT_NE(error_of([](json& j) { j["training"]["lora"]["rank"] = 0; }).find("$.training.lora"), std::string::npos);
+  EXPECT_NE(error_of([](json& j) { j["training"]["lora"].erase("alpha"); }).find("$.training.lora.alpha"),
+            std::string::npos);
+  EXPECT_NE(error_of([](json& j) { j["training"]["mixed"] = true; }).find("$.training.mixed"), std::string::npos);
+}
+
+TEST(ProfileModel, IsAPresetOrAFolderWithConfigJson) {
+  EXPECT_FALSE(profile_model_is_folder("qwen2-test"));
+  EXPECT_EQ(profile_model_config("qwen2-test").hidden_size, 32);
+
+  const fs::path dir = folder_of("qwen2-test", "profile_model_folder");
+  ASSERT_TRUE(profile_model_is_folder(dir.string()));
+  const Qwen2Config folder = profile_model_config(dir.string());
+  EXPECT_EQ(folder.name, "Qwen2-Folder");  // named after the folder, as the manifest names it
+  EXPECT_EQ(latency_profile_architecture(latency_profile_model_json(folder)),
+            latency_profile_architecture(latency_profile_model_json(qwen2_preset("qwen2-test"))));
+  EXPECT_EQ(profile_model_config(dir.string() + "/").name, "Qwen2-Folder");
+
+  try {
+    profile_model_config("qwen2-nonexistent");
+    ADD_FAILURE() << "an unknown model was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("qwen2-test"), std::string::npos) << "lists the presets: " << e.what();
+  }
+  fs::remove(dir / "config.json");
+  try {
+    profile_model_config(dir.string());
+    ADD_FAILURE() << "a folder without config.json was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("folder with config.json"), std::string::npos) << e.what();
+  }
+  fs::remove_all(dir.parent_path());
+}
+
+// The profile says what it timed, read from the timed layer itself: with LoRA, adapters
+// on the target projections are the layer's only trainable parameters.
+TEST(ProfileLayerBench, LoraRequestTimesALayerWithAdaptersOnTheTargets) {
+  const Qwen2Config& config = qwen2_preset("qwen2-test");
+  Qwen2DecoderLayer plain(config, 0);
+  const int64_t base = parameter_count(*plain);
+
+  const LatencyProfile full = measure_latency_profile(tiny_request("qwen2-test"));
+  EXPECT_EQ(full.context["timed_layer"]["parameters"], base);
+  EXPECT_EQ(full.context["timed_layer"]["trainable_parameters"], base);
+  EXPECT_EQ(full.context["timed_layer"]["lora_targets"], json::array());
+  EXPECT_EQ(full.context["timed_layer"]["activation_checkpointing"], false);
+  EXPECT_FALSE(full.training.lora.has_value());
+
+  ProfileRequest request = tiny_request("qwen2-test");
+  request.training.lora = lora_on_q_and_v();
+  const LatencyProfile lora = measure_latency_profile(request);
+  // A: rank x in, B: out x rank; q_proj 32 -> 32 (4 heads of 8), v_proj 32 -> 16 (2 of 8).
+  const int64_t adapters = 4 * (config.hidden_size + 32) + 4 * (config.hidden_size + 16);
+  EXPECT_EQ(lora.context["timed_layer"]["parameters"], base + adapters);
+  EXPECT_EQ(lora.context["timed_layer"]["trainable_parameters"], adapters);
+  EXPECT_EQ(lora.context["timed_layer"]["lora_targets"], json({"q_proj", "v_proj"}));
+  ASSERT_TRUE(lora.training.lora.has_value());
+  EXPECT_EQ(lora.training.lora->rank, 4);
+  for (const auto& row : lora.layer_ms) {
+    for (const LatencyStat& s : row) EXPECT_GT(s.median, 0.0);
+  }
+  ASSERT_EQ(lora.model_ms.size(), 3u);  // the whole model ran with adapters too
+  for (const LatencyStat& s : lora.model_ms) EXPECT_GT(s.median, 0.0);
+
+  ProfileRequest bad = tiny_request("qwen2-test");
+  bad.training.lora = Qwen2LoraOptions{4, 8.0, 0.0, {"qkv_proj"}};
+  EXPECT_THROW(measure_latency_profile(bad), std::invalid_argument);
+}
+
+// A folder's profile records the folder, and re-measuring (profile --check) builds the
+// model from it with the profile's training options (here checkpointing and LoRA).
+TEST(ProfileLayerBench, FolderProfileRecordsItsFolderAndIsReMeasuredFromIt) {
+  const fs::path dir = folder_of("qwen2-test", "profile_bench_folder");
+  ProfileRequest request = tiny_request(dir.string());
+  request.training.activation_checkpointing = true;
+  request.training.lora = lora_on_q_and_v();
+  const LatencyProfile profile = measure_latency_profile(request);
+  EXPECT_EQ(profile.model["from"], dir.string());
+  EXPECT_EQ(profile.model["preset"], "Qwen2-Folder");
+  // Read from the layer's autograd graph: its output hangs on the checkpoint's node.
+  EXPECT_EQ(profile.context["timed_layer"]["activation_checkpointing"], true);
+  EXPECT_TRUE(profile.training.activation_checkpointing);
+
+  const ProfileCheck check = check_latency_profile(profile, 0, 1);
+  EXPECT_EQ(check.points.size(), 4u);
+
+  // Gone or changed, the folder cannot stand for the profile's model any more.
+  LatencyProfile changed = profile;
+  changed.model["hidden_size"] = 64;
+  EXPECT_THROW(check_latency_profile(changed, 0, 1), std::invalid_argument);
+  fs::remove_all(dir.parent_path());
+  EXPECT_THROW(check_latency_profile(profile, 0, 1), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace sb

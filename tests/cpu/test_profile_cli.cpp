@@ -1,0 +1,105 @@
+// `sparsebalance profile` through the real CLI: the command line `run` prints for a
+// missing profile measures what the run trains (model folder, precision, activation
+// checkpointing, LoRA), and wrong --model or --lora-* flags are exit 2 saying why.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/latency/latency_profile.h"
+#include "harness/latency/latency_profiler.h"
+#include "harness/latency/run_profiles/method_profiles.h"
+#include "models/qwen2/qwen2_config.h"
+#include "models/qwen2/qwen2_hf_config.h"
+#include "tests/support/run_command.h"
+
+namespace sb {
+namespace {
+
+namespace fs = std::filesystem;
+using test::run_command;
+using test::sparsebalance_binary;
+
+// `line` ("sparsebalance profile ...") run by the built binary.
+test::CommandResult run_printed(const std::string& line) {
+  const std::string program = "sparsebalance ";
+  EXPECT_EQ(line.rfind(program, 0), 0u) << line;
+  return run_command(sparsebalance_binary() + " " + line.substr(program.size()));
+}
+
+TEST(ProfileCli, PrintedCommandLineReproducesTheRequest) {
+  const fs::path dir = test::fresh_temp_dir("profile_cli_reproduce");
+  const fs::path folder = dir / "my qwen";  // a space: the command line must quote it
+  fs::create_directories(folder);
+  std::ofstream(folder / "config.json") << qwen2_config_to_hf_json(qwen2_preset("qwen2-test")).dump(2);
+
+  ProfileRequest request;
+  request.model = folder.string();
+  request.config = profile_model_config(request.model);
+  request.attention = AttentionOptions{AttentionKind::kMoba, 8, 2};
+  request.training.activation_checkpointing = true;
+  request.training.lora = Qwen2LoraOptions{4, 8.0, 0.05, {"q_proj", "v_proj", "down_proj"}};
+  request.seq_lens = {16, 32};
+  request.budgets = {1, 2};
+  request.warmup = 0;
+  request.repetitions = 1;
+  const fs::path out = dir / "p.json";
+  const std::string line = profile_command_line(request, out, 1);
+  const auto r = run_printed(line);
+  ASSERT_EQ(r.exit_code, 0) << line << "\n" << r.output;
+
+  const LatencyProfile profile = load_latency_profile(out);
+  EXPECT_EQ(profile.model["from"], folder.string());
+  EXPECT_EQ(profile.model["preset"], "my qwen");
+  EXPECT_EQ(profile.training.precision, Qwen2Precision::kFloat32);
+  EXPECT_TRUE(profile.training.activation_checkpointing);
+  ASSERT_TRUE(profile.training.lora.has_value());
+  EXPECT_EQ(profile.training.lora->rank, 4);
+  EXPECT_DOUBLE_EQ(profile.training.lora->alpha, 8.0);
+  EXPECT_DOUBLE_EQ(profile.training.lora->dropout, 0.05);
+  EXPECT_EQ(profile.training.lora->target_modules, (std::vector<std::string>{"q_proj", "v_proj", "down_proj"}));
+  EXPECT_EQ(profile.context["timed_layer"]["lora_targets"], nlohmann::json({"q_proj", "v_proj", "down_proj"}));
+  EXPECT_EQ(profile.seq_lens, request.seq_lens);
+  EXPECT_EQ(profile.budgets, request.budgets);
+  EXPECT_EQ(profile.block_size, 8);
+  // The profile's own command is the one that made it.
+  EXPECT_EQ(profile.context["command"], line);
+  fs::remove_all(dir);
+}
+
+TEST(ProfileCli, ModelThatIsNeitherAPresetNorAFolderIsExitTwoListingThePresets) {
+  const fs::path dir = test::fresh_temp_dir("profile_cli_bad_model");
+  const std::string rest = " --seq-lens 16,32 --budgets 1 --out " + (dir / "p.json").string();
+  auto r = run_command(sparsebalance_binary() + " profile --model qwen2-nope" + rest);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--model"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("qwen2-test"), std::string::npos) << r.output;
+  r = run_command(sparsebalance_binary() + " profile --model " + dir.string() + rest);  // no config.json
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("folder with config.json"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir / "p.json"));
+  fs::remove_all(dir);
+}
+
+TEST(ProfileCli, IncompleteOrUnknownLoraFlagsAreExitTwo) {
+  const fs::path dir = test::fresh_temp_dir("profile_cli_bad_lora");
+  const std::string base =
+      sparsebalance_binary() + " profile --model qwen2-test --seq-lens 16,32 --budgets 1 --out " + (dir / "p.json").string();
+  auto r = run_command(base + " --lora-targets q_proj");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--lora-rank"), std::string::npos) << r.output;
+  r = run_command(base + " --lora-rank 4 --lora-alpha 8 --lora-targets q_proj,qkv");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("unknown LoRA target module \"qkv\""), std::string::npos) << r.output;
+  r = run_command(base + " --lora-rank 4 --lora-targets q_proj");  // no alpha
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("alpha"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir / "p.json"));
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace sb
