@@ -81,8 +81,12 @@ ModelSection parse_model(const json& j, const std::string& path, const std::stri
     throw ConfigError(file, where, e.what(), fix);
   }
   if (!m.preset.empty()) {
+    // RoPE scaling extends a model's positions without changing its architecture:
+    // Qwen2.5's card adds YaRN to the published config.json for inputs past 32K.
+    Qwen2Config unscaled = folder;
+    unscaled.yarn.reset();
     const std::string differences =
-        json_field_differences(qwen2_config_to_hf_json(folder), qwen2_config_to_hf_json(m.config));
+        json_field_differences(qwen2_config_to_hf_json(unscaled), qwen2_config_to_hf_json(m.config));
     r.expect(differences.empty(), "from",
              m.from + "/config.json is not the architecture of preset \"" + m.preset + "\": " + differences +
                  " (folder vs preset)",

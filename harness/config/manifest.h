@@ -22,6 +22,7 @@
 #include "harness/parallel/parallel_layout.h"
 #include "common/option_names.h"
 #include "models/qwen2/qwen2_config.h"
+#include "models/qwen2/qwen2_lora.h"
 #include "models/qwen2/qwen2_precision.h"
 
 namespace sb {
@@ -38,6 +39,8 @@ struct ModelSection {
   bool pretrained() const { return !from.empty(); }
   // What names the model in logs and checks: the preset, else the folder.
   std::string label() const { return preset.empty() ? from : preset; }
+  // Where its weights come from, as PEFT's base_model_name_or_path: the folder, else the preset.
+  std::string base_weights() const { return pretrained() ? from : preset; }
 };
 
 // Ranks: dp * pp processes (one per GPU, or CPU processes with Gloo).
@@ -70,6 +73,8 @@ struct LoraSection {
   double alpha = 0.0;    // adapter output scaled by alpha / rank
   double dropout = 0.0;  // on the adapter input
   std::vector<std::string> target_modules;  // q_proj k_proj v_proj o_proj gate_proj up_proj down_proj
+
+  Qwen2LoraOptions options() const { return {rank, alpha, dropout, target_modules}; }
 };
 
 // train.lr_schedule: after warm-up, cosine decay or a constant rate (harness/train/lr_schedule.h).

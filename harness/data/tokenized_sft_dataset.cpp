@@ -97,7 +97,8 @@ TokenizedSftDataset::TokenizedSftDataset(const TokenizedDataSection& config, int
   } catch (const json::exception& e) {
     throw ConfigError(meta_file, "", std::string("lacks a field: ") + e.what(), rebuild);
   }
-  const int64_t vocab = meta.value("vocab_size", int64_t{0});
+  const int64_t vocab = meta.value("vocab_size", int64_t{-1});
+  if (vocab < 1) throw ConfigError(meta_file, "$.vocab_size", "is missing or not positive", rebuild);
   if (vocab > limits.vocab_size) {
     throw ConfigError(meta_file, "$.vocab_size",
                       "the cache's tokenizer has " + std::to_string(vocab) + " tokens but the model's vocabulary is " +
@@ -134,7 +135,14 @@ TokenizedSftDataset::TokenizedSftDataset(const TokenizedDataSection& config, int
       ++truncated_;
     }
     bool trains = false;  // token 0 is never predicted
-    for (int64_t t = 1; t < length && !trains; ++t) trains = targets_.data()[begin + t] != 0;
+    for (int64_t t = 0; t < length; ++t) {
+      trains = trains || (t > 0 && targets_.data()[begin + t] != 0);
+      if (read_le<uint32_t>(tokens_.data() + 4 * (begin + t)) >= static_cast<uint64_t>(vocab)) {
+        throw ConfigError(where, "", "holds token id " + std::to_string(read_le<uint32_t>(tokens_.data() + 4 * (begin + t))) +
+                                         ", beyond the cache's vocabulary of " + std::to_string(vocab),
+                          std::string("the cache is damaged; rebuild it with --force (") + kBuildHint + ")");
+      }
+    }
     if (!trains) {
       ++skipped_;  // nothing to learn from (possible after truncation)
       continue;

@@ -10,7 +10,7 @@ namespace sb {
 
 nlohmann::ordered_json heldout_perplexity(ModelFolder& model, const HeldoutOptions& options) {
   if (options.window < 2) throw ConfigError("--max-length", "", "windows need at least 2 tokens");
-  const int64_t positions = model.model->config().max_position_embeddings;
+  const int64_t positions = qwen2_position_limit(model.model->config());
   if (options.window > positions) {
     throw ConfigError("--max-length", "", "the window of " + std::to_string(options.window) +
                                               " tokens exceeds the model's " + std::to_string(positions) + " positions");

@@ -130,7 +130,7 @@ ordered_json run_niah(ModelFolder& model, const NiahOptions& options, std::ostre
   const Tokenizer& tok = *model.tokenizer;
   const auto [head, tail] = prompt_frame(tok, options.chat);
   const int64_t longest = *std::max_element(options.lengths.begin(), options.lengths.end());
-  const int64_t positions = model.model->config().max_position_embeddings;
+  const int64_t positions = qwen2_position_limit(model.model->config());
   if (static_cast<int64_t>(head.size() + tail.size()) + longest + options.max_new_tokens > positions) {
     throw ConfigError("--lengths", "", "a context of " + std::to_string(longest) + " tokens plus the prompt and " +
                                            std::to_string(options.max_new_tokens) + " new tokens exceeds the model's " +

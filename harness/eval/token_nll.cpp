@@ -12,9 +12,9 @@ TokenNll token_nll(Qwen2ForCausalLM& model, const std::vector<int64_t>& ids) {
   const int64_t n = static_cast<int64_t>(ids.size());
   if (n < 2) throw std::invalid_argument("token_nll: need at least 2 tokens, got " + std::to_string(n));
   const Qwen2Config& config = model->config();
-  if (n > config.max_position_embeddings) {
+  if (n > qwen2_position_limit(config)) {
     throw std::invalid_argument("token_nll: " + std::to_string(n) + " tokens exceed the model's " +
-                                std::to_string(config.max_position_embeddings) + " positions");
+                                std::to_string(qwen2_position_limit(config)) + " positions");
   }
   for (int64_t id : ids) {
     if (id < 0 || id >= config.vocab_size) {

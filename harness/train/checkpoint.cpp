@@ -64,6 +64,15 @@ json layout_json(const RankContext& context) {
           {"stage_layers", context.layout.stage_layer_counts()}};
 }
 
+// What the weights a resume rebuilds depend on beyond the model section: the seed (the
+// initial weights of a preset, LoRA's A) and the adapters' shape.
+json weights_key_json(const RunSpec& run) {
+  const auto& lora = run.manifest.train.lora;
+  return {{"seed", run.manifest.seed},
+          {"lora", lora ? json{{"rank", lora->rank}, {"alpha", lora->alpha}, {"target_modules", lora->target_modules}}
+                        : json()}};
+}
+
 std::vector<std::pair<std::string, at::Tensor>> generator_states() {
   std::vector<std::pair<std::string, at::Tensor>> states;
   states.emplace_back("cpu", at::detail::getDefaultCPUGenerator().get_state());
@@ -98,13 +107,12 @@ void write_peft_adapter(const fs::path& partial, const RunSpec& run) {
     for (const std::string& name : file.names()) tensors.emplace_back(name, file.tensor(name).to(at::kFloat));
   }
   std::sort(tensors.begin(), tensors.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  const LoraSection& lora = *run.manifest.train.lora;
-  const Qwen2LoraOptions options{lora.rank, lora.alpha, lora.dropout, lora.target_modules};
+  const Qwen2LoraOptions options = run.manifest.train.lora->options();
   const fs::path dir = partial / kAdapterFolder;
   fs::create_directories(dir);
   write_safetensors(dir / "adapter_model.safetensors", tensors, {{"format", "pt"}});
   write_file_atomic(dir / "adapter_config.json",
-                    qwen2_peft_adapter_config(options, run.manifest.model.label()).dump(2) + "\n");
+                    qwen2_peft_adapter_config(options, run.manifest.model.base_weights()).dump(2) + "\n");
   fsync_directory(dir);
   for (int64_t s = 0; s < pp; ++s) fs::remove(partial / numbered("adapter", s, pp));
 }
@@ -137,6 +145,7 @@ void finish_checkpoint(const fs::path& root, const fs::path& partial, int64_t it
                          {"data_cursor", {{"next_sample", iterations_done * train.global_batch_size}}},
                          {"lr_schedule", {{"next_iteration", iterations_done}}},
                          {"layout", layout_json(context)},
+                         {"weights", weights_key_json(run)},
                          {"planner", planner_state}}
                             .dump(2) + "\n");
   fsync_directory(partial);
@@ -226,6 +235,12 @@ CheckpointState load_checkpoint(const fs::path& dir, const RunSpec& run, const R
                              " with " + layout_json(context).dump() +
                              " (fix: rerun with --force to start afresh)");
   }
+  // Checkpoints from before the key was saved have none.
+  if (state.contains("weights") && state.at("weights") != weights_key_json(run)) {
+    throw std::runtime_error(dir.string() + " was saved with seed and LoRA " + state.at("weights").dump() +
+                             ", not this run's " + weights_key_json(run).dump() +
+                             " (fix: rerun with --force to start afresh)");
+  }
   CheckpointState result;
   result.dir = dir;
   result.iterations_done = state.at("iterations_done").get<int64_t>();
@@ -241,7 +256,15 @@ CheckpointState load_checkpoint(const fs::path& dir, const RunSpec& run, const R
   const bool lora = run.manifest.train.lora.has_value();
   const SafetensorsCheckpoint weights = SafetensorsCheckpoint::open(dir);
   std::optional<SafetensorsFile> adapter;
-  if (lora) adapter = SafetensorsFile::open(dir / kAdapterFolder / "adapter_model.safetensors");
+  if (lora) {
+    const fs::path adapter_file = dir / kAdapterFolder / "adapter_model.safetensors";
+    if (!fs::exists(adapter_file)) {
+      throw std::runtime_error(dir.string() + " has no " + kAdapterFolder +
+                               "/adapter_model.safetensors: it was saved by a full fine-tuning run or an older "
+                               "version (fix: rerun with --force to start afresh)");
+    }
+    adapter = SafetensorsFile::open(adapter_file);
+  }
   std::vector<SafetensorsFile> optimizer_files;
   for (int64_t s = 0; s < context.layout.pp(); ++s) {
     optimizer_files.push_back(SafetensorsFile::open(dir / numbered("optimizer", s, context.layout.pp())));

@@ -10,9 +10,7 @@ std::vector<at::Tensor> apply_model_training_options(Qwen2ForCausalLM& model,
   model->set_precision(train.precision);
   model->set_activation_checkpointing(train.activation_checkpointing);
   if (!train.lora) return model->parameters();
-  const LoraSection& lora = *train.lora;
-  return qwen2_apply_lora(model, Qwen2LoraOptions{lora.rank, lora.alpha, lora.dropout,
-                                                  lora.target_modules});
+  return qwen2_apply_lora(model, train.lora->options());
 }
 
 }  // namespace sb

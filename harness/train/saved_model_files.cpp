@@ -45,7 +45,8 @@ fs::path data_tokenizer(const Manifest& manifest) {
   if (manifest.data.source == DataSource::kJsonl) return manifest.data.jsonl.tokenizer;
   if (manifest.data.source == DataSource::kTokenized) {
     const json meta = read_tokenized_cache_meta(manifest.data.tokenized.path);
-    return fs::path(meta.at("tokenizer").at("dir").get<std::string>()) / "tokenizer.json";
+    const fs::path tokenizer = fs::path(meta.at("tokenizer").at("dir").get<std::string>()) / "tokenizer.json";
+    return fs::exists(tokenizer) ? tokenizer : fs::path();  // the cache does not need it to train
   }
   return {};
 }

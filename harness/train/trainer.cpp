@@ -89,7 +89,7 @@ void load_stage_weights(Qwen2ForCausalLM& model, const Manifest& m, const Parall
     qwen2_load_hf_weights(model, SafetensorsCheckpoint::open(m.model.from), [&](const std::string& name) {
       return stage_uses_parameter(name, stage, layout.pp(), layers, tied);
     });
-  } catch (const std::runtime_error& e) {
+  } catch (const std::exception& e) {  // also c10::Error from a tensor that cannot be copied
     throw ConfigError(m.file, "$.model.from", e.what(), "point model.from at an intact Qwen2/Qwen2.5 checkpoint folder");
   }
 }

@@ -15,10 +15,10 @@ void check_request(const Qwen2Config& config, const std::vector<int64_t>& prompt
   if (prompt_ids.empty()) throw std::invalid_argument("generate: the prompt is empty");
   if (options.max_new_tokens < 0) throw std::invalid_argument("generate: max_new_tokens must be >= 0");
   if (!(options.repetition_penalty > 0)) throw std::invalid_argument("generate: repetition_penalty must be > 0");
-  if (static_cast<int64_t>(prompt_ids.size()) + options.max_new_tokens > config.max_position_embeddings) {
+  if (static_cast<int64_t>(prompt_ids.size()) + options.max_new_tokens > qwen2_position_limit(config)) {
     throw std::invalid_argument("generate: " + std::to_string(prompt_ids.size()) + " prompt tokens + " +
                                 std::to_string(options.max_new_tokens) + " new tokens exceed the model's " +
-                                std::to_string(config.max_position_embeddings) + " positions");
+                                std::to_string(qwen2_position_limit(config)) + " positions");
   }
   for (int64_t id : prompt_ids) {
     if (id < 0 || id >= config.vocab_size) {

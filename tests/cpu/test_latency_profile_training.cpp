@@ -120,7 +120,9 @@ TEST(LatencyProfileTraining, ProfilesWrittenBeforeTheKeyReadAsTheyWereMeasured) 
   }
 
   // The kept profiles still load, as the training they were measured with.
-  const LatencyProfile cpu = load_latency_profile(SB_SOURCE_DIR "/experiments/profiles/quickstart-cpu.json");
+  // (A kept run's profile: experiments/profiles/*.json are measured on first use, not in git.)
+  const LatencyProfile cpu =
+      load_latency_profile(SB_SOURCE_DIR "/experiments/measured/cpu/table1-cpu-rerun/baseline__seed=1/profile.json");
   EXPECT_EQ(cpu.training.precision, Qwen2Precision::kFloat32);
   EXPECT_FALSE(cpu.training.lora.has_value());
   const LatencyProfile gpu =

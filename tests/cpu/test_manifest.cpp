@@ -224,6 +224,28 @@ TEST(Manifest, WrongTypeNamesPathAndType) {
   EXPECT_EQ(msg.rfind("$.methods |", 0), 0u) << msg;
 }
 
+TEST(Manifest, AFolderMustHaveThePresetsArchitectureRopeScalingAside) {
+  const std::filesystem::path folder =
+      std::filesystem::temp_directory_path() / ("sb_model_from_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(folder);
+  Qwen2Config config = qwen2_preset("qwen2-test");
+  config.yarn = Qwen2YarnScaling{4.0, config.max_position_embeddings};  // as Qwen2.5's card extends it
+  std::ofstream(folder / "config.json") << qwen2_config_to_hf_json(config).dump();
+  json j = minimal_manifest();
+  j["model"] = {{"preset", "qwen2-test"}, {"from", folder.string()}};
+  const Manifest m = parse_manifest(j, "<test>");
+  EXPECT_TRUE(m.model.config.yarn.has_value());  // the folder's scaling is kept
+  EXPECT_EQ(m.model.base_weights(), folder.string());
+
+  config.hidden_size *= 2;
+  std::ofstream(folder / "config.json") << qwen2_config_to_hf_json(config).dump();
+  const std::string msg = config_error_of(j);
+  EXPECT_EQ(msg.rfind("$.model.from |", 0), 0u) << msg;
+  EXPECT_NE(msg.find("hidden_size"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("rope_scaling"), std::string::npos) << msg;
+  std::filesystem::remove_all(folder);
+}
+
 TEST(Manifest, RejectsInvalidValuesWithPath) {
   json j = minimal_manifest();
   j["model"]["preset"] = "qwen2.5-05b";

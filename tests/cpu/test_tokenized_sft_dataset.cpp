@@ -117,11 +117,16 @@ TEST(TokenizedSftDataset, SamplesAreTheCachedIdsAndTrainedFlagsInFileOrder) {
 TEST(TokenizedSftDataset, ShuffleVisitsEveryConversationOncePerEpoch) {
   const fs::path cache = write_cache("shuffle", kThree);
   TokenizedSftDataset data({cache.string(), TooLongRule::kError, /*shuffle=*/true}, 7, DatasetLimits{100, 64, 0});
-  for (int64_t epoch = 0; epoch < 3; ++epoch) {
-    std::set<int64_t> first_ids;
-    for (int64_t i = 0; i < 3; ++i) first_ids.insert(data.sample(epoch * 3 + i).tokens.front());
-    EXPECT_EQ(first_ids, (std::set<int64_t>{1, 5, 13}));
+  std::set<std::vector<int64_t>> orders;
+  for (int64_t epoch = 0; epoch < 8; ++epoch) {
+    std::vector<int64_t> order;
+    for (int64_t i = 0; i < 3; ++i) order.push_back(data.sample(epoch * 3 + i).tokens.front());
+    EXPECT_EQ(std::set<int64_t>(order.begin(), order.end()), (std::set<int64_t>{1, 5, 13}));
+    orders.insert(order);
   }
+  // Shuffled: 8 epochs of 3 conversations do not all keep one order (file order 1, 5, 13
+  // every time would be 1 order; 8 seeded permutations of 3 give several).
+  EXPECT_GE(orders.size(), 3u);
 }
 
 TEST(TokenizedSftDataset, TooLongConversationsNameTheirLineOrAreSkippedOrCut) {
@@ -170,6 +175,11 @@ TEST(TokenizedSftDataset, DamagedForeignOrMissingCachesAreRefused) {
   const fs::path big_vocab = write_cache("vocab", kThree, /*vocab=*/1000);
   message = error_of([&] { TokenizedSftDataset({big_vocab.string()}, 1, DatasetLimits{100, 64, 0}); });
   EXPECT_NE(message.find("$.vocab_size"), std::string::npos) << message;
+
+  const fs::path bad_id = write_cache("bad_id", {{{1, 2, 300}, {0, 1, 1}, 1}}, /*vocab=*/100);
+  message = error_of([&] { TokenizedSftDataset({bad_id.string()}, 1, DatasetLimits{100, 64, 0}); });
+  EXPECT_NE(message.find("token id 300"), std::string::npos) << message;
+  EXPECT_NE(message.find("data.jsonl:1"), std::string::npos) << message;
 
   const fs::path empty = fs::temp_directory_path() / ("sb_tokcache_empty_" + std::to_string(::getpid()));
   fs::create_directories(empty);

@@ -95,6 +95,39 @@ TEST(Checkpoint, ResumedTrainingContinuesBitForBit) {
   fs::remove_all(run_dir);
 }
 
+TEST(Checkpoint, LoraRunResumesFromItsPeftAdapterBitForBit) {
+  const fs::path run_dir = test::fresh_temp_dir("checkpoint_resume_lora");
+  RunSpec run = small_run("qwen2-tiny");  // tied embeddings
+  run.manifest.train.lora = LoraSection{4, 8.0, 0.0, {"q_proj", "v_proj", "down_proj"}};
+  const RankContext context = one_process(run);
+  Trainer first(run, context);
+  losses(first, 0, 2);
+  save_checkpoint(run_dir, 2, run, context, first.stage(), first.optimizer());
+  const std::vector<double> expected = losses(first, 2, 4);
+
+  const fs::path saved = *latest_checkpoint(run_dir);
+  ASSERT_TRUE(fs::exists(saved / "adapter" / "adapter_config.json"));
+  ASSERT_TRUE(fs::exists(saved / "adapter" / "adapter_model.safetensors"));
+  EXPECT_FALSE(fs::exists(saved / "adapter-00001-of-00001.safetensors"));  // merged into adapter/
+  Trainer second(run, context);  // the same base from the seed, fresh adapters (B = 0)
+  load_checkpoint(saved, run, context, second.stage(), second.optimizer());
+  const std::vector<double> resumed = losses(second, 2, 4);
+  ASSERT_EQ(resumed.size(), expected.size());
+  for (size_t i = 0; i < resumed.size(); ++i) EXPECT_EQ(resumed[i], expected[i]) << "iteration " << 2 + i;
+
+  // Another seed rebuilds another base: refused, not resumed onto it.
+  RunSpec reseeded = run;
+  reseeded.manifest.seed = 18;
+  Trainer third(reseeded, context);
+  try {
+    load_checkpoint(saved, reseeded, context, third.stage(), third.optimizer());
+    FAIL() << "a checkpoint of seed 17 was loaded into a run of seed 18";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("--force"), std::string::npos) << e.what();
+  }
+  fs::remove_all(run_dir);
+}
+
 // train_run's hooks see every iteration once, its checkpoints follow the manifest, and a
 // run stopped after a checkpoint and resumed through train_run gives the uninterrupted
 // run's losses (the oracle: the same run without the stop).

@@ -64,7 +64,8 @@ LatencyProfileTraining profile_training_of(const TrainSection& train) {
       const auto& listed = train.lora->target_modules;
       if (std::find(listed.begin(), listed.end(), name) != listed.end()) targets.push_back(name);
     }
-    training.lora = Qwen2LoraOptions{train.lora->rank, train.lora->alpha, train.lora->dropout, targets};
+    training.lora = train.lora->options();
+    training.lora->target_modules = targets;
   }
   return training;
 }

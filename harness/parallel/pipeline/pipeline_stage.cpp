@@ -111,8 +111,9 @@ std::vector<std::pair<std::string, at::Tensor>> PipelineStage::merged_weights() 
   std::vector<std::pair<std::string, at::Tensor>> out;
   for (const StageParameter& p : parameters_) {
     if (p.tied_copy || qwen2_is_lora_parameter(p.name)) continue;
-    const auto it = p.name.size() > suffix.size() ? adapted.find(p.name.substr(0, p.name.size() - suffix.size()))
-                                                  : adapted.end();
+    const bool is_weight = p.name.size() > suffix.size() &&
+                           p.name.compare(p.name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    const auto it = is_weight ? adapted.find(p.name.substr(0, p.name.size() - suffix.size())) : adapted.end();
     out.emplace_back(p.name, it != adapted.end() ? it->second->merged_weight() : p.tensor.detach());
   }
   return out;
