@@ -135,23 +135,17 @@ TokenizedSftDataset::TokenizedSftDataset(const TokenizedDataSection& config, int
       ++truncated_;
     }
     bool trains = false;  // token 0 is never predicted
-    for (int64_t t = 0; t < length; ++t) {
-      trains = trains || (t > 0 && targets_.data()[begin + t] != 0);
-      if (read_le<uint32_t>(tokens_.data() + 4 * (begin + t)) >= static_cast<uint64_t>(vocab)) {
-        throw ConfigError(where, "", "holds token id " + std::to_string(read_le<uint32_t>(tokens_.data() + 4 * (begin + t))) +
-                                         ", beyond the cache's vocabulary of " + std::to_string(vocab),
-                          std::string("the cache is damaged; rebuild it with --force (") + kBuildHint + ")");
-      }
-    }
+    for (int64_t t = 1; t < length && !trains; ++t) trains = targets_.data()[begin + t] != 0;
     if (!trains) {
       ++skipped_;  // nothing to learn from (possible after truncation)
       continue;
     }
-    kept_.push_back({i, length});
+    kept_.push_back({i, length, where});
     max_length_ = std::max(max_length_, length);
   }
   if (previous != total) throw ConfigError((dir / "offsets.i64").string(), "", "does not end at the token count", rebuild);
   if (kept_.empty()) throw ConfigError(config_.path, "", "no conversation fits " + limit.what, limit.fix);
+  vocab_size_ = vocab;
 }
 
 Sample TokenizedSftDataset::sample(int64_t id) const {
@@ -163,7 +157,15 @@ Sample TokenizedSftDataset::sample(int64_t id) const {
   s.tokens.resize(static_cast<size_t>(kept.length));
   s.target_mask.resize(static_cast<size_t>(kept.length));
   for (int64_t t = 0; t < kept.length; ++t) {
-    s.tokens[static_cast<size_t>(t)] = read_le<uint32_t>(tokens_.data() + 4 * (begin + t));
+    const uint32_t token = read_le<uint32_t>(tokens_.data() + 4 * (begin + t));
+    // Checked as drawn, not all at start-up: opening a cache of a billion tokens would
+    // otherwise read every page of tokens.u32 on every rank.
+    if (token >= static_cast<uint64_t>(vocab_size_)) {
+      throw ConfigError(kept.where, "", "holds token id " + std::to_string(token) + ", beyond the cache's vocabulary of " +
+                                            std::to_string(vocab_size_),
+                        std::string("the cache is damaged; rebuild it with --force (") + kBuildHint + ")");
+    }
+    s.tokens[static_cast<size_t>(t)] = token;
     s.target_mask[static_cast<size_t>(t)] = targets_.data()[begin + t] != 0 ? 1 : 0;
   }
   return s;

@@ -13,7 +13,8 @@
 // once in its page cache; samples are copied out when drawn. The cache is checked when
 // opened: its format, file sizes and offsets; its vocabulary against the model's; and
 // whether the data or tokenizer files it was built from changed since (size or mtime),
-// which is an error that gives the command to rebuild it.
+// which is an error that gives the command to rebuild it. Token ids are checked against
+// the cache's vocabulary as samples are drawn (a damaged cache names the line).
 //
 // Conversations longer than the limit follow data.tokenized.too_long
 // (conversation_limit.h); sample order as EpochOrder.
@@ -50,6 +51,7 @@ class TokenizedSftDataset : public Dataset {
   struct Kept {
     int64_t conversation = 0;
     int64_t length = 0;  // tokens used: all, or the limit when truncated
+    std::string where;   // "data.jsonl:LINE", for messages
   };
 
   TokenizedDataSection config_;
@@ -58,6 +60,7 @@ class TokenizedSftDataset : public Dataset {
   std::vector<Kept> kept_;
   std::filesystem::path tokenizer_dir_;
   std::string data_path_, template_source_;
+  int64_t vocab_size_ = 0;  // meta.json's; every drawn token id is below it
   int64_t max_length_ = 0;
   int64_t skipped_ = 0;
   int64_t truncated_ = 0;

@@ -127,30 +127,34 @@ Qwen2LoraOptions qwen2_lora_options_of(Qwen2ForCausalLM& model) {
   return options;
 }
 
-std::vector<std::pair<std::string, at::Tensor>> qwen2_merged_named_parameters(
-    Qwen2ForCausalLM& model) {
-  // Module path of each projection that carries an adapter -> the projection.
-  std::map<std::string, const Qwen2LinearImpl*> adapted;
-  for (const auto& item : model->named_modules(/*name_prefix=*/"", /*include_self=*/false)) {
-    if (const auto* projection = item.value()->as<Qwen2Linear>(); projection && projection->has_lora()) {
-      adapted.emplace(item.key(), projection);
+std::vector<std::pair<std::string, at::Tensor>> qwen2_fold_adapters(
+    const std::vector<std::pair<std::string, at::Tensor>>& parameters, const Qwen2NamedModules& modules) {
+  std::map<std::string, const Qwen2LinearImpl*> adapted;  // module path -> projection with an adapter
+  for (const auto& [path, module] : modules) {
+    if (const auto* projection = module->as<Qwen2Linear>(); projection && projection->has_lora()) {
+      adapted.emplace(path, projection);
     }
   }
+  const std::string suffix = ".weight";
   std::vector<std::pair<std::string, at::Tensor>> out;
-  for (const auto& item : model->named_parameters(/*recurse=*/true)) {
-    const std::string& name = item.key();
+  for (const auto& [name, tensor] : parameters) {
     if (qwen2_is_lora_parameter(name)) continue;
-    const std::string suffix = ".weight";
-    if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
-      const auto it = adapted.find(name.substr(0, name.size() - suffix.size()));
-      if (it != adapted.end()) {
-        out.emplace_back(name, it->second->merged_weight());
-        continue;
-      }
-    }
-    out.emplace_back(name, item.value().detach());
+    const bool is_weight =
+        name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    const auto it = is_weight ? adapted.find(name.substr(0, name.size() - suffix.size())) : adapted.end();
+    out.emplace_back(name, it != adapted.end() ? it->second->merged_weight() : tensor.detach());
   }
   return out;
+}
+
+std::vector<std::pair<std::string, at::Tensor>> qwen2_merged_named_parameters(Qwen2ForCausalLM& model) {
+  std::vector<std::pair<std::string, at::Tensor>> parameters;
+  for (const auto& item : model->named_parameters(/*recurse=*/true)) parameters.emplace_back(item.key(), item.value());
+  Qwen2NamedModules modules;
+  for (const auto& item : model->named_modules(/*name_prefix=*/"", /*include_self=*/false)) {
+    modules.emplace_back(item.key(), item.value());
+  }
+  return qwen2_fold_adapters(parameters, modules);
 }
 
 bool qwen2_is_lora_parameter(const std::string& parameter_name) {

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -46,6 +47,15 @@ bool qwen2_has_lora(Qwen2ForCausalLM& model);
 // The options the adapters were built with (target modules in canonical order).
 // Throws std::logic_error for a model without adapters.
 Qwen2LoraOptions qwen2_lora_options_of(Qwen2ForCausalLM& model);
+
+// Module-path parameters as a plain Qwen2 model holds them: adapter parameters left out,
+// the weight of each projection that carries an adapter replaced by its merged weight
+// (W + alpha / r * B A); the rest detached. `modules` (module paths, as
+// named_modules() names them) are searched for the adapted projections. What
+// qwen2_merged_named_parameters does for a whole model and a pipeline stage does for its part.
+using Qwen2NamedModules = std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>>;
+std::vector<std::pair<std::string, at::Tensor>> qwen2_fold_adapters(
+    const std::vector<std::pair<std::string, at::Tensor>>& parameters, const Qwen2NamedModules& modules);
 
 // Every base parameter under its module path (as named_parameters() names it), with
 // the adapters folded into their projection's weight; adapter parameters left out.

@@ -177,7 +177,8 @@ TEST(TokenizedSftDataset, DamagedForeignOrMissingCachesAreRefused) {
   EXPECT_NE(message.find("$.vocab_size"), std::string::npos) << message;
 
   const fs::path bad_id = write_cache("bad_id", {{{1, 2, 300}, {0, 1, 1}, 1}}, /*vocab=*/100);
-  message = error_of([&] { TokenizedSftDataset({bad_id.string()}, 1, DatasetLimits{100, 64, 0}); });
+  TokenizedSftDataset damaged({bad_id.string()}, 1, DatasetLimits{100, 64, 0});
+  message = error_of([&] { damaged.sample(0); });
   EXPECT_NE(message.find("token id 300"), std::string::npos) << message;
   EXPECT_NE(message.find("data.jsonl:1"), std::string::npos) << message;
 

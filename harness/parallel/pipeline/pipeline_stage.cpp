@@ -4,7 +4,6 @@
 #include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
 
-#include <map>
 #include <stdexcept>
 
 #include "models/qwen2/qwen2_checkpointing.h"
@@ -97,26 +96,18 @@ void PipelineStage::keep_parts(Qwen2ForCausalLM& model) {
 }
 
 std::vector<std::pair<std::string, at::Tensor>> PipelineStage::merged_weights() const {
-  // Module path -> projection, for the projections that carry an adapter.
-  std::map<std::string, const Qwen2LinearImpl*> adapted;
+  std::vector<std::pair<std::string, at::Tensor>> parameters;
+  for (const StageParameter& p : parameters_) {
+    if (!p.tied_copy) parameters.emplace_back(p.name, p.tensor);
+  }
+  Qwen2NamedModules modules;  // only decoder layers carry adapters
   for (size_t i = 0; i < decoder_layers_.size(); ++i) {
     const std::string prefix = "layers." + std::to_string(layers_.first + static_cast<int64_t>(i));
     for (const auto& item : decoder_layers_[i]->named_modules(prefix, /*include_self=*/false)) {
-      if (const auto* projection = item.value()->as<Qwen2Linear>(); projection && projection->has_lora()) {
-        adapted.emplace(item.key(), projection);
-      }
+      modules.emplace_back(item.key(), item.value());
     }
   }
-  const std::string suffix = ".weight";
-  std::vector<std::pair<std::string, at::Tensor>> out;
-  for (const StageParameter& p : parameters_) {
-    if (p.tied_copy || qwen2_is_lora_parameter(p.name)) continue;
-    const bool is_weight = p.name.size() > suffix.size() &&
-                           p.name.compare(p.name.size() - suffix.size(), suffix.size(), suffix) == 0;
-    const auto it = is_weight ? adapted.find(p.name.substr(0, p.name.size() - suffix.size())) : adapted.end();
-    out.emplace_back(p.name, it != adapted.end() ? it->second->merged_weight() : p.tensor.detach());
-  }
-  return out;
+  return qwen2_fold_adapters(parameters, modules);
 }
 
 void PipelineStage::set_training(bool training) {
