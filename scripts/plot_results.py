@@ -11,6 +11,8 @@ whose data the runs have, printing the path of each file written.
   loss                loss curves
   latency_prediction  predicted vs measured micro-batch latency
   budgets             budgets chosen per micro-batch against its tokens
+  coverage            MoBA's coverage curve C(k) before and after training
+                      (eval/coverage.json of runs with eval.coverage)
 
 `sparsebalance report --plots DIR` runs this script (with $SB_PLOT_PYTHON) after
 writing report.json. Exit status: 0 drawn (or nothing applies), 2 bad arguments,
@@ -22,7 +24,7 @@ import importlib
 import sys
 from pathlib import Path
 
-FIGURE_MODULES = ["speedup", "timeline", "ablation", "loss", "latency_prediction", "budgets"]
+FIGURE_MODULES = ["speedup", "timeline", "ablation", "loss", "latency_prediction", "budgets", "coverage"]
 
 
 def load_figures():

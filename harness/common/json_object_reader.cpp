@@ -111,10 +111,17 @@ void JsonObjectReader::reject_unless(const std::string& key, bool applies, const
 
 std::string resolve_manifest_path(const std::string& manifest_file, const std::string& value) {
   namespace fs = std::filesystem;
-  if (value.empty() || fs::path(value).is_absolute()) return value;
-  const fs::path manifest(manifest_file);
-  const fs::path base = fs::exists(manifest) ? manifest.parent_path() : fs::current_path();
-  return fs::absolute(base / value).lexically_normal().string();
+  if (value.empty()) return value;
+  fs::path path(value);
+  if (!path.is_absolute()) {
+    const fs::path manifest(manifest_file);
+    path = fs::absolute((fs::exists(manifest) ? manifest.parent_path() : fs::current_path()) / path);
+  }
+  // One spelling per place: "dir/" and "dir", "a//b" and "a/b" must compare equal when a
+  // rerun checks its resolved manifest against the one it wrote before.
+  std::string normal = path.lexically_normal().string();
+  while (normal.size() > 1 && normal.back() == '/') normal.pop_back();
+  return normal;
 }
 
 void JsonObjectReader::expect(bool condition, const std::string& key, const std::string& problem,

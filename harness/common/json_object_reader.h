@@ -149,7 +149,8 @@ class JsonKeyRecorder {
 };
 
 // A path written in a manifest, made absolute: relative paths are relative to the
-// manifest's folder (the current folder when manifest_file names no existing file).
+// manifest's folder (the current folder when manifest_file names no existing file);
+// normalised (no ".", "..", doubled or trailing "/"), so one place has one spelling.
 // Empty stays empty.
 std::string resolve_manifest_path(const std::string& manifest_file, const std::string& value);
 

@@ -122,16 +122,22 @@ SyntheticDataSection parse_synthetic(const json& j, const std::string& path,
   s.vocab_size = r.optional<int64_t>("vocab_size", 0);
   if (s.vocab_size == 0) s.vocab_size = model_vocab;
   const bool arithmetic = s.task == SyntheticTask::kArithmetic;
+  const bool retrieval = s.task == SyntheticTask::kRetrieval;
+  const bool copy = s.task == SyntheticTask::kCopy;
   r.reject_unless("prompt_tokens", arithmetic, "task is \"arithmetic\"");
   r.reject_unless("max_stride", arithmetic, "task is \"arithmetic\"");
-  r.reject_unless("key_tokens", !arithmetic, "task is \"retrieval\"");
-  r.reject_unless("answer_tokens", !arithmetic, "task is \"retrieval\"");
+  r.reject_unless("key_tokens", retrieval, "task is \"retrieval\"");
+  r.reject_unless("answer_tokens", retrieval, "task is \"retrieval\"");
+  r.reject_unless("lag", copy, "task is \"copy\"");
   if (arithmetic) {
     s.prompt_tokens = r.optional<int64_t>("prompt_tokens", s.prompt_tokens);
     s.max_stride = r.optional<int64_t>("max_stride", s.max_stride);
-  } else {
+  } else if (retrieval) {
     s.key_tokens = r.optional<int64_t>("key_tokens", s.key_tokens);
     s.answer_tokens = r.optional<int64_t>("answer_tokens", s.answer_tokens);
+  } else {
+    s.lag = r.optional<int64_t>("lag", s.lag);
+    r.expect(s.lag >= 1, "lag", "must be >= 1", "give how many positions back each token repeats");
   }
   std::vector<std::string> length_choices{"mixture", "file"};
   for (const std::string& name : length_profile_names()) length_choices.push_back(name);
@@ -467,6 +473,18 @@ Manifest parse_manifest(const json& j, const std::string& file) {
              "has \"synthetic\", which scores held-out samples of synthetic data, but data.source is " +
                  data_source_options().name_of(m.data.source),
              "remove eval.synthetic, or use \"heldout\" with a file of held-out documents");
+    if (const auto& coverage = m.eval->coverage) {
+      r.expect(m.data.source == DataSource::kSynthetic, "eval",
+               "has \"coverage\", which routes held-out samples of synthetic data, but data.source is " +
+                   data_source_options().name_of(m.data.source),
+               "remove eval.coverage");
+      for (const MethodSection& method : m.methods) {
+        r.expect(method.attention.is_moba() || (coverage->block_size > 0 && coverage->top_k > 0), "eval",
+                 "has \"coverage\" without block_size and top_k, and method \"" + method.name +
+                     "\" has dense attention, so there is no MoBA block size to route with",
+                 "set eval.coverage.block_size and eval.coverage.top_k");
+      }
+    }
   }
   if (const json* cluster = r.optional_value("cluster")) {
     m.cluster = parse_cluster_section(*cluster, r.child_path("cluster"), file);
@@ -577,9 +595,11 @@ json data_to_json(const DataSection& d) {
   if (s.task == SyntheticTask::kArithmetic) {
     synthetic["prompt_tokens"] = s.prompt_tokens;
     synthetic["max_stride"] = s.max_stride;
-  } else {
+  } else if (s.task == SyntheticTask::kRetrieval) {
     synthetic["key_tokens"] = s.key_tokens;
     synthetic["answer_tokens"] = s.answer_tokens;
+  } else {
+    synthetic["lag"] = s.lag;
   }
   if (s.lengths == LengthSource::kMixture) {
     json mixture = json::array();

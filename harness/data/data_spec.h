@@ -18,11 +18,15 @@ namespace sb {
 //   "retrieval": associative recall far back in the sequence (harness/data/retrieval_task.h):
 //     only the answer_tokens at the end are trained, and they can only be predicted by
 //     attending to where the key_tokens occurred earlier.
+//   "copy": the first `lag` tokens are random (the prompt, no loss); every later token
+//     repeats the one `lag` positions back. Every trained token needs one key block far
+//     back, so a trained model's attention (and MoBA's routing) concentrates there, and
+//     a budget that misses that block costs accuracy.
 // Lengths: "mixture" (length_mixture), a named profile shaped like the paper's data
 // ("bimodal", "longtail": harness/data/length_profiles.h), or "file" (one length per
 // line of length_file, drawn uniformly); every length is multiplied by length_scale.
-enum class SyntheticTask { kArithmetic, kRetrieval };
-const OptionNames<SyntheticTask>& synthetic_task_options();  // "arithmetic" | "retrieval"
+enum class SyntheticTask { kArithmetic, kRetrieval, kCopy };
+const OptionNames<SyntheticTask>& synthetic_task_options();  // "arithmetic" | "retrieval" | "copy"
 
 // What a JSONL conversation longer than max_tokens_per_microbatch does: stop the run with
 // an error naming it, be left out, or be cut to the capacity.
@@ -42,6 +46,7 @@ struct SyntheticDataSection {
   int64_t max_stride = 3;      // arithmetic
   int64_t key_tokens = 2;      // retrieval
   int64_t answer_tokens = 8;   // retrieval
+  int64_t lag = 64;            // copy
   LengthSource lengths = LengthSource::kMixture;
   std::string length_profile;  // kProfile: a name from length_profiles.h ("bimodal", "longtail")
   double length_scale = 1.0;

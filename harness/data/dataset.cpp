@@ -10,7 +10,7 @@ namespace sb {
 
 const OptionNames<SyntheticTask>& synthetic_task_options() {
   static const OptionNames<SyntheticTask> names{
-      "synthetic task", {{"arithmetic", SyntheticTask::kArithmetic}, {"retrieval", SyntheticTask::kRetrieval}}};
+      "synthetic task", {{"arithmetic", SyntheticTask::kArithmetic}, {"retrieval", SyntheticTask::kRetrieval}, {"copy", SyntheticTask::kCopy}}};
   return names;
 }
 

@@ -19,7 +19,12 @@ RetrievalTaskOptions retrieval_options(const SyntheticDataSection& c) {
 }  // namespace
 
 int64_t synthetic_min_length(const SyntheticDataSection& c) {
-  return c.task == SyntheticTask::kRetrieval ? retrieval_min_length(retrieval_options(c)) : c.prompt_tokens + 1;
+  switch (c.task) {
+    case SyntheticTask::kRetrieval: return retrieval_min_length(retrieval_options(c));
+    case SyntheticTask::kCopy: return c.lag + 1;
+    case SyntheticTask::kArithmetic: break;
+  }
+  return c.prompt_tokens + 1;
 }
 
 std::vector<LengthComponent> synthetic_length_components(const SyntheticDataSection& c) {
@@ -111,6 +116,14 @@ Sample SyntheticDataset::sample(int64_t id) const {
     RetrievalSample r = make_retrieval_sample(retrieval_options(config_), length, rng);
     s.tokens = std::move(r.tokens);
     s.prompt_tokens = r.prompt_tokens;
+    return s;
+  }
+  if (config_.task == SyntheticTask::kCopy) {
+    s.prompt_tokens = config_.lag;
+    s.tokens.resize(static_cast<size_t>(length));
+    for (int64_t t = 0; t < length; ++t) {
+      s.tokens[t] = t < config_.lag ? rng.uniform_int(0, config_.vocab_size - 1) : s.tokens[t - config_.lag];
+    }
     return s;
   }
   s.prompt_tokens = config_.prompt_tokens;

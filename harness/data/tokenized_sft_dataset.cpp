@@ -94,6 +94,15 @@ TokenizedSftDataset::TokenizedSftDataset(const TokenizedDataSection& config, int
                           rebuild);
       }
     }
+    // Files the script looked for and did not find (caches written before this record
+    // have none): one that appeared since may change the rendering.
+    for (const json& name : meta.at("tokenizer").value("absent", json::array())) {
+      const fs::path appeared = tokenizer_dir_ / name.get<std::string>();
+      if (fs::exists(appeared)) {
+        throw ConfigError(config_.path, "", "is stale: " + appeared.string() + " appeared since the cache was built",
+                          rebuild);
+      }
+    }
   } catch (const json::exception& e) {
     throw ConfigError(meta_file, "", std::string("lacks a field: ") + e.what(), rebuild);
   }

@@ -8,12 +8,12 @@
 //   offsets.i64   N + 1 offsets: conversation i is tokens [offsets[i], offsets[i+1])
 //   lines.i64     N source line numbers (1-based) in the JSONL file, for messages
 //   meta.json     format, counts, vocab_size, the inputs' hashes, sizes and mtimes, the
-//                 rebuild command
+//                 tokenizer file names looked for but absent, the rebuild command
 // Every rank maps the files (harness/common/mapped_file.h), so a host holds the data
 // once in its page cache; samples are copied out when drawn. The cache is checked when
 // opened: its format, file sizes and offsets; its vocabulary against the model's; and
-// whether the data or tokenizer files it was built from changed since (size or mtime),
-// which is an error that gives the command to rebuild it. Token ids are checked against
+// whether the data or tokenizer files it was built from changed since (size or mtime) or
+// a tokenizer file then absent has appeared, which is an error that gives the command to rebuild it. Token ids are checked against
 // the cache's vocabulary as samples are drawn (a damaged cache names the line).
 //
 // Conversations longer than the limit follow data.tokenized.too_long

@@ -112,12 +112,35 @@ HeldoutOptions parse_heldout(const json& j, const std::string& path, const std::
   return o;
 }
 
+// "samples" of a held-out section: at least one.
+int64_t read_samples(JsonObjectReader& r, int64_t fallback, const std::string& verb) {
+  const int64_t samples = r.optional<int64_t>("samples", fallback);
+  r.expect(samples >= 1, "samples", "must be >= 1", "give the number of held-out samples to " + verb);
+  return samples;
+}
+
 SyntheticHeldoutOptions parse_synthetic(const json& j, const std::string& path, const std::string& file) {
   JsonObjectReader r(j, path, file);
   SyntheticHeldoutOptions o;
-  o.samples = r.optional<int64_t>("samples", o.samples);
-  r.expect(o.samples >= 1, "samples", "must be >= 1", "give the number of held-out samples to score");
+  o.samples = read_samples(r, o.samples, "score");
   o.dense_reference = r.optional<bool>("dense_reference", o.dense_reference);
+  r.finish();
+  return o;
+}
+
+RoutingCoverageOptions parse_coverage(const json& j, const std::string& path, const std::string& file) {
+  JsonObjectReader r(j, path, file);
+  RoutingCoverageOptions o;
+  o.samples = read_samples(r, o.samples, "route");
+  o.block_size = r.optional<int64_t>("block_size", o.block_size);
+  r.expect(o.block_size >= 0, "block_size", "must be >= 1 (0: the run's MoBA block size)", "give MoBA's block size");
+  o.top_k = r.optional<int64_t>("top_k", o.top_k);
+  r.expect(o.top_k >= 0, "top_k", "must be >= 1 (0: the run's MoBA top_k)", "give the budget k0 the floors refer to");
+  o.k_max = r.optional<int64_t>("k_max", o.k_max);
+  r.expect(o.k_max >= 0, "k_max", "must be >= 0 (0: every eligible block)", "give the curve's length");
+  o.p = read_number_list<double>(r, "p", o.p);
+  for (double p : o.p) r.expect(p >= 0.0 && p < 1.0, "p", "holds " + std::to_string(p) + ", outside [0, 1)", "use thresholds like 0.1");
+  o.before = r.optional<bool>("before", o.before);
   r.finish();
   return o;
 }
@@ -147,10 +170,12 @@ EvalSpec parse_eval_spec(const json& value, const std::string& path, const std::
   if (const json* j = r.optional_value("niah")) spec.niah = parse_niah(*j, r.child_path("niah"), file, base_dir);
   if (const json* j = r.optional_value("heldout")) spec.heldout = parse_heldout(*j, r.child_path("heldout"), file, base_dir);
   if (const json* j = r.optional_value("synthetic")) spec.synthetic = parse_synthetic(*j, r.child_path("synthetic"), file);
+  if (const json* j = r.optional_value("coverage")) spec.coverage = parse_coverage(*j, r.child_path("coverage"), file);
   r.finish();
-  if (!spec.longbench && !spec.longbench_v2 && !spec.niah && !spec.heldout && !spec.synthetic) {
+  if (!spec.longbench && !spec.longbench_v2 && !spec.niah && !spec.heldout && !spec.synthetic && !spec.coverage) {
     throw ConfigError(file, path, "has nothing to evaluate",
-                      "add one of \"longbench\", \"longbench_v2\", \"niah\", \"heldout\", \"synthetic\", or remove the block");
+                      "add one of \"longbench\", \"longbench_v2\", \"niah\", \"heldout\", \"synthetic\", \"coverage\", or "
+                      "remove the block");
   }
   return spec;
 }
@@ -178,6 +203,10 @@ json eval_spec_to_json(const EvalSpec& spec) {
   }
   if (const auto& o = spec.synthetic) {
     j["synthetic"] = {{"samples", o->samples}, {"dense_reference", o->dense_reference}};
+  }
+  if (const auto& o = spec.coverage) {
+    j["coverage"] = {{"samples", o->samples}, {"block_size", o->block_size}, {"top_k", o->top_k},
+                     {"k_max", o->k_max},     {"p", o->p},                   {"before", o->before}};
   }
   return j;
 }

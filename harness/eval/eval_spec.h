@@ -18,6 +18,10 @@
 //     "heldout": {"data": FILE, "max_length": 4096, "limit": 0},
 //     "synthetic": {"samples": 32, "dense_reference": true}   manifests with synthetic
 //                  data only: held-out samples of the run's own task (synthetic_heldout.h)
+//     "coverage": {"samples": 16, "block_size": B, "top_k": k0, "k_max": 0,
+//                  "p": [0.1, 0.2, 0.3], "before": true}   synthetic data only: MoBA's
+//                  coverage curve and DST floors (routing_coverage.h); block_size and
+//                  top_k default to the run's MoBA attention (required for dense runs)
 //   }
 
 #include <nlohmann/json.hpp>
@@ -30,6 +34,7 @@
 #include "harness/eval/longbench/longbench_predict.h"
 #include "harness/eval/longbench/longbench_v2.h"
 #include "harness/eval/niah.h"
+#include "harness/eval/routing_coverage.h"
 #include "harness/eval/synthetic_heldout.h"
 
 namespace sb {
@@ -43,6 +48,7 @@ struct EvalSpec {
   std::optional<NiahOptions> niah;
   std::optional<HeldoutOptions> heldout;
   std::optional<SyntheticHeldoutOptions> synthetic;
+  std::optional<RoutingCoverageOptions> coverage;
 };
 
 // value: the "eval" object; path: its JSON path ("$.eval"); file: the manifest, for

@@ -4,6 +4,7 @@
 #include "harness/common/atomic_file.h"
 #include "harness/eval/longbench/longbench_scorer.h"
 #include "harness/eval/longbench/python_json.h"
+#include "harness/eval/routing_coverage.h"
 #include "kernels/attention/attention_backend.h"
 
 namespace sb {
@@ -26,7 +27,8 @@ void add_longbench_columns(const ordered_json& summary, ordered_json& columns) {
 }  // namespace
 
 ordered_json run_eval_suite(ModelFolder& model, const EvalSpec& spec, const std::filesystem::path& out_dir,
-                            std::ostream& progress, const Dataset* synthetic_data) {
+                            std::ostream& progress, const EvalRunInputs& run) {
+  const Dataset* synthetic_data = run.synthetic_data;
   ordered_json columns = ordered_json::object();
   if (spec.longbench) {
     LongBenchPredictOptions options = *spec.longbench;
@@ -90,6 +92,28 @@ ordered_json run_eval_suite(ModelFolder& model, const EvalSpec& spec, const std:
       }
     }
     write_file_atomic(out_dir / "synthetic.json", python_json_dumps(result, 2) + "\n");
+  }
+  if (spec.coverage) {
+    const RoutingCoverageOptions& options = *spec.coverage;
+    if (synthetic_data == nullptr) {
+      throw ConfigError("", "$.eval.coverage", "needs the synthetic data of a training run",
+                        "use it in an experiment manifest with data.source \"synthetic\"");
+    }
+    if (options.block_size < 1 || options.top_k < 1) {
+      throw ConfigError("", "$.eval.coverage", "has no MoBA block size or top_k to route with",
+                        "set eval.coverage.block_size and eval.coverage.top_k");
+    }
+    ordered_json result;
+    progress << "routing " << options.samples << " held-out synthetic samples (MoBA block " << options.block_size
+             << ", k0 " << options.top_k << ")\n";
+    result["after"] = routing_coverage(model.model, *synthetic_data, options);
+    if (options.before && run.starting_model) {
+      Qwen2ForCausalLM start = run.starting_model();
+      const at::Tensor like = model.model->parameters().front();
+      start->to(like.device(), like.scalar_type());
+      result["before"] = routing_coverage(start, *synthetic_data, options);
+    }
+    write_file_atomic(out_dir / "coverage.json", python_json_dumps(result, 2) + "\n");
   }
   write_file_atomic(out_dir / "eval_columns.json", python_json_dumps(columns, 2) + "\n");
   return columns;

@@ -15,11 +15,14 @@
 //   heldout_nll, heldout_ppl, heldout_tokens
 //   synthetic_loss, synthetic_token_accuracy, synthetic_exact_match   (synthetic.json;
 //   synthetic_dense_* the same with dense attention when dense_reference)
+// and coverage.json ({"after": routing_coverage of the model, "before": of the starting
+// weights when asked}; no columns: it describes the routing, not accuracy).
 // Every run resumes: predictions already on disk are kept.
 
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <functional>
 #include <ostream>
 
 #include "harness/data/dataset.h"
@@ -28,9 +31,18 @@
 
 namespace sb {
 
-// synthetic_data: the run's data set, needed by spec.synthetic (a ConfigError naming
-// $.eval.synthetic without it).
+// What a run's evaluation has beyond a model folder.
+struct EvalRunInputs {
+  // The run's data set, needed by spec.synthetic and spec.coverage (a ConfigError naming
+  // the section without it).
+  const Dataset* synthetic_data = nullptr;
+  // The weights the run started from (harness/train/initial_model.h), for
+  // spec.coverage->before; absent: no "before".
+  std::function<Qwen2ForCausalLM()> starting_model;
+};
+
+// spec.coverage's block_size and top_k must be resolved (>= 1) by the caller.
 nlohmann::ordered_json run_eval_suite(ModelFolder& model, const EvalSpec& spec, const std::filesystem::path& out_dir,
-                                      std::ostream& progress, const Dataset* synthetic_data = nullptr);
+                                      std::ostream& progress, const EvalRunInputs& run = {});
 
 }  // namespace sb

@@ -22,6 +22,8 @@ int anchor_rank(const std::string& anchor) {
 std::optional<double> metric_of(const RunSummary& r, const std::string& metric) {
   if (metric == "speedup") return r.speedup;
   if (metric == "imbalance") return r.imbalance ? std::optional<double>(r.imbalance->median) : std::nullopt;
+  if (metric == "effective_budget_mean") return r.effective_budget_mean;
+  if (metric == "loss_final") return r.loss_final;
   const auto it = r.accuracy.find(metric);
   return it == r.accuracy.end() ? std::nullopt : std::optional<double>(it->second);
 }
@@ -41,7 +43,7 @@ AblationTable build_table(const std::string& method, const std::vector<const Run
     return anchor_rank(a) != anchor_rank(b) ? anchor_rank(a) < anchor_rank(b) : a < b;
   });
   std::sort(t.ps.begin(), t.ps.end());
-  t.metrics = {"speedup", "imbalance"};
+  t.metrics = {"speedup", "imbalance", "effective_budget_mean", "loss_final"};
   t.metrics.insert(t.metrics.end(), columns.begin(), columns.end());
   t.runs.assign(t.anchors.size(), std::vector<int64_t>(t.ps.size(), 0));
   for (const std::string& metric : t.metrics) {

@@ -5,6 +5,7 @@
 #include "harness/eval/eval_suite.h"
 #include "harness/eval/model_folder.h"
 #include "harness/train/checkpoint.h"
+#include "harness/train/initial_model.h"
 #include "models/qwen2/qwen2_config.h"
 
 namespace sb {
@@ -36,8 +37,18 @@ void evaluate_run(const RunSpec& run, const fs::path& run_dir, std::ostream& log
   if (m.data.source == DataSource::kSynthetic) {
     data = make_dataset(m.data, m.seed, dataset_limits(m));
   }
+  EvalSpec spec = *m.eval;
+  if (spec.coverage) {  // the run's MoBA geometry unless the section names its own
+    if (spec.coverage->block_size == 0 && attention.is_moba()) spec.coverage->block_size = attention.block_size;
+    if (spec.coverage->top_k == 0 && attention.is_moba()) spec.coverage->top_k = attention.top_k;
+  }
+  EvalRunInputs inputs;
+  inputs.synthetic_data = data.get();
+  inputs.starting_model = [&m, &attention] {
+    return initial_model(m, std::shared_ptr<AttentionBackend>(make_attention_backend(attention)));
+  };
   fs::create_directories(evaluation_dir(run_dir));
-  run_eval_suite(folder, *m.eval, evaluation_dir(run_dir), log, data.get());
+  run_eval_suite(folder, spec, evaluation_dir(run_dir), log, inputs);
 }
 
 }  // namespace sb

@@ -120,7 +120,8 @@ void write_peft_adapter(const fs::path& partial, const RunSpec& run) {
 // Rank 0, after every rank wrote its files into `partial`: the HF index and config,
 // trainer_state.json, then the rename and `latest`.
 void finish_checkpoint(const fs::path& root, const fs::path& partial, int64_t iterations_done,
-                       const RunSpec& run, const RankContext& context, const json& planner_state) {
+                       const RunSpec& run, const RankContext& context, const json& planner_state,
+                       const std::optional<SavedModelFiles>& saved_files) {
   const int64_t pp = context.layout.pp();
   json weight_map = json::object();
   uint64_t total_size = 0;
@@ -134,7 +135,7 @@ void finish_checkpoint(const fs::path& root, const fs::path& partial, int64_t it
   }
   write_file_atomic(partial / "model.safetensors.index.json",
                     json{{"metadata", {{"total_size", total_size}}}, {"weight_map", weight_map}}.dump(2) + "\n");
-  write_saved_model_files(saved_model_files(run.manifest), partial);
+  write_saved_model_files(saved_files ? *saved_files : saved_model_files(run.manifest), partial);
   if (run.manifest.train.lora) write_peft_adapter(partial, run);
   const TrainSection& train = run.manifest.train;
   write_file_atomic(partial / "trainer_state.json",
@@ -187,7 +188,7 @@ std::optional<fs::path> latest_checkpoint(const fs::path& run_dir) {
 
 void save_checkpoint(const fs::path& run_dir, int64_t iterations_done, const RunSpec& run,
                      const RankContext& context, PipelineStage& stage, torch::optim::AdamW& optimizer,
-                     const json& planner_state) {
+                     const json& planner_state, const std::optional<SavedModelFiles>& saved_files) {
   const fs::path root = checkpoints_root(run_dir);
   const fs::path partial = root / (checkpoint_name(iterations_done) + ".partial");
   const std::string name = checkpoint_name(iterations_done);
@@ -219,7 +220,9 @@ void save_checkpoint(const fs::path& run_dir, int64_t iterations_done, const Run
   }
   write_safetensors(partial / rng_file(context.rank), generator_states());
   context.wait_for_all(name + "/written", limit);
-  if (context.rank == 0) finish_checkpoint(root, partial, iterations_done, run, context, planner_state);
+  if (context.rank == 0) {
+    finish_checkpoint(root, partial, iterations_done, run, context, planner_state, saved_files);
+  }
   context.wait_for_all(name + "/complete", limit);
 }
 

@@ -45,6 +45,7 @@
 #include "harness/config/manifest.h"
 #include "harness/parallel/pipeline/pipeline_stage.h"
 #include "harness/parallel/rank_context.h"
+#include "harness/train/saved_model_files.h"
 
 namespace sb {
 
@@ -61,9 +62,12 @@ std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::pa
 
 // Collective over all ranks of the run. Deletes all but the newest keep_last.
 // planner_state: BatchPlanner::state() (null when the run has no planner).
+// saved_files: what rank 0 writes beside the weights, read once when the run started
+// (train_run), so every checkpoint of a run carries the same files; absent: read now.
 void save_checkpoint(const std::filesystem::path& run_dir, int64_t iterations_done, const RunSpec& run,
                      const RankContext& context, PipelineStage& stage, torch::optim::AdamW& optimizer,
-                     const nlohmann::json& planner_state = nullptr);
+                     const nlohmann::json& planner_state = nullptr,
+                     const std::optional<SavedModelFiles>& saved_files = std::nullopt);
 
 // Loads this rank's stage parameters, optimizer state and random generator state from
 // `dir`. Throws std::runtime_error naming the folder when it does not match the run

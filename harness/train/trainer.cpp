@@ -19,10 +19,9 @@
 #include "harness/data/packed_microbatch.h"
 #include "harness/parallel/object_exchange.h"
 #include "harness/parallel/pipeline/pipeline_engine.h"
+#include "harness/train/initial_model.h"
 #include "harness/train/lr_schedule.h"
 #include "harness/train/model_training_options.h"
-#include "models/qwen2/qwen2_hf_checkpoint.h"
-#include "models/safetensors/safetensors_checkpoint.h"
 
 namespace sb {
 namespace {
@@ -78,22 +77,6 @@ std::vector<std::vector<double>> realized_floors(const GlobalBatchPlan& plan, co
   });
 }
 
-// model.from's weights of the parameters this stage computes with; the rest of the
-// model keeps its seeded values and is freed when the stage has taken its parts. Only
-// this stage's tensors are read from the (memory-mapped) shards, so ranks on one host
-// share the page cache instead of each reading the whole checkpoint.
-void load_stage_weights(Qwen2ForCausalLM& model, const Manifest& m, const ParallelLayout& layout, int64_t stage) {
-  const StageLayers layers = layout.layers_of_stage(stage);
-  const bool tied = m.model.config.tie_word_embeddings;
-  try {
-    qwen2_load_hf_weights(model, SafetensorsCheckpoint::open(m.model.from), [&](const std::string& name) {
-      return stage_uses_parameter(name, stage, layout.pp(), layers, tied);
-    });
-  } catch (const std::exception& e) {  // also c10::Error from a tensor that cannot be copied
-    throw ConfigError(m.file, "$.model.from", e.what(), "point model.from at an intact Qwen2/Qwen2.5 checkpoint folder");
-  }
-}
-
 PackedMicroBatch to_device(PackedMicroBatch mb, const c10::Device& device) {
   if (device.is_cpu()) return mb;
   mb.tokens = mb.tokens.to(device);
@@ -132,11 +115,16 @@ Trainer::Trainer(const RunSpec& run, const RankContext& context, TrainerOptions 
       options.make_backend(attention);
   // The whole model from the seed, patched by the training options (LoRA draws its A
   // matrices here too), before the stage keeps its parts: every layout starts from the
-  // one-process run's weights.
-  at::manual_seed(static_cast<uint64_t>(m.seed));
-  Qwen2ForCausalLM model(config, backend);
+  // one-process run's weights. Only this stage's tensors are read from model.from's
+  // (memory-mapped) shards, so ranks on one host share the page cache instead of each
+  // reading the whole checkpoint; the rest keeps its seeded values and is freed when the
+  // stage has taken its parts.
   const int64_t stage = context_.stage();
-  if (m.model.pretrained()) load_stage_weights(model, m, context_.layout, stage);
+  const StageLayers stage_layers = context_.layout.layers_of_stage(stage);
+  const int64_t pp = context_.layout.pp();
+  Qwen2ForCausalLM model = initial_model(m, backend, [&](const std::string& name) {
+    return stage_uses_parameter(name, stage, pp, stage_layers, config.tie_word_embeddings);
+  });
   const std::vector<at::Tensor> trainable = apply_model_training_options(model, m.train);
   stage_ = std::make_unique<PipelineStage>(model, stage, context_.layout.pp(), context_.layout.layers_of_stage(stage),
                                            backend);

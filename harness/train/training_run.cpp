@@ -23,6 +23,10 @@ TrainingRunResult train_run(const RunSpec& run, const RankContext& context, cons
   }
   const int64_t every = m.checkpoint.every_iterations;
   const bool save_at_end = m.checkpoint.at_end || m.eval.has_value();
+  // Read once: every checkpoint carries the files model.from had when the run started
+  // (and an unreadable one stops the run now, not at its first checkpoint).
+  std::optional<SavedModelFiles> saved_files;
+  if (context.rank == 0 && (every > 0 || save_at_end)) saved_files = saved_model_files(m);
   if (options.on_started) options.on_started(result.first_iteration);
   const auto wall_start = std::chrono::steady_clock::now();
   for (int64_t it = result.first_iteration; it < result.iterations; ++it) {
@@ -32,7 +36,7 @@ TrainingRunResult train_run(const RunSpec& run, const RankContext& context, cons
     const int64_t done = it + 1;
     if ((every > 0 && done % every == 0 && done < result.iterations) || (done == result.iterations && save_at_end)) {
       save_checkpoint(options.run_dir, done, run, context, trainer.stage(), trainer.optimizer(),
-                      trainer.planner() != nullptr ? trainer.planner()->state() : nlohmann::json());
+                      trainer.planner() != nullptr ? trainer.planner()->state() : nlohmann::json(), saved_files);
     }
   }
   context.barrier();

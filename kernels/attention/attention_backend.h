@@ -26,6 +26,9 @@ struct AttentionBudgetRequest {
   // coverage_floor_ratio = 1 - p; 0 disables the floor.
   double coverage_floor_ratio = 0.0;
   int64_t coverage_reference_k = 0;
+  // > 0: each layer also reports the micro-batch's coverage curve C(1) .. C(this)
+  // (evaluation only; the budgets are unchanged).
+  int64_t coverage_curve_up_to = 0;
 };
 
 // What a sparse backend did in one layer for the current micro-batch.
@@ -35,6 +38,9 @@ struct AttentionLayerStats {
   std::vector<double> coverage;  // routing-score coverage C(k) per sequence
   double coverage_mean = 0.0;    // C(k) over all (head, query block) of the micro-batch
   int64_t k_floor = 0;           // DST's coverage floor of this layer (0: no floor requested)
+  // coverage_curve[k - 1] = C(k) over the micro-batch, k = 1 .. min(requested, K) with K
+  // the most eligible blocks of a query block (C = 1 from K on); empty unless requested.
+  std::vector<double> coverage_curve;
 };
 
 class AttentionBackend {

@@ -670,7 +670,10 @@ def build(data: str | Path, tokenizer_dir: str | Path, out: str | Path, *, force
     key = cache_key(data_record["sha256"], tokenizer_files, template_sha, options)
     command = rebuild_command(data, tokenizer_dir, out, skip_bad, limit)
     data_meta = {"path": str(data), **data_record}
-    tokenizer_meta = {"dir": str(tokenizer_dir), "files": tokenizer_files}
+    # The names looked for but not there: one that appears later (a chat_template.jinja
+    # added to the folder) changes the rendering, so the reader refuses the cache then.
+    absent = [name for name in TOKENIZER_FILES if name not in tokenizer_files]
+    tokenizer_meta = {"dir": str(tokenizer_dir), "files": tokenizer_files, "absent": absent}
 
     if previous is not None and not force and previous.get("key") == key and parts_match(out, previous):
         refreshed = {**previous, "data": data_meta, "tokenizer": tokenizer_meta, "command": command}

@@ -77,6 +77,14 @@ TEST(JsonObjectReader, ChoiceListsAllowedValues) {
   EXPECT_NE(msg.find("\"dense\", \"moba\""), std::string::npos) << msg;
 }
 
+TEST(ResolveManifestPath, OnePlaceHasOneSpelling) {
+  EXPECT_EQ(resolve_manifest_path("m.json", ""), "");
+  EXPECT_EQ(resolve_manifest_path("m.json", "/models/base/"), "/models/base");
+  EXPECT_EQ(resolve_manifest_path("m.json", "/models//base/./x/../"), "/models/base");
+  EXPECT_EQ(resolve_manifest_path("m.json", "/"), "/");
+  EXPECT_EQ(resolve_manifest_path("/no/such/m.json", "run/ckpt/"), resolve_manifest_path("/no/such/m.json", "run/ckpt"));
+}
+
 TEST(JsonObjectReader, NonObjectIsRejected) {
   json j = json::array();
   EXPECT_THROW(JsonObjectReader(j, "$.data", "m.json"), ConfigError);

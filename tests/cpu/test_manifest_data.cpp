@@ -34,6 +34,24 @@ TEST(ManifestData, TaskSpecificKeysAreRejectedForTheOtherTask) {
             "$.data.synthetic.length_mixture");
   EXPECT_EQ(test::manifest_error_path(with_data({{"source", "jsonl"}, {"synthetic", json::object()}})), "$.data.synthetic");
   EXPECT_EQ(test::manifest_error_path(with_data({{"synthetic", {{"lengths", "chatqa2"}}}})), "$.data.synthetic.lengths");
+  EXPECT_EQ(test::manifest_error_path(with_data({{"synthetic", {{"task", "retrieval"}, {"lag", 8}, {"lengths", "bimodal"}}}})),
+            "$.data.synthetic.lag");
+  EXPECT_EQ(test::manifest_error_path(with_data({{"synthetic", {{"task", "copy"}, {"answer_tokens", 8}, {"lengths", "bimodal"}}}})),
+            "$.data.synthetic.answer_tokens");
+  EXPECT_EQ(test::manifest_error_path(with_data({{"synthetic", {{"task", "copy"}, {"lag", 0}, {"lengths", "bimodal"}}}})),
+            "$.data.synthetic.lag");
+}
+
+TEST(ManifestData, CopyTaskKeepsItsLagThroughTheResolvedManifest) {
+  const json data{{"synthetic", {{"task", "copy"}, {"lag", 24}, {"length_mixture", {{{"min_tokens", 8}, {"max_tokens", 90}}}}}}};
+  const Manifest m = parse_manifest(with_data(data), "m.json");
+  EXPECT_EQ(m.data.synthetic.task, SyntheticTask::kCopy);
+  EXPECT_EQ(m.data.synthetic.lag, 24);
+  const json resolved = manifest_to_json(m);
+  EXPECT_EQ(resolved["data"]["synthetic"]["lag"], 24);
+  EXPECT_FALSE(resolved["data"]["synthetic"].contains("answer_tokens"));
+  EXPECT_FALSE(resolved["data"]["synthetic"].contains("prompt_tokens"));
+  EXPECT_EQ(manifest_to_json(parse_manifest(resolved, "resolved.json")), resolved);
 }
 
 TEST(ManifestData, ScaledProfileMustFitTheCapacityAndThePositions) {

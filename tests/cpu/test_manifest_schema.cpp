@@ -121,6 +121,9 @@ std::vector<json> variant_manifests(const fs::path& dir) {
   retrieval["data"]["synthetic"] = {{"task", "retrieval"}, {"key_tokens", 2}, {"answer_tokens", 3},
                                     {"lengths", "file"}, {"length_file", (dir / "lengths.txt").string()}};
   variants.push_back(retrieval);
+  json copy = base;
+  copy["data"]["synthetic"] = {{"task", "copy"}, {"lag", 3}, {"lengths", "file"}, {"length_file", (dir / "lengths.txt").string()}};
+  variants.push_back(copy);
   json evaluated = base;
   evaluated["eval"] = json::parse(R"({
     "chat": false, "system_prompt": null, "jieba_dir": "/j", "repetition_penalty": 1.1,
@@ -129,7 +132,8 @@ std::vector<json> variant_manifests(const fs::path& dir) {
     "longbench_v2": {"data": "/v2.json", "config": "/cfg", "max_length": 100, "max_new_tokens": 8, "limit": 1},
     "niah": {"haystack": "synthetic", "lengths": [64], "depths": [50], "samples": 1, "max_new_tokens": 4, "seed": 1},
     "heldout": {"data": "/h.jsonl", "max_length": 64, "limit": 1},
-    "synthetic": {"samples": 4, "dense_reference": false}})");
+    "synthetic": {"samples": 4, "dense_reference": false},
+    "coverage": {"samples": 2, "block_size": 16, "top_k": 2, "k_max": 4, "p": [0.1], "before": false}})");
   variants.push_back(evaluated);
   json jsonl = base;
   jsonl["data"] = {{"source", "jsonl"},

@@ -64,10 +64,12 @@ TEST(MobaBackend, ForwardIsTheKernelWithTheRequestedBudgetsAndRecordsStatsPerLay
   request.top_k = {1, 2, 5};
   request.coverage_floor_ratio = 0.9;
   request.coverage_reference_k = 6;
+  request.coverage_curve_up_to = 9;
   backend->set_budget_request(request);
   params.top_k = request.top_k;
   params.coverage_floor_ratio = 0.9;
   params.coverage_reference_k = 6;
+  params.coverage_curve_up_to = 9;
   const MobaResult expected = moba_attention(in.q, in.k, in.v, packed, params);
   const at::Tensor out2 = backend->forward(in.q, in.k, in.v, packed, 0.35, /*layer=*/2);
   const at::Tensor out1 = backend->forward(in.q, in.k, in.v, packed, 0.35, /*layer=*/1);
@@ -91,6 +93,9 @@ TEST(MobaBackend, ForwardIsTheKernelWithTheRequestedBudgetsAndRecordsStatsPerLay
   EXPECT_EQ(stats[2].layer, 2);
   EXPECT_EQ(stats[2].top_k, expected.routing.top_k);
   EXPECT_EQ(stats[2].coverage, expected.routing.coverage);
+  EXPECT_EQ(stats[2].coverage_curve, expected.routing.coverage_curve);
+  EXPECT_EQ(stats[2].coverage_curve.size(), 8u);  // K = 64 / 8 blocks < 9: the curve stops at K
+  EXPECT_TRUE(stats[0].coverage_curve.empty()) << "layer 0 ran before the curve was asked for";
   for (size_t s = 0; s < lengths.size(); ++s) {
     EXPECT_EQ(stats[2].top_k[s], std::max(request.top_k[s], expected.routing.k_floor));
   }

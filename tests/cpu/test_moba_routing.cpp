@@ -152,6 +152,30 @@ TEST(MobaRouting, CoverageFloorIsTheSmallestKReachingTheRatio) {
   EXPECT_GT(moba_attention(in.q, in.k, in.v, packed, params).routing.k_floor, 1);
 }
 
+TEST(MobaRouting, CoverageCurveIsTheCallCoverageAtEachBudget) {
+  const std::vector<int64_t> lengths = {120, 64, 30};  // most eligible blocks: 15
+  const auto packed = PackedSequences::from_lengths(lengths);
+  const auto in = moba_random_inputs(lengths, lengths, 4, 2, 8, at::kFloat, 21);
+  MobaParams params = moba_params(8, {3, 1, 2});
+  params.coverage_curve_up_to = 40;  // past K: the curve stops at K
+  const MobaResult r = moba_attention(in.q, in.k, in.v, packed, params);
+  ASSERT_EQ(r.routing.coverage_curve.size(), 15u);
+  for (int64_t k = 1; k <= 15; ++k) {
+    EXPECT_NEAR(r.routing.coverage_curve[k - 1], call_coverage(in, packed, k), 1e-12) << "k " << k;
+  }
+  EXPECT_NEAR(r.routing.coverage_curve.back(), 1.0, 1e-12);
+  EXPECT_LT(r.routing.coverage_curve.front(), 0.9);  // non-vacuous: the curve rises
+  // Asking for the curve changes nothing chosen.
+  const MobaResult plain = moba_attention(in.q, in.k, in.v, packed, moba_params(8, {3, 1, 2}));
+  EXPECT_TRUE(at::equal(plain.routing.selected, r.routing.selected));
+  EXPECT_TRUE(plain.routing.coverage_curve.empty());
+  params.coverage_curve_up_to = 4;
+  EXPECT_EQ(moba_attention(in.q, in.k, in.v, packed, params).routing.coverage_curve,
+            std::vector<double>(r.routing.coverage_curve.begin(), r.routing.coverage_curve.begin() + 4));
+  params.coverage_curve_up_to = -1;
+  EXPECT_THROW(moba_attention(in.q, in.k, in.v, packed, params), std::invalid_argument);
+}
+
 TEST(MobaRouting, FloorDisabledLeavesBudgetsAlone) {
   const std::vector<int64_t> lengths = {50, 50};
   const auto packed = PackedSequences::from_lengths(lengths);

@@ -202,14 +202,30 @@ TEST_F(ReportFixture, AblationGridOfMediansOverSeeds) {
   EXPECT_EQ(t.method, "dst");
   EXPECT_EQ(t.anchors, (std::vector<std::string>{"mean", "max"}));
   EXPECT_EQ(t.ps, (std::vector<double>{0.1, 0.2}));
-  EXPECT_EQ(t.metrics, (std::vector<std::string>{"speedup", "imbalance", "longbench_avg", "niah_score"}));
+  EXPECT_EQ(t.metrics, (std::vector<std::string>{"speedup", "imbalance", "effective_budget_mean", "loss_final",
+                                                 "longbench_avg", "niah_score"}));
   EXPECT_DOUBLE_EQ(*t.values[0][0][0], 1.8);
   EXPECT_DOUBLE_EQ(*t.values[0][0][1], 2.0);
   EXPECT_DOUBLE_EQ(*t.values[0][1][0], 1.25);
   EXPECT_DOUBLE_EQ(*t.values[0][1][1], 1.0);
   EXPECT_DOUBLE_EQ(*t.values[1][1][1], 1.2);
-  EXPECT_DOUBLE_EQ(*t.values[3][0][0], 0.85);
-  EXPECT_DOUBLE_EQ(*t.values[3][1][0], 0.7);
+  EXPECT_DOUBLE_EQ(*t.values[5][0][0], 0.85);
+  EXPECT_DOUBLE_EQ(*t.values[5][1][0], 0.7);
+  // The budget the layers ran and the last training loss: medians of the runs' own fields.
+  for (size_t a = 0; a < t.anchors.size(); ++a) {
+    for (size_t p = 0; p < t.ps.size(); ++p) {
+      std::vector<double> budgets, losses;
+      for (const RunSummary& r : report_->runs) {
+        if (!r.dst_anchor || *r.dst_anchor != t.anchors[a] || *r.dst_p != t.ps[p] || r.method != "dst") continue;
+        if (r.effective_budget_mean) budgets.push_back(*r.effective_budget_mean);
+        if (r.loss_final) losses.push_back(*r.loss_final);
+      }
+      ASSERT_FALSE(budgets.empty());
+      ASSERT_FALSE(losses.empty());
+      EXPECT_DOUBLE_EQ(*t.values[2][a][p], median_of(budgets));
+      EXPECT_DOUBLE_EQ(*t.values[3][a][p], median_of(losses));
+    }
+  }
   EXPECT_EQ(t.runs, (std::vector<std::vector<int64_t>>{{2, 2}, {2, 2}}));
   const json j = ablation_table_to_json(t);
   EXPECT_DOUBLE_EQ(j["values"]["niah_score"][0][0].get<double>(), 0.85);

@@ -2,6 +2,7 @@
 // the task is the arithmetic sequence the manifest describes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 
 #include "harness/data/deterministic_rng.h"
@@ -85,6 +86,34 @@ TEST(SyntheticDataset, TokensFormAnArithmeticSequenceModVocab) {
       EXPECT_LT(s.tokens[t], 50);
     }
   }
+}
+
+TEST(SyntheticDataset, CopyTaskRepeatsTheTokenLagPositionsBackAndTrainsOnlyThoseTokens) {
+  SyntheticDataSection s;
+  s.task = SyntheticTask::kCopy;
+  s.vocab_size = 40;
+  s.lag = 12;
+  s.length_mixture = {{1.0, 5, 60}};  // below lag + 1 = 13 is raised to 13
+  EXPECT_EQ(synthetic_min_length(s), 13);
+  SyntheticDataset d(s, 4);
+  int64_t shortest = 1000;
+  std::map<int64_t, int> first_tokens;
+  for (int64_t id = 0; id < 200; ++id) {
+    const Sample sample = d.sample(id);
+    shortest = std::min(shortest, sample.length());
+    ASSERT_GE(sample.length(), 13);
+    ASSERT_LE(sample.length(), 60);
+    EXPECT_EQ(sample.prompt_tokens, 12);
+    for (int64_t t = 0; t < sample.length(); ++t) {
+      ASSERT_GE(sample.tokens[t], 0);
+      ASSERT_LT(sample.tokens[t], 40);
+      if (t >= 12) ASSERT_EQ(sample.tokens[t], sample.tokens[t - 12]) << "id " << id << " t " << t;
+      EXPECT_EQ(sample.is_target(t), t >= 12);
+    }
+    ++first_tokens[sample.tokens[0]];
+  }
+  EXPECT_EQ(shortest, 13);
+  EXPECT_GT(first_tokens.size(), 30u) << "the prompt is drawn from the whole vocabulary";
 }
 
 TEST(PackedMicroBatch, PositionsRestartAndOnlyResponseTokensCarryLabels) {

@@ -76,7 +76,8 @@ fs::path write_cache(const std::string& name, const std::vector<Conversation>& c
       {"data", data_record},
       {"tokenizer",
        {{"dir", (root / "tokenizer").string()},
-        {"files", {{"tokenizer.json", file_record(root / "tokenizer" / "tokenizer.json")}}}}},
+        {"files", {{"tokenizer.json", file_record(root / "tokenizer" / "tokenizer.json")}}},
+        {"absent", {"chat_template.jinja"}}}},
       {"template", {{"source", "tokenizer_config.json"}}},
       {"command", "python scripts/data/tokenize_sft.py --data D --tokenizer-dir T --out C"}};
   std::ofstream(root / "cache" / "meta.json") << meta.dump(2);
@@ -163,6 +164,12 @@ TEST(TokenizedSftDataset, ChangedInputsMakeTheCacheStale) {
   std::ofstream(other.parent_path() / "tokenizer" / "tokenizer.json") << "{\"changed\": true}";
   message = error_of([&] { TokenizedSftDataset({other.string()}, 1, DatasetLimits{100, 64, 0}); });
   EXPECT_NE(message.find("tokenizer.json changed"), std::string::npos) << message;
+
+  const fs::path added = write_cache("stale_added_template", kThree);
+  EXPECT_NO_THROW(TokenizedSftDataset({added.string()}, 1, DatasetLimits{100, 64, 0}));
+  std::ofstream(added.parent_path() / "tokenizer" / "chat_template.jinja") << "{{ messages }}";
+  message = error_of([&] { TokenizedSftDataset({added.string()}, 1, DatasetLimits{100, 64, 0}); });
+  EXPECT_NE(message.find("chat_template.jinja appeared"), std::string::npos) << message;
 }
 
 TEST(TokenizedSftDataset, DamagedForeignOrMissingCachesAreRefused) {

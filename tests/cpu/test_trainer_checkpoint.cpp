@@ -5,6 +5,8 @@
 
 #include <ATen/ATen.h>
 
+#include <fstream>
+
 #include "harness/config/manifest.h"
 #include "harness/data/packed_microbatch.h"
 #include "harness/data/synthetic_dataset.h"
@@ -190,7 +192,11 @@ TEST(Checkpoint, IsAnHfModelFolderAndKeepsOnlyTheNewest) {
   losses(trainer, 0, 1);
   save_checkpoint(run_dir, 1, run, context, trainer.stage(), trainer.optimizer());
   losses(trainer, 1, 2);
-  save_checkpoint(run_dir, 2, run, context, trainer.stage(), trainer.optimizer());
+  // The files read when the run started are what the checkpoint carries.
+  SavedModelFiles at_start = saved_model_files(run.manifest);
+  at_start.config["read_at_start"] = true;
+  at_start.generation_config = nlohmann::json{{"eos_token_id", 7}};
+  save_checkpoint(run_dir, 2, run, context, trainer.stage(), trainer.optimizer(), nullptr, at_start);
   EXPECT_FALSE(fs::exists(run_dir / "checkpoints" / "iter_00000001")) << "keep_last = 1";
   const fs::path dir = *latest_checkpoint(run_dir);
   for (const char* f : {"config.json", "model.safetensors.index.json", "model-00001-of-00001.safetensors",
@@ -198,6 +204,8 @@ TEST(Checkpoint, IsAnHfModelFolderAndKeepsOnlyTheNewest) {
     EXPECT_TRUE(fs::exists(dir / f)) << f;
   }
   EXPECT_FALSE(fs::exists(run_dir / "checkpoints" / "iter_00000002.partial"));
+  EXPECT_EQ(nlohmann::json::parse(std::ifstream(dir / "config.json")).value("read_at_start", false), true);
+  EXPECT_EQ(nlohmann::json::parse(std::ifstream(dir / "generation_config.json"))["eos_token_id"], 7);
   const Qwen2ForCausalLM loaded = qwen2_load_hf_model(dir, make_attention_backend("dense"));
   std::map<std::string, at::Tensor> by_name;
   for (const auto& p : loaded->named_parameters()) by_name[p.key()] = p.value();

@@ -116,6 +116,17 @@ TEST(MobaCuda, CoverageFloorMatchesTheCpu) {
   EXPECT_GT(cpu.k_floor, 2) << "the floor must move a budget for this test";
   EXPECT_EQ(gpu.routing.top_k, cpu.top_k);
   EXPECT_NEAR(gpu.routing.coverage_mean, cpu.coverage_mean, 1e-9);
+
+  params.coverage_curve_up_to = 12;  // beyond the floor's reference: a longer curve
+  const MobaResult gpu_curve = moba_attention(q.cuda(), k.cuda(), k.cuda(), packed, params);
+  const MobaRouting cpu_curve =
+      moba_route_cpu(q, k, MobaLayout::build(packed, packed, 32, true), params);
+  ASSERT_EQ(cpu_curve.coverage_curve.size(), 12u);
+  ASSERT_EQ(gpu_curve.routing.coverage_curve.size(), 12u);
+  for (size_t i = 0; i < 12; ++i) {
+    EXPECT_NEAR(gpu_curve.routing.coverage_curve[i], cpu_curve.coverage_curve[i], 1e-9) << "k " << i + 1;
+  }
+  EXPECT_EQ(gpu_curve.routing.k_floor, cpu.k_floor);
 }
 
 MobaParams test_params_for_blocks() {

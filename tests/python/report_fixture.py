@@ -80,6 +80,12 @@ def write_results(root):
                        {"methods.dst.anchor": anchor, "methods.dst.p": p, "seed": 1}, 1.0 / speedup[anchor][p],
                        anchor, p)
     (results / "sab_dst__anchor=mean__p=0.1__seed=1.interrupted-20260101T000000Z").mkdir()
+    (results / "base__seed=1" / "eval").mkdir()
+    (results / "base__seed=1" / "eval" / "coverage.json").write_text(json.dumps({
+        "after": {"block_size": 64, "top_k": 4, "samples": 2, "k": [1, 2, 3, 4, 5],
+                  "curve": [0.5, 0.8, 0.9, 0.95, 1.0], "floor": {"0.1": 3.0}},
+        "before": {"block_size": 64, "top_k": 4, "samples": 2, "k": [1, 2, 3, 4, 5],
+                   "curve": [0.2, 0.4, 0.6, 0.8, 1.0], "floor": {"0.1": 4.0}}}))
     methods = [{"label": "base", "method": "base", "count": 1, "speedup": {"median": 1, "min": 1, "max": 1, "count": 1}}]
     for anchor in ("mean", "max"):
         for p in (0.1, 0.2):

@@ -322,6 +322,7 @@ def test_meta_records_inputs_key_and_command(folders, tmp_path):
     files = meta["tokenizer"]["files"]
     assert sorted(files) == sorted(p.name for p in folder.iterdir() if p.name in tokenize_sft.TOKENIZER_FILES)
     assert {"tokenizer.json", "tokenizer_config.json", "chat_template.jinja"} <= set(files)
+    assert meta["tokenizer"]["absent"] == [n for n in tokenize_sft.TOKENIZER_FILES if n not in files]
     for name, record in files.items():
         stat = (folder / name).stat()
         assert record == {"sha256": sha256_file(folder / name), "bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns}

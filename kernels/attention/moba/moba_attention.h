@@ -12,6 +12,8 @@
 //   selected blocks, averaged over (head, query block): per sequence and over the call.
 // - coverage floor (DST): k_floor = the smallest k whose call-wide C(k) (the same k for
 //   every sequence) is >= ratio * C(reference_k); sequence s then uses max(k_s, k_floor).
+// - coverage curve (evaluation): the call-wide C(k) for k = 1 .. K, from the same sorted
+//   gate weights the floor reads (what `eval` reports as the routing's concentration).
 
 #include <ATen/core/Tensor.h>
 
@@ -33,6 +35,9 @@ struct MobaParams {
   // DST floor: 0 disables; else in (0, 1] with coverage_reference_k >= 1.
   double coverage_floor_ratio = 0.0;
   int64_t coverage_reference_k = 0;
+  // > 0: also return the call-wide coverage curve C(1) .. C(min(this, K)), K = the most
+  // eligible blocks of any query block (C(k) = 1 from K on). Changes nothing chosen.
+  int64_t coverage_curve_up_to = 0;
 };
 
 // What the gate chose: the same on every device (CPU tensors for CPU inputs, device
@@ -44,6 +49,9 @@ struct MobaRouting {
   std::vector<double> coverage;  // C per sequence (1 for a sequence without queries)
   double coverage_mean = 1.0;    // C over every (head, query block) of the call
   int64_t k_floor = 0;           // 0 when the floor is disabled
+  // coverage_curve[k - 1] = C(k) over the call (every head and query block of every
+  // sequence, one k for all); empty unless coverage_curve_up_to > 0.
+  std::vector<double> coverage_curve;
 };
 
 struct MobaResult {
@@ -73,9 +81,14 @@ std::vector<int64_t> moba_budgets_per_sequence(const MobaParams& params, int64_t
 
 // call_coverage[k - 1] = C(k) over the call for k = 1 .. K (K = the most eligible
 // blocks of any query block; C(k) = C(K) beyond). Returns the smallest k with
-// C(k) >= ratio * C(min(reference_k, K)).
+// C(k) >= ratio * C(min(reference_k, K)); 1 for an empty curve (no query block).
 int64_t moba_coverage_floor_k(const std::vector<double>& call_coverage, double ratio,
                               int64_t reference_k);
+
+// How far the call-wide curve must be summed for params: up to coverage_reference_k when
+// the floor is on, up to coverage_curve_up_to when the curve is asked for, never past
+// most_eligible (0: neither is needed).
+int64_t moba_call_coverage_extent(const MobaParams& params, int64_t most_eligible);
 
 // Grain for at::parallel_for over items of about work_per_item multiply-adds: a call
 // with little work stays on the calling thread (waking the pool costs more).

@@ -40,6 +40,7 @@ at::Tensor MobaAttention::forward(const at::Tensor& q, const at::Tensor& k, cons
   }
   params.coverage_floor_ratio = request_.coverage_floor_ratio;
   params.coverage_reference_k = request_.coverage_reference_k;
+  params.coverage_curve_up_to = request_.coverage_curve_up_to;
   MobaResult result = moba_attention(q, k, v, sequences, params);
   AttentionLayerStats& stats = stats_[layer];
   stats.layer = layer;
@@ -47,6 +48,7 @@ at::Tensor MobaAttention::forward(const at::Tensor& q, const at::Tensor& k, cons
   stats.coverage = std::move(result.routing.coverage);
   stats.coverage_mean = result.routing.coverage_mean;
   stats.k_floor = result.routing.k_floor;
+  stats.coverage_curve = std::move(result.routing.coverage_curve);
   return result.out;
 }
 

@@ -97,6 +97,10 @@ std::vector<int64_t> moba_budgets_per_sequence(const MobaParams& params, int64_t
         "coverage the floor refers to), got " +
         std::to_string(params.coverage_reference_k));
   }
+  if (params.coverage_curve_up_to < 0) {
+    throw std::invalid_argument("MoBA: coverage_curve_up_to must be >= 0 (0: no curve), got " +
+                                std::to_string(params.coverage_curve_up_to));
+  }
   return budgets;
 }
 
@@ -110,6 +114,12 @@ int64_t moba_coverage_floor_k(const std::vector<double>& call_coverage, double r
     if (call_coverage[k - 1] >= target) return k;
   }
   return reference;  // unreachable for ratio <= 1: C(reference) >= ratio * C(reference)
+}
+
+int64_t moba_call_coverage_extent(const MobaParams& params, int64_t most_eligible) {
+  int64_t up_to = params.coverage_curve_up_to;
+  if (params.coverage_floor_ratio > 0.0) up_to = std::max(up_to, params.coverage_reference_k);
+  return std::min(up_to, most_eligible);
 }
 
 MobaRouting moba_route_cpu(const at::Tensor& q, const at::Tensor& k, const MobaLayout& layout,
@@ -179,22 +189,27 @@ MobaRouting moba_route_cpu(const at::Tensor& q, const at::Tensor& k, const MobaL
   });
 
   MobaRouting routing;
-  // The floor: C(k) of the whole call with one k for every sequence, k = 1 .. k0.
-  if (params.coverage_floor_ratio > 0.0) {
-    int64_t most_eligible = 0;
-    for (const RoutingRow& row : rows) most_eligible = std::max(most_eligible, row.candidates + 1);
-    const int64_t up_to = std::min(params.coverage_reference_k, most_eligible);
-    std::vector<double> call_coverage(up_to, 0.0);
-    for (const RoutingRow& row : rows) {
-      double c = row.pi_diagonal;
-      for (int64_t kk = 1; kk <= up_to; ++kk) {
-        if (kk >= 2 && kk - 2 < row.candidates) c += sorted_pi[row.offset + kk - 2];
-        call_coverage[kk - 1] += c;
-      }
+  // C(k) of the whole call with one k for every sequence, k = 1 .. extent: the floor's
+  // input and the evaluation's curve.
+  int64_t most_eligible = 0;
+  for (const RoutingRow& row : rows) most_eligible = std::max(most_eligible, row.candidates + 1);
+  const int64_t extent = moba_call_coverage_extent(params, most_eligible);
+  std::vector<double> call_coverage(extent, 0.0);
+  for (const RoutingRow& row : rows) {
+    double c = row.pi_diagonal;
+    for (int64_t kk = 1; kk <= extent; ++kk) {
+      if (kk >= 2 && kk - 2 < row.candidates) c += sorted_pi[row.offset + kk - 2];
+      call_coverage[kk - 1] += c;
     }
-    for (double& c : call_coverage) c /= static_cast<double>(rows.size());
+  }
+  for (double& c : call_coverage) c /= static_cast<double>(rows.size());
+  if (params.coverage_floor_ratio > 0.0) {
     routing.k_floor = moba_coverage_floor_k(call_coverage, params.coverage_floor_ratio,
                                             params.coverage_reference_k);
+  }
+  if (params.coverage_curve_up_to > 0) {
+    routing.coverage_curve.assign(call_coverage.begin(),
+                                  call_coverage.begin() + std::min(extent, params.coverage_curve_up_to));
   }
   routing.top_k = budgets;
   for (int64_t& kk : routing.top_k) kk = std::max(kk, routing.k_floor);

@@ -291,11 +291,10 @@ MobaRouting moba_route_cuda(const at::Tensor& q, const at::Tensor& k, const Moba
   }
 
   MobaRouting routing;
-  const int64_t floor_up_to =
-      params.coverage_floor_ratio > 0.0 ? std::min(params.coverage_reference_k, most_eligible) : 0;
+  const int64_t curve_extent = moba_call_coverage_extent(params, most_eligible);
   const int64_t largest_budget = *std::max_element(budgets.begin(), budgets.end());
   const int64_t keep = std::max<int64_t>(
-      1, std::min(std::max(largest_budget, floor_up_to), std::max<int64_t>(most_eligible, 1)) - 1);
+      1, std::min(std::max(largest_budget, curve_extent), std::max<int64_t>(most_eligible, 1)) - 1);
   const auto f64 = q.options().dtype(at::kDouble);
   const auto i32 = q.options().dtype(at::kInt);
   at::Tensor sorted_ids = at::empty({rows, keep}, i32);
@@ -322,19 +321,23 @@ MobaRouting moba_route_cuda(const at::Tensor& q, const at::Tensor& k, const Moba
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
 
-  // The floor: C(k) over the call for k = 1 .. floor_up_to.
+  // C(k) over the call for k = 1 .. curve_extent: the floor's input and the curve.
+  std::vector<double> call;
+  if (curve_extent > 0 && active_rows > 0) {
+    const at::Tensor diagonal = pi_diagonal.unsqueeze(1);  // [rows, 1]
+    const at::Tensor prefix =
+        at::cat({diagonal, diagonal + sorted_pi.narrow(1, 0, curve_extent - 1).cumsum(1)}, 1);
+    const at::Tensor mask = at::tensor(active, at::kDouble).to(q.device()).unsqueeze(1);
+    const at::Tensor mean = ((prefix * mask).sum(0) / static_cast<double>(active_rows)).cpu();
+    call.assign(mean.const_data_ptr<double>(), mean.const_data_ptr<double>() + mean.numel());
+  }
   if (params.coverage_floor_ratio > 0.0) {
-    std::vector<double> call;
-    if (floor_up_to > 0 && active_rows > 0) {
-      const at::Tensor diagonal = pi_diagonal.unsqueeze(1);  // [rows, 1]
-      const at::Tensor prefix =
-          at::cat({diagonal, diagonal + sorted_pi.narrow(1, 0, floor_up_to - 1).cumsum(1)}, 1);
-      const at::Tensor mask = at::tensor(active, at::kDouble).to(q.device()).unsqueeze(1);
-      const at::Tensor mean = ((prefix * mask).sum(0) / static_cast<double>(active_rows)).cpu();
-      call.assign(mean.const_data_ptr<double>(), mean.const_data_ptr<double>() + mean.numel());
-    }
     routing.k_floor = moba_coverage_floor_k(call, params.coverage_floor_ratio,
                                             params.coverage_reference_k);
+  }
+  if (params.coverage_curve_up_to > 0) {
+    routing.coverage_curve.assign(call.begin(),
+                                  call.begin() + std::min<int64_t>(call.size(), params.coverage_curve_up_to));
   }
   routing.top_k = budgets;
   for (int64_t& kk : routing.top_k) kk = std::max(kk, routing.k_floor);
