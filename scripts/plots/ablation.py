@@ -24,7 +24,8 @@ def plot(results_dir, out_base, **_):
         columns = min(len(metrics), 3)
         rows = math.ceil(len(metrics) / columns)
         fig, axes = sbp.figure(width=sbp.DOUBLE_COLUMN if columns > 1 else sbp.SINGLE_COLUMN,
-                               height=1.9 * rows, ncols=columns, nrows=rows, squeeze=False)
+                               height=1.9 * rows, ncols=columns, nrows=rows, squeeze=False,
+                               layout="constrained")  # titles clear of the row above
         for ax in axes.flat[len(metrics):]:
             ax.set_visible(False)
         for ax, metric in zip(axes.flat, metrics):
