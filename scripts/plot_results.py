@@ -13,6 +13,8 @@ whose data the runs have, printing the path of each file written.
   budgets             budgets chosen per micro-batch against its tokens
   coverage            MoBA's coverage curve C(k) before and after training
                       (eval/coverage.json of runs with eval.coverage)
+  heldout_position    held-out NLL by position in the window (eval/heldout.json of
+                      runs with eval.heldout.bucket_tokens)
 
 `sparsebalance report --plots DIR` runs this script (with $SB_PLOT_PYTHON) after
 writing report.json. Exit status: 0 drawn (or nothing applies), 2 bad arguments,
@@ -24,7 +26,7 @@ import importlib
 import sys
 from pathlib import Path
 
-FIGURE_MODULES = ["speedup", "timeline", "ablation", "loss", "latency_prediction", "budgets", "coverage"]
+FIGURE_MODULES = ["speedup", "timeline", "ablation", "loss", "latency_prediction", "budgets", "coverage", "heldout_position"]
 
 
 def load_figures():

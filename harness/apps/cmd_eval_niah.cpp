@@ -53,12 +53,19 @@ EvalSubcommand register_eval_ppl(CLI::App& eval) {
   CLI::App* sub = eval.add_subcommand("ppl", "Perplexity / mean token NLL on held-out JSON lines");
   sub->footer(
       "Each line is {\"text\": ...} or {\"input_ids\": [...]}. Documents are cut into non-overlapping windows of "
-      "--max-length tokens, each scored on its own; nll = total NLL / predicted tokens (natural log), "
-      "ppl = exp(nll). Prints the JSON result; --out also writes it (atomically).");
+      "--max-length tokens, each scored on its own, or with --stride into sliding windows that score only the "
+      "tokens after the previous window; nll = total NLL / scored tokens (natural log), ppl = exp(nll). "
+      "--bucket-tokens adds the NLL by position in the window (by_position). Prints the JSON result; --out also "
+      "writes it (atomically).");
   add_eval_model_flags(sub, flags->model);
   sub->add_option("--input", flags->input, "JSON-lines file")->required();
   sub->add_option("--max-length", flags->options.window, "Window in tokens")->capture_default_str();
   sub->add_option("--limit", flags->options.limit, "Only the first N documents (0: all)")->check(CLI::NonNegativeNumber);
+  sub->add_option("--stride", flags->options.stride, "Sliding windows advanced by this many tokens (0: disjoint)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--bucket-tokens", flags->options.bucket_tokens,
+                  "Also report the NLL by position in buckets of this many tokens (0: no)")
+      ->check(CLI::NonNegativeNumber);
   sub->add_option("--out", flags->out, "Also write the result to this JSON file");
   return {sub, [flags]() {
     HeldoutOptions options = flags->options;

@@ -108,6 +108,13 @@ HeldoutOptions parse_heldout(const json& j, const std::string& path, const std::
   o.data = resolve(base_dir, r.required<std::string>("data"));
   o.window = read_max_length(r, o.window);
   o.limit = read_limit(r);
+  o.stride = r.optional<int64_t>("stride", o.stride);
+  r.expect(o.stride == 0 || (o.stride >= 1 && o.stride < o.window), "stride",
+           "must be 0 (disjoint windows) or in [1, max_length) (sliding windows), got " + std::to_string(o.stride),
+           "use a stride below the window, e.g. half of it");
+  o.bucket_tokens = r.optional<int64_t>("bucket_tokens", o.bucket_tokens);
+  r.expect(o.bucket_tokens >= 0, "bucket_tokens", "must be >= 0 (0: no position buckets)",
+           "give the width of a position bucket in tokens, e.g. 1024");
   r.finish();
   return o;
 }
@@ -199,7 +206,8 @@ json eval_spec_to_json(const EvalSpec& spec) {
                  {"max_new_tokens", o->max_new_tokens}, {"seed", static_cast<int64_t>(o->seed)}};
   }
   if (const auto& o = spec.heldout) {
-    j["heldout"] = {{"data", o->data.string()}, {"max_length", o->window}, {"limit", o->limit}};
+    j["heldout"] = {{"data", o->data.string()}, {"max_length", o->window}, {"limit", o->limit},
+                    {"stride", o->stride},         {"bucket_tokens", o->bucket_tokens}};
   }
   if (const auto& o = spec.synthetic) {
     j["synthetic"] = {{"samples", o->samples}, {"dense_reference", o->dense_reference}};

@@ -15,7 +15,8 @@
 //     "niah": {"haystack": "synthetic" | FILE, "lengths": [1024, 2048, 4096],
 //              "depths": [0, 25, 50, 75, 100], "samples": 1, "max_new_tokens": 16,
 //              "seed": 1234},
-//     "heldout": {"data": FILE, "max_length": 4096, "limit": 0},
+//     "heldout": {"data": FILE, "max_length": 4096, "limit": 0, "stride": 0,
+//                 "bucket_tokens": 0},   (heldout_perplexity.h)
 //     "synthetic": {"samples": 32, "dense_reference": true}   manifests with synthetic
 //                  data only: held-out samples of the run's own task (synthetic_heldout.h)
 //     "coverage": {"samples": 16, "block_size": B, "top_k": k0, "k_max": 0,

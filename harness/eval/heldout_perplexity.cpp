@@ -1,6 +1,8 @@
 #include "harness/eval/heldout_perplexity.h"
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "common/errors.h"
 #include "harness/eval/json_records.h"
@@ -15,6 +17,16 @@ nlohmann::ordered_json heldout_perplexity(ModelFolder& model, const HeldoutOptio
     throw ConfigError("--max-length", "", "the window of " + std::to_string(options.window) +
                                               " tokens exceeds the model's " + std::to_string(positions) + " positions");
   }
+  if (options.stride < 0 || (options.stride > 0 && options.stride >= options.window)) {
+    throw ConfigError("--stride", "", "must be 0 (disjoint windows) or in [1, window) for sliding windows, got " +
+                                           std::to_string(options.stride));
+  }
+  if (options.bucket_tokens < 0) throw ConfigError("--bucket-tokens", "", "must be >= 0 (0: no position buckets)");
+  struct Bucket {
+    double nll = 0;
+    int64_t tokens = 0;
+  };
+  std::map<int64_t, Bucket> buckets;  // by position / bucket_tokens
   std::vector<nlohmann::ordered_json> records = read_json_records(options.data);
   if (options.limit > 0 && static_cast<int64_t>(records.size()) > options.limit) records.resize(options.limit);
   double total_nll = 0;
@@ -37,17 +49,29 @@ nlohmann::ordered_json heldout_perplexity(ModelFolder& model, const HeldoutOptio
       ++skipped;
       continue;
     }
-    for (size_t start = 0; start < ids.size(); start += static_cast<size_t>(options.window)) {
-      const size_t end = std::min(ids.size(), start + static_cast<size_t>(options.window));
-      if (end - start < 2) continue;
+    const int64_t n = static_cast<int64_t>(ids.size());
+    const int64_t step = options.stride > 0 ? options.stride : options.window;
+    int64_t scored_until = 1;  // tokens before this index are scored (token 0 never is)
+    for (int64_t start = 0; scored_until < n; start += step) {
+      const int64_t end = std::min(n, start + options.window);
+      if (end - start < 2) break;  // a disjoint tail of one token: nothing to predict
       TokenNll window;
       try {
         window = token_nll(model.model, std::vector<int64_t>(ids.begin() + start, ids.begin() + end));
       } catch (const std::invalid_argument& e) {
         throw ConfigError(where, "", e.what(), "fix that document");
       }
-      total_nll += window.nll * static_cast<double>(window.tokens);
-      tokens += window.tokens;
+      // per_token[t] predicts token start + t + 1 from t + 1 tokens of context.
+      for (int64_t t = std::max<int64_t>(0, scored_until - start - 1); t < end - start - 1; ++t) {
+        total_nll += window.per_token[t];
+        ++tokens;
+        if (options.bucket_tokens > 0) {
+          Bucket& b = buckets[(t + 1) / options.bucket_tokens];
+          b.nll += window.per_token[t];
+          ++b.tokens;
+        }
+      }
+      scored_until = end;
       ++windows;
     }
   }
@@ -58,8 +82,22 @@ nlohmann::ordered_json heldout_perplexity(ModelFolder& model, const HeldoutOptio
   out["windows"] = windows;
   out["tokens"] = tokens;
   out["window"] = options.window;
+  out["stride"] = options.stride;
   out["nll"] = total_nll / static_cast<double>(tokens);
   out["ppl"] = std::exp(total_nll / static_cast<double>(tokens));
+  if (options.bucket_tokens > 0) {
+    out["bucket_tokens"] = options.bucket_tokens;
+    nlohmann::ordered_json by_position = nlohmann::ordered_json::array();
+    for (const auto& [index, b] : buckets) {
+      const double nll = b.nll / static_cast<double>(b.tokens);
+      by_position.push_back({{"from", index * options.bucket_tokens},
+                             {"to", (index + 1) * options.bucket_tokens},
+                             {"tokens", b.tokens},
+                             {"nll", nll},
+                             {"ppl", std::exp(nll)}});
+    }
+    out["by_position"] = by_position;
+  }
   return out;
 }
 

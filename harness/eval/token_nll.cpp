@@ -28,10 +28,18 @@ TokenNll token_nll(Qwen2ForCausalLM& model, const std::vector<int64_t>& ids) {
   const at::Tensor tokens = at::tensor(ids, at::kLong).to(device);  // [n]
   const at::Tensor logits = model->forward(tokens, at::arange(n, tokens.options()),
                                            PackedSequences::from_lengths({n}));  // [n, V]
-  const at::Tensor loss = at::cross_entropy_loss(logits.narrow(0, 0, n - 1),
-                                                 tokens.narrow(0, 1, n - 1), /*weight=*/{},
-                                                 at::Reduction::Mean);
-  return TokenNll{loss.item<double>(), n - 1};
+  const at::Tensor losses = at::cross_entropy_loss(logits.narrow(0, 0, n - 1).to(at::kFloat),
+                                                   tokens.narrow(0, 1, n - 1), /*weight=*/{},
+                                                   at::Reduction::None)
+                               .to(at::kDouble)
+                               .cpu();  // [n - 1]
+  TokenNll out;
+  out.tokens = n - 1;
+  out.per_token.assign(losses.const_data_ptr<double>(), losses.const_data_ptr<double>() + (n - 1));
+  double sum = 0;
+  for (double v : out.per_token) sum += v;
+  out.nll = sum / static_cast<double>(n - 1);
+  return out;
 }
 
 }  // namespace sb

@@ -13,6 +13,8 @@ namespace sb {
 struct TokenNll {
   double nll = 0;      // mean over predicted tokens
   int64_t tokens = 0;  // predicted tokens (sequence length - 1)
+  // per_token[t] = -log p(token_{t+1} | tokens_{<=t}), t = 0 .. n - 2
+  std::vector<double> per_token;
 };
 
 // Throws std::invalid_argument for fewer than 2 tokens, ids outside the vocabulary or

@@ -9,18 +9,8 @@ import sb_plotting as sbp
 NAME = "coverage"
 
 
-def curves_of(results_dir):
-    """(run name, coverage.json) for every run that has one, by run name."""
-    found = []
-    for run in sbp.runs_of(results_dir):
-        path = run.folder / "eval" / "coverage.json"
-        if path.exists():
-            found.append((run.name, sbp.read_json(path)))
-    return found
-
-
 def plot(results_dir, out_base, **_):
-    found = curves_of(results_dir)
+    found = sbp.eval_results(results_dir, "coverage.json")
     if not found:
         return []
     fig, ax = sbp.figure()

@@ -103,3 +103,14 @@ def runs_of(results_dir):
     return [Run(p) for p in sorted(results_dir.iterdir())
             if p.is_dir() and ".interrupted-" not in p.name
             and (p / "manifest.resolved.json").exists() and (p / "records.jsonl").exists()]
+
+
+def eval_results(results_dir, file_name):
+    """(run name, parsed <run>/eval/<file_name>) for every run whose evaluation wrote it,
+    by run name."""
+    found = []
+    for run in runs_of(results_dir):
+        path = run.folder / "eval" / file_name
+        if path.exists():
+            found.append((run.name, read_json(path)))
+    return found

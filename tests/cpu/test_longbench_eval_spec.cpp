@@ -69,6 +69,23 @@ TEST(EvalSpec, ErrorsNameTheJsonPath) {
   EXPECT_NE(error_path(json::object()).find("nothing to evaluate"), std::string::npos);
   EXPECT_NE(error_path(json::parse(R"({"heldout": {"data": "x", "limit": -1}})")).find("$.eval.heldout.limit"),
             std::string::npos);
+  EXPECT_NE(error_path(json::parse(R"({"heldout": {"data": "x", "max_length": 64, "stride": 64}})"))
+                .find("$.eval.heldout.stride"),
+            std::string::npos);
+  EXPECT_NE(error_path(json::parse(R"({"heldout": {"data": "x", "bucket_tokens": -8}})"))
+                .find("$.eval.heldout.bucket_tokens"),
+            std::string::npos);
+}
+
+TEST(EvalSpec, HeldoutSlidingWindowsAndPositionBucketsRoundTrip) {
+  const EvalSpec spec =
+      parse(json::parse(R"({"heldout": {"data": "held.jsonl", "max_length": 64, "stride": 16, "bucket_tokens": 8}})"));
+  EXPECT_EQ(spec.heldout->stride, 16);
+  EXPECT_EQ(spec.heldout->bucket_tokens, 8);
+  const json resolved = eval_spec_to_json(spec);
+  EXPECT_EQ(resolved["heldout"]["stride"], 16);
+  EXPECT_EQ(eval_spec_to_json(parse(resolved)), resolved);
+  EXPECT_EQ(parse(json::parse(R"({"heldout": {"data": "h"}})")).heldout->stride, 0) << "disjoint by default";
 }
 
 }  // namespace

@@ -363,7 +363,7 @@ TEST(Manifest, LoadReportsJsonSyntaxErrorWithLine) {
 
 TEST(Manifest, CheckedInManifestsParse) {
   const std::filesystem::path root = SB_SOURCE_DIR "/experiments";
-  int profiles = 0, measured = 0, paper = 0;
+  int profiles = 0, measured = 0, paper = 0, later = 0;
   for (const auto& entry : std::filesystem::recursive_directory_iterator(root)) {
     if (entry.path().extension() != ".json") continue;
     SCOPED_TRACE(entry.path().string());
@@ -388,22 +388,29 @@ TEST(Manifest, CheckedInManifestsParse) {
       }
       continue;
     }
-    if (top == "paper") {
-      // The paper's rows name placeholder folders for --set: give them one of the preset's
-      // architecture (parsing reads config.json; tokenizer.json only has to exist).
-      const std::string preset = json::parse(read_file(entry.path()))["model"]["preset"];
+    const json raw = json::parse(read_file(entry.path()));
+    // The paper's rows name placeholder folders for --set, and a manifest may fine-tune what
+    // another one trains (dst-ablation.json, dst-ablation-base.json's checkpoint under
+    // results/, absent in a fresh clone): give them a folder of the preset's architecture
+    // (parsing reads config.json; tokenizer.json only has to exist).
+    const bool later_checkpoint = raw["model"].contains("from") &&
+                                  raw["model"]["from"].get<std::string>().rfind("../results/", 0) == 0;
+    if (top == "paper" || later_checkpoint) {
+      const std::string preset = raw["model"]["preset"];
       const std::filesystem::path folder =
           std::filesystem::temp_directory_path() / ("sb_paper_" + std::to_string(::getpid())) / preset;
       std::filesystem::create_directories(folder);
       std::ofstream(folder / "config.json") << qwen2_config_to_hf_json(qwen2_preset(preset)).dump();
       std::ofstream(folder / "tokenizer.json") << "{}";
       EXPECT_NO_THROW(load_manifest(entry.path(), {parse_manifest_override("model.from=" + folder.string())}));
-      ++paper;
+      paper += top == "paper" ? 1 : 0;
+      later += later_checkpoint ? 1 : 0;
       continue;
     }
     EXPECT_NO_THROW(load_manifest(entry.path()));
   }
   EXPECT_EQ(paper, 6) << "experiments/paper/ holds the paper's six end-to-end rows";
+  EXPECT_EQ(later, 1) << "dst-ablation.json fine-tunes dst-ablation-base.json's checkpoint";
   EXPECT_GE(profiles, 1) << "experiments/profiles/gpu/ holds the H100 profile table1-gpu1.json names";
   EXPECT_GE(measured, 4 + 12 + 12) << "experiments/measured/ holds table1-gpu1's runs (h100/) and two invocations of "
                                      "table1-cpu (cpu/), which table1-gpu1-sim.json and table1-cpu-sim.json fit to";

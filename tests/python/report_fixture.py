@@ -86,6 +86,11 @@ def write_results(root):
                   "curve": [0.5, 0.8, 0.9, 0.95, 1.0], "floor": {"0.1": 3.0}},
         "before": {"block_size": 64, "top_k": 4, "samples": 2, "k": [1, 2, 3, 4, 5],
                    "curve": [0.2, 0.4, 0.6, 0.8, 1.0], "floor": {"0.1": 4.0}}}))
+    (results / "base__seed=1" / "eval" / "heldout.json").write_text(json.dumps({
+        "documents": 2, "skipped_documents": 0, "windows": 3, "tokens": 300, "window": 256, "stride": 128,
+        "nll": 3.0, "ppl": 20.1, "bucket_tokens": 64,
+        "by_position": [{"from": 64 * b, "to": 64 * (b + 1), "tokens": 60, "nll": 4.0 - 0.3 * b, "ppl": 1.0}
+                        for b in range(4)]}))
     methods = [{"label": "base", "method": "base", "count": 1, "speedup": {"median": 1, "min": 1, "max": 1, "count": 1}}]
     for anchor in ("mean", "max"):
         for p in (0.1, 0.2):

@@ -66,6 +66,58 @@ def test_ppl_matches_transformers_window_by_window(tiny, tmp_path):
     assert result["ppl"] == pytest.approx(math.exp(total / tokens), rel=1e-5)
 
 
+def token_losses(model, ids):
+    """-log p(ids[t + 1] | ids[:t + 1]) for t = 0 .. len(ids) - 2, from transformers."""
+    with torch.no_grad():
+        logits = model(torch.tensor([ids])).logits[0, :-1].double()
+    return (-torch.log_softmax(logits, -1).gather(1, torch.tensor(ids[1:]).unsqueeze(1))[:, 0]).tolist()
+
+
+def test_sliding_windows_and_position_buckets_match_transformers(tiny, tmp_path):
+    """transformers' perplexity guide: windows every `stride` tokens, each scoring only the
+    tokens after the previous window; a token's position is its index in its window."""
+    state = [7]
+    docs = [{"text": " ".join(sentence(state, n, ENGLISH))} for n in (40, 150)]
+    docs += [{"input_ids": [5, 9, 11, 30, 2, 7, 8]}]
+    data = tmp_path / "held.jsonl"
+    data.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    window, stride, width = 32, 12, 8
+    result = json.loads(run_cli("ppl", "--model", tiny["dir"], "--input", data, "--max-length", window,
+                                "--stride", stride, "--bucket-tokens", width).stdout)
+    total, scored, windows = 0.0, 0, 0
+    buckets = {}
+    for d in docs:
+        ids = d["input_ids"] if "input_ids" in d else tiny["tok"](d["text"]).input_ids
+        scored_until = 1
+        for start in range(0, len(ids), stride):
+            if scored_until >= len(ids):
+                break
+            chunk = ids[start:start + window]
+            losses = token_losses(tiny["model"], chunk)
+            windows += 1
+            for t in range(max(0, scored_until - start - 1), len(chunk) - 1):
+                total += losses[t]
+                scored += 1
+                bucket = buckets.setdefault((t + 1) // width, [0.0, 0])
+                bucket[0] += losses[t]
+                bucket[1] += 1
+            scored_until = start + len(chunk)
+    assert scored == sum(len(d.get("input_ids") or tiny["tok"](d["text"]).input_ids) - 1 for d in docs)
+    assert result["tokens"] == scored and result["windows"] == windows > len(docs)
+    assert result["stride"] == stride and result["bucket_tokens"] == width
+    assert result["nll"] == pytest.approx(total / scored, rel=1e-5)
+    got = result["by_position"]
+    assert [(b["from"], b["to"], b["tokens"]) for b in got] == \
+        [(k * width, (k + 1) * width, buckets[k][1]) for k in sorted(buckets)]
+    for b, k in zip(got, sorted(buckets)):
+        assert b["nll"] == pytest.approx(buckets[k][0] / buckets[k][1], rel=1e-5)
+        assert b["ppl"] == pytest.approx(math.exp(b["nll"]), rel=1e-9)
+    # A stride that is not below the window is a clear error naming the flag.
+    proc = subprocess.run([str(BINARY), "eval", "ppl", "--model", str(tiny["dir"]), "--input", str(data),
+                           "--max-length", "32", "--stride", "32"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0 and "--stride" in proc.stderr
+
+
 def test_niah_grid_resume_and_plot(tiny, tmp_path):
     out = tmp_path / "niah"
     args = ["niah", "--model", tiny["dir"], "--out", out, "--lengths", "64,128,200", "--depths", "0,50,100",

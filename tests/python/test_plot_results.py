@@ -17,7 +17,7 @@ BINARY = Path(os.environ.get("SB_BINARY", str(REPO / "build" / "sparsebalance"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import report_fixture  # noqa: E402
 
-FIGURES = ["speedup", "timeline", "ablation_sab_dst", "loss", "latency_prediction", "budgets", "coverage"]
+FIGURES = ["speedup", "timeline", "ablation_sab_dst", "loss", "latency_prediction", "budgets", "coverage", "heldout_position"]
 
 
 @pytest.fixture()
@@ -42,7 +42,7 @@ def test_every_figure_is_written_as_png_and_pdf(results, plot_modules):
             path = results / "plots" / (name + suffix)
             assert path.exists() and path.stat().st_size > 1000, path
             assert f"drew {name.split('_sab_dst')[0]}: {path}" in proc.stdout
-    assert "7 figure(s) drawn" in proc.stdout
+    assert "8 figure(s) drawn" in proc.stdout
 
 
 def test_timeline_bars_are_the_events(results, plot_modules):
