@@ -183,6 +183,38 @@ def test_checkpoint_saved_by_cpp_loads_in_transformers(checkpoints, tmp_path, na
         torch.testing.assert_close(b(ids).logits, a(ids).logits, rtol=0, atol=0)
 
 
+def test_yarn_greedy_decoding_past_the_original_positions_matches_transformers(checkpoints):
+    """Decoding with the key/value cache at positions YaRN extends to (what needle-in-a-
+    haystack past a model's native length runs): a 90-token prompt and 24 new tokens, past
+    the 64 original positions from token 64 on, against greedy decoding by transformers'
+    full forward pass at every step (the model's function; transformers 5.23's own
+    generate() departs from it here, cache or not, so it is not the oracle). The prompt is
+    the first of a fixed list whose answer YaRN changes, so the plain rope would fail."""
+    model = load_hf(checkpoints["yarn_gqa2"])
+    plain_config = transformers.AutoConfig.from_pretrained(checkpoints["yarn_gqa2"])
+    plain_config.rope_parameters = {"rope_type": "default", "rope_theta": plain_config.rope_parameters["rope_theta"]}
+    plain = transformers.Qwen2ForCausalLM.from_pretrained(checkpoints["yarn_gqa2"], config=plain_config,
+                                                          dtype=torch.float32).eval()
+
+    def greedy(m, prompt, steps=24):
+        ids = list(prompt)
+        with torch.no_grad():
+            for _ in range(steps):
+                ids.append(int(m(torch.tensor([ids])).logits[0, -1].argmax()))
+        return ids[len(prompt):]
+
+    for seed in range(40):
+        prompt = random_ids(seed=seed, length=90)
+        expected = greedy(model, prompt)
+        if greedy(plain, prompt) != expected:
+            break
+    else:
+        pytest.fail("no prompt of the list has a greedy answer YaRN changes: the test would mean nothing")
+    result = json.loads(run(BINARY, "generate", "--model", checkpoints["yarn_gqa2"], "--prompt-ids",
+                            ",".join(map(str, prompt)), "--max-new-tokens", "24", "--ignore-eos"))
+    assert result["ids"] == expected
+
+
 def test_yarn_logits_match_transformers_past_the_original_positions(checkpoints, tmp_path):
     """fp32 logits of 130 tokens, twice YaRN's 64 original positions. (A tiny random
     model's NLL barely moves with the rope, so the NLL test alone would not notice a
