@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -21,11 +22,13 @@ namespace {
 
 using nlohmann::ordered_json;
 
-// One (sample, layer) observation: its curve padded to the reported length.
+// One (sample, layer) observation: its curve padded to the reported length, and its
+// floor budget per p (computed once, averaged by every summary it enters).
 struct CurveObservation {
   int64_t layer = 0;
   int64_t length = 0;
   std::vector<double> curve;
+  std::vector<int64_t> floors;
 };
 
 // "0.1" for 0.1: the key a reader types.
@@ -46,9 +49,7 @@ ordered_json summarise(const std::vector<CurveObservation>& all, const RoutingCo
     if (!take(o)) continue;
     ++n;
     for (int64_t k = 0; k < length; ++k) curve[k] += o.curve[k];
-    for (size_t i = 0; i < options.p.size(); ++i) {
-      floors[i] += static_cast<double>(coverage_floor_of_curve(o.curve, options.p[i], options.top_k));
-    }
+    for (size_t i = 0; i < options.p.size(); ++i) floors[i] += static_cast<double>(o.floors[i]);
   }
   ordered_json j;
   for (double& c : curve) c /= static_cast<double>(std::max<int64_t>(n, 1));
@@ -104,7 +105,7 @@ ordered_json routing_coverage(Qwen2ForCausalLM& model, const Dataset& data, cons
       model->forward(tokens, at::arange(n, tokens.options()), PackedSequences::from_lengths({n}));
       for (AttentionLayerStats& stats : moba->take_layer_stats()) {
         longest = std::max<int64_t>(longest, stats.coverage_curve.size());
-        observations.push_back(CurveObservation{stats.layer, n, std::move(stats.coverage_curve)});
+        observations.push_back(CurveObservation{stats.layer, n, std::move(stats.coverage_curve), {}});
       }
     }
   } catch (...) {
@@ -120,6 +121,7 @@ ordered_json routing_coverage(Qwen2ForCausalLM& model, const Dataset& data, cons
   for (CurveObservation& o : observations) {
     const double last = o.curve.empty() ? 1.0 : o.curve.back();
     o.curve.resize(std::max<int64_t>(length, options.top_k), last);
+    for (double p : options.p) o.floors.push_back(coverage_floor_of_curve(o.curve, p, options.top_k));
   }
 
   ordered_json result;
@@ -133,10 +135,10 @@ ordered_json routing_coverage(Qwen2ForCausalLM& model, const Dataset& data, cons
   result["curve"] = overall["curve"];
   result["floor"] = overall["floor"];
 
-  std::map<int64_t, int64_t> layers;  // layer -> observations
-  for (const CurveObservation& o : observations) ++layers[o.layer];
+  std::set<int64_t> layers;
+  for (const CurveObservation& o : observations) layers.insert(o.layer);
   ordered_json per_layer = ordered_json::array();
-  for (const auto& [layer, count] : layers) {
+  for (const int64_t layer : layers) {
     ordered_json j;
     j["layer"] = layer;
     const ordered_json s =
@@ -148,7 +150,7 @@ ordered_json routing_coverage(Qwen2ForCausalLM& model, const Dataset& data, cons
   result["layers"] = per_layer;
 
   std::map<int64_t, int64_t> bucket_samples;  // bucket -> samples (each counted at its first layer)
-  const int64_t first_layer = layers.empty() ? 0 : layers.begin()->first;
+  const int64_t first_layer = layers.empty() ? 0 : *layers.begin();
   for (const CurveObservation& o : observations) {
     if (o.layer == first_layer) ++bucket_samples[length_bucket(o.length)];
   }
