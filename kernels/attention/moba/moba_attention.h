@@ -99,4 +99,11 @@ int64_t moba_parallel_grain(int64_t work_per_item);
 MobaRouting moba_route_cpu(const at::Tensor& q, const at::Tensor& k, const MobaLayout& layout,
                            const MobaParams& params);
 
+// The same routing from block means computed elsewhere (under context parallelism each
+// rank sums its own tokens and one all-reduce completes the sums, so every rank routes
+// identically): query_means [Hq, NB, D] (mean of each block's queries; zeros for a block
+// without them), key_means [Hkv, NB, D], contiguous float64 on the CPU.
+MobaRouting moba_route_from_means(const at::Tensor& query_means, const at::Tensor& key_means,
+                                  const MobaLayout& layout, const MobaParams& params);
+
 }  // namespace sb

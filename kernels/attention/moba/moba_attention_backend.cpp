@@ -24,31 +24,43 @@ void MobaAttention::set_budget_request(const AttentionBudgetRequest& request) {
   request_ = request;
 }
 
-at::Tensor MobaAttention::forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                  const PackedSequences& sequences, double scale, int64_t layer) {
+MobaParams moba_params_for_request(const AttentionBudgetRequest& request, int64_t block_size,
+                                   int64_t default_top_k, double scale, int64_t num_sequences,
+                                   int64_t layer) {
   MobaParams params;
-  params.block_size = block_size_;
+  params.block_size = block_size;
   params.scale = scale;
-  params.top_k = request_.top_k.empty() ? std::vector<int64_t>{default_top_k_} : request_.top_k;
-  if (!request_.top_k.empty() &&
-      static_cast<int64_t>(request_.top_k.size()) != sequences.num_sequences()) {
+  params.top_k = request.top_k.empty() ? std::vector<int64_t>{default_top_k} : request.top_k;
+  if (!request.top_k.empty() && static_cast<int64_t>(request.top_k.size()) != num_sequences) {
     throw std::invalid_argument(
         "moba attention (layer " + std::to_string(layer) + "): the budget request holds " +
-        std::to_string(request_.top_k.size()) + " budgets but the micro-batch packs " +
-        std::to_string(sequences.num_sequences()) +
+        std::to_string(request.top_k.size()) + " budgets but the micro-batch packs " +
+        std::to_string(num_sequences) +
         " sequences; set_budget_request must give one budget per sequence (or none)");
   }
-  params.coverage_floor_ratio = request_.coverage_floor_ratio;
-  params.coverage_reference_k = request_.coverage_reference_k;
-  params.coverage_curve_up_to = request_.coverage_curve_up_to;
-  MobaResult result = moba_attention(q, k, v, sequences, params);
-  AttentionLayerStats& stats = stats_[layer];
+  params.coverage_floor_ratio = request.coverage_floor_ratio;
+  params.coverage_reference_k = request.coverage_reference_k;
+  params.coverage_curve_up_to = request.coverage_curve_up_to;
+  return params;
+}
+
+AttentionLayerStats moba_layer_stats(int64_t layer, MobaRouting&& routing) {
+  AttentionLayerStats stats;
   stats.layer = layer;
-  stats.top_k = std::move(result.routing.top_k);
-  stats.coverage = std::move(result.routing.coverage);
-  stats.coverage_mean = result.routing.coverage_mean;
-  stats.k_floor = result.routing.k_floor;
-  stats.coverage_curve = std::move(result.routing.coverage_curve);
+  stats.top_k = std::move(routing.top_k);
+  stats.coverage = std::move(routing.coverage);
+  stats.coverage_mean = routing.coverage_mean;
+  stats.k_floor = routing.k_floor;
+  stats.coverage_curve = std::move(routing.coverage_curve);
+  return stats;
+}
+
+at::Tensor MobaAttention::forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                  const PackedSequences& sequences, double scale, int64_t layer) {
+  const MobaParams params = moba_params_for_request(request_, block_size_, default_top_k_, scale,
+                                                    sequences.num_sequences(), layer);
+  MobaResult result = moba_attention(q, k, v, sequences, params);
+  stats_[layer] = moba_layer_stats(layer, std::move(result.routing));
   return result.out;
 }
 

@@ -11,8 +11,18 @@
 #include <map>
 
 #include "kernels/attention/attention_backend.h"
+#include "kernels/attention/moba/moba_attention.h"
 
 namespace sb {
+
+// The MoBA parameters of a budget request: its budgets (one per sequence, or the default
+// when it holds none; std::invalid_argument naming the layer for another count), floor
+// and curve. Shared by every backend that runs MoBA.
+MobaParams moba_params_for_request(const AttentionBudgetRequest& request, int64_t block_size,
+                                   int64_t default_top_k, double scale, int64_t num_sequences,
+                                   int64_t layer);
+// A layer's statistics from its routing.
+AttentionLayerStats moba_layer_stats(int64_t layer, MobaRouting&& routing);
 
 class MobaAttention : public AttentionBackend {
  public:

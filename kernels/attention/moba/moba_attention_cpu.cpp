@@ -5,46 +5,15 @@
 #include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/custom_function.h>
 
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <cstring>
 #include <limits>
 #include <vector>
 
+#include "kernels/attention/single_threaded_blas.h"
+
 namespace sb {
 namespace {
-
-// MKL's per-thread thread count setter (C interface; mkl_service.h maps
-// mkl_set_num_threads_local to it, the lower-case symbol is the Fortran one taking a
-// pointer), when LibTorch's BLAS is MKL: the PyPI wheel links MKL statically and
-// exports it. Null with any other BLAS.
-using MklSetNumThreadsLocal = int (*)(int);
-MklSetNumThreadsLocal mkl_set_num_threads_local_or_null() {
-  static const auto setter =
-      reinterpret_cast<MklSetNumThreadsLocal>(dlsym(RTLD_DEFAULT, "MKL_Set_Num_Threads_Local"));
-  return setter;
-}
-
-// Row work runs inside at::parallel_for with BLAS single-threaded on each worker:
-// LibTorch turns MKL's dynamic thread adjustment off, so an MKL call inside a parallel
-// region would otherwise start threads of its own on top of the region's (measured:
-// 10x slower on 2 busy cores).
-class SingleThreadedBlas {
- public:
-  SingleThreadedBlas() : setter_(mkl_set_num_threads_local_or_null()) {
-    if (setter_) previous_ = setter_(1);
-  }
-  ~SingleThreadedBlas() {
-    if (setter_) setter_(previous_);
-  }
-  SingleThreadedBlas(const SingleThreadedBlas&) = delete;
-  SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
-
- private:
-  MklSetNumThreadsLocal setter_;
-  int previous_ = 0;
-};
 
 // Key/value gradients of the selected blocks are staged per row and then reduced per
 // key block; a backward pass stages at most this many bytes at a time, in one buffer it

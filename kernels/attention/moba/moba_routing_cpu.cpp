@@ -124,13 +124,23 @@ int64_t moba_call_coverage_extent(const MobaParams& params, int64_t most_eligibl
 
 MobaRouting moba_route_cpu(const at::Tensor& q, const at::Tensor& k, const MobaLayout& layout,
                            const MobaParams& params) {
-  const int64_t q_heads = q.size(1), kv_heads = k.size(1), dim = q.size(2);
+  return moba_route_from_means(moba_block_means(q, layout, /*of_queries=*/true),
+                               moba_block_means(k, layout, /*of_queries=*/false), layout, params);
+}
+
+MobaRouting moba_route_from_means(const at::Tensor& query_means, const at::Tensor& key_means,
+                                  const MobaLayout& layout, const MobaParams& params) {
+  TORCH_CHECK(query_means.scalar_type() == at::kDouble && key_means.scalar_type() == at::kDouble &&
+                  query_means.dim() == 3 && key_means.dim() == 3 &&
+                  query_means.size(1) == layout.num_blocks() && key_means.size(1) == layout.num_blocks() &&
+                  query_means.size(2) == key_means.size(2) && query_means.is_contiguous() &&
+                  key_means.is_contiguous() && query_means.size(0) % key_means.size(0) == 0,
+              "moba_route_from_means: contiguous float64 [Hq, NB, D] and [Hkv, NB, D] expected");
+  const int64_t q_heads = query_means.size(0), kv_heads = key_means.size(0), dim = query_means.size(2);
   const int64_t group = q_heads / kv_heads;
   const int64_t blocks = layout.num_blocks();
   const std::vector<int64_t> budgets = moba_budgets_per_sequence(params, layout.num_sequences());
 
-  const at::Tensor query_means = moba_block_means(q, layout, /*of_queries=*/true);  // [Hq, NB, D]
-  const at::Tensor key_means = moba_block_means(k, layout, /*of_queries=*/false);   // [Hkv, NB, D]
   const double* qbar = query_means.const_data_ptr<double>();
   const double* kbar = key_means.const_data_ptr<double>();
 

@@ -1,0 +1,399 @@
+#include "kernels/attention/ring/ring_attention.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/custom_class.h>
+
+#include <algorithm>
+#include <limits>
+#include <stdexcept>
+
+#include "kernels/attention/ring/ring_step_cpu.h"
+
+namespace sb {
+
+RingContext::RingContext(c10::intrusive_ptr<c10d::Backend> group, int64_t rank, int64_t size, int64_t inner,
+                         std::chrono::milliseconds timeout, std::function<std::string(int64_t)> describe)
+    : group_(std::move(group)), rank_(rank), size_(size), inner_(inner == 0 ? size : inner), timeout_(timeout),
+      describe_(std::move(describe)) {
+  if (size < 1 || rank < 0 || rank >= size) {
+    throw std::invalid_argument("ring attention: rank " + std::to_string(rank) + " of a CP group of " +
+                                std::to_string(size));
+  }
+  if (inner_ < 1 || size % inner_ != 0) {
+    throw std::invalid_argument("ring attention: cp_inner " + std::to_string(inner) + " must divide cp " +
+                                std::to_string(size) + " (ranks per inner ring)");
+  }
+  if (size > 1 && !group_) throw std::invalid_argument("ring attention: cp > 1 needs a process group");
+}
+
+std::string RingContext::describe(int64_t cp_rank) const {
+  return describe_ ? describe_(cp_rank) : "cp rank " + std::to_string(cp_rank);
+}
+
+void RingContext::record(const RingStepEvent& event) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  events_.push_back(event);
+}
+
+std::vector<RingStepEvent> RingContext::take_events() {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return std::exchange(events_, {});
+}
+
+double worker_imbalance(const std::vector<double>& per_rank) {
+  if (per_rank.empty()) return 1.0;
+  double sum = 0.0, top = 0.0;
+  for (double x : per_rank) {
+    sum += x;
+    top = std::max(top, x);
+  }
+  return sum > 0.0 ? top * static_cast<double>(per_rank.size()) / sum : 1.0;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since_epoch(Clock::time_point t) {
+  return std::chrono::duration<double>(t.time_since_epoch()).count();
+}
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// What travels: kinds of messages (a distinct Gloo/NCCL tag each, per call and step).
+enum MessageKind : int64_t { kInnerKv = 0, kOuterKv, kInnerKvBack, kOuterKvBack, kInnerGrad, kOuterGrad, kKinds };
+const char* message_name(MessageKind kind) {
+  switch (kind) {
+    case kInnerKv: case kOuterKv: case kInnerKvBack: case kOuterKvBack: return "key/value shard";
+    default: return "key/value gradient accumulator";
+  }
+}
+
+// The ring's point-to-point transfers with bounded waits and errors naming both ranks.
+class RingChannel {
+ public:
+  struct Pending {
+    c10::intrusive_ptr<c10d::Work> work;
+    bool send = false;
+    int64_t peer = 0;
+    MessageKind kind = kInnerKv;
+    int64_t step = 0;
+  };
+
+  RingChannel(RingContext& context, int64_t call) : context_(context), call_(call) {}
+
+  Pending send(const at::Tensor& tensor, int64_t peer, MessageKind kind, int64_t step) {
+    return post(tensor, peer, kind, step, /*send=*/true);
+  }
+  Pending recv(at::Tensor& tensor, int64_t peer, MessageKind kind, int64_t step) {
+    return post(tensor, peer, kind, step, /*send=*/false);
+  }
+  void wait(Pending& pending) {
+    if (!pending.work) return;
+    try {
+      pending.work->wait(context_.timeout());
+    } catch (const std::exception& e) {
+      fail(pending, e.what());
+    }
+    pending.work.reset();
+  }
+
+ private:
+  int tag(MessageKind kind, int64_t step) const {
+    return static_cast<int>(((call_ % (int64_t{1} << 16)) * kKinds + kind) * (context_.size() + 1) + step);
+  }
+  Pending post(const at::Tensor& tensor, int64_t peer, MessageKind kind, int64_t step, bool send) {
+    Pending pending{nullptr, send, peer, kind, step};
+    std::vector<at::Tensor> tensors{tensor};
+    try {
+      pending.work = send ? context_.group()->send(tensors, static_cast<int>(peer), tag(kind, step))
+                          : context_.group()->recv(tensors, static_cast<int>(peer), tag(kind, step));
+    } catch (const std::exception& e) {
+      fail(pending, e.what());
+    }
+    return pending;
+  }
+  [[noreturn]] void fail(const Pending& p, const std::string& what) const {
+    throw std::runtime_error(context_.describe(context_.rank()) + (p.send ? " could not send the " : " could not receive the ") +
+                             message_name(p.kind) + " of ring step " + std::to_string(p.step) + " (attention call " +
+                             std::to_string(call_) + ")" + (p.send ? " to " : " from ") + context_.describe(p.peer) +
+                             ": " + what + " (timeout " + std::to_string(context_.timeout().count()) + " ms)");
+  }
+
+  RingContext& context_;
+  int64_t call_;
+};
+
+// Everything the backward needs besides tensors; travels through autograd as a capsule.
+struct RingPlan : torch::CustomClassHolder {
+  std::shared_ptr<RingContext> context;
+  std::vector<RingShardTiles> shards;  // per CP rank
+  RingBlockPattern pattern;
+  double scale = 0.0;
+  int64_t call = 0;
+
+  int64_t rank() const { return context->rank(); }
+  int64_t groups() const { return context->size() / context->inner(); }
+  // The CP rank at (group, position in group), both taken modulo their ranges.
+  int64_t rank_at(int64_t group, int64_t position) const {
+    const int64_t inner = context->inner(), g = groups();
+    return ((group % g + g) % g) * inner + ((position % inner + inner) % inner);
+  }
+  int64_t my_group() const { return rank() / context->inner(); }
+  int64_t my_position() const { return rank() % context->inner(); }
+  RingStepShapes shapes_with(int64_t source) const { return {shards[rank()], shards[source], pattern, scale}; }
+};
+
+// A shard's keys and values together: [2, n, Hkv, D] (k = [0], v = [1], each contiguous).
+at::Tensor empty_pair(const at::Tensor& like, int64_t tokens) {
+  return at::empty({2, tokens, like.size(1), like.size(2)}, like.options());
+}
+
+// A shard on its way in: the buffer its receive fills, whose shard it is, the receive.
+struct Incoming {
+  at::Tensor tensor;
+  int64_t source = -1;
+  RingChannel::Pending pending;
+};
+
+// Sends `shard` to CP rank `to` and posts the receive, from CP rank `from`, of the
+// shard (keys and values, or their gradient accumulator) of CP rank `arriving`.
+Incoming pass_shard(RingChannel& channel, std::vector<RingChannel::Pending>& sends, const at::Tensor& shard,
+                    int64_t to, int64_t from, int64_t arriving, const RingPlan& plan, MessageKind kind,
+                    int64_t step) {
+  sends.push_back(channel.send(shard, to, kind, step));
+  Incoming in;
+  in.source = arriving;
+  in.tensor = at::empty({2, plan.shards[arriving].tokens, shard.size(2), shard.size(3)}, shard.options());
+  in.pending = channel.recv(in.tensor, from, kind, step);
+  return in;
+}
+
+void record_step(RingContext& context, RingStepEvent event, Clock::time_point start, Clock::time_point computed) {
+  event.start_s = seconds_since_epoch(start);
+  event.compute_s = seconds_between(start, computed);
+  event.wait_s = seconds_between(computed, Clock::now());
+  context.record(event);
+}
+
+std::pair<at::Tensor, at::Tensor> ring_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                               const RingPlan& plan) {
+  RingContext& context = *plan.context;
+  RingChannel channel(context, plan.call);
+  const int64_t inner = context.inner(), groups = plan.groups(), g = plan.my_group(), i = plan.my_position();
+  at::Tensor out = at::zeros_like(q);
+  at::Tensor lse = at::full({q.size(0), q.size(1)}, -std::numeric_limits<double>::infinity(), q.options());
+  at::Tensor out_step = at::empty_like(q), lse_step = at::empty_like(lse);
+  at::Tensor outer = at::stack({k, v}, 0).contiguous();
+  int64_t outer_source = plan.rank();
+  std::vector<RingChannel::Pending> sends;
+  for (int64_t o = 0; o < groups; ++o) {
+    Incoming next_outer;
+    if (o + 1 < groups) {
+      next_outer = pass_shard(channel, sends, outer, plan.rank_at(g + 1, i), plan.rank_at(g - 1, i),
+                              plan.rank_at(g - o - 1, i), plan, kOuterKv, o);
+    }
+    at::Tensor current = outer;
+    int64_t source = outer_source;
+    for (int64_t s = 0; s < inner; ++s) {
+      Incoming next;
+      if (s + 1 < inner) {
+        next = pass_shard(channel, sends, current, plan.rank_at(g, i + 1), plan.rank_at(g, i - 1),
+                          plan.rank_at(g - o, i - s - 1), plan, kInnerKv, o * inner + s);
+      }
+      RingStepEvent event{plan.call, false, o * inner + s, source};
+      const auto start = Clock::now();
+      event.kept_pairs = ring_step_forward(q, current[0], current[1], plan.shapes_with(source), out_step, lse_step);
+      ring_merge_partial(out, lse, out_step, lse_step);
+      const auto computed = Clock::now();
+      channel.wait(next.pending);
+      if (s + 1 == inner) channel.wait(next_outer.pending);  // the next round's shard, overlapped by this inner ring
+      record_step(context, event, start, computed);
+      if (s + 1 < inner) {
+        current = next.tensor;
+        source = next.source;
+      }
+    }
+    if (o + 1 < groups) {
+      outer = next_outer.tensor;
+      outer_source = next_outer.source;
+    }
+  }
+  for (auto& send : sends) channel.wait(send);
+  return {out, lse};
+}
+
+// Returns dq, dk, dv of this rank's tokens.
+std::vector<at::Tensor> ring_backward(const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k,
+                                      const at::Tensor& v, const at::Tensor& out, const at::Tensor& lse,
+                                      const RingPlan& plan) {
+  RingContext& context = *plan.context;
+  RingChannel channel(context, plan.call);
+  const int64_t inner = context.inner(), groups = plan.groups(), g = plan.my_group(), i = plan.my_position();
+  const at::Tensor delta = (grad_out * out).sum(-1);  // [n, Hq]: rowsum(dO * O)
+  at::Tensor dq = at::zeros_like(q);
+  at::Tensor outer = at::stack({k, v}, 0).contiguous();
+  int64_t outer_source = plan.rank();
+  std::vector<RingChannel::Pending> sends;
+  for (int64_t o = 0; o < groups; ++o) {
+    Incoming next_outer;
+    if (o + 1 < groups) {
+      next_outer = pass_shard(channel, sends, outer, plan.rank_at(g + 1, i), plan.rank_at(g - 1, i),
+                              plan.rank_at(g - o - 1, i), plan, kOuterKvBack, o);
+    }
+    at::Tensor incoming_grad;
+    RingChannel::Pending grad_recv;
+    if (o > 0) {  // the earlier groups' dK/dV of this round's shard, finished by the group before
+      incoming_grad = empty_pair(k, plan.shards[outer_source].tokens);
+      grad_recv = channel.recv(incoming_grad, plan.rank_at(g - 1, i), kOuterGrad, o);
+    }
+    at::Tensor current = outer;
+    int64_t source = outer_source;
+    at::Tensor grad = at::zeros_like(current);
+    for (int64_t s = 0; s < inner; ++s) {
+      Incoming next;
+      if (s + 1 < inner) {
+        next = pass_shard(channel, sends, current, plan.rank_at(g, i + 1), plan.rank_at(g, i - 1),
+                          plan.rank_at(g - o, i - s - 1), plan, kInnerKvBack, o * inner + s);
+      }
+      RingStepEvent event{plan.call, true, o * inner + s, source};
+      const auto start = Clock::now();
+      at::Tensor dk = grad[0], dv = grad[1];
+      ring_step_backward(grad_out, q, current[0], current[1], lse, delta, plan.shapes_with(source), dq, dk, dv);
+      const auto computed = Clock::now();
+      if (inner > 1) {
+        // This shard's accumulator moves on with it; the one of the shard arriving comes in
+        // (after the last step: this round's outer shard, home in the group).
+        Incoming arriving = pass_shard(channel, sends, grad, plan.rank_at(g, i + 1), plan.rank_at(g, i - 1),
+                                       plan.rank_at(g - o, i - s - 1), plan, kInnerGrad, o * inner + s);
+        channel.wait(arriving.pending);
+        grad = arriving.tensor;
+      }
+      channel.wait(next.pending);
+      record_step(context, event, start, computed);
+      if (s + 1 < inner) {
+        current = next.tensor;
+        source = next.source;
+      }
+    }
+    if (o > 0) {
+      channel.wait(grad_recv);
+      grad.add_(incoming_grad);
+    }
+    if (groups > 1) sends.push_back(channel.send(grad, plan.rank_at(g + 1, i), kOuterGrad, o + 1));
+    if (o + 1 < groups) {
+      channel.wait(next_outer.pending);
+      outer = next_outer.tensor;
+      outer_source = next_outer.source;
+    } else if (groups == 1) {
+      outer = grad;  // one group: the inner ring brought the accumulator home
+    }
+  }
+  at::Tensor home;
+  if (groups > 1) {
+    home = empty_pair(k, plan.shards[plan.rank()].tokens);
+    RingChannel::Pending last = channel.recv(home, plan.rank_at(g - 1, i), kOuterGrad, groups);
+    channel.wait(last);
+  } else {
+    home = outer;
+  }
+  for (auto& send : sends) channel.wait(send);
+  return {dq, home[0], home[1]};
+}
+
+class RingAttentionFunction : public torch::autograd::Function<RingAttentionFunction> {
+ public:
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const at::Tensor& q,
+                                                const at::Tensor& k, const at::Tensor& v,
+                                                const c10::intrusive_ptr<RingPlan>& plan) {
+    auto [out, lse] = ring_forward(q, k, v, *plan);
+    ctx->save_for_backward({q, k, v, out, lse});
+    ctx->saved_data["plan"] = at::IValue::make_capsule(plan);
+    ctx->mark_non_differentiable({lse});
+    return {out, lse};
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto plan = c10::static_intrusive_pointer_cast<RingPlan>(ctx->saved_data["plan"].toCapsule());
+    // Every rank runs the backward ring, even one whose output got no gradient, so the
+    // ring never waits on a rank that skipped it.
+    const at::Tensor grad_out = grads[0].defined() ? grads[0].contiguous() : at::zeros_like(saved[3]);
+    std::vector<at::Tensor> d = ring_backward(grad_out, saved[0], saved[1], saved[2], saved[3], saved[4], *plan);
+    return {d[0], d[1], d[2], at::Tensor()};
+  }
+};
+
+// MoBA's gate inputs over the whole micro-batch: this rank's tokens summed per block,
+// completed by one all-reduce, divided by the block sizes. Returns [Hq, NB, D] and
+// [Hkv, NB, D] float64.
+std::pair<at::Tensor, at::Tensor> ring_block_means(const at::Tensor& q, const at::Tensor& k,
+                                                   const RingShardTiles& mine, const MobaLayout& layout,
+                                                   RingContext& context, int64_t call) {
+  const c10::NoGradGuard no_grad;
+  std::vector<int64_t> block_of_token(mine.tokens);
+  for (const RingTile& tile : mine.tiles) {
+    std::fill(block_of_token.begin() + tile.local_start, block_of_token.begin() + tile.local_start + tile.length,
+              tile.block);
+  }
+  const at::Tensor index = at::tensor(block_of_token, at::kLong);
+  const int64_t blocks = layout.num_blocks(), q_heads = q.size(1), dim = q.size(2);
+  at::Tensor sums = at::zeros({blocks, q_heads + k.size(1), dim}, at::kDouble);
+  sums.narrow(1, 0, q_heads).index_add_(0, index, q.to(at::kDouble));
+  sums.narrow(1, q_heads, k.size(1)).index_add_(0, index, k.to(at::kDouble));
+  if (context.size() > 1) {
+    std::vector<at::Tensor> tensors{sums};
+    try {
+      context.group()->allreduce(tensors)->wait(context.timeout());
+    } catch (const std::exception& e) {
+      throw std::runtime_error(context.describe(context.rank()) + " could not all-reduce MoBA's block sums (attention call " +
+                               std::to_string(call) + ") within " + std::to_string(context.timeout().count()) +
+                               " ms: " + e.what());
+    }
+  }
+  std::vector<double> lengths(blocks);
+  for (int64_t b = 0; b < blocks; ++b) lengths[b] = static_cast<double>(layout.blocks[b].key_len);
+  const at::Tensor means = sums / at::tensor(lengths, at::kDouble).view({blocks, 1, 1});
+  return {means.narrow(1, 0, q_heads).permute({1, 0, 2}).contiguous(),
+          means.narrow(1, q_heads, k.size(1)).permute({1, 0, 2}).contiguous()};
+}
+
+}  // namespace
+
+RingAttentionResult ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                   const CpSharding& sharding, const RingAttentionSpec& spec,
+                                   const std::shared_ptr<RingContext>& context) {
+  TORCH_CHECK(q.device().is_cpu(), "ring attention runs on the CPU only so far (got ", q.device(),
+              "); a CUDA ring step is not built");
+  TORCH_CHECK(sharding.cp() == context->size(), "ring attention: the sharding has ", sharding.cp(),
+              " ranks, the CP group ", context->size());
+  TORCH_CHECK(spec.scale > 0.0 && spec.block_size >= 1, "ring attention: scale > 0 and block_size >= 1 expected");
+  const PackedSequences& sequences = sharding.sequences();
+  const MobaLayout layout = MobaLayout::build(sequences, sequences, spec.block_size, /*causal=*/true);
+  auto plan = c10::make_intrusive<RingPlan>();
+  plan->context = context;
+  plan->scale = spec.scale;
+  plan->call = context->next_call();
+  for (int64_t r = 0; r < sharding.cp(); ++r) plan->shards.push_back(RingShardTiles::build(sharding.tokens_of(r), layout));
+  RingAttentionResult result;
+  if (spec.moba) {
+    TORCH_CHECK(spec.moba_params.block_size == spec.block_size && spec.moba_params.causal,
+                "ring attention: MoBA's params must use the spec's block_size and be causal");
+    auto [query_means, key_means] =
+        ring_block_means(q, k, plan->shards[context->rank()], layout, *context, plan->call);
+    result.routing = moba_route_from_means(query_means, key_means, layout, spec.moba_params);
+    plan->pattern = {result.routing.selected, result.routing.selected_count};
+  } else {
+    plan->pattern = RingBlockPattern::dense(layout);
+  }
+  auto outputs = RingAttentionFunction::apply(q.contiguous(), k.contiguous(), v.contiguous(), plan);
+  result.out = outputs[0];
+  result.lse = outputs[1];
+  return result;
+}
+
+}  // namespace sb

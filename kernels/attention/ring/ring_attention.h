@@ -1,0 +1,103 @@
+#pragma once
+// Ring attention over a context-parallel (CP) group (docs/context_parallel.md): each
+// rank keeps its queries; key/value shards travel around the ring and every step merges
+// the local queries' attention over the visiting shard into the running output with the
+// log-sum-exp rule. The backward runs a second ring in which each shard's dK/dV
+// accumulator travels with it and comes home at the end.
+//
+// Hierarchical ring (cp_inner = I < W): ranks form W / I groups of I consecutive ranks.
+// Round o of the outer ring brings every rank the shard of the rank o groups before it;
+// an inner ring then passes that shard through the group. The next round's outer
+// transfer is posted before the inner ring starts, so it overlaps the whole inner ring
+// (in the backward also the previous group's dK/dV accumulator). I = 1 or I = W is the
+// flat ring, where each transfer overlaps one step.
+//
+// Patterns: dense causal, or MoBA. MoBA's gate needs every key block's mean and every
+// query block's mean: each rank sums its own tokens per block (float64), one all-reduce
+// over the CP group completes the sums, and every rank runs the same routing on the same
+// numbers, so selections, budgets, DST floor and coverage are identical on all ranks.
+
+#include <ATen/core/Tensor.h>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "kernels/attention/moba/moba_attention.h"
+#include "kernels/attention/ring/cp_sharding.h"
+
+namespace sb {
+
+// One step of one rank's ring, forward or backward.
+struct RingStepEvent {
+  int64_t call = 0;         // the attention call (one per layer forward) it belongs to
+  bool backward = false;
+  int64_t step = 0;         // 0 .. W - 1 (outer round * inner size + inner step)
+  int64_t source_rank = 0;  // the CP rank whose key/value shard was computed against
+  double start_s = 0.0;     // steady-clock seconds at the start of the compute
+  double compute_s = 0.0;   // the step's attention compute
+  double wait_s = 0.0;      // waiting for the next shard (and, backward, dK/dV) afterwards
+  int64_t kept_pairs = 0;   // (query, key) pairs computed, summed over query heads
+};
+
+// The CP group and what one rank records about its rings.
+class RingContext {
+ public:
+  // group: the CP group's process group (null for cp = 1), rank in it, its size; inner:
+  // ranks per inner ring (0: flat). Throws std::invalid_argument unless inner divides size.
+  RingContext(c10::intrusive_ptr<c10d::Backend> group, int64_t rank, int64_t size, int64_t inner,
+              std::chrono::milliseconds timeout, std::function<std::string(int64_t)> describe = {});
+
+  int64_t rank() const { return rank_; }
+  int64_t size() const { return size_; }
+  int64_t inner() const { return inner_; }
+  const c10::intrusive_ptr<c10d::Backend>& group() const { return group_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  // "cp rank 2" unless the constructor was given a better description.
+  std::string describe(int64_t cp_rank) const;
+
+  int64_t next_call() { return calls_++; }
+  void record(const RingStepEvent& event);
+  // The events since the last call, in the order they happened.
+  std::vector<RingStepEvent> take_events();
+
+ private:
+  c10::intrusive_ptr<c10d::Backend> group_;
+  int64_t rank_, size_, inner_;
+  std::chrono::milliseconds timeout_;
+  std::function<std::string(int64_t)> describe_;
+  int64_t calls_ = 0;
+  std::mutex mutex_;
+  std::vector<RingStepEvent> events_;
+};
+
+struct RingAttentionSpec {
+  int64_t block_size = 256;  // attention blocks: MoBA's key blocks; dense: the compute tiles
+  bool moba = false;
+  MobaParams moba_params;    // moba: budget, floor, curve (block_size and scale taken from here)
+  double scale = 0.0;        // softmax scale (> 0)
+};
+
+struct RingAttentionResult {
+  at::Tensor out;       // [n, Hq, D], differentiable with respect to q, k, v
+  at::Tensor lse;       // [n, Hq]
+  MobaRouting routing;  // moba: the micro-batch's routing (the same on every CP rank)
+};
+
+// q [n, Hq, D], k, v [n, Hkv, D]: the tokens sharding.tokens_of(context.rank()) of the
+// packed micro-batch, on the CPU, float32 or float64. Every rank of the group calls it
+// with the same sharding and spec, in the same order as its other ring calls.
+RingAttentionResult ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                   const CpSharding& sharding, const RingAttentionSpec& spec,
+                                   const std::shared_ptr<RingContext>& context);
+
+// Worker imbalance of one micro-batch: max / mean over the CP ranks of their attention
+// work (compute seconds, or kept pairs); 1 for one rank or no work.
+double worker_imbalance(const std::vector<double>& per_rank);
+
+}  // namespace sb

@@ -1,0 +1,62 @@
+#include "kernels/attention/ring/ring_attention_backend.h"
+
+#include <stdexcept>
+
+#include "kernels/attention/moba/moba_attention_backend.h"
+
+namespace sb {
+
+RingAttentionBackend::RingAttentionBackend(const AttentionOptions& options, std::shared_ptr<RingContext> context)
+    : options_(options), context_(std::move(context)) {
+  if (!context_) throw std::invalid_argument("ring attention backend: no CP context");
+  if (options_.block_size < 1) {
+    throw std::invalid_argument("ring attention backend: block_size must be >= 1, got " +
+                                std::to_string(options_.block_size));
+  }
+}
+
+void RingAttentionBackend::set_sharding(std::shared_ptr<const CpSharding> sharding) {
+  if (sharding && sharding->cp() != context_->size()) {
+    throw std::invalid_argument("ring attention backend: a sharding over " + std::to_string(sharding->cp()) +
+                                " ranks for a CP group of " + std::to_string(context_->size()));
+  }
+  sharding_ = std::move(sharding);
+}
+
+at::Tensor RingAttentionBackend::forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                         const PackedSequences& sequences, double scale, int64_t layer) {
+  if (!sharding_) {
+    throw std::logic_error("ring attention backend (layer " + std::to_string(layer) +
+                           "): no micro-batch sharding set; call set_sharding before the forward");
+  }
+  if (sequences.total_tokens() != sharding_->size_of(context_->rank()) || q.size(0) != sequences.total_tokens()) {
+    throw std::invalid_argument("ring attention backend (layer " + std::to_string(layer) + "): " +
+                                std::to_string(q.size(0)) + " local tokens, but the sharding gives " +
+                                context_->describe(context_->rank()) + " " +
+                                std::to_string(sharding_->size_of(context_->rank())));
+  }
+  RingAttentionSpec spec;
+  spec.block_size = options_.block_size;
+  spec.scale = scale;
+  spec.moba = options_.is_moba();
+  if (spec.moba) {
+    spec.moba_params = moba_params_for_request(request_, options_.block_size, options_.top_k, scale,
+                                               sharding_->sequences().num_sequences(), layer);
+  }
+  RingAttentionResult result = ring_attention(q, k, v, *sharding_, spec, context_);
+  if (spec.moba) stats_[layer] = moba_layer_stats(layer, std::move(result.routing));
+  return result.out;
+}
+
+std::vector<AttentionLayerStats> RingAttentionBackend::take_layer_stats() {
+  std::vector<AttentionLayerStats> taken;
+  for (auto& [layer, stats] : stats_) taken.push_back(std::move(stats));
+  stats_.clear();
+  return taken;
+}
+
+at::Tensor RingAttentionBackend::forward_cached(const at::Tensor&, const at::Tensor&, const at::Tensor&, double) {
+  throw std::logic_error("ring attention backend: decoding with a cache runs on one rank; evaluate with cp = 1");
+}
+
+}  // namespace sb

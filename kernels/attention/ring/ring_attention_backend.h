@@ -1,0 +1,46 @@
+#pragma once
+// Attention under context parallelism as an attention backend: the model runs on this
+// rank's tokens of a micro-batch (their global rotary positions in position_ids) and
+// every attention call becomes a ring over the CP group (ring_attention.h), dense or
+// MoBA as the options say. The trainer tells the backend how the current micro-batch
+// is dealt (set_sharding) before running it; budget requests and per-layer statistics
+// behave as in the one-rank backends, and MoBA's routing is the micro-batch's, the same
+// on every CP rank.
+
+#include <map>
+#include <memory>
+
+#include "kernels/attention/attention_backend.h"
+#include "kernels/attention/ring/cp_sharding.h"
+#include "kernels/attention/ring/ring_attention.h"
+
+namespace sb {
+
+class RingAttentionBackend : public AttentionBackend {
+ public:
+  RingAttentionBackend(const AttentionOptions& options, std::shared_ptr<RingContext> context);
+
+  std::string name() const override { return options_.name(); }
+  // The micro-batch the following forward calls belong to.
+  void set_sharding(std::shared_ptr<const CpSharding> sharding);
+  // sequences: this rank's tokens as the model saw them (their count is checked against
+  // the sharding; the packing the ring uses is the sharding's).
+  at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                     const PackedSequences& sequences, double scale, int64_t layer) override;
+  void set_budget_request(const AttentionBudgetRequest& request) override { request_ = request; }
+  std::vector<AttentionLayerStats> take_layer_stats() override;
+  // Not supported: generation runs on one rank (std::logic_error).
+  at::Tensor forward_cached(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            double scale) override;
+
+  RingContext& context() { return *context_; }
+
+ private:
+  AttentionOptions options_;
+  std::shared_ptr<RingContext> context_;
+  std::shared_ptr<const CpSharding> sharding_;
+  AttentionBudgetRequest request_;
+  std::map<int64_t, AttentionLayerStats> stats_;
+};
+
+}  // namespace sb

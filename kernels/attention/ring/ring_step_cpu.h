@@ -1,0 +1,73 @@
+#pragma once
+// One step of ring attention on the CPU: the queries a rank holds against the key/value
+// shard visiting it, under a block pattern (dense causal, or MoBA's selection). Work
+// and memory follow the kept (query, key) pairs: the shards are cut into tiles (runs of
+// consecutive tokens inside one attention block) and only tile pairs whose key block
+// the pattern keeps are computed; no [Tq, Tk] matrix is formed.
+//
+// Shapes: q [Tq, Hq, D] (the rank's queries), k, v [Tk, Hkv, D] (the visiting shard),
+// contiguous, float32 or float64; Hq % Hkv == 0.
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/attention/moba/moba_layout.h"
+
+namespace sb {
+
+// A run of a shard's tokens with consecutive global indices inside one attention block.
+struct RingTile {
+  int64_t local_start = 0;   // first row in the shard's tensors
+  int64_t length = 0;
+  int64_t global_start = 0;  // global token index (packed micro-batch) of the first
+  int64_t block = 0;         // global attention block (MobaLayout numbering)
+};
+
+struct RingShardTiles {
+  std::vector<RingTile> tiles;                // ascending global order
+  std::vector<int64_t> first_tile_of_block;  // size NB + 1: block j's tiles are [first[j], first[j + 1])
+  int64_t tokens = 0;
+
+  // tokens: a shard's global indices, ascending; layout: the micro-batch's blocks (keys
+  // and queries are the same packed tokens).
+  static RingShardTiles build(const std::vector<int64_t>& tokens, const MobaLayout& layout);
+};
+
+// Which key blocks the queries of a block attend to: the selection of every (head,
+// query block), global block ids ascending, the diagonal included (causal inside it).
+struct RingBlockPattern {
+  at::Tensor selected;  // [Hs, NB, kcap] int32, -1 padding; Hs = 1 (all heads alike) or Hq
+  at::Tensor count;     // [Hs, NB] int32
+
+  // Dense causal attention: every block of the sequence up to the diagonal, all heads.
+  static RingBlockPattern dense(const MobaLayout& layout);
+};
+
+struct RingStepShapes {
+  const RingShardTiles& queries;
+  const RingShardTiles& keys;
+  const RingBlockPattern& pattern;
+  double scale;
+};
+
+// Partial attention of the queries over this shard's keys: out_step [Tq, Hq, D] and
+// lse_step [Tq, Hq] (-inf, with out 0, where a query keeps no key of the shard), both
+// overwritten. Returns the kept (query, key) pairs summed over query heads.
+int64_t ring_step_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                          const RingStepShapes& shapes, at::Tensor& out_step, at::Tensor& lse_step);
+
+// The step's gradients, given the final (merged) lse [Tq, Hq] and delta = rowsum(dO * O)
+// [Tq, Hq]: adds into dq [Tq, Hq, D] and into the visiting shard's dk, dv [Tk, Hkv, D].
+// Deterministic for a given thread count.
+void ring_step_backward(const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k,
+                        const at::Tensor& v, const at::Tensor& lse, const at::Tensor& delta,
+                        const RingStepShapes& shapes, at::Tensor& dq, at::Tensor& dk, at::Tensor& dv);
+
+// Merges a step's partial result into the running one (online softmax):
+// lse = logaddexp(lse, lse_step), out = out * exp(lse_old - lse) + out_step * exp(lse_step - lse),
+// with -inf on both sides leaving out at 0.
+void ring_merge_partial(at::Tensor& out, at::Tensor& lse, const at::Tensor& out_step, const at::Tensor& lse_step);
+
+}  // namespace sb

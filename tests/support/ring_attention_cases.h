@@ -1,0 +1,138 @@
+#pragma once
+// Shared by the ring attention tests (one process composing the steps, and the
+// multi-process workers): the cases, their inputs and the one-rank float64 oracle.
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/attention/moba/moba_reference.h"
+#include "kernels/attention/ring/cp_sharding.h"
+#include "kernels/attention/ring/ring_attention.h"
+
+namespace sb::test {
+
+// Lengths not divisible by cp x block, a sequence shorter than one block per rank.
+inline const std::vector<int64_t>& ring_sequence_lengths() {
+  static const std::vector<int64_t> lengths{97, 61, 30, 7};
+  return lengths;
+}
+constexpr int64_t kRingQHeads = 4, kRingKvHeads = 2, kRingHeadDim = 8, kRingBlock = 16;
+
+struct RingCase {
+  std::string name;
+  CpLayout layout;
+  bool moba = false;
+  at::ScalarType dtype = at::kDouble;
+  int64_t inner = 0;  // 0: flat ring
+};
+
+// Every layout (stripes inside one MoBA block, and across blocks), dense and MoBA,
+// float64 and float32; hierarchical variants where cp = 4.
+inline std::vector<RingCase> ring_cases(int64_t cp) {
+  std::vector<RingCase> cases;
+  const std::vector<std::pair<std::string, CpLayout>> layouts{
+      {"contiguous", {CpLayoutKind::kContiguous, 0}},
+      {"zigzag", {CpLayoutKind::kZigzag, 0}},
+      {"striped8", {CpLayoutKind::kStriped, 8}},
+      {"striped24", {CpLayoutKind::kStriped, 24}}};
+  for (const auto& [layout_name, layout] : layouts) {
+    for (bool moba : {false, true}) {
+      for (at::ScalarType dtype : {at::kDouble, at::kFloat}) {
+        cases.push_back({layout_name + (moba ? "_moba" : "_dense") + (dtype == at::kDouble ? "_f64" : "_f32"),
+                         layout, moba, dtype, 0});
+      }
+    }
+  }
+  if (cp == 4) {
+    for (const auto& [layout_name, layout] : {layouts[1], layouts[2]}) {
+      for (bool moba : {false, true}) {
+        cases.push_back({layout_name + (moba ? "_moba" : "_dense") + "_f64_inner2", layout, moba, at::kDouble, 2});
+      }
+    }
+  }
+  return cases;
+}
+
+struct RingInputs {
+  at::Tensor q, k, v, grad_out;  // the whole micro-batch, float64 values rounded to the case's dtype
+};
+
+inline RingInputs ring_inputs(at::ScalarType dtype, uint64_t seed) {
+  int64_t tokens = 0;
+  for (int64_t n : ring_sequence_lengths()) tokens += n;
+  at::manual_seed(seed);
+  RingInputs in;
+  in.q = at::randn({tokens, kRingQHeads, kRingHeadDim}, at::kDouble).to(dtype);
+  in.k = at::randn({tokens, kRingKvHeads, kRingHeadDim}, at::kDouble).to(dtype);
+  in.v = at::randn({tokens, kRingKvHeads, kRingHeadDim}, at::kDouble).to(dtype);
+  in.grad_out = at::randn({tokens, kRingQHeads, kRingHeadDim}, at::kDouble).to(dtype);
+  return in;
+}
+
+inline double ring_scale() { return 1.0 / std::sqrt(static_cast<double>(kRingHeadDim)); }
+
+inline MobaParams ring_moba_params() {
+  MobaParams params;
+  params.block_size = kRingBlock;
+  params.top_k = {3};
+  params.scale = ring_scale();
+  return params;
+}
+
+inline RingAttentionSpec ring_spec(const RingCase& c) {
+  RingAttentionSpec spec;
+  spec.block_size = kRingBlock;
+  spec.moba = c.moba;
+  spec.moba_params = ring_moba_params();
+  spec.scale = ring_scale();
+  return spec;
+}
+
+struct RingOracle {
+  at::Tensor out, lse, dq, dk, dv;  // float64, the whole micro-batch
+};
+
+// One rank, float64: dense causal attention written out with a [Hq, T, T] mask, or
+// MoBA's float64 reference (moba_reference.h); gradients of sum(out * grad_out).
+inline RingOracle ring_oracle(const RingInputs& in, bool moba) {
+  const PackedSequences sequences = PackedSequences::from_lengths(ring_sequence_lengths());
+  at::Tensor q = in.q.detach().to(at::kDouble).clone().requires_grad_(true);
+  at::Tensor k = in.k.detach().to(at::kDouble).clone().requires_grad_(true);
+  at::Tensor v = in.v.detach().to(at::kDouble).clone().requires_grad_(true);
+  RingOracle oracle;
+  if (moba) {
+    const MobaReferenceResult r = moba_reference(q, k, v, sequences, sequences, ring_moba_params());
+    oracle.out = r.out;
+    oracle.lse = r.lse;
+  } else {
+    const int64_t tokens = q.size(0);
+    std::vector<int64_t> sequence_of(tokens);
+    for (int64_t s = 0; s < sequences.num_sequences(); ++s) {
+      for (int64_t t = sequences.offsets[s]; t < sequences.offsets[s + 1]; ++t) sequence_of[t] = s;
+    }
+    const at::Tensor seq = at::tensor(sequence_of, at::kLong);
+    const at::Tensor index = at::arange(tokens, at::kLong);
+    const at::Tensor allowed = seq.unsqueeze(1).eq(seq.unsqueeze(0)).logical_and(index.unsqueeze(1) >= index.unsqueeze(0));
+    const int64_t group = kRingQHeads / kRingKvHeads;
+    const at::Tensor kk = k.repeat_interleave(group, 1).permute({1, 2, 0});  // [Hq, D, T]
+    const at::Tensor vv = v.repeat_interleave(group, 1).permute({1, 0, 2});  // [Hq, T, D]
+    const at::Tensor scores =
+        at::matmul(q.permute({1, 0, 2}), kk).mul(ring_scale()).masked_fill(allowed.logical_not(), -INFINITY);
+    oracle.lse = at::logsumexp(scores, -1).transpose(0, 1);  // [T, Hq]
+    oracle.out = at::matmul(at::softmax(scores, -1), vv).permute({1, 0, 2});
+  }
+  (oracle.out * in.grad_out.to(at::kDouble)).sum().backward();
+  oracle.out = oracle.out.detach();
+  oracle.lse = oracle.lse.detach();
+  oracle.dq = q.grad();
+  oracle.dk = k.grad();
+  oracle.dv = v.grad();
+  return oracle;
+}
+
+inline double ring_tolerance(at::ScalarType dtype) { return dtype == at::kDouble ? 1e-10 : 1e-5; }
+
+}  // namespace sb::test
