@@ -176,7 +176,7 @@ Command register_run(CLI::App& app) {
     options.force = flags->force;
     options.progress_every = flags->progress_every;
     options.command_line = manifest_command_line("run", flags->manifest, flags->sets);
-    if (!as_rank && manifest.parallelism.dp * manifest.parallelism.pp > 1) {
+    if (!as_rank && manifest.parallelism.dp * manifest.parallelism.pp * manifest.parallelism.cp > 1) {
       return launch(manifest, *flags, options);
     }
     RunManifestResult result;

@@ -34,7 +34,7 @@ const OptionNames<TrainDevice>& train_device_options() {
 
 ParallelLayout parallel_layout_of(const Manifest& m) {
   return ParallelLayout(m.parallelism.dp, m.parallelism.pp, m.model.config.num_hidden_layers,
-                        m.parallelism.stage_layers);
+                        m.parallelism.stage_layers, m.parallelism.cp);
 }
 
 namespace {
@@ -247,6 +247,10 @@ ParallelismSection parse_parallelism(const json& j, const std::string& path,
   p.dp = r.optional<int64_t>("dp", p.dp);
   p.pp = r.optional<int64_t>("pp", p.pp);
   p.tp = r.optional<int64_t>("tp", p.tp);
+  p.cp = r.optional<int64_t>("cp", p.cp);
+  p.cp_layout.kind = r.optional_option("cp_layout", p.cp_layout.kind, cp_layout_options());
+  p.cp_layout.stripe_tokens = r.optional<int64_t>("cp_stripe_tokens", p.cp_layout.stripe_tokens);
+  p.cp_inner = r.optional<int64_t>("cp_inner", p.cp_inner);
   if (const json* split = r.optional_value("stage_layers")) {
     const json& list = expect_json_array(*split, r.child_path("stage_layers"), file);
     for (size_t i = 0; i < list.size(); ++i) {
@@ -264,6 +268,11 @@ ParallelismSection parse_parallelism(const json& j, const std::string& path,
   r.expect(p.tp >= 1, "tp", "must be >= 1", "use 1 for no tensor parallelism");
   r.expect(p.dp >= 1, "dp", "must be >= 1", "use 1 for no data parallelism");
   r.expect(p.pp >= 1, "pp", "must be >= 1", "use 1 for no pipeline parallelism");
+  r.expect(p.cp >= 1, "cp", "must be >= 1", "use 1 for no context parallelism");
+  r.expect(p.cp_layout.stripe_tokens >= 1, "cp_stripe_tokens", "must be >= 1", "MTraining uses 128");
+  r.expect(p.cp_inner >= 0 && (p.cp_inner == 0 || p.cp % p.cp_inner == 0), "cp_inner",
+           "must divide cp (ranks per inner ring; 0 for a flat ring), got " + std::to_string(p.cp_inner),
+           "use 0, or a divisor of cp such as the GPUs per node");
   r.expect(p.pp <= model_layers, "pp",
            "is larger than the model's " + std::to_string(model_layers) + " decoder layers",
            "every pipeline stage needs at least one layer; lower pp");
@@ -420,6 +429,12 @@ void check_runnable_by_trainer(const Manifest& m) {
                       "set tp to 1 (or remove it) for `sparsebalance run`, or use `sparsebalance simulate`");
   }
   if (m.train.on_cuda()) check_cuda_training(m);
+  if (m.parallelism.cp > 1 && m.train.on_cuda()) {
+    throw ConfigError(m.file, "$.parallelism.cp",
+                      "is " + std::to_string(m.parallelism.cp) + " with train.device \"cuda\": the ring attention "
+                      "step runs on the CPU only so far",
+                      "set train.device to \"cpu\" for context parallelism, or cp to 1 on GPUs");
+  }
   // The simulation's profile serves only `simulate`: the trainer needs the method's own.
   for (size_t i = 0; i < m.methods.size(); ++i) {
     check_method_profile(m.methods[i], "$.methods[" + std::to_string(i) + "]", m.file, false);
@@ -673,6 +688,12 @@ json manifest_to_json(const Manifest& m) {
       {"baseline", m.baseline},
   };
   if (m.parallelism.tp != 1) resolved["parallelism"]["tp"] = m.parallelism.tp;
+  if (m.parallelism.cp != 1) {  // written only when used, so earlier runs' manifests resolve as before
+    resolved["parallelism"]["cp"] = m.parallelism.cp;
+    resolved["parallelism"]["cp_layout"] = m.parallelism.cp_layout.name();
+    resolved["parallelism"]["cp_stripe_tokens"] = m.parallelism.cp_layout.stripe_tokens;
+    resolved["parallelism"]["cp_inner"] = m.parallelism.cp_inner;
+  }
   if (m.cluster) resolved["cluster"] = cluster_section_to_json(*m.cluster);
   if (m.simulation) resolved["simulation"] = simulation_section_to_json(*m.simulation);
   if (!m.sweep.empty()) {

@@ -16,6 +16,7 @@
 #include "harness/config/method_spec.h"
 #include "harness/config/simulation_spec.h"
 #include "harness/config/sweep.h"
+#include "kernels/attention/ring/cp_sharding.h"
 #include "harness/data/data_spec.h"
 #include "harness/data/dataset.h"
 #include "harness/eval/eval_spec.h"
@@ -43,13 +44,19 @@ struct ModelSection {
   std::string base_weights() const { return pretrained() ? from : preset; }
 };
 
-// Ranks: dp * pp processes (one per GPU, or CPU processes with Gloo).
+// Ranks: dp * pp * cp processes (one per GPU, or CPU processes with Gloo).
 struct ParallelismSection {
   int64_t dp = 1;
   int64_t pp = 1;
   // Tensor parallelism: only `sparsebalance simulate` models it (harness/sim); `run`
   // rejects tp > 1 (check_runnable_by_trainer).
   int64_t tp = 1;
+  // Context parallelism (docs/context_parallel.md): each micro-batch's tokens are dealt
+  // to cp ranks by cp_layout, and attention runs as a ring over them; cp_inner ranks per
+  // inner ring (0: a flat ring). CPU only so far.
+  int64_t cp = 1;
+  CpLayout cp_layout;  // striped by 128 tokens unless the manifest says otherwise
+  int64_t cp_inner = 0;
   // Decoder layers per pipeline stage (size pp, summing to the model's layers); the
   // resolved manifest always lists it (the even split when the file does not).
   std::vector<int64_t> stage_layers;

@@ -16,9 +16,9 @@ std::vector<int64_t> even_stage_split(int64_t num_layers, int64_t pp) {
 }
 
 ParallelLayout::ParallelLayout(int64_t dp, int64_t pp, int64_t num_layers,
-                               std::vector<int64_t> stage_layers)
-    : dp_(dp), pp_(pp) {
-  if (dp < 1 || pp < 1) throw std::invalid_argument("dp and pp must be >= 1");
+                               std::vector<int64_t> stage_layers, int64_t cp)
+    : dp_(dp), pp_(pp), cp_(cp) {
+  if (dp < 1 || pp < 1 || cp < 1) throw std::invalid_argument("dp, pp and cp must be >= 1");
   if (stage_layers.empty()) {
     stage_layer_counts_ = even_stage_split(num_layers, pp);
     return;
@@ -45,22 +45,27 @@ void ParallelLayout::check_rank(int64_t rank) const {
   }
 }
 
-int64_t ParallelLayout::rank_of(int64_t dp_rank, int64_t stage) const {
-  if (dp_rank < 0 || dp_rank >= dp_ || stage < 0 || stage >= pp_) {
-    throw std::out_of_range("no rank at dp " + std::to_string(dp_rank) + ", stage " +
-                            std::to_string(stage));
+int64_t ParallelLayout::rank_of(int64_t dp_rank, int64_t stage, int64_t cp_rank) const {
+  if (dp_rank < 0 || dp_rank >= dp_ || stage < 0 || stage >= pp_ || cp_rank < 0 || cp_rank >= cp_) {
+    throw std::out_of_range("no rank at dp " + std::to_string(dp_rank) + ", stage " + std::to_string(stage) +
+                            ", cp " + std::to_string(cp_rank));
   }
-  return dp_rank * pp_ + stage;
+  return (dp_rank * pp_ + stage) * cp_ + cp_rank;
 }
 
 int64_t ParallelLayout::dp_rank_of(int64_t rank) const {
   check_rank(rank);
-  return rank / pp_;
+  return rank / cp_ / pp_;
 }
 
 int64_t ParallelLayout::stage_of(int64_t rank) const {
   check_rank(rank);
-  return rank % pp_;
+  return rank / cp_ % pp_;
+}
+
+int64_t ParallelLayout::cp_rank_of(int64_t rank) const {
+  check_rank(rank);
+  return rank % cp_;
 }
 
 StageLayers ParallelLayout::layers_of_stage(int64_t stage) const {
@@ -71,26 +76,34 @@ StageLayers ParallelLayout::layers_of_stage(int64_t stage) const {
   return layers;
 }
 
-std::vector<int64_t> ParallelLayout::pipeline_group(int64_t dp_rank) const {
+std::vector<int64_t> ParallelLayout::pipeline_group(int64_t dp_rank, int64_t cp_rank) const {
   std::vector<int64_t> ranks;
-  for (int64_t s = 0; s < pp_; ++s) ranks.push_back(rank_of(dp_rank, s));
+  for (int64_t s = 0; s < pp_; ++s) ranks.push_back(rank_of(dp_rank, s, cp_rank));
   return ranks;
 }
 
 std::vector<int64_t> ParallelLayout::data_parallel_group(int64_t stage) const {
   std::vector<int64_t> ranks;
-  for (int64_t d = 0; d < dp_; ++d) ranks.push_back(rank_of(d, stage));
+  for (int64_t d = 0; d < dp_; ++d) {
+    for (int64_t c = 0; c < cp_; ++c) ranks.push_back(rank_of(d, stage, c));
+  }
   return ranks;
 }
 
-std::vector<int64_t> ParallelLayout::embedding_group(int64_t dp_rank) const {
+std::vector<int64_t> ParallelLayout::context_parallel_group(int64_t dp_rank, int64_t stage) const {
+  std::vector<int64_t> ranks;
+  for (int64_t c = 0; c < cp_; ++c) ranks.push_back(rank_of(dp_rank, stage, c));
+  return ranks;
+}
+
+std::vector<int64_t> ParallelLayout::embedding_group(int64_t dp_rank, int64_t cp_rank) const {
   if (pp_ < 2) throw std::logic_error("an embedding group needs two pipeline stages");
-  return {rank_of(dp_rank, 0), rank_of(dp_rank, pp_ - 1)};
+  return {rank_of(dp_rank, 0, cp_rank), rank_of(dp_rank, pp_ - 1, cp_rank)};
 }
 
 std::string ParallelLayout::describe_rank(int64_t rank) const {
-  return "rank " + std::to_string(rank) + " (dp " + std::to_string(dp_rank_of(rank)) +
-         ", stage " + std::to_string(stage_of(rank)) + ")";
+  return "rank " + std::to_string(rank) + " (dp " + std::to_string(dp_rank_of(rank)) + ", stage " +
+         std::to_string(stage_of(rank)) + (cp_ > 1 ? ", cp " + std::to_string(cp_rank_of(rank)) : "") + ")";
 }
 
 }  // namespace sb

@@ -1,13 +1,16 @@
 #pragma once
-// Where each rank sits in a DP x PP job and which layers each pipeline stage holds.
+// Where each rank sits in a DP x PP x CP job and which layers each pipeline stage holds.
 //
-// World rank r = dp_rank * pp + stage: the stages of one pipeline are consecutive ranks
-// (on one node when pp divides the GPUs per node, so activations travel over NVLink).
+// World rank r = (dp_rank * pp + stage) * cp + cp_rank: the CP ranks of one pipeline
+// stage are consecutive (on one node, where the ring's traffic is heaviest), then the
+// stages of one pipeline. With cp = 1 this is r = dp_rank * pp + stage.
 // Groups:
-//   pipeline group of DP rank d: ranks d*pp .. d*pp + pp - 1 (group rank = stage)
-//   data-parallel group of stage s: ranks s, pp + s, 2 pp + s, ... (group rank = dp rank)
-//   embedding group of DP rank d (tied embeddings, pp > 1): {first stage, last stage}
-//     of pipeline d, which both hold the tied embedding / head weight.
+//   pipeline group of (DP rank d, CP rank c): its pp stages (group rank = stage)
+//   data-parallel group of stage s: every rank holding stage s, DP and CP ranks alike
+//     (group rank = dp_rank * cp + cp_rank): gradients are summed over all of them
+//   context-parallel group of (d, s): its cp ranks (group rank = cp rank)
+//   embedding group of (d, c) (tied embeddings, pp > 1): {first stage, last stage}
+//     of that pipeline, which both hold the tied embedding / head weight.
 
 #include <cstdint>
 #include <string>
@@ -25,32 +28,36 @@ class ParallelLayout {
  public:
   // stage_layers: decoder layers per stage (size pp, each >= 1, summing to num_layers);
   // empty: the even split (see even_stage_split). Throws std::invalid_argument.
-  ParallelLayout(int64_t dp, int64_t pp, int64_t num_layers, std::vector<int64_t> stage_layers = {});
+  ParallelLayout(int64_t dp, int64_t pp, int64_t num_layers, std::vector<int64_t> stage_layers = {},
+                 int64_t cp = 1);
 
   int64_t dp() const { return dp_; }
   int64_t pp() const { return pp_; }
-  int64_t world_size() const { return dp_ * pp_; }
+  int64_t cp() const { return cp_; }
+  int64_t world_size() const { return dp_ * pp_ * cp_; }
 
-  int64_t rank_of(int64_t dp_rank, int64_t stage) const;
+  int64_t rank_of(int64_t dp_rank, int64_t stage, int64_t cp_rank = 0) const;
   int64_t dp_rank_of(int64_t rank) const;
   int64_t stage_of(int64_t rank) const;
+  int64_t cp_rank_of(int64_t rank) const;
   bool is_first_stage(int64_t rank) const { return stage_of(rank) == 0; }
   bool is_last_stage(int64_t rank) const { return stage_of(rank) == pp_ - 1; }
 
   const std::vector<int64_t>& stage_layer_counts() const { return stage_layer_counts_; }
   StageLayers layers_of_stage(int64_t stage) const;
 
-  std::vector<int64_t> pipeline_group(int64_t dp_rank) const;      // world ranks, by stage
-  std::vector<int64_t> data_parallel_group(int64_t stage) const;   // world ranks, by dp rank
-  std::vector<int64_t> embedding_group(int64_t dp_rank) const;     // {first, last}; pp > 1
+  std::vector<int64_t> pipeline_group(int64_t dp_rank, int64_t cp_rank = 0) const;   // by stage
+  std::vector<int64_t> data_parallel_group(int64_t stage) const;  // by dp rank, then cp rank
+  std::vector<int64_t> context_parallel_group(int64_t dp_rank, int64_t stage) const;  // by cp rank
+  std::vector<int64_t> embedding_group(int64_t dp_rank, int64_t cp_rank = 0) const;   // {first, last}; pp > 1
 
-  // "rank 5 (dp 1, stage 1)" for messages.
+  // "rank 5 (dp 1, stage 1)" for messages; "..., cp 1)" when cp > 1.
   std::string describe_rank(int64_t rank) const;
 
  private:
   void check_rank(int64_t rank) const;
 
-  int64_t dp_, pp_;
+  int64_t dp_, pp_, cp_;
   std::vector<int64_t> stage_layer_counts_;
 };
 

@@ -6,9 +6,12 @@
 //   world          Gloo over all ranks (CPU tensors): control traffic such as the
 //                  per-iteration reports, barriers, clock alignment
 //   pipeline       this rank's pipeline (group rank = stage): activations
-//   data_parallel  the ranks holding this rank's stage (group rank = dp rank): gradients
+//   data_parallel  the ranks holding this rank's stage, every DP and CP rank (group rank =
+//                  dp rank * cp + cp rank): gradients
+//   context_parallel  the CP ranks sharing this rank's micro-batches (group rank = cp
+//                  rank): the ring attention
 //   embedding      first and last stage of this pipeline (tied embeddings, pp > 1)
-// The last three use NCCL when the device is a GPU and Gloo on the CPU.
+// The last four use NCCL when the device is a GPU and Gloo on the CPU.
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -31,12 +34,13 @@ struct RankContext {
   std::chrono::milliseconds timeout{60000};
   CommonClock clock;
   double origin_unix_ms = 0;  // Unix time of common-clock 0 (rank 0's reading)
-  c10::intrusive_ptr<c10d::Backend> world, pipeline, data_parallel, embedding;
+  c10::intrusive_ptr<c10d::Backend> world, pipeline, data_parallel, context_parallel, embedding;
   c10::intrusive_ptr<c10d::Store> store;  // the job's store (null alone)
   std::string store_prefix;               // this run's keys
 
   int64_t dp_rank() const { return layout.dp_rank_of(rank); }
   int64_t stage() const { return layout.stage_of(rank); }
+  int64_t cp_rank() const { return layout.cp_rank_of(rank); }
   std::string describe() const { return layout.describe_rank(rank); }
 
   // One process, one stage, no groups.

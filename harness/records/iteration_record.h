@@ -35,6 +35,12 @@
 //                        during the iteration (harness/common/runqueue_wait.h): time other
 //                        processes took from a measured run; written by the trainer when
 //                        every rank could read it (Linux), never by the simulator
+//   cp_attention_ms[k][c]  context parallelism: CP rank c's ring attention compute for
+//                        micro-batch k (forward and backward steps, summed over stages)
+//   cp_kept_pairs[k][c]  the (query, key) pairs those steps computed, summed over heads
+//   cp_worker_imbalance[k] max / mean over c of cp_attention_ms[k][c]
+//   cp_work_imbalance[k] max / mean over c of cp_kept_pairs[k][c] (the same, by work)
+//                        (docs/context_parallel.md, "Worker imbalance"); all only with cp > 1
 
 #include <nlohmann/json.hpp>
 
@@ -75,6 +81,10 @@ struct IterationRecord {
   std::vector<std::vector<int64_t>> layer_floors;
   std::vector<std::vector<int64_t>> microbatch_lengths;
   std::vector<double> runqueue_wait_ms;
+  std::vector<std::vector<double>> cp_attention_ms;
+  std::vector<std::vector<int64_t>> cp_kept_pairs;
+  std::vector<double> cp_worker_imbalance;
+  std::vector<double> cp_work_imbalance;
 
   // Fills imbalance, per-stage busy/idle and bubble fractions from iter_ms and
   // microbatch_ms for one process running one pipeline stage.

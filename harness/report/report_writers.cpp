@@ -1,5 +1,6 @@
 #include "harness/report/report_writers.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <optional>
@@ -61,10 +62,13 @@ std::string md_range(const std::optional<SampleStats>& s, const char* pattern) {
 std::string config_of(const RunSummary& r) { return r.run + (r.simulated ? " †" : ""); }
 
 void write_runs_table(const Report& report, std::ostringstream& out) {
+  // Context-parallel runs add their CP degree and layout and the worker imbalance.
+  const bool any_cp = std::any_of(report.runs.begin(), report.runs.end(), [](const RunSummary& r) { return r.cp > 1; });
   out << "## Runs\n\n"
-      << "| config | budget | dp x pp | state | imbalance | iteration ms | speedup | overhead ms (%) "
-         "| bubble (mean / max) | tokens/s | loss final |";
-  std::string align = "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|";
+      << "| config | budget | " << (any_cp ? "dp x pp x cp" : "dp x pp") << " | state | imbalance | "
+      << (any_cp ? "worker imbalance (time / work) | " : "")
+      << "iteration ms | speedup | overhead ms (%) | bubble (mean / max) | tokens/s | loss final |";
+  std::string align = any_cp ? "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|" : "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|";
   for (const std::string& column : report.accuracy_columns) {
     out << ' ' << column << " |";
     align += "---:|";
@@ -75,8 +79,11 @@ void write_runs_table(const Report& report, std::ostringstream& out) {
     if (r.overhead_pct) overhead += " (" + format("%.2f", *r.overhead_pct) + "%)";
     std::string bubble = "-";
     if (r.bubble_fraction_mean) bubble = format("%.3f", *r.bubble_fraction_mean) + " / " + md(r.bubble_fraction_max, "%.3f");
-    out << "| " << config_of(r) << " | " << r.budget_text() << " | " << r.dp << " x " << r.pp << " | " << r.state
-        << " | " << md(median_field(r.imbalance), "%.3f") << " | " << md(median_field(r.iter_ms), "%.2f") << " | "
+    const std::string layout = std::to_string(r.dp) + " x " + std::to_string(r.pp) +
+                               (any_cp ? " x " + std::to_string(r.cp) + (r.cp > 1 ? " " + r.cp_layout : "") : "");
+    out << "| " << config_of(r) << " | " << r.budget_text() << " | " << layout << " | " << r.state << " | "
+        << md(median_field(r.imbalance), "%.3f") << " | "
+        << (any_cp ? md(median_field(r.cp_worker_imbalance), "%.3f") + " / " + md(median_field(r.cp_work_imbalance), "%.3f") + " | " : "") << md(median_field(r.iter_ms), "%.2f") << " | "
         << md(r.speedup, "%.2f") << " | " << overhead << " | " << bubble << " | " << md(r.tokens_per_s, "%.0f")
         << " | " << md(r.loss_final, "%.4f") << " |";
     for (const std::string& column : report.accuracy_columns) {
@@ -210,6 +217,8 @@ json run_summary_to_json(const RunSummary& r) {
           {"dst", dst},
           {"dp", r.dp},
           {"pp", r.pp},
+          {"cp", r.cp},
+          {"cp_layout", r.cp_layout.empty() ? json(nullptr) : json(r.cp_layout)},
           {"state", r.state},
           {"simulated", r.simulated},
           {"profile_kind", or_null(r.profile_kind)},
@@ -223,6 +232,8 @@ json run_summary_to_json(const RunSummary& r) {
           {"speedup_baseline_run", r.speedup_baseline_run.empty() ? json(nullptr) : json(r.speedup_baseline_run)},
           {"speedup_note", r.speedup_note.empty() ? json(nullptr) : json(r.speedup_note)},
           {"imbalance", spread_to_json(r.imbalance)},
+          {"cp_worker_imbalance", spread_to_json(r.cp_worker_imbalance)},
+          {"cp_work_imbalance", spread_to_json(r.cp_work_imbalance)},
           {"bubble_fraction", r.bubble_fraction_mean ? json{{"mean", *r.bubble_fraction_mean},
                                                              {"max", or_null(r.bubble_fraction_max)}}
                                                      : json(nullptr)},
@@ -304,6 +315,8 @@ std::string report_to_csv(const Report& report) {
       {"dst_raise", [](const RunSummary& r) { return r.dst_raise.value_or(""); }},
       {"dp", [](const RunSummary& r) { return std::to_string(r.dp); }},
       {"pp", [](const RunSummary& r) { return std::to_string(r.pp); }},
+      {"cp", [](const RunSummary& r) { return std::to_string(r.cp); }},
+      {"cp_layout", [](const RunSummary& r) { return r.cp_layout; }},
       {"seed", [](const RunSummary& r) { return r.seed ? std::to_string(*r.seed) : std::string(); }},
       {"state", [](const RunSummary& r) { return r.state; }},
       {"simulated", [](const RunSummary& r) { return std::string(r.simulated ? "true" : "false"); }},
@@ -322,6 +335,8 @@ std::string report_to_csv(const Report& report) {
       {"imbalance_max", spread(&RunSummary::imbalance, &SampleStats::max)},
       {"imbalance_p25", spread(&RunSummary::imbalance, &SampleStats::p25)},
       {"imbalance_p75", spread(&RunSummary::imbalance, &SampleStats::p75)},
+      {"cp_worker_imbalance_median", spread(&RunSummary::cp_worker_imbalance, &SampleStats::median)},
+      {"cp_work_imbalance_median", spread(&RunSummary::cp_work_imbalance, &SampleStats::median)},
       {"bubble_fraction_mean", number([](const RunSummary& r) { return r.bubble_fraction_mean; })},
       {"bubble_fraction_max", number([](const RunSummary& r) { return r.bubble_fraction_max; })},
       {"overhead_ms", number([](const RunSummary& r) { return r.overhead_ms; })},

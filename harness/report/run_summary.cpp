@@ -73,6 +73,8 @@ void read_manifest(const fs::path& file, RunSummary& s, int64_t& default_budget)
     if (manifest.contains("parallelism")) {
       s.dp = manifest["parallelism"].value("dp", int64_t{1});
       s.pp = manifest["parallelism"].value("pp", int64_t{1});
+      s.cp = manifest["parallelism"].value("cp", int64_t{1});
+      if (s.cp > 1) s.cp_layout = manifest["parallelism"].value("cp_layout", std::string());
     }
   } catch (const json::exception& e) {
     throw ConfigError(file.string(), "$.methods[0]", std::string("is not a resolved manifest: ") + e.what(),
@@ -97,12 +99,15 @@ void summarize_records(const std::vector<IterationRecord>& records, int64_t defa
   if (records.empty()) return;
   s.loss_first = records.front().loss;
   s.loss_final = records.back().loss;
+  std::vector<double> cp_worker_imbalance, cp_work_imbalance;
   std::vector<double> iter_ms, imbalance, bubble, overhead, allreduce, coverage, budgets, layer_budgets, ape;
   double tokens = 0, total_ms = 0, bubble_max = 0, microbatch_sum = 0;
   for (const IterationRecord& r : records) {
     if (r.warmup) continue;
     iter_ms.push_back(r.iter_ms);
     imbalance.push_back(r.imbalance);
+    cp_worker_imbalance.insert(cp_worker_imbalance.end(), r.cp_worker_imbalance.begin(), r.cp_worker_imbalance.end());
+    cp_work_imbalance.insert(cp_work_imbalance.end(), r.cp_work_imbalance.begin(), r.cp_work_imbalance.end());
     bubble.push_back(r.bubble_fraction);
     bubble_max = std::max(bubble_max, r.bubble_fraction_max);
     overhead.push_back(r.balance_overhead_ms);
@@ -123,6 +128,8 @@ void summarize_records(const std::vector<IterationRecord>& records, int64_t defa
   if (iter_ms.empty()) return;
   s.iter_ms = sample_stats(iter_ms);
   s.imbalance = sample_stats(imbalance);
+  if (!cp_worker_imbalance.empty()) s.cp_worker_imbalance = sample_stats(cp_worker_imbalance);
+  if (!cp_work_imbalance.empty()) s.cp_work_imbalance = sample_stats(cp_work_imbalance);
   s.bubble_fraction_mean = mean_of(bubble);
   s.bubble_fraction_max = bubble_max;
   s.overhead_ms = median_of(overhead);

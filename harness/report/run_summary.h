@@ -74,12 +74,17 @@ struct RunSummary {
   std::optional<std::string> dst_raise;  // "anchor" (also when the resolved manifest predates the key)
   int64_t dp = 1;
   int64_t pp = 1;
+  int64_t cp = 1;
+  std::string cp_layout;  // context parallelism's layout; empty without CP
   std::string state = "incomplete";  // "complete" | "incomplete"
   // From records.jsonl.
   int64_t iterations_recorded = 0;
   int64_t iterations_measured = 0;
   std::optional<SampleStats> iter_ms;
   std::optional<SampleStats> imbalance;
+  // Under CP: worker imbalance over every measured micro-batch (docs/context_parallel.md).
+  std::optional<SampleStats> cp_worker_imbalance;  // by compute time
+  std::optional<SampleStats> cp_work_imbalance;    // by kept (query, key) pairs
   std::optional<double> bubble_fraction_mean;
   std::optional<double> bubble_fraction_max;
   std::optional<double> overhead_ms;

@@ -42,9 +42,10 @@ json run_context(const RunSpec& run, const RunManifestOptions& options, const Di
                            {"sweep_point", run.sweep_point},
                            {"simulated", false}};
   const ParallelismSection& p = run.manifest.parallelism;
-  context["world"] = {{"world_size", p.dp * p.pp},
+  context["world"] = {{"world_size", p.dp * p.pp * p.cp},
                       {"dp", p.dp},
                       {"pp", p.pp},
+                      {"cp", p.cp},
                       {"stage_layers", p.stage_layers},
                       {"device", run.manifest.train.device_name()},
                       {"collective_backend", run.manifest.train.on_cuda() ? "nccl" : "gloo"},
@@ -238,7 +239,7 @@ RunManifestResult run_job(JobSession& session, const std::function<RunPlan()>& p
 RunManifestResult run_manifest(const Manifest& manifest, const RunManifestOptions& options, std::ostream& log) {
   check_runnable_by_trainer(manifest);
   const std::unique_ptr<JobSession> session =
-      open_session(manifest.parallelism.dp * manifest.parallelism.pp, parallel_layout_of(manifest),
+      open_session(manifest.parallelism.dp * manifest.parallelism.pp * manifest.parallelism.cp, parallel_layout_of(manifest),
                    manifest.parallelism.timeout_s, options.manifest_file.string());
   // Alone, this process plans; as a rank of torchrun or srun, rank 0 plans and sends it.
   const auto plan_of_this_rank = [&]() -> RunPlan {

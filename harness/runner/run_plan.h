@@ -47,7 +47,7 @@ struct RunPlan {
   // The job's ranks: every run has the manifest's parallelism (plan_runs checks it).
   const ParallelismSection& parallelism() const { return runs.front().spec.manifest.parallelism; }
   ParallelLayout layout() const { return parallel_layout_of(runs.front().spec.manifest); }
-  int64_t world_size() const { return parallelism().dp * parallelism().pp; }
+  int64_t world_size() const { return parallelism().dp * parallelism().pp * parallelism().cp; }
   // The runs that are not skipped.
   std::vector<RunSpec> pending() const;
 };

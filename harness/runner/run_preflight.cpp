@@ -104,7 +104,7 @@ int64_t default_max_local_ranks(const Manifest& manifest) {
 }
 
 void check_local_world_fits(const Manifest& manifest, int64_t max_local_ranks) {
-  const int64_t world = manifest.parallelism.dp * manifest.parallelism.pp;
+  const int64_t world = manifest.parallelism.dp * manifest.parallelism.pp * manifest.parallelism.cp;
   const bool cuda = manifest.train.on_cuda();
   const bool user_limit = max_local_ranks > 0;
   const int64_t limit = user_limit ? max_local_ranks : default_max_local_ranks(manifest);

@@ -1,5 +1,7 @@
 #include "harness/sim/run_simulator.h"
 
+#include "common/errors.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -81,6 +83,12 @@ RunSimulator::RunSimulator(const Manifest& m, SimProfile profile, ClusterSection
       simulation_(m.simulation ? *m.simulation : SimulationSection{}),
       noise_(simulation_.latency_noise.sigma, simulation_.latency_noise.rank_sigma, static_cast<uint64_t>(m.seed)) {
   const Qwen2Config& config = m.model.config;
+  if (m.parallelism.cp != 1) {
+    throw ConfigError(m.file, "$.parallelism.cp",
+                      "is " + std::to_string(m.parallelism.cp) + ": the simulator does not model context "
+                      "parallelism yet",
+                      "set cp to 1 for `sparsebalance simulate`; `sparsebalance run` trains with it on the CPU");
+  }
   dataset_ = make_dataset(m.data, m.seed, dataset_limits(m));
   planner_ = std::make_unique<BatchPlanner>(method_planner_options(m, m.parallelism.dp), profile_.predictor);
   const MethodSection& method = m.methods.at(0);

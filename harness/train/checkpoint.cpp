@@ -200,7 +200,7 @@ void save_checkpoint(const fs::path& run_dir, int64_t iterations_done, const Run
   context.wait_for_all(name + "/folder", limit);
 
   const int64_t pp = context.layout.pp();
-  if (context.dp_rank() == 0) {
+  if (context.dp_rank() == 0 && context.cp_rank() == 0) {  // one copy of each stage's state
     std::vector<std::pair<std::string, at::Tensor>> weights, moments, adapters;
     for (auto& [name, tensor] : stage.merged_weights()) weights.emplace_back(qwen2_hf_tensor_name(name), tensor);
     for (const StageParameter& p : stage.parameters()) {

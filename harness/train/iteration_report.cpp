@@ -1,5 +1,7 @@
 #include "harness/train/iteration_report.h"
 
+#include "kernels/attention/ring/ring_attention.h"
+
 #include <algorithm>
 #include <numeric>
 #include <stdexcept>
@@ -46,7 +48,9 @@ std::string rank_iteration_report_to_json(const RankIterationReport& r) {
               {"balance_ms", r.balance_ms},
               {"allreduce_ms", r.allreduce_ms},
               {"runqueue_wait_ms", r.runqueue_wait_ms},
-              {"layer_stats", stats}}
+              {"layer_stats", stats},
+              {"cp_attention_ms", r.cp_attention_ms},
+              {"cp_kept_pairs", r.cp_kept_pairs}}
       .dump();
 }
 
@@ -58,6 +62,8 @@ RankIterationReport rank_iteration_report_from_json(const std::string& text) {
   r.balance_ms = j.at("balance_ms").get<double>();
   r.allreduce_ms = j.at("allreduce_ms").get<double>();
   r.runqueue_wait_ms = j.at("runqueue_wait_ms").get<double>();
+  r.cp_attention_ms = j.at("cp_attention_ms").get<std::vector<double>>();
+  r.cp_kept_pairs = j.at("cp_kept_pairs").get<std::vector<int64_t>>();
   for (const auto& mb : j.at("layer_stats")) {
     std::vector<AttentionLayerStats> layers;
     for (const auto& s : mb) layers.push_back(layer_stats_from_json(s));
@@ -72,8 +78,8 @@ void assemble_iteration_record(const std::vector<RankIterationReport>& reports,
   if (static_cast<int64_t>(reports.size()) != layout.world_size() || plan.dp() != layout.dp()) {
     throw std::invalid_argument("iteration record: " + std::to_string(reports.size()) +
                                 " rank reports and a plan for " + std::to_string(plan.dp()) +
-                                " DP ranks do not fit dp x pp = " + std::to_string(layout.dp()) + " x " +
-                                std::to_string(layout.pp()));
+                                " DP ranks do not fit dp x pp x cp = " + std::to_string(layout.dp()) + " x " +
+                                std::to_string(layout.pp()) + " x " + std::to_string(layout.cp()));
   }
   std::vector<RankTimeline> timelines;
   std::vector<int64_t> counts;
@@ -81,7 +87,12 @@ void assemble_iteration_record(const std::vector<RankIterationReport>& reports,
   record.balance_overhead_ms = 0;
   record.allreduce_ms = 0;
   for (size_t r = 0; r < reports.size(); ++r) {
-    timelines.push_back(reports[r].timeline);
+    // One lane per (dp rank, stage): the CP ranks of a stage run its micro-batches together.
+    // (Lanes are numbered as the world ranks of a layout without CP.)
+    if (layout.cp_rank_of(static_cast<int64_t>(r)) == 0) {
+      timelines.push_back(reports[r].timeline);
+      timelines.back().rank = timelines.back().dp_rank * layout.pp() + timelines.back().stage;
+    }
     if (layout.is_last_stage(static_cast<int64_t>(r))) loss_sum += reports[r].loss_sum;
     record.balance_overhead_ms = std::max(record.balance_overhead_ms, reports[r].balance_ms);
     record.allreduce_ms = std::max(record.allreduce_ms, reports[r].allreduce_ms);
@@ -109,6 +120,33 @@ void assemble_iteration_record(const std::vector<RankIterationReport>& reports,
     }
   }
   if (!all_predicted) record.microbatch_pred_ms.clear();
+
+  // Worker imbalance under CP: per global micro-batch, each CP rank's ring compute summed
+  // over the stages, then max / mean over the CP ranks.
+  record.cp_attention_ms.clear();
+  record.cp_kept_pairs.clear();
+  record.cp_worker_imbalance.clear();
+  record.cp_work_imbalance.clear();
+  if (layout.cp() > 1) {
+    for (int64_t d = 0; d < layout.dp(); ++d) {
+      for (size_t j = 0; j < plan.ranks[static_cast<size_t>(d)].size(); ++j) {
+        std::vector<double> ms_per_cp_rank(static_cast<size_t>(layout.cp()), 0.0);
+        std::vector<int64_t> pairs_per_cp_rank(ms_per_cp_rank.size(), 0);
+        for (int64_t c = 0; c < layout.cp(); ++c) {
+          for (int64_t s = 0; s < layout.pp(); ++s) {
+            const RankIterationReport& report = reports[static_cast<size_t>(layout.rank_of(d, s, c))];
+            if (j < report.cp_attention_ms.size()) ms_per_cp_rank[static_cast<size_t>(c)] += report.cp_attention_ms[j];
+            if (j < report.cp_kept_pairs.size()) pairs_per_cp_rank[static_cast<size_t>(c)] += report.cp_kept_pairs[j];
+          }
+        }
+        record.cp_worker_imbalance.push_back(worker_imbalance(ms_per_cp_rank));
+        record.cp_work_imbalance.push_back(
+            worker_imbalance(std::vector<double>(pairs_per_cp_rank.begin(), pairs_per_cp_rank.end())));
+        record.cp_attention_ms.push_back(std::move(ms_per_cp_rank));
+        record.cp_kept_pairs.push_back(std::move(pairs_per_cp_rank));
+      }
+    }
+  }
 
   // Attention statistics: per global micro-batch, the layers of every stage of its pipeline.
   record.budgets.clear();

@@ -25,6 +25,10 @@ struct RankIterationReport {
   // [micro-batch of this rank's pipeline] statistics of this stage's layers; empty
   // lists when the attention backend reports none (dense).
   std::vector<std::vector<AttentionLayerStats>> layer_stats;
+  // Under CP: [micro-batch of this rank's pipeline] this rank's ring attention compute
+  // (forward and backward steps), ms; empty without CP.
+  std::vector<double> cp_attention_ms;
+  std::vector<int64_t> cp_kept_pairs;  // the same steps' kept (query, key) pairs
 };
 
 std::string rank_iteration_report_to_json(const RankIterationReport& report);

@@ -87,6 +87,20 @@ PackedMicroBatch to_device(PackedMicroBatch mb, const c10::Device& device) {
 
 }  // namespace
 
+StageMicroBatch Trainer::shard_for_context_parallelism(StageMicroBatch mb) const {
+  auto sharding = std::make_shared<const CpSharding>(
+      CpSharding::build(mb.packed.sequences, context_.layout.cp(), run_.manifest.parallelism.cp_layout));
+  const int64_t c = context_.cp_rank();
+  PackedMicroBatch& p = mb.packed;
+  p.tokens = sharding->shard(p.tokens, c);
+  p.position_ids = sharding->shard(p.position_ids, c);  // the global positions
+  p.labels = sharding->shard(p.labels, c);
+  p.sequences = PackedSequences::from_lengths({sharding->size_of(c)});  // the ring uses the sharding's packing
+  p.loss_tokens = p.labels.ne(kIgnoreLabel).sum().item<int64_t>();
+  mb.cp_sharding = std::move(sharding);
+  return mb;
+}
+
 Trainer::Trainer(const RunSpec& run, const RankContext& context, TrainerOptions options)
     : run_(run),
       context_(context),
@@ -111,8 +125,19 @@ Trainer::Trainer(const RunSpec& run, const RankContext& context, TrainerOptions 
     };
   }
   const AttentionOptions& attention = m.methods.at(0).attention;
-  const std::shared_ptr<AttentionBackend> backend =
-      options.make_backend(attention);
+  std::shared_ptr<AttentionBackend> backend;
+  if (context_.layout.cp() > 1) {
+    // Attention as a ring over this stage's CP group (docs/context_parallel.md).
+    const ParallelLayout& layout = context_.layout;
+    const int64_t dp_rank = context_.dp_rank(), stage_index = context_.stage();
+    auto ring = std::make_shared<RingContext>(
+        context_.context_parallel, context_.cp_rank(), layout.cp(), m.parallelism.cp_inner, context_.timeout,
+        [layout, dp_rank, stage_index](int64_t c) { return layout.describe_rank(layout.rank_of(dp_rank, stage_index, c)); });
+    ring_backend_ = std::make_shared<RingAttentionBackend>(attention, ring);
+    backend = ring_backend_;
+  } else {
+    backend = options.make_backend(attention);
+  }
   // The whole model from the seed, patched by the training options (LoRA draws its A
   // matrices here too), before the stage keeps its parts: every layout starts from the
   // one-process run's weights. Only this stage's tensors are read from model.from's
@@ -132,10 +157,10 @@ Trainer::Trainer(const RunSpec& run, const RankContext& context, TrainerOptions 
   stage_->set_training(true);
   if (context_.pipeline) {
     const ParallelLayout& layout = context_.layout;
-    const int64_t dp_rank = context_.dp_rank();
+    const int64_t dp_rank = context_.dp_rank(), cp_rank = context_.cp_rank();
     channel_ = std::make_unique<PipelineChannel>(
         context_.pipeline, stage, context_.timeout,
-        [layout, dp_rank](int64_t s) { return layout.describe_rank(layout.rank_of(dp_rank, s)); });
+        [layout, dp_rank, cp_rank](int64_t s) { return layout.describe_rank(layout.rank_of(dp_rank, s, cp_rank)); });
   }
   // Only what trains has gradients to sum and an optimizer state (LoRA freezes the rest).
   std::set<const c10::TensorImpl*> trains;
@@ -187,7 +212,10 @@ GradientPass Trainer::compute_gradients(int64_t iteration) {
   for (const PlannedMicroBatch& planned_mb : pass.plan.ranks.at(static_cast<size_t>(context_.dp_rank()))) {
     std::vector<const Sample*> members;
     for (int64_t p : planned_mb.samples) members.push_back(&batch[static_cast<size_t>(p)]);
-    mine.push_back({to_device(pack_microbatch(members), context_.device), budget_request(planned_mb)});
+    StageMicroBatch mb{pack_microbatch(members), budget_request(planned_mb), nullptr};
+    if (ring_backend_) mb = shard_for_context_parallelism(std::move(mb));
+    mb.packed = to_device(std::move(mb.packed), context_.device);
+    mine.push_back(std::move(mb));
   }
   timeline_.record(EventKind::kData, -1, start, timeline_.now_ms());
 
@@ -196,6 +224,14 @@ GradientPass Trainer::compute_gradients(int64_t iteration) {
                                                    static_cast<double>(pass.loss_tokens), timeline_);
   pass.report.loss_sum = result.loss_sum;
   pass.report.layer_stats = std::move(result.layer_stats);
+  if (ring_backend_) {
+    const auto work = ring_backend_->take_work();
+    for (const StageMicroBatch& mb : mine) {
+      const auto found = work.find(mb.cp_sharding.get());
+      pass.report.cp_attention_ms.push_back(found == work.end() ? 0.0 : found->second.compute_ms);
+      pass.report.cp_kept_pairs.push_back(found == work.end() ? 0 : found->second.kept_pairs);
+    }
+  }
 
   start = timeline_.now_ms();
   gradients_->all_reduce();

@@ -20,6 +20,8 @@
 #include "harness/balance/batching_policy.h"
 #include "harness/config/manifest.h"
 #include "harness/data/dataset.h"
+#include "harness/parallel/pipeline/pipeline_engine.h"
+#include "kernels/attention/ring/ring_attention_backend.h"
 #include "harness/parallel/data_parallel/gradient_sync.h"
 #include "harness/parallel/pipeline/pipeline_channel.h"
 #include "harness/parallel/pipeline/pipeline_stage.h"
@@ -68,7 +70,7 @@ class Trainer {
   ~Trainer();
 
   // Forward and backward of the iteration's global batch on this rank, gradients
-  // summed over DP ranks (and tied-embedding stages). Leaves them in the parameters.
+  // summed over DP and CP ranks (and tied-embedding stages). Leaves them in the parameters.
   GradientPass compute_gradients(int64_t iteration);
 
   // compute_gradients, then global gradient norm, clipping, AdamW step at the
@@ -84,6 +86,9 @@ class Trainer {
 
  private:
   double global_grad_norm();
+  // Under CP: this rank's tokens of the micro-batch (global positions kept) and the
+  // sharding the ring attention needs.
+  StageMicroBatch shard_for_context_parallelism(StageMicroBatch mb) const;
 
   RunSpec run_;
   RankContext context_;
@@ -92,6 +97,7 @@ class Trainer {
   std::unique_ptr<BatchingPolicy> test_batching_;  // TrainerOptions::make_batching
   std::unique_ptr<PipelineStage> stage_;
   std::unique_ptr<PipelineChannel> channel_;
+  std::shared_ptr<RingAttentionBackend> ring_backend_;  // cp > 1: the stage's backend
   std::unique_ptr<GradientSync> gradients_;
   std::vector<StageParameter> trained_;  // this stage's parameters that train (all, or LoRA's)
   std::unique_ptr<torch::optim::AdamW> optimizer_;

@@ -13,6 +13,13 @@ const OptionNames<AttentionKind>& attention_kind_options() {
   return names;
 }
 
+void AttentionBackend::set_context_parallel_sharding(std::shared_ptr<const CpSharding> sharding) {
+  if (sharding) {
+    throw std::logic_error("attention backend \"" + name() +
+                           "\" runs on whole micro-batches; context parallelism needs the ring attention backend");
+  }
+}
+
 std::unique_ptr<AttentionBackend> make_attention_backend(const std::string& name) {
   return make_attention_backend(AttentionOptions{attention_kind_options().from_name(name)});
 }

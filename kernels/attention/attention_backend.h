@@ -14,6 +14,8 @@
 
 namespace sb {
 
+class CpSharding;  // kernels/attention/ring/cp_sharding.h
+
 // What a sparse backend is asked to do for the next micro-batch: the budget that the
 // budget policy (fixed k, or DST) chose, and DST's coverage floor. Backends without a
 // budget (dense) ignore it.
@@ -59,6 +61,10 @@ class AttentionBackend {
 
   // The budget for the micro-batches that follow (until the next call).
   virtual void set_budget_request(const AttentionBudgetRequest& /*request*/) {}
+  // Under context parallelism: how the micro-batch whose tokens the following calls see
+  // is dealt over the CP ranks (null: whole micro-batches). Backends that do not run
+  // under CP throw std::logic_error for a non-null sharding.
+  virtual void set_context_parallel_sharding(std::shared_ptr<const CpSharding> sharding);
   // The statistics of the layers run since the last call, ordered by layer; empty for
   // backends without a budget.
   virtual std::vector<AttentionLayerStats> take_layer_stats() { return {}; }

@@ -166,6 +166,42 @@ TEST(IterationReport, RecordFromTwoStagesWithStatistics) {
   EXPECT_THROW(assemble_iteration_record(reports, plan, layout, 4, record), std::invalid_argument);
 }
 
+TEST(IterationReport, ContextParallelRanksGiveWorkerImbalance) {
+  // pp 2 x cp 2: world ranks (stage, cp) = 0 (0, 0), 1 (0, 1), 2 (1, 0), 3 (1, 1). Each
+  // CP rank's ring work is summed over its stages; the pipeline metrics read CP rank 0.
+  const ParallelLayout layout(1, 2, 4, {}, 2);
+  GlobalBatchPlan plan;
+  plan.ranks = {{planned({0, 1}, 30, 8, 12.5), planned({2}, 20, 4, 7.5)}};
+  std::vector<RankIterationReport> reports(4);
+  const auto timelines = two_stage_example();
+  for (int r = 0; r < 4; ++r) {
+    reports[static_cast<size_t>(r)].timeline = timelines[static_cast<size_t>(r / 2)];
+    reports[static_cast<size_t>(r)].timeline.rank = r;  // the world rank under CP
+  }
+  reports[2].loss_sum = 30.0;  // the last stage's two CP ranks each hold part of the loss
+  reports[3].loss_sum = 12.0;
+  reports[0].cp_attention_ms = {3.0, 1.0};
+  reports[1].cp_attention_ms = {1.0, 1.0};
+  reports[2].cp_attention_ms = {3.0, 1.0};
+  reports[3].cp_attention_ms = {1.0, 1.0};
+  reports[0].cp_kept_pairs = {10, 5};
+  reports[1].cp_kept_pairs = {30, 5};
+  reports[2].cp_kept_pairs = {10, 5};
+  reports[3].cp_kept_pairs = {30, 5};
+  IterationRecord record;
+  record.loss_tokens = 21;
+  assemble_iteration_record(reports, plan, layout, 4, record);
+  EXPECT_DOUBLE_EQ(record.loss, 2.0);
+  EXPECT_DOUBLE_EQ(record.iter_ms, 11.0);
+  EXPECT_EQ(record.cp_attention_ms, (std::vector<std::vector<double>>{{6.0, 2.0}, {2.0, 2.0}}));
+  EXPECT_EQ(record.cp_kept_pairs, (std::vector<std::vector<int64_t>>{{20, 60}, {10, 10}}));
+  EXPECT_EQ(record.cp_worker_imbalance, (std::vector<double>{1.5, 1.0}));  // 6 / mean(6, 2)
+  EXPECT_EQ(record.cp_work_imbalance, (std::vector<double>{1.5, 1.0}));    // 60 / mean(20, 60)
+  const IterationRecord back = iteration_record_from_json(iteration_record_to_json(record));
+  EXPECT_EQ(back.cp_kept_pairs, record.cp_kept_pairs);
+  EXPECT_EQ(back.cp_worker_imbalance, record.cp_worker_imbalance);
+}
+
 TEST(IterationReport, JsonRoundTrip) {
   RankIterationReport r;
   r.timeline = two_stage_example()[1];

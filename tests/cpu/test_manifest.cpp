@@ -187,6 +187,37 @@ TEST(Manifest, ParallelismResolvesTheStageSplit) {
   EXPECT_EQ(manifest_to_json(parse_manifest(resolved, "resolved.json")), resolved);
 }
 
+TEST(Manifest, ContextParallelismParsesResolvesAndChecks) {
+  json j = minimal_manifest();
+  j["parallelism"] = {{"dp", 2}, {"cp", 4}, {"cp_layout", "zigzag"}, {"cp_inner", 2}};
+  const Manifest m = parse_manifest(j, "m.json");
+  EXPECT_EQ(m.parallelism.cp, 4);
+  EXPECT_EQ(m.parallelism.cp_layout.kind, CpLayoutKind::kZigzag);
+  EXPECT_EQ(m.parallelism.cp_inner, 2);
+  EXPECT_EQ(parallel_layout_of(m).world_size(), 8);
+  const json resolved = manifest_to_json(m);
+  EXPECT_EQ(resolved["parallelism"]["cp_layout"], "zigzag");
+  EXPECT_EQ(manifest_to_json(parse_manifest(resolved, "resolved.json")), resolved);
+  // Without CP the resolved manifest is what it was before the keys existed.
+  EXPECT_FALSE(manifest_to_json(parse_manifest(minimal_manifest(), "m.json"))["parallelism"].contains("cp"));
+
+  const auto error_of = [](const json& parallelism) {
+    json bad = minimal_manifest();
+    bad["parallelism"] = parallelism;
+    return config_error_of(bad);
+  };
+  std::string msg = error_of({{"cp", 0}});
+  EXPECT_EQ(msg.rfind("$.parallelism.cp |", 0), 0u) << msg;
+  msg = error_of({{"cp", 4}, {"cp_inner", 3}});
+  EXPECT_EQ(msg.rfind("$.parallelism.cp_inner |", 0), 0u) << msg;
+  EXPECT_NE(msg.find("must divide cp"), std::string::npos) << msg;
+  msg = error_of({{"cp", 2}, {"cp_layout", "ring"}});
+  EXPECT_EQ(msg.rfind("$.parallelism.cp_layout |", 0), 0u) << msg;
+  EXPECT_NE(msg.find("striped"), std::string::npos) << msg;
+  msg = error_of({{"cp", 2}, {"cp_stripe_tokens", 0}});
+  EXPECT_EQ(msg.rfind("$.parallelism.cp_stripe_tokens |", 0), 0u) << msg;
+}
+
 TEST(Manifest, UnknownKeyAtEveryLevelNamesItsPath) {
   struct Case {
     std::function<void(json&)> edit;
@@ -199,7 +230,7 @@ TEST(Manifest, UnknownKeyAtEveryLevelNamesItsPath) {
        "$.data.synthetic.length_mixture[0].mean"},
       {[](json& j) { j["methods"][0]["budgett"] = "dst"; }, "$.methods[0].budgett"},
       {[](json& j) { j["model"]["path"] = "/x"; }, "$.model.path"},
-      {[](json& j) { j["parallelism"]["cp"] = 2; }, "$.parallelism.cp"},
+      {[](json& j) { j["parallelism"]["cp_degree"] = 2; }, "$.parallelism.cp_degree"},
       {[](json& j) { j["checkpoint"]["every"] = 2; }, "$.checkpoint.every"},
   };
   for (const auto& c : cases) {

@@ -25,6 +25,24 @@ TEST(ParallelLayout, RanksGroupsAndStageLayers) {
   EXPECT_THROW(layout.stage_of(6), std::out_of_range);
 }
 
+TEST(ParallelLayout, ContextParallelRanksAreInnermost) {
+  // dp 2 x pp 2 x cp 2: rank = (dp * pp + stage) * cp + cp_rank.
+  const ParallelLayout layout(2, 2, 4, {}, 2);
+  EXPECT_EQ(layout.world_size(), 8);
+  EXPECT_EQ(layout.rank_of(1, 0, 1), 5);
+  EXPECT_EQ(layout.dp_rank_of(5), 1);
+  EXPECT_EQ(layout.stage_of(5), 0);
+  EXPECT_EQ(layout.cp_rank_of(5), 1);
+  EXPECT_EQ(layout.pipeline_group(1, 1), (std::vector<int64_t>{5, 7}));
+  EXPECT_EQ(layout.context_parallel_group(1, 1), (std::vector<int64_t>{6, 7}));
+  EXPECT_EQ(layout.data_parallel_group(1), (std::vector<int64_t>{2, 3, 6, 7}));  // every DP and CP rank of stage 1
+  EXPECT_EQ(layout.embedding_group(0, 1), (std::vector<int64_t>{1, 3}));
+  EXPECT_TRUE(layout.is_last_stage(7));
+  EXPECT_EQ(layout.describe_rank(5), "rank 5 (dp 1, stage 0, cp 1)");
+  EXPECT_THROW(ParallelLayout(1, 1, 4, {}, 0), std::invalid_argument);
+  EXPECT_THROW(layout.rank_of(0, 0, 2), std::out_of_range);
+}
+
 TEST(ParallelLayout, ExplicitSplitIsCheckedAndKept) {
   EXPECT_EQ(ParallelLayout(1, 3, 4, {2, 1, 1}).layers_of_stage(0).end, 2);
   EXPECT_THROW(ParallelLayout(1, 2, 4, {3, 2}), std::invalid_argument);  // sums to 5

@@ -38,6 +38,7 @@ int write_gradients(sb::Trainer& trainer, const std::filesystem::path& out, int 
                          {"loss_tokens", std::to_string(pass.loss_tokens)},
                          {"stage", std::to_string(trainer.context().stage())},
                          {"dp_rank", std::to_string(trainer.context().dp_rank())},
+                         {"cp_rank", std::to_string(trainer.context().cp_rank())},
                          {"microbatches", std::to_string(pass.plan.ranks[trainer.context().dp_rank()].size())}});
   return 0;
 }
@@ -58,8 +59,7 @@ int main(int argc, char** argv) {
     const char* timeout_text = std::getenv("SB_DIST_TIMEOUT_MS");
     const std::chrono::milliseconds timeout(timeout_text ? std::atoll(timeout_text) : 60000);
     const sb::Qwen2Config& config = sb::qwen2_preset(manifest.model.preset);
-    sb::ParallelLayout layout(manifest.parallelism.dp, manifest.parallelism.pp, config.num_hidden_layers,
-                              manifest.parallelism.stage_layers);
+    const sb::ParallelLayout layout = sb::parallel_layout_of(manifest);
     const sb::RankContext context =
         env.world_size == 1 ? sb::RankContext::single_process(layout, c10::kCPU)
                             : sb::RankContext::connect(env, layout, sb::create_rendezvous_store(env, timeout), "test/",

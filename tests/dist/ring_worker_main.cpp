@@ -74,7 +74,7 @@ void run_model(const ModelVariant& variant, const c10::intrusive_ptr<c10d::Backe
   const sb::test::TestBatch batch =
       sb::test::make_test_batch(sb::test::ring_sequence_lengths(), model->config().vocab_size, 9);
   auto sharding = std::make_shared<const sb::CpSharding>(sb::CpSharding::build(batch.sequences, env.world_size, variant.layout));
-  backend->set_sharding(sharding);
+  backend->set_context_parallel_sharding(sharding);
   const int64_t mine = sharding->size_of(env.rank);
   const at::Tensor logits = model->forward(sharding->shard(batch.tokens, env.rank), sharding->shard(batch.positions, env.rank),
                                            sb::PackedSequences::from_lengths({mine}));

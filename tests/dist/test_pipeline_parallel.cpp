@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "harness/balance/sequential_batching.h"
@@ -40,6 +41,8 @@ struct Case {
   std::string preset;
   int64_t global_batch;
   std::vector<int64_t> stage_layers;  // empty: the even split
+  int64_t cp = 1;                     // context parallelism: the ring over cp ranks
+  std::string cp_layout = "striped";
 };
 
 json case_manifest(const Case& c) {
@@ -53,6 +56,11 @@ json case_manifest(const Case& c) {
   j["model"] = {{"preset", c.preset}};
   j["train"]["global_batch_size"] = c.global_batch;
   j["parallelism"] = {{"dp", c.dp}, {"pp", c.pp}, {"timeout_s", 60}};
+  if (c.cp > 1) {
+    j["parallelism"]["cp"] = c.cp;
+    j["parallelism"]["cp_layout"] = c.cp_layout;
+    j["parallelism"]["cp_stripe_tokens"] = 8;  // stripes shorter than the samples
+  }
   if (!c.stage_layers.empty()) j["parallelism"]["stage_layers"] = c.stage_layers;
   return j;
 }
@@ -61,7 +69,7 @@ json case_manifest(const Case& c) {
 void run_workers(const std::string& mode, const Case& c, const fs::path& dir) {
   const fs::path manifest = dir / "manifest.json";
   std::ofstream(manifest) << case_manifest(c).dump(2);
-  const int world = static_cast<int>(c.dp * c.pp);
+  const int world = static_cast<int>(c.dp * c.pp * c.cp);
   const int port = test::free_tcp_port();
   std::vector<test::Worker> workers;
   for (int rank = 0; rank < world; ++rank) {
@@ -123,12 +131,13 @@ void expect_equal_to_one_process(const Case& c, const fs::path& dir, const Oracl
   std::set<std::string> covered;
   double worst = 0;
   std::string worst_name;
-  for (int64_t rank = 0; rank < c.dp * c.pp; ++rank) {
+  for (int64_t rank = 0; rank < c.dp * c.pp * c.cp; ++rank) {
     const SafetensorsFile file = SafetensorsFile::open(dir / ("rank" + std::to_string(rank) + ".safetensors"));
     const auto& meta = file.metadata();
     const int64_t stage = std::stoll(meta.at("stage")), dp_rank = std::stoll(meta.at("dp_rank"));
-    EXPECT_EQ(stage, rank % c.pp);
-    EXPECT_EQ(dp_rank, rank / c.pp);
+    EXPECT_EQ(std::stoll(meta.at("cp_rank")), rank % c.cp);
+    EXPECT_EQ(stage, rank / c.cp % c.pp);
+    EXPECT_EQ(dp_rank, rank / c.cp / c.pp);
     EXPECT_EQ(std::stoll(meta.at("microbatches")), microbatch_counts(oracle.plan)[static_cast<size_t>(dp_rank)]);
     if (stage == c.pp - 1) loss_sum += std::stod(meta.at("loss_sum"));
     loss_tokens = std::stoll(meta.at("loss_tokens"));
@@ -207,22 +216,51 @@ TEST(PipelineParallel, DataParallelRankWithoutMicroBatches) {
   });
 }
 
+// Context parallelism in the trainer: each micro-batch's tokens dealt over the CP ranks,
+// attention as a ring, gradients summed over DP x CP; the loss is the sum of every CP
+// rank's share.
+TEST(ContextParallel, FourCpRanksEqualOneProcess) {
+  check_case({"cp4", 1, 1, "qwen2-test", 6, {}, 4, "striped"}, [](const GlobalBatchPlan&) {});
+}
+
+TEST(ContextParallel, DataParallelTwoTimesCpTwoEqualsOneProcess) {
+  check_case({"dp2xcp2", 2, 1, "qwen2-tiny", 8, {}, 2, "zigzag"}, [](const GlobalBatchPlan& plan) {
+    const auto counts = microbatch_counts(plan);
+    EXPECT_NE(counts[0], counts[1]) << "DP ranks should train different micro-batch counts";
+  });
+}
+
+TEST(ContextParallel, PipelineTwoTimesCpTwoWithTiedEmbeddingsEqualsOneProcess) {
+  check_case({"pp2xcp2", 1, 2, "qwen2-tiny", 5, {}, 2, "contiguous"}, [](const GlobalBatchPlan& plan) {
+    EXPECT_GT(plan.ranks[0].size(), 2u) << "steady 1F1B phase: more micro-batches than stages";
+  });
+}
+
 TEST(PipelineParallel, BudgetsReachEveryStageAndStatisticsReachTheRecord) {
   const Case c{"stats_pp2_dp2", 2, 2, "qwen2-tiny", 6, {}};
   const fs::path dir = test::fresh_temp_dir("pp_stats");
   const Oracle oracle = one_process_oracle(c);
   run_workers("record", c, dir);
   if (HasFatalFailure()) return;
-  // Every stage of DP rank d saw the requests of d's micro-batches, in order: budget
-  // 2 + 3 d + j for each of the micro-batch's sequences.
+  // Every stage of DP rank d saw the requests of d's micro-batches: budget 2 + 3 d + j for
+  // each of the micro-batch's sequences, once before its forward (in order) and once
+  // more before its backward (a checkpointed layer runs its attention again there).
   for (int64_t rank = 0; rank < 4; ++rank) {
     const int64_t d = rank / 2;
     const json requests = json::parse(read_file(dir / ("requests-rank" + std::to_string(rank) + ".json")));
     const auto& planned = oracle.plan.ranks[static_cast<size_t>(d)];
-    ASSERT_EQ(requests.size(), planned.size()) << "rank " << rank;
+    ASSERT_EQ(requests.size(), 2 * planned.size()) << "rank " << rank;
+    std::vector<std::vector<int64_t>> first_seen;
+    std::map<std::vector<int64_t>, int> times;
+    for (const json& r : requests) {
+      const auto budgets = r.get<std::vector<int64_t>>();
+      if (times[budgets]++ == 0) first_seen.push_back(budgets);
+    }
+    ASSERT_EQ(first_seen.size(), planned.size()) << "rank " << rank;
     for (size_t j = 0; j < planned.size(); ++j) {
-      EXPECT_EQ(requests[j].get<std::vector<int64_t>>(),
-                std::vector<int64_t>(planned[j].samples.size(), static_cast<int64_t>(2 + 3 * d + j)));
+      const std::vector<int64_t> expected(planned[j].samples.size(), static_cast<int64_t>(2 + 3 * d + j));
+      EXPECT_EQ(first_seen[j], expected);
+      EXPECT_EQ(times[expected], 2);
     }
   }
   const json record = json::parse(read_file(dir / "record.json"));

@@ -96,7 +96,8 @@ std::string profile_json_path(const RunSpec& run) {
 // puts every rank on this host).
 int rank_threads(const Manifest& manifest) {
   return static_cast<int>(
-      rank_thread_count(manifest.train.threads, manifest.parallelism.dp * manifest.parallelism.pp));
+      rank_thread_count(manifest.train.threads,
+                        manifest.parallelism.dp * manifest.parallelism.pp * manifest.parallelism.cp));
 }
 
 }  // namespace

@@ -75,7 +75,7 @@ class OneFOneBRun {
     const StageMicroBatch& mb = microbatches_[i];
     InFlight& s = state_[i];
     const double start = timeline_.now_ms();
-    stage_.backend().set_budget_request(mb.budget);
+    prepare_backend(mb);
     at::Tensor input = stage_.is_first() ? mb.packed.tokens : s.input.requires_grad_(true);
     at::Tensor out = stage_.forward(input, mb.packed.position_ids, mb.packed.sequences);
     if (stage_.is_last()) {
@@ -91,9 +91,16 @@ class OneFOneBRun {
     timeline_.record(EventKind::kForward, microbatch, start, timeline_.now_ms());
   }
 
+  // The micro-batch's budget and sharding, for its forward and its backward alike.
+  void prepare_backend(const StageMicroBatch& mb) {
+    stage_.backend().set_budget_request(mb.budget);
+    stage_.backend().set_context_parallel_sharding(mb.cp_sharding);
+  }
+
   void backward(int64_t microbatch) {
     InFlight& s = state_[static_cast<size_t>(microbatch)];
     const double start = timeline_.now_ms();
+    prepare_backend(microbatches_[static_cast<size_t>(microbatch)]);
     if (stage_.is_last()) {
       s.output.backward();
     } else {

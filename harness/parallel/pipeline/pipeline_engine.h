@@ -9,13 +9,15 @@
 // tokens), so the accumulated gradients are those of the token mean over the global
 // batch.
 //
-// Attention budget: before each micro-batch's forward the backend gets that
-// micro-batch's request (set_budget_request); after it, the statistics of this stage's
-// layers are taken (take_layer_stats).
+// Attention budget: before each micro-batch's forward, and again before its backward
+// (activation checkpointing runs the attention again there), the backend gets that
+// micro-batch's request (set_budget_request) and, under CP, its sharding; after the
+// forward, the statistics of this stage's layers are taken (take_layer_stats).
 //
 // Timing: on a GPU every forward and backward ends with a device synchronisation, so
 // the recorded durations are the kernels' time rather than the launch time.
 
+#include <memory>
 #include <vector>
 
 #include "harness/data/packed_microbatch.h"
@@ -27,8 +29,9 @@
 namespace sb {
 
 struct StageMicroBatch {
-  PackedMicroBatch packed;  // tensors on the stage's device
+  PackedMicroBatch packed;  // tensors on the stage's device (under CP: this rank's tokens)
   AttentionBudgetRequest budget;
+  std::shared_ptr<const CpSharding> cp_sharding;  // under CP: how the whole micro-batch is dealt
 };
 
 struct PipelineIterationResult {

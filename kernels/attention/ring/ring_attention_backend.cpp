@@ -1,6 +1,7 @@
 #include "kernels/attention/ring/ring_attention_backend.h"
 
 #include <stdexcept>
+#include <utility>
 
 #include "kernels/attention/moba/moba_attention_backend.h"
 
@@ -15,19 +16,35 @@ RingAttentionBackend::RingAttentionBackend(const AttentionOptions& options, std:
   }
 }
 
-void RingAttentionBackend::set_sharding(std::shared_ptr<const CpSharding> sharding) {
+void RingAttentionBackend::set_context_parallel_sharding(std::shared_ptr<const CpSharding> sharding) {
   if (sharding && sharding->cp() != context_->size()) {
     throw std::invalid_argument("ring attention backend: a sharding over " + std::to_string(sharding->cp()) +
                                 " ranks for a CP group of " + std::to_string(context_->size()));
   }
+  drain_events();  // the backward steps of the micro-batch set before
   sharding_ = std::move(sharding);
+}
+
+void RingAttentionBackend::drain_events() {
+  const std::vector<RingStepEvent> events = context_->take_events();
+  if (events.empty() || !sharding_) return;
+  Work& work = work_[sharding_.get()];
+  for (const RingStepEvent& e : events) {
+    work.compute_ms += 1e3 * e.compute_s;
+    work.kept_pairs += e.kept_pairs;
+  }
+}
+
+std::map<const CpSharding*, RingAttentionBackend::Work> RingAttentionBackend::take_work() {
+  drain_events();
+  return std::exchange(work_, {});
 }
 
 at::Tensor RingAttentionBackend::forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                          const PackedSequences& sequences, double scale, int64_t layer) {
   if (!sharding_) {
     throw std::logic_error("ring attention backend (layer " + std::to_string(layer) +
-                           "): no micro-batch sharding set; call set_sharding before the forward");
+                           "): no micro-batch sharding set; call set_context_parallel_sharding before the forward");
   }
   if (sequences.total_tokens() != sharding_->size_of(context_->rank()) || q.size(0) != sequences.total_tokens()) {
     throw std::invalid_argument("ring attention backend (layer " + std::to_string(layer) + "): " +
@@ -44,6 +61,7 @@ at::Tensor RingAttentionBackend::forward(const at::Tensor& q, const at::Tensor& 
                                                sharding_->sequences().num_sequences(), layer);
   }
   RingAttentionResult result = ring_attention(q, k, v, *sharding_, spec, context_);
+  drain_events();
   if (spec.moba) stats_[layer] = moba_layer_stats(layer, std::move(result.routing));
   return result.out;
 }

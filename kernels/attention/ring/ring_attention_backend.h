@@ -3,7 +3,7 @@
 // rank's tokens of a micro-batch (their global rotary positions in position_ids) and
 // every attention call becomes a ring over the CP group (ring_attention.h), dense or
 // MoBA as the options say. The trainer tells the backend how the current micro-batch
-// is dealt (set_sharding) before running it; budget requests and per-layer statistics
+// is dealt (set_context_parallel_sharding) before running it; budget requests and per-layer statistics
 // behave as in the one-rank backends, and MoBA's routing is the micro-batch's, the same
 // on every CP rank.
 
@@ -22,7 +22,7 @@ class RingAttentionBackend : public AttentionBackend {
 
   std::string name() const override { return options_.name(); }
   // The micro-batch the following forward calls belong to.
-  void set_sharding(std::shared_ptr<const CpSharding> sharding);
+  void set_context_parallel_sharding(std::shared_ptr<const CpSharding> sharding) override;
   // sequences: this rank's tokens as the model saw them (their count is checked against
   // the sharding; the packing the ring uses is the sharding's).
   at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
@@ -35,12 +35,25 @@ class RingAttentionBackend : public AttentionBackend {
 
   RingContext& context() { return *context_; }
 
+  // This rank's ring work per micro-batch since the last call, keyed by the micro-batch's
+  // sharding (forward and backward steps, recomputations included): the attention
+  // compute and the kept (query, key) pairs.
+  struct Work {
+    double compute_ms = 0.0;
+    int64_t kept_pairs = 0;
+  };
+  std::map<const CpSharding*, Work> take_work();
+
  private:
   AttentionOptions options_;
   std::shared_ptr<RingContext> context_;
   std::shared_ptr<const CpSharding> sharding_;
   AttentionBudgetRequest request_;
   std::map<int64_t, AttentionLayerStats> stats_;
+  std::map<const CpSharding*, Work> work_;
+
+  // Adds the ring events recorded since the last drain to the current micro-batch.
+  void drain_events();
 };
 
 }  // namespace sb
