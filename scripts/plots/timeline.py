@@ -74,7 +74,11 @@ def draw(ax, entry):
                 ax.text(start - origin + (end - start) / 2, row, f"{LABELS[kind]}{microbatch}",
                         ha="center", va="center", fontsize=5, color="white")
     ax.set_yticks(range(len(ranks)))
-    ax.set_yticklabels([f"dp{r['dp_rank']} stage{r['stage']}" for r in ranks])
+    # Context-parallel ranks share a (dp rank, stage): their world rank tells them apart.
+    lanes = [(r["dp_rank"], r["stage"]) for r in ranks]
+    shared = len(set(lanes)) < len(lanes)
+    ax.set_yticklabels([f"dp{r['dp_rank']} stage{r['stage']}" + (f" rank{r['rank']}" if shared else "")
+                        for r in ranks])
     ax.invert_yaxis()
     ax.set_xlabel("ms since the iteration started")
     return bars
