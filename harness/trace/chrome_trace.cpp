@@ -16,6 +16,9 @@ std::string event_name(const TimelineEvent& e) {
       return "B " + std::to_string(e.microbatch);
     case EventKind::kRecvWait:
       return e.microbatch >= 0 ? "recv_wait " + std::to_string(e.microbatch) : "recv_wait";
+    case EventKind::kRingCompute:
+    case EventKind::kRingWait:
+      return event_kind_name(e.kind) + " " + std::to_string(e.microbatch);
     case EventKind::kData:
     case EventKind::kPlan:
     case EventKind::kSendWait:

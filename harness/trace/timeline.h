@@ -23,6 +23,11 @@ enum class EventKind {
   kSendWait,   // waiting for this iteration's sends to complete
   kAllReduce,  // data-parallel (and tied-embedding) gradient all-reduce
   kOptimizer,  // gradient norm, clipping, optimizer step
+  // Context parallelism: one ring step's attention compute, and the wait for the next
+  // shard after it. They lie inside the micro-batch's forward or backward event, so
+  // nothing that sums busy time counts them again.
+  kRingCompute,
+  kRingWait,
 };
 
 std::string event_kind_name(EventKind kind);  // "forward", "recv_wait", ...

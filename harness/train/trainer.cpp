@@ -226,10 +226,22 @@ GradientPass Trainer::compute_gradients(int64_t iteration) {
   pass.report.layer_stats = std::move(result.layer_stats);
   if (ring_backend_) {
     const auto work = ring_backend_->take_work();
-    for (const StageMicroBatch& mb : mine) {
-      const auto found = work.find(mb.cp_sharding.get());
-      pass.report.cp_attention_ms.push_back(found == work.end() ? 0.0 : found->second.compute_ms);
-      pass.report.cp_kept_pairs.push_back(found == work.end() ? 0 : found->second.kept_pairs);
+    for (size_t j = 0; j < mine.size(); ++j) {
+      const auto found = work.find(mine[j].cp_sharding.get());
+      if (found == work.end()) {
+        pass.report.cp_attention_ms.push_back(0.0);
+        pass.report.cp_kept_pairs.push_back(0);
+        continue;
+      }
+      pass.report.cp_attention_ms.push_back(found->second.compute_ms);
+      pass.report.cp_kept_pairs.push_back(found->second.kept_pairs);
+      // The ring's steps on the timeline: steady-clock seconds to the common clock.
+      const double offset_ms = CommonClock::local_now_ms() - timeline_.now_ms();
+      for (const RingStepEvent& step : found->second.steps) {
+        const double start = 1e3 * step.start_s - offset_ms, computed = start + 1e3 * step.compute_s;
+        timeline_.record(EventKind::kRingCompute, static_cast<int64_t>(j), start, computed);
+        timeline_.record(EventKind::kRingWait, static_cast<int64_t>(j), computed, computed + 1e3 * step.wait_s);
+      }
     }
   }
 

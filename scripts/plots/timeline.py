@@ -65,6 +65,8 @@ def draw(ax, entry):
     bars, seen = [], set()
     for row, rank in enumerate(ranks):
         for kind, microbatch, start, end in rank["events"]:
+            if kind.startswith("ring_"):
+                continue  # ring steps lie inside the forward and backward bars (records sum them)
             label = kind if kind not in seen else None
             seen.add(kind)
             ax.barh(row, end - start, left=start - origin, height=0.7, color=COLORS.get(kind, "#999999"),

@@ -43,6 +43,7 @@ struct Case {
   std::vector<int64_t> stage_layers;  // empty: the even split
   int64_t cp = 1;                     // context parallelism: the ring over cp ranks
   std::string cp_layout = "striped";
+  int64_t cp_inner = 0;               // 0: a flat ring
 };
 
 json case_manifest(const Case& c) {
@@ -60,6 +61,7 @@ json case_manifest(const Case& c) {
     j["parallelism"]["cp"] = c.cp;
     j["parallelism"]["cp_layout"] = c.cp_layout;
     j["parallelism"]["cp_stripe_tokens"] = 8;  // stripes shorter than the samples
+    j["parallelism"]["cp_inner"] = c.cp_inner;
   }
   if (!c.stage_layers.empty()) j["parallelism"]["stage_layers"] = c.stage_layers;
   return j;
@@ -221,6 +223,10 @@ TEST(PipelineParallel, DataParallelRankWithoutMicroBatches) {
 // rank's share.
 TEST(ContextParallel, FourCpRanksEqualOneProcess) {
   check_case({"cp4", 1, 1, "qwen2-test", 6, {}, 4, "striped"}, [](const GlobalBatchPlan&) {});
+}
+
+TEST(ContextParallel, HierarchicalRingOfTwoInnerRingsEqualsOneProcess) {
+  check_case({"cp4_inner2", 1, 1, "qwen2-test", 6, {}, 4, "zigzag", 2}, [](const GlobalBatchPlan&) {});
 }
 
 TEST(ContextParallel, DataParallelTwoTimesCpTwoEqualsOneProcess) {

@@ -27,6 +27,8 @@ bool modelled(EventKind kind) {
       return true;
     case EventKind::kData:
     case EventKind::kOptimizer:
+    case EventKind::kRingCompute:  // inside a forward or backward, already counted
+    case EventKind::kRingWait:
       return false;
   }
   return false;

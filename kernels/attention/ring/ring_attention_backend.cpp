@@ -32,6 +32,7 @@ void RingAttentionBackend::drain_events() {
   for (const RingStepEvent& e : events) {
     work.compute_ms += 1e3 * e.compute_s;
     work.kept_pairs += e.kept_pairs;
+    work.steps.push_back(e);
   }
 }
 

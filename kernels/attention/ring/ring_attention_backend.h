@@ -41,6 +41,7 @@ class RingAttentionBackend : public AttentionBackend {
   struct Work {
     double compute_ms = 0.0;
     int64_t kept_pairs = 0;
+    std::vector<RingStepEvent> steps;  // in the order they ran
   };
   std::map<const CpSharding*, Work> take_work();
 
