@@ -435,6 +435,12 @@ void check_runnable_by_trainer(const Manifest& m) {
                       "step runs on the CPU only so far",
                       "set train.device to \"cpu\" for context parallelism, or cp to 1 on GPUs");
   }
+  if (m.parallelism.cp > 1 && m.train.precision != Qwen2Precision::kFloat32) {
+    throw ConfigError(m.file, "$.train.precision",
+                      "is \"" + std::string(qwen2_precision_name(m.train.precision)) +
+                          "\" with parallelism.cp > 1: the CPU ring attention computes in float32 or float64",
+                      "set train.precision to \"fp32\" for context parallelism");
+  }
   // The simulation's profile serves only `simulate`: the trainer needs the method's own.
   for (size_t i = 0; i < m.methods.size(); ++i) {
     check_method_profile(m.methods[i], "$.methods[" + std::to_string(i) + "]", m.file, false);

@@ -216,6 +216,16 @@ TEST(Manifest, ContextParallelismParsesResolvesAndChecks) {
   EXPECT_NE(msg.find("striped"), std::string::npos) << msg;
   msg = error_of({{"cp", 2}, {"cp_stripe_tokens", 0}});
   EXPECT_EQ(msg.rfind("$.parallelism.cp_stripe_tokens |", 0), 0u) << msg;
+  // Parses, but the trainer refuses what the CPU ring cannot compute.
+  json mixed = minimal_manifest();
+  mixed["parallelism"] = {{"cp", 2}};
+  mixed["train"]["precision"] = "bf16-mixed";
+  try {
+    check_runnable_by_trainer(parse_manifest(mixed, "m.json"));
+    ADD_FAILURE() << "bf16-mixed with cp > 1 was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.json_path(), "$.train.precision") << e.what();
+  }
 }
 
 TEST(Manifest, UnknownKeyAtEveryLevelNamesItsPath) {

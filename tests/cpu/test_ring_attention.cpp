@@ -134,11 +134,11 @@ Composed compose_ring(const test::RingInputs& in, const CpSharding& sharding, co
 }
 
 TEST(RingAttentionSteps, ComposedStepsEqualTheOneRankOracle) {
-  const PackedSequences sequences = PackedSequences::from_lengths(test::ring_sequence_lengths());
-  const MobaLayout layout = MobaLayout::build(sequences, sequences, test::kRingBlock, true);
   for (int64_t cp : {1, 2, 3, 4}) {
     for (const RingCase& c : test::ring_cases(2)) {
-      const test::RingInputs in = test::ring_inputs(c.dtype, 7);
+      const PackedSequences sequences = PackedSequences::from_lengths(c.lengths);
+      const MobaLayout layout = MobaLayout::build(sequences, sequences, test::kRingBlock, true);
+      const test::RingInputs in = test::ring_inputs(c.dtype, 7, c.lengths);
       const test::RingOracle oracle = test::ring_oracle(in, c.moba);
       const RingBlockPattern pattern = [&] {
         if (!c.moba) return RingBlockPattern::dense(layout);

@@ -32,9 +32,9 @@ namespace fs = std::filesystem;
 void run_case(const sb::test::RingCase& c, const c10::intrusive_ptr<c10d::Backend>& group, const sb::DistEnv& env,
               std::chrono::milliseconds timeout, const fs::path& out_dir) {
   auto context = std::make_shared<sb::RingContext>(group, env.rank, env.world_size, c.inner, timeout);
-  const sb::test::RingInputs in = sb::test::ring_inputs(c.dtype, 7);
-  const sb::CpSharding sharding = sb::CpSharding::build(
-      sb::PackedSequences::from_lengths(sb::test::ring_sequence_lengths()), env.world_size, c.layout);
+  const sb::test::RingInputs in = sb::test::ring_inputs(c.dtype, 7, c.lengths);
+  const sb::CpSharding sharding =
+      sb::CpSharding::build(sb::PackedSequences::from_lengths(c.lengths), env.world_size, c.layout);
   at::Tensor q = sharding.shard(in.q, env.rank).contiguous().requires_grad_(true);
   at::Tensor k = sharding.shard(in.k, env.rank).contiguous().requires_grad_(true);
   at::Tensor v = sharding.shard(in.v, env.rank).contiguous().requires_grad_(true);

@@ -45,7 +45,7 @@ double max_diff(const at::Tensor& a, const at::Tensor& b) {
 // The ranks' tensor `name` of a case, put back into micro-batch order.
 at::Tensor gathered(const fs::path& dir, const test::RingCase& c, int world, const std::string& name) {
   const CpSharding sharding =
-      CpSharding::build(PackedSequences::from_lengths(test::ring_sequence_lengths()), world, c.layout);
+      CpSharding::build(PackedSequences::from_lengths(c.lengths), world, c.layout);
   std::vector<at::Tensor> parts;
   for (int r = 0; r < world; ++r) {
     parts.push_back(SafetensorsFile::open(dir / (c.name + "-rank" + std::to_string(r) + ".safetensors")).tensor(name).clone());
@@ -63,10 +63,10 @@ TEST_P(RingAttentionDist, EveryCaseEqualsTheOneRankOracle) {
   for (int rank = 0; rank < world; ++rank) {
     ASSERT_EQ(test::wait_worker(workers[rank], deadline), 0) << "rank " << rank << ":\n" << test::slurp(workers[rank].log);
   }
-  const PackedSequences sequences = PackedSequences::from_lengths(test::ring_sequence_lengths());
-  const MobaLayout layout = MobaLayout::build(sequences, sequences, test::kRingBlock, true);
   for (const test::RingCase& c : test::ring_cases(world)) {
-    const test::RingInputs in = test::ring_inputs(c.dtype, 7);
+    const PackedSequences sequences = PackedSequences::from_lengths(c.lengths);
+    const MobaLayout layout = MobaLayout::build(sequences, sequences, test::kRingBlock, true);
+    const test::RingInputs in = test::ring_inputs(c.dtype, 7, c.lengths);
     const test::RingOracle oracle = test::ring_oracle(in, c.moba);
     const double tol = test::ring_tolerance(c.dtype);
     EXPECT_LT(max_diff(gathered(dir, c, world, "out"), oracle.out), tol) << c.name;

@@ -27,6 +27,7 @@ struct RingCase {
   bool moba = false;
   at::ScalarType dtype = at::kDouble;
   int64_t inner = 0;  // 0: flat ring
+  std::vector<int64_t> lengths = ring_sequence_lengths();
 };
 
 // Every layout (stripes inside one MoBA block, and across blocks), dense and MoBA,
@@ -53,18 +54,27 @@ inline std::vector<RingCase> ring_cases(int64_t cp) {
       }
     }
   }
+  // One 100-token sequence in stripes of 128: ranks 1.. hold no token at all and still
+  // take part in the ring (empty shards travel, empty queries attend to nothing).
+  for (bool moba : {false, true}) {
+    cases.push_back({std::string("one_stripe") + (moba ? "_moba" : "_dense") + "_f64",
+                     {CpLayoutKind::kStriped, 128}, moba, at::kDouble, 0, {100}});
+  }
   return cases;
 }
 
 struct RingInputs {
   at::Tensor q, k, v, grad_out;  // the whole micro-batch, float64 values rounded to the case's dtype
+  std::vector<int64_t> lengths;  // its sequences
 };
 
-inline RingInputs ring_inputs(at::ScalarType dtype, uint64_t seed) {
+inline RingInputs ring_inputs(at::ScalarType dtype, uint64_t seed,
+                              const std::vector<int64_t>& lengths = ring_sequence_lengths()) {
   int64_t tokens = 0;
-  for (int64_t n : ring_sequence_lengths()) tokens += n;
+  for (int64_t n : lengths) tokens += n;
   at::manual_seed(seed);
   RingInputs in;
+  in.lengths = lengths;
   in.q = at::randn({tokens, kRingQHeads, kRingHeadDim}, at::kDouble).to(dtype);
   in.k = at::randn({tokens, kRingKvHeads, kRingHeadDim}, at::kDouble).to(dtype);
   in.v = at::randn({tokens, kRingKvHeads, kRingHeadDim}, at::kDouble).to(dtype);
@@ -98,7 +108,7 @@ struct RingOracle {
 // One rank, float64: dense causal attention written out with a [Hq, T, T] mask, or
 // MoBA's float64 reference (moba_reference.h); gradients of sum(out * grad_out).
 inline RingOracle ring_oracle(const RingInputs& in, bool moba) {
-  const PackedSequences sequences = PackedSequences::from_lengths(ring_sequence_lengths());
+  const PackedSequences sequences = PackedSequences::from_lengths(in.lengths);
   at::Tensor q = in.q.detach().to(at::kDouble).clone().requires_grad_(true);
   at::Tensor k = in.k.detach().to(at::kDouble).clone().requires_grad_(true);
   at::Tensor v = in.v.detach().to(at::kDouble).clone().requires_grad_(true);

@@ -262,7 +262,8 @@ std::vector<at::Tensor> ring_backward(const at::Tensor& grad_out, const at::Tens
       RingStepEvent event{plan.call, true, o * inner + s, source};
       const auto start = Clock::now();
       at::Tensor dk = grad[0], dv = grad[1];
-      ring_step_backward(grad_out, q, current[0], current[1], lse, delta, plan.shapes_with(source), dq, dk, dv);
+      event.kept_pairs =
+          ring_step_backward(grad_out, q, current[0], current[1], lse, delta, plan.shapes_with(source), dq, dk, dv);
       const auto computed = Clock::now();
       if (inner > 1) {
         // This shard's accumulator moves on with it; the one of the shard arriving comes in

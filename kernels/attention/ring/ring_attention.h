@@ -42,7 +42,7 @@ struct RingStepEvent {
   double start_s = 0.0;     // steady-clock seconds at the start of the compute
   double compute_s = 0.0;   // the step's attention compute
   double wait_s = 0.0;      // waiting for the next shard (and, backward, dK/dV) afterwards
-  int64_t kept_pairs = 0;   // (query, key) pairs computed, summed over query heads
+  int64_t kept_pairs = 0;   // (query, key) pairs computed in the step, summed over query heads
 };
 
 // The CP group and what one rank records about its rings.

@@ -221,7 +221,7 @@ void scatter_add_keys(at::Tensor& x, const RingRow& row, int64_t kv_head, const 
 }
 
 template <typename scalar_t>
-void backward_typed(const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+int64_t backward_typed(const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                     const at::Tensor& lse, const at::Tensor& delta, const RingStepShapes& shapes, at::Tensor& dq,
                     at::Tensor& dk, at::Tensor& dv) {
   const int64_t group = q.size(1) / k.size(1);
@@ -231,6 +231,7 @@ void backward_typed(const at::Tensor& grad_out, const at::Tensor& q, const at::T
   // buffer of its own, summed in range order afterwards (no races, fixed order).
   const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), n));
   std::vector<at::Tensor> part_dk(parts), part_dv(parts);
+  std::vector<int64_t> part_kept(parts, 0);
   for (int64_t p = 0; p < parts; ++p) {
     part_dk[p] = parts == 1 ? dk : at::zeros_like(dk);
     part_dv[p] = parts == 1 ? dv : at::zeros_like(dv);
@@ -249,7 +250,7 @@ void backward_typed(const at::Tensor& grad_out, const at::Tensor& q, const at::T
         const at::Tensor queries = query_rows(q, row);
         const at::Tensor grad_rows = query_rows(grad_out, row);
         at::Tensor probs = RingScratch::matrix(scratch.scores, lq, m, q.options());
-        row_scores<scalar_t>(queries, keys, row, shapes.scale, probs);
+        part_kept[p] += row_scores<scalar_t>(queries, keys, row, shapes.scale, probs);
         scalar_t* s = probs.mutable_data_ptr<scalar_t>();
         const scalar_t* l = lse.const_data_ptr<scalar_t>();
         const scalar_t* dl = delta.const_data_ptr<scalar_t>();
@@ -281,6 +282,9 @@ void backward_typed(const at::Tensor& grad_out, const at::Tensor& q, const at::T
       dv.add_(part_dv[p]);
     }
   }
+  int64_t kept = 0;
+  for (int64_t n : part_kept) kept += n;
+  return kept;
 }
 
 void check_step_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const RingStepShapes& shapes) {
@@ -309,13 +313,15 @@ int64_t ring_step_forward(const at::Tensor& q, const at::Tensor& k, const at::Te
   return kept;
 }
 
-void ring_step_backward(const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k,
-                        const at::Tensor& v, const at::Tensor& lse, const at::Tensor& delta,
-                        const RingStepShapes& shapes, at::Tensor& dq, at::Tensor& dk, at::Tensor& dv) {
+int64_t ring_step_backward(const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k,
+                           const at::Tensor& v, const at::Tensor& lse, const at::Tensor& delta,
+                           const RingStepShapes& shapes, at::Tensor& dq, at::Tensor& dk, at::Tensor& dv) {
   check_step_inputs(q, k, v, shapes);
+  int64_t kept = 0;
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "ring_step_backward", [&] {
-    backward_typed<scalar_t>(grad_out, q, k, v, lse, delta, shapes, dq, dk, dv);
+    kept = backward_typed<scalar_t>(grad_out, q, k, v, lse, delta, shapes, dq, dk, dv);
   });
+  return kept;
 }
 
 void ring_merge_partial(at::Tensor& out, at::Tensor& lse, const at::Tensor& out_step, const at::Tensor& lse_step) {

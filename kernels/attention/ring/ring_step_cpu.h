@@ -60,8 +60,8 @@ int64_t ring_step_forward(const at::Tensor& q, const at::Tensor& k, const at::Te
 
 // The step's gradients, given the final (merged) lse [Tq, Hq] and delta = rowsum(dO * O)
 // [Tq, Hq]: adds into dq [Tq, Hq, D] and into the visiting shard's dk, dv [Tk, Hkv, D].
-// Deterministic for a given thread count.
-void ring_step_backward(const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k,
+// Deterministic for a given thread count. Returns the kept pairs, as the forward.
+int64_t ring_step_backward(const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k,
                         const at::Tensor& v, const at::Tensor& lse, const at::Tensor& delta,
                         const RingStepShapes& shapes, at::Tensor& dq, at::Tensor& dk, at::Tensor& dv);
 
