@@ -169,7 +169,10 @@ Command register_bench(CLI::App& app) {
       "last query rows; peak = memory one run holds beyond its inputs (measured on a first, "
       "untimed run). --impl dense,moba runs both in one process, repetitions in turns, and prints "
       "their time ratio. --json prints one JSON object per impl and line.");
-  sub->add_option("--impl", f->impl, "dense, moba, or a comma list (dense,moba)")->capture_default_str();
+  sub->add_option("--impl", f->impl,
+                  "dense, moba, ring-dense, ring-moba (the context-parallel ring on one rank), or a comma "
+                  "list (dense,moba)")
+      ->capture_default_str();
   sub->add_option("--seq-len", f->seq_len, "Tokens of the sequence")->capture_default_str();
   sub->add_option("--block", f->block, "MoBA block size")->capture_default_str();
   sub->add_option("--top-k", f->top_k, "MoBA budget k (diagonal included)")->capture_default_str();

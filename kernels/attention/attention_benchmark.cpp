@@ -23,6 +23,7 @@
 #include "kernels/attention/attention_backend.h"
 #include "kernels/attention/moba/moba_attention.h"
 #include "kernels/attention/moba/moba_reference.h"
+#include "kernels/attention/ring/ring_attention_backend.h"
 
 namespace sb {
 namespace {
@@ -31,10 +32,18 @@ namespace {
 // [Hq, rows, L] doubles).
 constexpr int64_t kReferenceBytes = int64_t{1} << 30;
 
+// "ring-dense" and "ring-moba": the context-parallel ring (kernels/attention/ring) on one
+// rank, i.e. its step kernel and merge, against the one-rank implementations.
+bool is_ring(const std::string& impl) { return impl == "ring-dense" || impl == "ring-moba"; }
+bool is_moba(const std::string& impl) { return impl == "moba" || impl == "ring-moba"; }
+
 void check_config(const AttentionBenchConfig& c) {
   auto fail = [](const std::string& what) { throw std::invalid_argument(what); };
-  if (c.impl != "dense" && c.impl != "moba") fail("--impl must be dense or moba, got " + c.impl);
+  if (c.impl != "dense" && c.impl != "moba" && !is_ring(c.impl)) {
+    fail("--impl must be dense, moba, ring-dense or ring-moba, got " + c.impl);
+  }
   if (c.device != "cpu" && c.device != "cuda") fail("--device must be cpu or cuda, got " + c.device);
+  if (is_ring(c.impl) && c.device != "cpu") fail("--impl " + c.impl + " runs on the CPU only (--device cpu)");
   if (c.seq_len < 1) fail("--seq-len must be >= 1");
   if (c.block < 1) fail("--block must be >= 1");
   if (c.top_k < 1) fail("--top-k must be >= 1");
@@ -124,7 +133,7 @@ MobaParams reference_params(const AttentionBenchConfig& c, double scale) {
   MobaParams params;
   params.block_size = c.block;
   // Dense causal attention is MoBA with every block selected.
-  params.top_k = {c.impl == "dense" ? (c.seq_len + c.block - 1) / c.block : c.top_k};
+  params.top_k = {!is_moba(c.impl) ? (c.seq_len + c.block - 1) / c.block : c.top_k};
   params.scale = scale;
   return params;
 }
@@ -180,10 +189,19 @@ struct BenchSubject {
     k = at::randn({length, config.kv_heads, config.head_dim}, options);  // [L, Hkv, D]
     v = at::randn({length, config.kv_heads, config.head_dim}, options);  // [L, Hkv, D]
     grad_out = at::randn_like(q);
-    backend = make_attention_backend(AttentionOptions{attention_kind_options().from_name(config.impl), config.block, config.top_k});
+    const AttentionOptions attention{is_moba(config.impl) ? AttentionKind::kMoba : AttentionKind::kDense,
+                                     config.block, config.top_k};
+    if (is_ring(config.impl)) {
+      auto ring = std::make_unique<RingAttentionBackend>(
+          attention, std::make_shared<RingContext>(nullptr, 0, 1, 0, std::chrono::milliseconds(60000)));
+      ring->set_context_parallel_sharding(std::make_shared<const CpSharding>(CpSharding::build(packed, 1, {})));
+      backend = std::move(ring);
+    } else {
+      backend = make_attention_backend(attention);
+    }
     params = reference_params(config, scale);
     result.attended_pairs =
-        config.impl == "moba"
+        is_moba(config.impl)
             ? moba_attended_pairs(q, k, packed, params)
             : static_cast<double>(config.q_heads) * static_cast<double>(length) *
                   static_cast<double>(length + 1) / 2.0;

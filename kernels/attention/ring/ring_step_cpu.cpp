@@ -176,26 +176,15 @@ int64_t forward_typed(const at::Tensor& q, const at::Tensor& k, const at::Tensor
       const at::Tensor values = gather_keys<scalar_t>(v, row, row.head / group, scratch.values);
       at::Tensor scores = RingScratch::matrix(scratch.scores, lq, m, q.options());
       kept[i] = row_scores<scalar_t>(query_rows(q, row), keys, row, shapes.scale, scores);
-      // Softmax per query in place; a query without a kept key gets probabilities 0 and
-      // lse -inf (it may keep keys of another shard).
-      scalar_t* s = scores.mutable_data_ptr<scalar_t>();
-      scalar_t* l = lse.mutable_data_ptr<scalar_t>();
-      for (int64_t r = 0; r < lq; ++r) {
-        scalar_t* x = s + r * m;
-        const scalar_t top = *std::max_element(x, x + m);
-        const int64_t at_lse = (row.query->local_start + r) * lse.size(1) + row.head;
-        if (top == -std::numeric_limits<scalar_t>::infinity()) {
-          std::fill(x, x + m, scalar_t(0));
-          continue;
-        }
-        scalar_t sum = 0;
-        for (int64_t c = 0; c < m; ++c) {
-          x[c] = std::exp(x[c] - top);
-          sum += x[c];
-        }
-        for (int64_t c = 0; c < m; ++c) x[c] /= sum;
-        l[at_lse] = top + std::log(sum);
-      }
+      // Softmax per query in place, vectorised; a query without a kept key (its max is
+      // -inf, taken as 0) gets exp = 0 everywhere, probabilities 0 and lse = log 0 = -inf
+      // (it may keep keys of another shard). Otherwise the sum is >= 1, so the clamp is inert.
+      at::Tensor top = scores.amax(1, /*keepdim=*/true);  // [lq, 1]
+      top.masked_fill_(top.isneginf(), 0);
+      scores.sub_(top).exp_();
+      const at::Tensor sum = scores.sum(1, /*keepdim=*/true);
+      scores.div_(sum.clamp_min(std::numeric_limits<scalar_t>::min()));
+      query_rows(lse, row).copy_((top + sum.log()).squeeze(1));
       at::Tensor out_rows = query_rows(out, row);
       at::mm_out(out_rows, scores, values);
     }
@@ -251,20 +240,10 @@ int64_t backward_typed(const at::Tensor& grad_out, const at::Tensor& q, const at
         const at::Tensor grad_rows = query_rows(grad_out, row);
         at::Tensor probs = RingScratch::matrix(scratch.scores, lq, m, q.options());
         part_kept[p] += row_scores<scalar_t>(queries, keys, row, shapes.scale, probs);
-        scalar_t* s = probs.mutable_data_ptr<scalar_t>();
-        const scalar_t* l = lse.const_data_ptr<scalar_t>();
-        const scalar_t* dl = delta.const_data_ptr<scalar_t>();
+        probs.sub_(query_rows(lse, row).unsqueeze(1)).exp_();  // P; masked: exp(-inf) = 0
         at::Tensor grad_scores = RingScratch::matrix(scratch.grad_scores, lq, m, q.options());
-        at::mm_out(grad_scores, grad_rows, values.t());  // dP [lq, m]
-        scalar_t* ds = grad_scores.mutable_data_ptr<scalar_t>();
-        for (int64_t r = 0; r < lq; ++r) {
-          const int64_t at_row = (row.query->local_start + r) * lse.size(1) + row.head;
-          for (int64_t c = 0; c < m; ++c) {
-            const scalar_t prob = std::exp(s[r * m + c] - l[at_row]);  // masked: exp(-inf) = 0
-            s[r * m + c] = prob;
-            ds[r * m + c] = prob * (ds[r * m + c] - dl[at_row]);  // dS
-          }
-        }
+        at::mm_out(grad_scores, grad_rows, values.t());                     // dP [lq, m]
+        grad_scores.sub_(query_rows(delta, row).unsqueeze(1)).mul_(probs);  // dS
         at::Tensor dq_rows = query_rows(dq, row);
         at::addmm_out(dq_rows, dq_rows, grad_scores, keys, /*beta=*/1, /*alpha=*/shapes.scale);
         at::Tensor dk_rows = RingScratch::matrix(staged_dk, m, k.size(2), k.options());
