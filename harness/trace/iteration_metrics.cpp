@@ -56,9 +56,10 @@ PipelineMetrics compute_pipeline_metrics(const std::vector<RankTimeline>& ranks,
   std::vector<double> busy;
   for (size_t r = 0; r < ranks.size(); ++r) {
     const RankTimeline& t = ranks[r];
-    if (t.rank != static_cast<int64_t>(r) || t.dp_rank * pp + t.stage != t.rank) {
-      throw std::invalid_argument("pipeline metrics: timeline " + std::to_string(r) +
-                                  " is not world rank " + std::to_string(r));
+    if (t.dp_rank * pp + t.stage != static_cast<int64_t>(r)) {
+      throw std::invalid_argument("pipeline metrics: timeline " + std::to_string(r) + " is not dp rank " +
+                                  std::to_string(static_cast<int64_t>(r) / pp) + ", stage " +
+                                  std::to_string(static_cast<int64_t>(r) % pp));
     }
     busy.push_back(compute_busy_ms(t));
   }

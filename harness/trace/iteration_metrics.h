@@ -41,7 +41,9 @@ double compute_busy_ms(const RankTimeline& rank);
 // Fills busy/idle/bubble fields of `metrics` from busy_ms and iter_ms.
 void derive_bubbles(const std::vector<double>& busy_ms, double iter_ms, PipelineMetrics& metrics);
 
-// ranks: indexed by world rank (size dp * pp). microbatches_per_dp_rank[d]: how many
+// ranks: one timeline per pipeline lane, lane = dp_rank * pp + stage (size dp * pp; under
+// context parallelism one CP rank's timeline stands for its lane, so its world rank may
+// differ from the lane). microbatches_per_dp_rank[d]: how many
 // micro-batches DP rank d trained (the plan's counts; every stage of pipeline d must
 // have a forward and a backward event for each). Throws std::invalid_argument when the
 // timelines do not fit the layout or the counts.

@@ -1,6 +1,5 @@
 #include "harness/train/iteration_report.h"
 
-#include "kernels/attention/ring/ring_attention.h"
 
 #include <algorithm>
 #include <numeric>
@@ -88,11 +87,7 @@ void assemble_iteration_record(const std::vector<RankIterationReport>& reports,
   record.allreduce_ms = 0;
   for (size_t r = 0; r < reports.size(); ++r) {
     // One lane per (dp rank, stage): the CP ranks of a stage run its micro-batches together.
-    // (Lanes are numbered as the world ranks of a layout without CP.)
-    if (layout.cp_rank_of(static_cast<int64_t>(r)) == 0) {
-      timelines.push_back(reports[r].timeline);
-      timelines.back().rank = timelines.back().dp_rank * layout.pp() + timelines.back().stage;
-    }
+    if (layout.cp_rank_of(static_cast<int64_t>(r)) == 0) timelines.push_back(reports[r].timeline);
     if (layout.is_last_stage(static_cast<int64_t>(r))) loss_sum += reports[r].loss_sum;
     record.balance_overhead_ms = std::max(record.balance_overhead_ms, reports[r].balance_ms);
     record.allreduce_ms = std::max(record.allreduce_ms, reports[r].allreduce_ms);
@@ -139,9 +134,9 @@ void assemble_iteration_record(const std::vector<RankIterationReport>& reports,
             if (j < report.cp_kept_pairs.size()) pairs_per_cp_rank[static_cast<size_t>(c)] += report.cp_kept_pairs[j];
           }
         }
-        record.cp_worker_imbalance.push_back(worker_imbalance(ms_per_cp_rank));
+        record.cp_worker_imbalance.push_back(max_over_mean(ms_per_cp_rank));
         record.cp_work_imbalance.push_back(
-            worker_imbalance(std::vector<double>(pairs_per_cp_rank.begin(), pairs_per_cp_rank.end())));
+            max_over_mean(std::vector<double>(pairs_per_cp_rank.begin(), pairs_per_cp_rank.end())));
         record.cp_attention_ms.push_back(std::move(ms_per_cp_rank));
         record.cp_kept_pairs.push_back(std::move(pairs_per_cp_rank));
       }

@@ -42,16 +42,6 @@ std::vector<RingStepEvent> RingContext::take_events() {
   return std::exchange(events_, {});
 }
 
-double worker_imbalance(const std::vector<double>& per_rank) {
-  if (per_rank.empty()) return 1.0;
-  double sum = 0.0, top = 0.0;
-  for (double x : per_rank) {
-    sum += x;
-    top = std::max(top, x);
-  }
-  return sum > 0.0 ? top * static_cast<double>(per_rank.size()) / sum : 1.0;
-}
-
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -130,7 +120,7 @@ class RingChannel {
 // Everything the backward needs besides tensors; travels through autograd as a capsule.
 struct RingPlan : torch::CustomClassHolder {
   std::shared_ptr<RingContext> context;
-  std::vector<RingShardTiles> shards;  // per CP rank
+  std::shared_ptr<const RingGeometry> geometry;
   RingBlockPattern pattern;
   double scale = 0.0;
   int64_t call = 0;
@@ -144,7 +134,9 @@ struct RingPlan : torch::CustomClassHolder {
   }
   int64_t my_group() const { return rank() / context->inner(); }
   int64_t my_position() const { return rank() % context->inner(); }
-  RingStepShapes shapes_with(int64_t source) const { return {shards[rank()], shards[source], pattern, scale}; }
+  RingStepShapes shapes_with(int64_t source) const {
+    return {geometry->shards[rank()], geometry->shards[source], pattern, scale};
+  }
 };
 
 // A shard's keys and values together: [2, n, Hkv, D] (k = [0], v = [1], each contiguous).
@@ -167,7 +159,7 @@ Incoming pass_shard(RingChannel& channel, std::vector<RingChannel::Pending>& sen
   sends.push_back(channel.send(shard, to, kind, step));
   Incoming in;
   in.source = arriving;
-  in.tensor = at::empty({2, plan.shards[arriving].tokens, shard.size(2), shard.size(3)}, shard.options());
+  in.tensor = empty_pair(shard[0], plan.geometry->shards[arriving].tokens);
   in.pending = channel.recv(in.tensor, from, kind, step);
   return in;
 }
@@ -247,7 +239,7 @@ std::vector<at::Tensor> ring_backward(const at::Tensor& grad_out, const at::Tens
     at::Tensor incoming_grad;
     RingChannel::Pending grad_recv;
     if (o > 0) {  // the earlier groups' dK/dV of this round's shard, finished by the group before
-      incoming_grad = empty_pair(k, plan.shards[outer_source].tokens);
+      incoming_grad = empty_pair(k, plan.geometry->shards[outer_source].tokens);
       grad_recv = channel.recv(incoming_grad, plan.rank_at(g - 1, i), kOuterGrad, o);
     }
     at::Tensor current = outer;
@@ -295,7 +287,7 @@ std::vector<at::Tensor> ring_backward(const at::Tensor& grad_out, const at::Tens
   }
   at::Tensor home;
   if (groups > 1) {
-    home = empty_pair(k, plan.shards[plan.rank()].tokens);
+    home = empty_pair(k, plan.geometry->shards[plan.rank()].tokens);
     RingChannel::Pending last = channel.recv(home, plan.rank_at(g - 1, i), kOuterGrad, groups);
     channel.wait(last);
   } else {
@@ -365,31 +357,51 @@ std::pair<at::Tensor, at::Tensor> ring_block_means(const at::Tensor& q, const at
 
 }  // namespace
 
+std::shared_ptr<const RingGeometry> RingGeometry::build(const CpSharding& sharding, int64_t block_size, bool dense) {
+  TORCH_CHECK(block_size >= 1, "ring attention: block_size >= 1 expected");
+  auto geometry = std::make_shared<RingGeometry>();
+  geometry->cp = sharding.cp();
+  const PackedSequences& sequences = sharding.sequences();
+  geometry->layout = MobaLayout::build(sequences, sequences, block_size, /*causal=*/true);
+  for (int64_t r = 0; r < sharding.cp(); ++r) {
+    geometry->shards.push_back(RingShardTiles::build(sharding.tokens_of(r), geometry->layout));
+  }
+  if (dense) geometry->dense_pattern = RingBlockPattern::dense(geometry->layout);
+  return geometry;
+}
+
 RingAttentionResult ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                    const CpSharding& sharding, const RingAttentionSpec& spec,
                                    const std::shared_ptr<RingContext>& context) {
+  return ring_attention(q, k, v, RingGeometry::build(sharding, spec.block_size, !spec.moba), spec, context);
+}
+
+RingAttentionResult ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                   const std::shared_ptr<const RingGeometry>& geometry,
+                                   const RingAttentionSpec& spec, const std::shared_ptr<RingContext>& context) {
   TORCH_CHECK(q.device().is_cpu(), "ring attention runs on the CPU only so far (got ", q.device(),
               "); a CUDA ring step is not built");
-  TORCH_CHECK(sharding.cp() == context->size(), "ring attention: the sharding has ", sharding.cp(),
+  TORCH_CHECK(geometry->cp == context->size(), "ring attention: the sharding has ", geometry->cp,
               " ranks, the CP group ", context->size());
-  TORCH_CHECK(spec.scale > 0.0 && spec.block_size >= 1, "ring attention: scale > 0 and block_size >= 1 expected");
-  const PackedSequences& sequences = sharding.sequences();
-  const MobaLayout layout = MobaLayout::build(sequences, sequences, spec.block_size, /*causal=*/true);
+  TORCH_CHECK(spec.scale > 0.0 && spec.block_size == geometry->layout.block_size,
+              "ring attention: scale > 0 and the geometry's block size expected");
+  TORCH_CHECK(spec.moba || geometry->dense_pattern.selected.defined(),
+              "ring attention: dense attention needs a geometry built with its dense pattern");
   auto plan = c10::make_intrusive<RingPlan>();
   plan->context = context;
+  plan->geometry = geometry;
   plan->scale = spec.scale;
   plan->call = context->next_call();
-  for (int64_t r = 0; r < sharding.cp(); ++r) plan->shards.push_back(RingShardTiles::build(sharding.tokens_of(r), layout));
   RingAttentionResult result;
   if (spec.moba) {
     TORCH_CHECK(spec.moba_params.block_size == spec.block_size && spec.moba_params.causal,
                 "ring attention: MoBA's params must use the spec's block_size and be causal");
     auto [query_means, key_means] =
-        ring_block_means(q, k, plan->shards[context->rank()], layout, *context, plan->call);
-    result.routing = moba_route_from_means(query_means, key_means, layout, spec.moba_params);
+        ring_block_means(q, k, geometry->shards[context->rank()], geometry->layout, *context, plan->call);
+    result.routing = moba_route_from_means(query_means, key_means, geometry->layout, spec.moba_params);
     plan->pattern = {result.routing.selected, result.routing.selected_count};
   } else {
-    plan->pattern = RingBlockPattern::dense(layout);
+    plan->pattern = geometry->dense_pattern;
   }
   auto outputs = RingAttentionFunction::apply(q.contiguous(), k.contiguous(), v.contiguous(), plan);
   result.out = outputs[0];

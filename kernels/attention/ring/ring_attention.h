@@ -30,6 +30,7 @@
 
 #include "kernels/attention/moba/moba_attention.h"
 #include "kernels/attention/ring/cp_sharding.h"
+#include "kernels/attention/ring/ring_step_cpu.h"
 
 namespace sb {
 
@@ -89,15 +90,27 @@ struct RingAttentionResult {
   MobaRouting routing;  // moba: the micro-batch's routing (the same on every CP rank)
 };
 
+// What every attention call of one micro-batch shares: its blocks, every rank's tiles,
+// and (dense) the block pattern. Built once per micro-batch, not once per layer.
+struct RingGeometry {
+  int64_t cp = 1;
+  MobaLayout layout;
+  std::vector<RingShardTiles> shards;  // per CP rank
+  RingBlockPattern dense_pattern;      // built only for dense attention
+
+  static std::shared_ptr<const RingGeometry> build(const CpSharding& sharding, int64_t block_size, bool dense);
+};
+
 // q [n, Hq, D], k, v [n, Hkv, D]: the tokens sharding.tokens_of(context.rank()) of the
 // packed micro-batch, on the CPU, float32 or float64. Every rank of the group calls it
-// with the same sharding and spec, in the same order as its other ring calls.
+// with the same geometry and spec, in the same order as its other ring calls; the
+// geometry's block size and pattern kind must be the spec's.
+RingAttentionResult ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                   const std::shared_ptr<const RingGeometry>& geometry,
+                                   const RingAttentionSpec& spec, const std::shared_ptr<RingContext>& context);
+// The same, building the geometry for this one call.
 RingAttentionResult ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                    const CpSharding& sharding, const RingAttentionSpec& spec,
                                    const std::shared_ptr<RingContext>& context);
-
-// Worker imbalance of one micro-batch: max / mean over the CP ranks of their attention
-// work (compute seconds, or kept pairs); 1 for one rank or no work.
-double worker_imbalance(const std::vector<double>& per_rank);
 
 }  // namespace sb

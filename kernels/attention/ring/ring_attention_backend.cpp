@@ -22,6 +22,7 @@ void RingAttentionBackend::set_context_parallel_sharding(std::shared_ptr<const C
                                 " ranks for a CP group of " + std::to_string(context_->size()));
   }
   drain_events();  // the backward steps of the micro-batch set before
+  if (sharding != sharding_) geometry_.reset();
   sharding_ = std::move(sharding);
 }
 
@@ -61,7 +62,8 @@ at::Tensor RingAttentionBackend::forward(const at::Tensor& q, const at::Tensor& 
     spec.moba_params = moba_params_for_request(request_, options_.block_size, options_.top_k, scale,
                                                sharding_->sequences().num_sequences(), layer);
   }
-  RingAttentionResult result = ring_attention(q, k, v, *sharding_, spec, context_);
+  if (!geometry_) geometry_ = RingGeometry::build(*sharding_, options_.block_size, !spec.moba);
+  RingAttentionResult result = ring_attention(q, k, v, geometry_, spec, context_);
   drain_events();
   if (spec.moba) stats_[layer] = moba_layer_stats(layer, std::move(result.routing));
   return result.out;

@@ -49,6 +49,7 @@ class RingAttentionBackend : public AttentionBackend {
   AttentionOptions options_;
   std::shared_ptr<RingContext> context_;
   std::shared_ptr<const CpSharding> sharding_;
+  std::shared_ptr<const RingGeometry> geometry_;  // the sharding's, built at its first layer
   AttentionBudgetRequest request_;
   std::map<int64_t, AttentionLayerStats> stats_;
   std::map<const CpSharding*, Work> work_;
