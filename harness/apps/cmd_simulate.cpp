@@ -36,16 +36,16 @@ struct SimulateFlags {
 int bench(const Manifest& manifest, const SimulateFlags& flags, const RunManifestOptions& options) {
   if (std::string warning = debug_build_warning(); !warning.empty()) std::cout << warning << "\n";
   // The same fitted values as `simulate` (noise and overhead change the simulated time).
-  const std::vector<RunSpec> runs = simulated_runs(manifest, options, std::cout);
+  const std::optional<std::string> profile = flags.profile.empty() ? std::nullopt : std::optional(flags.profile);
+  const std::vector<RunSpec> runs = simulated_runs(manifest, options, profile, std::cout);
   std::cout.flush();
-  std::printf("| run | ranks (dp x pp x tp) | micro-batches | iteration ms (simulated) | wall ms / iteration "
+  std::printf("| run | ranks (dp x pp x tp x cp) | micro-batches | iteration ms (simulated) | wall ms / iteration "
               "(median) | planner ms | event simulation ms |\n|---|---|---|---|---|---|---|\n");
   for (const RunSpec& run : runs) {
     const Manifest& m = run.manifest;
     const Qwen2Config& config = m.model.config;
     const int64_t longest =
         make_dataset(m.data, m.seed, dataset_limits(m))->max_length();
-    const std::optional<std::string> profile = flags.profile.empty() ? std::nullopt : std::optional(flags.profile);
     RunSimulator sim(m, load_sim_profile(m, longest, profile), simulation_cluster(m));
     std::vector<double> wall, plan, des;
     double iter_ms = 0;
@@ -59,10 +59,10 @@ int bench(const Manifest& manifest, const SimulateFlags& flags, const RunManifes
       iter_ms = step.record.iter_ms;
       microbatches = step.record.microbatch_ms.size();
     }
-    std::printf("| %s | %lld (%lld x %lld x %lld) | %zu | %.1f | %.2f | %.2f | %.2f |\n", run.name.c_str(),
-                static_cast<long long>(m.parallelism.dp * m.parallelism.pp * m.parallelism.tp),
+    std::printf("| %s | %lld (%lld x %lld x %lld x %lld) | %zu | %.1f | %.2f | %.2f | %.2f |\n", run.name.c_str(),
+                static_cast<long long>(m.parallelism.dp * m.parallelism.pp * m.parallelism.tp * m.parallelism.cp),
                 static_cast<long long>(m.parallelism.dp), static_cast<long long>(m.parallelism.pp),
-                static_cast<long long>(m.parallelism.tp), microbatches, iter_ms, median_of(wall), median_of(plan),
+                static_cast<long long>(m.parallelism.tp), static_cast<long long>(m.parallelism.cp), microbatches, iter_ms, median_of(wall), median_of(plan),
                 median_of(des));
   }
   std::printf("(%lld iterations per run; wall = drawing the global batch + planning + event simulation + metrics)\n",

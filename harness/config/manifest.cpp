@@ -51,11 +51,32 @@ void expect_safe_name(const JsonObjectReader& r, const std::string& key, const s
            "use letters, digits, '.', '_' and '-', starting with a letter or digit");
 }
 
+// The manifest's rope_scaling applied to the architecture, read as config.json's.
+ModelSection with_rope_scaling(ModelSection m, const JsonObjectReader& r) {
+  if (m.rope_scaling.is_null()) return m;
+  r.expect(m.rope_scaling.is_object(), "rope_scaling", "must be an object",
+           "e.g. {\"type\": \"yarn\", \"factor\": 16, \"original_max_position_embeddings\": 32768}");
+  json hf = qwen2_config_to_hf_json(m.config);
+  hf.erase("rope_parameters");
+  hf["rope_scaling"] = m.rope_scaling;
+  try {
+    const std::string name = m.config.name;
+    m.config = qwen2_config_from_hf_json(hf, r.child_path("rope_scaling"));
+    m.config.name = name;
+  } catch (const std::invalid_argument& e) {
+    r.expect(false, "rope_scaling", e.what(),
+             "give {\"type\": \"yarn\", \"factor\": F, \"original_max_position_embeddings\": N} as Qwen2.5's "
+             "card writes it");
+  }
+  return m;
+}
+
 ModelSection parse_model(const json& j, const std::string& path, const std::string& file) {
   JsonObjectReader r(j, path, file);
   ModelSection m;
   m.preset = r.optional<std::string>("preset", "");
   const std::string from = r.optional<std::string>("from", "");
+  if (const json* rope = r.optional_value("rope_scaling")) m.rope_scaling = *rope;
   r.finish();
   r.expect(!m.preset.empty() || !from.empty(), "preset", "is missing, and so is \"from\"",
            "name a preset (\"qwen2.5-0.5b\") or a Hugging Face folder to start from (\"from\": \"DIR\")");
@@ -66,7 +87,7 @@ ModelSection parse_model(const json& j, const std::string& path, const std::stri
       throw ConfigError(file, r.child_path("preset"), e.what(), "use one of the known presets");
     }
   }
-  if (from.empty()) return m;
+  if (from.empty()) return with_rope_scaling(std::move(m), r);
   m.from = resolve_manifest_path(file, from);
   const std::filesystem::path dir(m.from);
   const std::string where = r.child_path("from");
@@ -96,7 +117,7 @@ ModelSection parse_model(const json& j, const std::string& path, const std::stri
     folder.name = dir.filename().string();
   }
   m.config = folder;
-  return m;
+  return with_rope_scaling(std::move(m), r);
 }
 
 LengthComponent parse_length_component(const json& j, const std::string& path,
@@ -640,6 +661,7 @@ json model_section_to_json(const ModelSection& model) {
   json j = json::object();
   if (!model.preset.empty()) j["preset"] = model.preset;
   if (model.pretrained()) j["from"] = model.from;
+  if (!model.rope_scaling.is_null()) j["rope_scaling"] = model.rope_scaling;
   return j;
 }
 

@@ -36,6 +36,10 @@ struct ModelSection {
   std::string preset;  // a name from models/qwen2/qwen2_config.h; may be empty with `from`
   std::string from;    // HF folder, absolute once resolved; empty: random weights from the seed
   Qwen2Config config;  // the architecture (the folder's config.json, else the preset's)
+  // RoPE scaling the manifest adds to that architecture, in config.json's form
+  // ({"type": "yarn", "factor": 16, "original_max_position_embeddings": 32768}, as
+  // Qwen2.5's card extends its 32K positions); null: the architecture's own.
+  nlohmann::json rope_scaling;
 
   bool pretrained() const { return !from.empty(); }
   // What names the model in logs and checks: the preset, else the folder.

@@ -157,6 +157,18 @@ SimulationSection parse_simulation_section(const json& j, const std::string& pat
     o.expect(s.iteration_overhead.enabled(), "ms", "is missing",
              "give ms (per rank and iteration) or fit_from (a folder of measured runs)");
   }
+  if (const json* ring = r.optional_value("ring_compute")) {
+    JsonObjectReader c(*ring, r.child_path("ring_compute"), file);
+    s.ring_compute.factor = c.optional<double>("factor", s.ring_compute.factor);
+    s.ring_compute.step_ms_per_token = c.optional<double>("step_ms_per_token", s.ring_compute.step_ms_per_token);
+    // With fit_from, `simulate` replaces factor by the fit (a resolved manifest carries both).
+    s.ring_compute.fit_from = resolve_manifest_path(file, c.optional<std::string>("fit_from", ""));
+    c.finish();
+    c.expect(std::isfinite(s.ring_compute.factor) && s.ring_compute.factor > 0, "factor", "must be > 0",
+             "e.g. 1.0 (the ring costs what the profile's attention term costs for the same pairs), or fit_from");
+    c.expect(std::isfinite(s.ring_compute.step_ms_per_token) && s.ring_compute.step_ms_per_token >= 0,
+             "step_ms_per_token", "must be >= 0", "e.g. 0 (a ring step costs only its pairs), or fit_from");
+  }
   s.forward_fraction = r.optional<double>("forward_fraction", s.forward_fraction);
   s.optimizer_ms = r.optional<double>("optimizer_ms", s.optimizer_ms);
   r.finish();
@@ -205,6 +217,11 @@ json simulation_section_to_json(const SimulationSection& s) {
     j["iteration_overhead"] = json::object();
     if (s.iteration_overhead.ms >= 0) j["iteration_overhead"]["ms"] = s.iteration_overhead.ms;
     if (!s.iteration_overhead.fit_from.empty()) j["iteration_overhead"]["fit_from"] = s.iteration_overhead.fit_from;
+  }
+  // Only when it differs from the default, so that earlier resolved manifests read the same.
+  if (s.ring_compute.factor != 1.0 || s.ring_compute.step_ms_per_token != 0.0 || !s.ring_compute.fit_from.empty()) {
+    j["ring_compute"] = {{"factor", s.ring_compute.factor}, {"step_ms_per_token", s.ring_compute.step_ms_per_token}};
+    if (!s.ring_compute.fit_from.empty()) j["ring_compute"]["fit_from"] = s.ring_compute.fit_from;
   }
   if (s.profile.source == SimProfileSource::kAnalytic) {
     j["profile"] = {{"analytic",

@@ -16,6 +16,8 @@
 //                  "coverage": {"model": "zipf", "exponent": 1.0 | "fit_from": "results dir"},
 //                  "latency_noise": {"sigma": 0.08, "rank_sigma": 0.05 | "fit_from": "results dir"},
 //                  "iteration_overhead": {"ms": 25 | "fit_from": "results dir"},
+//                  "ring_compute": {"factor": 1.0, "step_ms_per_token": 0 | "fit_from": "results dir"},
+//                                                                                     cp > 1
 //                  "forward_fraction": 0.3333,
 //                  "optimizer_ms": -1}
 //
@@ -105,8 +107,19 @@ struct IterationOverheadSection {
   bool enabled() const { return ms >= 0 || !fit_from.empty(); }
 };
 
+// Context parallelism: what the ring's kernels cost against the profile's single-device
+// attention term for the same (query, key) pairs (harness/sim/cp_stage_compute.h).
+struct RingComputeSection {
+  double factor = 1.0;             // on the profile's attention term, split by pairs
+  double step_ms_per_token = 0.0;  // per ring step, layer and query token (forward + backward)
+  // A results folder of measured CP runs (absolute once resolved): when set, `simulate`
+  // fits both to their compute (harness/sim/fit/ring_compute_fit.h).
+  std::string fit_from;
+};
+
 struct SimulationSection {
   SimProfileSection profile;
+  RingComputeSection ring_compute;
   CoverageSection coverage;
   LatencyNoiseSection latency_noise;
   IterationOverheadSection iteration_overhead;

@@ -16,17 +16,17 @@ double ring_allreduce_ms(const LinkSection& link, int64_t ranks, double bytes) {
          2.0 * (n - 1.0) * link.alpha_us / 1000.0;
 }
 
-ClusterModel::ClusterModel(ClusterSection cluster, int64_t dp, int64_t pp, int64_t tp)
-    : cluster_(std::move(cluster)), dp_(dp), pp_(pp), tp_(tp) {
-  if (dp < 1 || pp < 1 || tp < 1) {
-    throw std::invalid_argument("ClusterModel: dp, pp and tp must be >= 1 (got " + std::to_string(dp) + ", " +
-                                std::to_string(pp) + ", " + std::to_string(tp) + ")");
+ClusterModel::ClusterModel(ClusterSection cluster, int64_t dp, int64_t pp, int64_t tp, int64_t cp)
+    : cluster_(std::move(cluster)), dp_(dp), pp_(pp), tp_(tp), cp_(cp) {
+  if (dp < 1 || pp < 1 || tp < 1 || cp < 1) {
+    throw std::invalid_argument("ClusterModel: dp, pp, tp and cp must be >= 1 (got " + std::to_string(dp) + ", " +
+                                std::to_string(pp) + ", " + std::to_string(tp) + ", " + std::to_string(cp) + ")");
   }
   if (cluster_.gpus_per_node < 1) throw std::invalid_argument("ClusterModel: gpus_per_node must be >= 1");
 }
 
-int64_t ClusterModel::world_rank(int64_t dp_rank, int64_t stage, int64_t tp_rank) const {
-  return (dp_rank * pp_ + stage) * tp_ + tp_rank;
+int64_t ClusterModel::world_rank(int64_t dp_rank, int64_t stage, int64_t tp_rank, int64_t cp_rank) const {
+  return ((dp_rank * pp_ + stage) * cp_ + cp_rank) * tp_ + tp_rank;
 }
 
 int64_t ClusterModel::node_of(int64_t rank) const { return rank / cluster_.gpus_per_node; }
@@ -45,10 +45,21 @@ const LinkSection& ClusterModel::pipeline_link(int64_t dp_rank, int64_t stage) c
 
 const LinkSection& ClusterModel::data_parallel_link(int64_t stage) const {
   const int64_t first = node_of(world_rank(0, stage, 0));
-  for (int64_t d = 1; d < dp_; ++d) {
-    if (node_of(world_rank(d, stage, 0)) != first) return cluster_.inter_node;
+  for (int64_t d = 0; d < dp_; ++d) {
+    for (int64_t c = 0; c < cp_; ++c) {
+      if (node_of(world_rank(d, stage, 0, c)) != first) return cluster_.inter_node;
+    }
   }
   return cluster_.intra_node;
+}
+
+const LinkSection& ClusterModel::context_parallel_link(int64_t dp_rank, int64_t stage, int64_t cp_a,
+                                                       int64_t cp_b) const {
+  return link_between(world_rank(dp_rank, stage, 0, cp_a), world_rank(dp_rank, stage, 0, cp_b));
+}
+
+const LinkSection& ClusterModel::context_parallel_group_link(int64_t dp_rank, int64_t stage) const {
+  return context_parallel_link(dp_rank, stage, 0, cp_ - 1);
 }
 
 const LinkSection& ClusterModel::tensor_parallel_link(int64_t dp_rank, int64_t stage) const {

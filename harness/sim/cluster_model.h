@@ -2,8 +2,9 @@
 // The simulator's communication model (docs/simulator.md), on a cluster block
 // (harness/config/simulation_spec.h):
 //
-//   rank placement  TP innermost, then PP, then DP:
-//                     world rank = (dp_rank * pp + stage) * tp + tp_rank,
+//   rank placement  TP innermost, then CP, then PP, then DP:
+//                     world rank = ((dp_rank * pp + stage) * cp + cp_rank) * tp + tp_rank
+//                   (without TP the trainer's order, harness/parallel/parallel_layout.h),
 //                   node = world rank / gpus_per_node; two ranks on one node talk over
 //                   the intra-node link (NVLink), otherwise over the inter-node one (IB)
 //   point to point  alpha-beta: alpha + bytes / bandwidth (one message, one direction)
@@ -26,20 +27,26 @@ double ring_allreduce_ms(const LinkSection& link, int64_t ranks, double bytes);
 
 class ClusterModel {
  public:
-  // Throws std::invalid_argument for a layout that is not dp, pp, tp >= 1.
-  ClusterModel(ClusterSection cluster, int64_t dp, int64_t pp, int64_t tp);
+  // Throws std::invalid_argument for a layout that is not dp, pp, tp, cp >= 1.
+  ClusterModel(ClusterSection cluster, int64_t dp, int64_t pp, int64_t tp, int64_t cp = 1);
 
-  int64_t world_rank(int64_t dp_rank, int64_t stage, int64_t tp_rank) const;
+  int64_t world_rank(int64_t dp_rank, int64_t stage, int64_t tp_rank, int64_t cp_rank = 0) const;
   int64_t node_of(int64_t world_rank) const;
-  int64_t world_size() const { return dp_ * pp_ * tp_; }
+  int64_t world_size() const { return dp_ * pp_ * tp_ * cp_; }
   int64_t node_count() const;
 
   // The link between two ranks (intra-node when on one node).
   const LinkSection& link_between(int64_t rank_a, int64_t rank_b) const;
   // Stage -> stage + 1 of DP rank d (TP rank 0's pair; all TP ranks alike).
   const LinkSection& pipeline_link(int64_t dp_rank, int64_t stage) const;
-  // The DP gradient ring of `stage` (TP rank 0's group; all TP ranks alike).
+  // The gradient ring of `stage`: its DP and CP ranks (TP rank 0's group; all TP ranks
+  // alike), data_parallel_ranks() of them.
   const LinkSection& data_parallel_link(int64_t stage) const;
+  int64_t data_parallel_ranks() const { return dp_ * cp_; }
+  // Between CP ranks a and b of (dp_rank, stage) (TP rank 0's; all TP ranks alike).
+  const LinkSection& context_parallel_link(int64_t dp_rank, int64_t stage, int64_t cp_a, int64_t cp_b) const;
+  // The CP group of (dp_rank, stage) as one collective: inter-node when it spans nodes.
+  const LinkSection& context_parallel_group_link(int64_t dp_rank, int64_t stage) const;
   // The TP group of (dp_rank, stage).
   const LinkSection& tensor_parallel_link(int64_t dp_rank, int64_t stage) const;
 
@@ -47,10 +54,11 @@ class ClusterModel {
   int64_t dp() const { return dp_; }
   int64_t pp() const { return pp_; }
   int64_t tp() const { return tp_; }
+  int64_t cp() const { return cp_; }
 
  private:
   ClusterSection cluster_;
-  int64_t dp_, pp_, tp_;
+  int64_t dp_, pp_, tp_, cp_;
 };
 
 }  // namespace sb

@@ -11,6 +11,7 @@
 #include "harness/data/batch_shape.h"
 #include "harness/parallel/parallel_layout.h"
 #include "harness/sim/pipeline_simulator.h"
+#include "harness/sim/ring_timing_model.h"
 #include "harness/trace/iteration_metrics.h"
 #include "harness/train/lr_schedule.h"
 #include "harness/train/method_planner_options.h"
@@ -78,17 +79,18 @@ std::vector<double> stage_dp_allreduce_bytes(const Manifest& m) {
 RunSimulator::RunSimulator(const Manifest& m, SimProfile profile, ClusterSection cluster, RunSimulatorOptions options)
     : manifest_(m),
       profile_(std::move(profile)),
-      cluster_(std::move(cluster), m.parallelism.dp, m.parallelism.pp, m.parallelism.tp),
+      cluster_(std::move(cluster), m.parallelism.dp, m.parallelism.pp, m.parallelism.tp, m.parallelism.cp),
       options_(options),
       simulation_(m.simulation ? *m.simulation : SimulationSection{}),
       noise_(simulation_.latency_noise.sigma, simulation_.latency_noise.rank_sigma, static_cast<uint64_t>(m.seed)) {
   const Qwen2Config& config = m.model.config;
-  if (m.parallelism.cp != 1) {
-    throw ConfigError(m.file, "$.parallelism.cp",
-                      "is " + std::to_string(m.parallelism.cp) + ": the simulator does not model context "
-                      "parallelism yet",
-                      "set cp to 1 for `sparsebalance simulate`; `sparsebalance run` trains with it on the CPU");
+  if (m.parallelism.cp > 1 && m.parallelism.tp > 1) {
+    throw ConfigError(m.file, "$.parallelism.tp",
+                      "is " + std::to_string(m.parallelism.tp) + " with cp " + std::to_string(m.parallelism.cp) +
+                          ": the simulator does not model tensor and context parallelism together",
+                      "set tp to 1 (context parallelism) or cp to 1 (tensor parallelism)");
   }
+  if (m.parallelism.cp > 1) cp_spec_ = cp_compute_spec(m);
   dataset_ = make_dataset(m.data, m.seed, dataset_limits(m));
   planner_ = std::make_unique<BatchPlanner>(method_planner_options(m, m.parallelism.dp), profile_.predictor);
   const MethodSection& method = m.methods.at(0);
@@ -97,6 +99,49 @@ RunSimulator::RunSimulator(const Manifest& m, SimProfile profile, ClusterSection
   }
   stage_trained_params_ = stage_trained_parameters(m);
   stage_dp_bytes_ = stage_dp_allreduce_bytes(m);
+}
+
+void RunSimulator::simulate_context_parallel_microbatch(int64_t d, const std::vector<int64_t>& lengths,
+                                                       const std::vector<int64_t>& budgets, double noise,
+                                                       PipelineSimInput& in, IterationRecord& record) const {
+  const Manifest& m = manifest_;
+  const Qwen2Config& config = m.model.config;
+  const int64_t pp = m.parallelism.pp, cp = m.parallelism.cp;
+  const bool moba = m.methods.at(0).attention.is_moba();
+  const auto W = static_cast<size_t>(cp);
+  // Each pass runs the ring: forward, backward, and the recomputed forward under checkpointing.
+  const double passes = m.train.activation_checkpointing ? 3.0 : 2.0;
+  std::vector<double> attention_ms(W, 0.0), pairs(W, 0.0);
+  for (int64_t s = 0; s < pp; ++s) {
+    const int64_t layers = m.parallelism.stage_layers[static_cast<size_t>(s)];
+    CpStageCompute c = cp_stage_compute(*profile_.predictor, *cp_spec_, lengths, budgets, layers, s, pp, noise);
+    c.timing.transfer_ms = [&](int64_t from, int64_t to, double bytes) {
+      return alpha_beta_ms(cluster_.context_parallel_link(d, s, from, to), bytes);
+    };
+    if (moba) {  // the block means' all-reduce before each layer's ring (float64 sums of q and k)
+      const double bytes = static_cast<double>((config.num_attention_heads + config.num_key_value_heads) *
+                                               c.work.blocks * config.head_dim) * 8.0;
+      c.timing.layer_sync_ms = ring_allreduce_ms(cluster_.context_parallel_group_link(d, s), cp, bytes);
+    }
+    const RingTiming t = simulate_ring_microbatch(c.timing);
+    in.forward_ms[static_cast<size_t>(d)][static_cast<size_t>(s)].push_back(std::max(0.0, t.forward_ms));
+    in.backward_ms[static_cast<size_t>(d)][static_cast<size_t>(s)].push_back(std::max(0.0, t.backward_ms));
+    // Each CP rank sends its own tokens' activations to its peer in the next stage.
+    const double largest_shard = static_cast<double>(*std::max_element(c.work.tokens.begin(), c.work.tokens.end()));
+    const double bytes = largest_shard * static_cast<double>(config.hidden_size) * activation_bytes(m);
+    in.transfer_ms[static_cast<size_t>(d)][static_cast<size_t>(s)].push_back(
+        s + 1 < pp ? alpha_beta_ms(cluster_.pipeline_link(d, s), bytes) : 0.0);
+    for (size_t r = 0; r < W; ++r) {
+      attention_ms[r] += t.attention_ms[r];
+      pairs[r] += passes * static_cast<double>(layers) * c.work.row(static_cast<int64_t>(r));
+    }
+  }
+  std::vector<int64_t> kept;
+  for (double p : pairs) kept.push_back(std::llround(p));
+  record.cp_worker_imbalance.push_back(max_over_mean(attention_ms));
+  record.cp_work_imbalance.push_back(max_over_mean(pairs));
+  record.cp_attention_ms.push_back(std::move(attention_ms));
+  record.cp_kept_pairs.push_back(std::move(kept));
 }
 
 SimulatedIteration RunSimulator::simulate_iteration(int64_t iteration) {
@@ -145,6 +190,7 @@ SimulatedIteration RunSimulator::simulate_iteration(int64_t iteration) {
       const std::vector<int64_t> mb_lengths = microbatch_lengths(mb, lengths);
       const int64_t planned_k = mb.budget > 0 ? mb.budget : method.attention.top_k;
       std::vector<double> attention_terms;
+      std::vector<int64_t> sequence_budgets;  // 0: dense
       double budget_sum = 0, coverage_sum = 0;
       for (int64_t length : mb_lengths) {
         int64_t k = moba ? planned_k : 0;
@@ -153,6 +199,7 @@ SimulatedIteration RunSimulator::simulate_iteration(int64_t iteration) {
           coverage_sum += coverage_->coverage(length, k);
         }
         budget_sum += static_cast<double>(k);
+        sequence_budgets.push_back(k);
         attention_terms.push_back(predictor.attention_ms(length, k));
       }
       const auto n = static_cast<double>(mb_lengths.size());
@@ -169,6 +216,12 @@ SimulatedIteration RunSimulator::simulate_iteration(int64_t iteration) {
         // The coverage model has no layers: every layer runs the sequences' modelled budgets.
         record.layer_budgets.emplace_back(static_cast<size_t>(total_layers),
                                           realized[static_cast<size_t>(d)].back());
+      }
+      if (cp_spec_) {
+        simulate_context_parallel_microbatch(d, mb_lengths, sequence_budgets, noise, in, record);
+        record.microbatch_tokens.push_back(mb.tokens);
+        if (mb.predicted_ms >= 0) record.microbatch_pred_ms.push_back(mb.predicted_ms);
+        continue;
       }
       const double per_layer = predictor.packed_attention_ms(attention_terms) + predictor.rest_ms(mb.tokens);
       const double tokens_bytes = static_cast<double>(mb.tokens) * hidden * act_bytes;
@@ -194,8 +247,8 @@ SimulatedIteration RunSimulator::simulate_iteration(int64_t iteration) {
   if (record.microbatch_pred_ms.size() != record.microbatch_tokens.size()) record.microbatch_pred_ms.clear();
   for (int64_t s = 0; s < pp; ++s) {
     const double params = stage_trained_params_[static_cast<size_t>(s)] / static_cast<double>(tp);
-    in.allreduce_ms.push_back(
-        ring_allreduce_ms(cluster_.data_parallel_link(s), dp, stage_dp_bytes_[static_cast<size_t>(s)]));
+    in.allreduce_ms.push_back(ring_allreduce_ms(cluster_.data_parallel_link(s), cluster_.data_parallel_ranks(),
+                                                stage_dp_bytes_[static_cast<size_t>(s)]));
     // Only the optimizer step, unless the measured iteration overhead (which includes it)
     // is given; the sequence inside a rank's iteration does not change its end.
     if (simulation_.iteration_overhead.ms >= 0) {

@@ -20,8 +20,13 @@
 //                         exp(sigma z + rank_sigma z_rank), z_rank shared by the DP
 //                         rank's micro-batches of the iteration (latency_noise.h; both 0
 //                         unless the manifest's simulation.latency_noise gives or fits them)
-//   DP all-reduce       = ring over dp of (trained parameters of the stage / tp) x 4 bytes
-//                         (fp32 gradients; LoRA: only the adapters)
+//   DP all-reduce       = ring over dp x cp of (trained parameters of the stage / tp) x 4
+//                         bytes (fp32 gradients; LoRA: only the adapters)
+//   with CP (cp > 1)    each stage's forward and backward of the micro-batch come from
+//                         the ring's event model (cp_stage_compute.h, ring_timing_model.h:
+//                         per-rank compute from the profile split by the ring's work
+//                         model, ring transfers alpha-beta over the CP ranks' links); the
+//                         stage transfer carries the largest CP shard
 //   optimizer           = simulation.optimizer_ms, or AdamW's memory traffic: 28 bytes per
 //                         trained parameter of the rank (read param, grad, m, v; write param,
 //                         m, v; fp32) / memory bandwidth
@@ -39,7 +44,9 @@
 #include "harness/records/iteration_record.h"
 #include "harness/sim/cluster_model.h"
 #include "harness/sim/coverage_model.h"
+#include "harness/sim/cp_stage_compute.h"
 #include "harness/sim/latency_noise.h"
+#include "harness/sim/pipeline_simulator.h"
 #include "harness/latency/run_profiles/sim_profile.h"
 #include "harness/trace/timeline.h"
 
@@ -74,6 +81,12 @@ class RunSimulator {
   BatchPlanner& planner() { return *planner_; }
 
  private:
+  // cp > 1: one micro-batch of DP rank d on every stage (ring_timing_model.h), appended
+  // to `in`, and its per-CP-rank attention time and kept pairs to `record`.
+  void simulate_context_parallel_microbatch(int64_t d, const std::vector<int64_t>& lengths,
+                                            const std::vector<int64_t>& budgets, double noise,
+                                            PipelineSimInput& in, IterationRecord& record) const;
+
   Manifest manifest_;
   SimProfile profile_;
   ClusterModel cluster_;
@@ -85,6 +98,7 @@ class RunSimulator {
   LatencyNoise noise_;
   std::vector<double> stage_trained_params_;  // [stage], whole stage (all TP ranks)
   std::vector<double> stage_dp_bytes_;        // [stage], stage_dp_allreduce_bytes
+  std::optional<CpComputeSpec> cp_spec_;      // cp > 1
   double elapsed_ms_ = 0;                     // simulated time of the iterations so far
 };
 

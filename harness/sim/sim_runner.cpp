@@ -6,6 +6,7 @@
 #include <optional>
 #include <ostream>
 #include <set>
+#include <tuple>
 
 #include "common/errors.h"
 #include "harness/common/atomic_file.h"
@@ -18,6 +19,7 @@
 #include "harness/sim/fit/coverage_fit.h"
 #include "harness/sim/fit/iteration_overhead_fit.h"
 #include "harness/sim/fit/latency_noise_fit.h"
+#include "harness/sim/fit/ring_compute_fit.h"
 #include "harness/sim/run_simulator.h"
 #include "models/qwen2/qwen2_config.h"
 
@@ -50,6 +52,7 @@ struct RunFits {
   const LatencyNoiseFit* noise = nullptr;
   const IterationOverheadFit* overhead = nullptr;
   const AllreduceFit* allreduce = nullptr;
+  const RingComputeFit* ring = nullptr;
 };
 
 // fits[key], made (and reported) by `fit` the first time the key is asked for.
@@ -79,15 +82,41 @@ json simulation_context(const RunSpec& run, const SimulateOptions& options, cons
                            {"simulated", true}};
   const ParallelismSection& p = m.parallelism;
   const ClusterSection& cluster = sim.cluster().cluster();
-  context["world"] = {{"world_size", p.dp * p.pp * p.tp},
+  context["world"] = {{"world_size", p.dp * p.pp * p.tp * p.cp},
                       {"dp", p.dp},
                       {"pp", p.pp},
                       {"tp", p.tp},
+                      {"cp", p.cp},
                       {"stage_layers", p.stage_layers},
                       {"device", cluster.device},
                       {"nodes", sim.cluster().node_count()},
                       {"collective_backend", "simulated"},
-                      {"rank_placement", "TP innermost, then PP, then DP: rank = (dp_rank * pp + stage) * tp + tp_rank"}};
+                      {"rank_placement", "TP innermost, then CP, then PP, then DP: rank = ((dp_rank * pp + stage) * cp + "
+                                         "cp_rank) * tp + tp_rank"}};
+  if (p.cp > 1) {
+    context["world"]["cp_layout"] = p.cp_layout.name();
+    if (p.cp_layout.kind == CpLayoutKind::kStriped) context["world"]["cp_stripe_tokens"] = p.cp_layout.stripe_tokens;
+    context["world"]["cp_inner"] = p.cp_inner > 0 ? p.cp_inner : p.cp;
+    const RingComputeSection& ring = sim.simulation().ring_compute;
+    context["ring_compute"] = {
+        {"factor", ring.factor},
+        {"step_ms_per_token", ring.step_ms_per_token},
+        {"definition", "a ring step's compute = factor x the profile's attention term of the micro-batch x the "
+                       "step's share of its kept (query, key) pairs + step_ms_per_token x the rank's tokens "
+                       "(harness/sim/cp_stage_compute.h)"}};
+    if (fits.ring != nullptr) {
+      context["ring_compute"]["from"] = {
+          {"kind", "fitted: least squares of each CP rank's measured micro-batch compute (forward and backward "
+                   "less ring waits) minus the model's terms outside attention, in the pair and step terms "
+                   "(harness/sim/fit/ring_compute_fit.h)"},
+          {"results", ring.fit_from},
+          {"runs", fits.ring->runs},
+          {"observations", fits.ring->samples},
+          {"rmse_pct", fits.ring->rmse_pct}};
+    } else {
+      context["ring_compute"]["from"] = {{"kind", "assumed (simulation.ring_compute.factor)"}};
+    }
+  }
   context["profile"] = sim.profile().describe();
   context["cluster"] = cluster_section_to_json(cluster);
   context["cluster"]["from"] = m.cluster ? "manifest" : "default (preset h200)";
@@ -206,11 +235,14 @@ struct FittedRuns {
   std::map<std::string, LatencyNoiseFit> noise;
   std::map<std::string, IterationOverheadFit> overhead;
   std::map<std::pair<std::string, double>, AllreduceFit> allreduce;
+  // (results folder, attention name, MoBA block or 0, profile) -> the fit
+  std::map<std::tuple<std::string, std::string, int64_t, std::string>, RingComputeFit> ring;
   std::map<std::string, RunFits> of_run;
   std::set<std::string> warned_contended;  // runs warn_if_contended has looked at
 };
 
-FittedRuns fit_runs(const Manifest& manifest, const RunManifestOptions& options, std::ostream& log) {
+FittedRuns fit_runs(const Manifest& manifest, const RunManifestOptions& options,
+                    const std::optional<std::string>& profile_override, std::ostream& log) {
   FittedRuns out;
   out.runs = select_runs(manifest, options);
   const std::string manifest_file = options.manifest_file.string();
@@ -271,6 +303,27 @@ FittedRuns fit_runs(const Manifest& manifest, const RunManifestOptions& options,
       link.bandwidth_gbps = fits.allreduce->bandwidth_gbps;
       warn_if_contended(fits.allreduce->runs, out.warned_contended, log);
     }
+    if (!simulation.ring_compute.fit_from.empty() && run.manifest.parallelism.cp > 1) {
+      // Fitted against the profile the run simulates with.
+      const Manifest& m = run.manifest;
+      const SimProfile profile =
+          load_sim_profile(m, make_dataset(m.data, m.seed, dataset_limits(m))->max_length(), profile_override);
+      const std::string& from = simulation.ring_compute.fit_from;
+      const auto key = std::make_tuple(from, attention.name(), attention.is_moba() ? attention.block_size : 0,
+                                       profile.describe().dump());
+      fits.ring = &fitted_once(out.ring, key, [&] {
+        RingComputeFit fit = fit_ring_compute_from_results(from, *profile.predictor, attention, manifest_file,
+                                                           "$.simulation.ring_compute.fit_from");
+        log << "ring compute (" << attention.name() << ") fitted to " << fit.samples
+            << " (micro-batch, CP rank) computes of " << fit.runs.size() << " measured CP runs under " << from
+            << ": factor " << fit.factor << " on the profile's attention, " << fit.step_ms_per_token
+            << " ms per ring step and query token (RMSE " << fit.rmse_pct << " %)\n";
+        return fit;
+      });
+      simulation.ring_compute.factor = fits.ring->factor;
+      simulation.ring_compute.step_ms_per_token = fits.ring->step_ms_per_token;
+      warn_if_contended(fits.ring->runs, out.warned_contended, log);
+    }
   }
   return out;
 }
@@ -279,14 +332,15 @@ FittedRuns fit_runs(const Manifest& manifest, const RunManifestOptions& options,
 
 ClusterSection simulation_cluster(const Manifest& m) { return m.cluster ? *m.cluster : cluster_preset("h200"); }
 
-std::vector<RunSpec> simulated_runs(const Manifest& manifest, const RunManifestOptions& options, std::ostream& log) {
-  return fit_runs(manifest, options, log).runs;
+std::vector<RunSpec> simulated_runs(const Manifest& manifest, const RunManifestOptions& options,
+                                    const std::optional<std::string>& profile, std::ostream& log) {
+  return fit_runs(manifest, options, profile, log).runs;
 }
 
 RunManifestResult simulate_manifest(const Manifest& manifest, const SimulateOptions& options, std::ostream& log) {
   RunManifestResult result;
   result.manifest_dir = options.run.results_root / manifest.name;
-  FittedRuns fitted = fit_runs(manifest, options.run, log);
+  FittedRuns fitted = fit_runs(manifest, options.run, options.profile, log);
   std::vector<RunSpec>& runs = fitted.runs;
   // Decide every run first, so that a conflict stops the command before anything runs.
   std::vector<RunDecision> decisions;

@@ -29,7 +29,9 @@ RunManifestResult simulate_manifest(const Manifest& manifest, const SimulateOpti
 
 // The runs `simulate` would run (options.only), their simulation blocks carrying the
 // values fitted to measured runs (simulation.*.fit_from); the fits are reported to log.
-std::vector<RunSpec> simulated_runs(const Manifest& manifest, const RunManifestOptions& options, std::ostream& log);
+// profile: --profile FILE, as simulate_manifest's (the ring compute fit predicts with it).
+std::vector<RunSpec> simulated_runs(const Manifest& manifest, const RunManifestOptions& options,
+                                    const std::optional<std::string>& profile, std::ostream& log);
 
 // The cluster a manifest's simulation uses: its cluster block, else the h200 preset.
 ClusterSection simulation_cluster(const Manifest& manifest);

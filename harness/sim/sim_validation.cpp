@@ -95,6 +95,16 @@ json validate_simulation(const fs::path& simulated_dir, const fs::path& measured
                       {"relative_error", rel(bubble(sim), bubble(real))},
                       {"absolute_error", bubble(sim) - bubble(real)}}},
                     {"median_imbalance", {{"simulated", imbalance(sim)}, {"measured", imbalance(real)}}}});
+    // Context parallelism: the worker imbalance over the CP ranks, by time and by work.
+    const auto median_of_stats = [](const std::optional<SampleStats>& s) { return s ? s->median : std::nan(""); };
+    if (sim.cp_worker_imbalance || real.cp_worker_imbalance) {
+      const double sim_time = median_of_stats(sim.cp_worker_imbalance), real_time = median_of_stats(real.cp_worker_imbalance);
+      const double sim_work = median_of_stats(sim.cp_work_imbalance), real_work = median_of_stats(real.cp_work_imbalance);
+      runs.back()["median_cp_worker_imbalance"] = {
+          {"simulated", sim_time}, {"measured", real_time}, {"relative_error", rel(sim_time, real_time)}};
+      runs.back()["median_cp_work_imbalance"] = {
+          {"simulated", sim_work}, {"measured", real_work}, {"relative_error", rel(sim_work, real_work)}};
+    }
     auto it = std::find_if(methods.begin(), methods.end(), [&](const MethodValues& m) { return m.method == sim.method; });
     if (it == methods.end()) it = methods.insert(methods.end(), MethodValues{sim.method, {}, {}, {}, {}, {}});
     it->sim_iter.push_back(iter_median(sim));
@@ -139,6 +149,23 @@ std::string validation_to_text(const json& v) {
                   100 * num(it.at("relative_error_at_measured_speed")), num(b.at("simulated")),
                   num(b.at("measured")), 100 * num(b.at("relative_error")));
     text += line;
+  }
+  bool context_parallel = false;
+  for (const json& r : v.at("runs")) context_parallel = context_parallel || r.contains("median_cp_worker_imbalance");
+  if (context_parallel) {
+    text += "\nworker imbalance over the CP ranks (median over iterations):\n"
+            "| run | by time sim | by time measured | rel. error | by work sim | by work measured | rel. error |\n"
+            "|---|---|---|---|---|---|---|\n";
+    for (const json& r : v.at("runs")) {
+      if (!r.contains("median_cp_worker_imbalance")) continue;
+      const json& t = r.at("median_cp_worker_imbalance");
+      const json& w = r.at("median_cp_work_imbalance");
+      std::snprintf(line, sizeof(line), "| %s | %.3f | %.3f | %+.1f%% | %.3f | %.3f | %+.1f%% |\n",
+                    r.at("run").get<std::string>().c_str(), num(t.at("simulated")), num(t.at("measured")),
+                    100 * num(t.at("relative_error")), num(w.at("simulated")), num(w.at("measured")),
+                    100 * num(w.at("relative_error")));
+      text += line;
+    }
   }
   if (!v.contains("methods")) return text;
   text += "\nper method (median over its runs):\n"

@@ -12,7 +12,9 @@ namespace sb {
 // Per run present in both folders: simulated vs measured median iter_ms and mean bubble
 // fraction (measured iterations only, as the report defines them), relative error
 // (sim - measured) / measured; and per method ("methods"), the median over its runs (e.g.
-// its seeds) of those values, simulated and measured, and their relative error. Writes
+// its seeds) of those values, simulated and measured, and their relative error. Runs with
+// context parallelism also compare the median worker imbalance over the CP ranks, by
+// time and by work (median_cp_worker_imbalance, median_cp_work_imbalance). Writes
 // <simulated_dir>/validation.json and returns it.
 //
 // The iteration time also at the measured run's compute speed: compute_ratio = the

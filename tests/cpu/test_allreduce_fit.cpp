@@ -191,7 +191,7 @@ TEST(AllreduceFit, SimulateUsesTheFittedBandwidth) {
   RunManifestOptions options;
   options.manifest_file = "m.json";
   std::ostringstream log;
-  const std::vector<RunSpec> runs = simulated_runs(parse_manifest(m, "m.json"), options, log);
+  const std::vector<RunSpec> runs = simulated_runs(parse_manifest(m, "m.json"), options, std::nullopt, log);
   ASSERT_FALSE(runs.empty());
   const AllreduceFit fit = fit_allreduce_from_results(dir / "measured", 100.0, "m.json", "$");
   for (const RunSpec& run : runs) {
@@ -227,7 +227,7 @@ TEST(AllreduceFit, SimulateWarnsWhenFittingToAContendedRun) {
   RunManifestOptions options;
   options.manifest_file = "m.json";
   std::ostringstream log;
-  simulated_runs(parse_manifest(m, "m.json"), options, log);
+  simulated_runs(parse_manifest(m, "m.json"), options, std::nullopt, log);
   const std::string text = log.str();
   const std::string warning = "WARNING: fitting to " + (dir / "measured").string() + ", whose ranks waited 20.0%";
   ASSERT_NE(text.find(warning), std::string::npos) << text;

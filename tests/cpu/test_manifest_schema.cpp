@@ -154,7 +154,11 @@ std::vector<json> variant_manifests(const fs::path& dir) {
   json overhead = base;  // replaces optimizer_ms, which it may not appear beside
   overhead["simulation"].erase("optimizer_ms");
   overhead["simulation"]["iteration_overhead"] = {{"ms", 20}, {"fit_from", "/r"}};
+  overhead["simulation"]["ring_compute"] = {{"factor", 0.9}, {"step_ms_per_token", 0.01}, {"fit_from", "/r"}};
   variants.push_back(overhead);
+  json scaled = base;
+  scaled["model"]["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 64}};
+  variants.push_back(scaled);
   return variants;
 }
 

@@ -67,12 +67,12 @@ TEST(SimulatorAgainstTheH100, HeldOutInvocationPerMethod) {
   std::string line;
   std::getline(records, line);
   std::getline(records, line);
-  // The bench row "| baseline | 1 (1 x 1 x 1) | <micro-batches> | <iteration ms> |": the
+  // The bench row "| baseline | 1 (1 x 1 x 1 x 1) | <micro-batches> | <iteration ms> |": the
   // same iteration as the record's, up to the planner's wall-clock time, which each
   // simulation measures afresh (microseconds), so not compared digit for digit.
   const json record = json::parse(line);
   char prefix[64];
-  std::snprintf(prefix, sizeof(prefix), "| baseline | 1 (1 x 1 x 1) | %zu | ", record.at("microbatch_ms").size());
+  std::snprintf(prefix, sizeof(prefix), "| baseline | 1 (1 x 1 x 1 x 1) | %zu | ", record.at("microbatch_ms").size());
   const size_t row = bench.output.find(prefix);
   ASSERT_NE(row, std::string::npos) << prefix << "\n" << bench.output;
   const double bench_ms = std::stod(bench.output.substr(row + std::strlen(prefix)));

@@ -15,12 +15,13 @@
 namespace sb {
 namespace {
 
-// The stage's DP ring: the latest entry into and the latest exit from its all-reduce
-// event over the DP ranks, and which DP ranks took part.
+// The stage's gradient ring: the latest entry into and the latest exit from its
+// all-reduce event over its ranks, and which ranks took part (its DP ranks, and with
+// context parallelism every CP rank of each).
 struct StageRing {
   double last_entry_ms = 0;
   double last_exit_ms = 0;
-  std::set<int64_t> dp_ranks;
+  std::set<int64_t> ranks;
 };
 
 // The stage -> ring of one measured iteration.
@@ -30,10 +31,10 @@ std::map<int64_t, StageRing> rings_of(const TimelineIteration& iteration) {
     for (const TimelineEvent& e : rank.events) {
       if (e.kind != EventKind::kAllReduce) continue;
       StageRing& ring = rings[rank.stage];
-      const bool first = ring.dp_ranks.empty();
+      const bool first = ring.ranks.empty();
       ring.last_entry_ms = first ? e.start_ms : std::max(ring.last_entry_ms, e.start_ms);
       ring.last_exit_ms = first ? e.end_ms : std::max(ring.last_exit_ms, e.end_ms);
-      ring.dp_ranks.insert(rank.dp_rank);
+      ring.ranks.insert(rank.rank);
     }
   }
   return rings;
@@ -45,7 +46,7 @@ std::vector<AllreduceObservation> allreduce_observations(const std::filesystem::
   const std::vector<TimelineIteration> measured = measured_timeline_iterations(run_dir);
   const auto has_ring = [](const TimelineIteration& it) {
     for (const auto& [stage, ring] : rings_of(it)) {
-      if (ring.dp_ranks.size() >= 2) return true;
+      if (ring.ranks.size() >= 2) return true;
     }
     return false;
   };
@@ -68,12 +69,12 @@ std::vector<AllreduceObservation> allreduce_observations(const std::filesystem::
   std::vector<AllreduceObservation> out;
   for (const TimelineIteration& iteration : measured) {
     for (const auto& [stage, ring] : rings_of(iteration)) {
-      if (ring.dp_ranks.size() < 2 || stage < 0 || stage > last_stage) continue;
+      if (ring.ranks.size() < 2 || stage < 0 || stage > last_stage) continue;
       // With tied embeddings over a pipeline, the first and last stages' all-reduce event
       // also holds the embedding's all-reduce between them, and with it a wait for the
       // other stage: not the ring's own time.
       if (ties_stages && (stage == 0 || stage == last_stage)) continue;
-      out.push_back({ring.last_exit_ms - ring.last_entry_ms, static_cast<int64_t>(ring.dp_ranks.size()),
+      out.push_back({ring.last_exit_ms - ring.last_entry_ms, static_cast<int64_t>(ring.ranks.size()),
                      stage_bytes[static_cast<size_t>(stage)]});
     }
   }
@@ -109,8 +110,8 @@ AllreduceFit fit_allreduce_from_results(const std::filesystem::path& results_dir
   if (observed.all.empty()) {
     throw ConfigError(manifest_file, json_path,
                       "found no measured run under " + results_dir.string() +
-                          " with a data-parallel all-reduce (2 or more DP ranks) in a measured iteration",
-                      "point it at the results of a `sparsebalance run` with parallelism.dp >= 2, or give "
+                          " with a data-parallel all-reduce (2 or more DP x CP ranks) in a measured iteration",
+                      "point it at the results of a `sparsebalance run` with parallelism.dp x cp >= 2, or give "
                       "bandwidth_gbps instead");
   }
   try {

@@ -5,11 +5,12 @@
 // CPU machines Gloo's all-reduce of qwen2-tiny's 3.3 MB took 3.9 ms on average, where
 // 20 Gbit/s would give 1.5 ms).
 //
-// Observations: per measured (non-warm-up) iteration and pipeline stage with two or more
-// DP ranks, the time from the last of the stage's DP ranks entering its all-reduce event
+// Observations: per measured (non-warm-up) iteration and pipeline stage whose gradient
+// group has two or more ranks (its DP ranks, each with all its CP ranks), the time from the
+// last of them entering its all-reduce event
 // to the last leaving it (timeline_events.jsonl): the collective's own duration, without
 // the wait for the slowest rank, which the simulator produces itself. Each has the ring
-// model's payload 2 (n - 1) / n x bytes (n DP ranks, bytes the stage's as the simulator
+// model's payload 2 (n - 1) / n x bytes (n ranks, bytes the stage's as the simulator
 // sends them, stage_dp_allreduce_bytes of the run's manifest.resolved.json) and latency
 // term 2 (n - 1) alpha
 // (harness/sim/cluster_model.h), alpha the manifest's intra_node.alpha_us. With tied
@@ -28,7 +29,7 @@ namespace sb {
 
 struct AllreduceObservation {
   double ms = 0;             // last entry to last exit
-  int64_t ranks = 0;         // DP ranks in the ring
+  int64_t ranks = 0;         // ranks in the ring (DP x CP)
   double bytes = 0;          // the stage's gradient bytes
 };
 

@@ -1,0 +1,71 @@
+#include "harness/sim/cp_stage_compute.h"
+
+namespace sb {
+
+CpComputeSpec cp_compute_spec(const Manifest& m) {
+  const Qwen2Config& c = m.model.config;
+  const AttentionOptions& attention = m.methods.at(0).attention;
+  const SimulationSection simulation = m.simulation ? *m.simulation : SimulationSection{};
+  CpComputeSpec spec;
+  spec.cp = m.parallelism.cp;
+  spec.inner = m.parallelism.cp_inner > 0 ? m.parallelism.cp_inner : m.parallelism.cp;
+  spec.layout = m.parallelism.cp_layout;
+  spec.block_size = attention.is_moba() ? attention.block_size : 128;
+  spec.query_heads = c.num_attention_heads;
+  spec.kv_heads = c.num_key_value_heads;
+  spec.head_dim = c.head_dim;
+  spec.act_bytes = m.train.precision == Qwen2Precision::kFloat32 ? 4.0 : 2.0;
+  spec.forward_fraction = simulation.forward_fraction;
+  spec.ring_compute_factor = simulation.ring_compute.factor;
+  spec.ring_step_ms_per_token = simulation.ring_compute.step_ms_per_token;
+  return spec;
+}
+
+CpStageCompute cp_stage_compute(const LatencyPredictor& predictor, const CpComputeSpec& spec,
+                                const std::vector<int64_t>& lengths, const std::vector<int64_t>& budgets,
+                                int64_t layers, int64_t stage, int64_t stages, double noise) {
+  CpStageCompute out;
+  out.work = ring_work(lengths, budgets, spec.cp, spec.layout, spec.block_size, spec.query_heads);
+  std::vector<double> terms;
+  for (size_t i = 0; i < lengths.size(); ++i) terms.push_back(predictor.attention_ms(lengths[i], budgets[i]));
+  const double attention = predictor.packed_attention_ms(terms);
+  const double total_pairs = out.work.total();
+  const double f = spec.forward_fraction;
+  const auto W = static_cast<size_t>(spec.cp);
+  const bool last = stage == stages - 1;
+
+  RingTimingInput& t = out.timing;
+  t.cp = spec.cp;
+  t.inner = spec.inner;
+  t.layers = layers;
+  t.forward_step_ms.assign(W, std::vector<double>(W, 0.0));
+  t.backward_step_ms = t.forward_step_ms;
+  out.attention_unit_ms.assign(W, 0.0);
+  out.step_tokens.assign(W, 0.0);
+  out.other_ms.assign(W, 0.0);
+  for (size_t r = 0; r < W; ++r) {
+    const int64_t tokens = out.work.tokens[r];
+    const double per_step = spec.ring_step_ms_per_token * static_cast<double>(tokens);
+    out.step_tokens[r] = static_cast<double>(layers * spec.cp * tokens);
+    for (size_t b = 0; b < W; ++b) {
+      const double unit = total_pairs > 0 ? attention * out.work.pairs[r][b] / total_pairs : 0.0;
+      out.attention_unit_ms[r] += static_cast<double>(layers) * unit;
+      const double ms = (spec.ring_compute_factor * unit + per_step) * noise;
+      t.forward_step_ms[r][b] = f * ms;
+      t.backward_step_ms[r][b] = (1 - f) * ms;
+    }
+    const double rest = tokens > 0 ? predictor.rest_ms(tokens) : 0.0;
+    double outside = tokens > 0 ? predictor.microbatch_overhead_share_ms(tokens, stage, stages) : 0.0;
+    if (last && predictor.options().include_head && tokens > 0) outside += predictor.head_ms(tokens);
+    out.other_ms[r] = static_cast<double>(layers) * rest + outside;
+    t.forward_rest_ms.push_back(f * rest * noise);
+    t.backward_rest_ms.push_back((1 - f) * rest * noise);
+    t.forward_outside_ms.push_back(f * outside * noise);
+    t.backward_outside_ms.push_back((1 - f) * outside * noise);
+    t.shard_bytes.push_back(static_cast<double>(tokens) * static_cast<double>(spec.kv_heads * spec.head_dim) * 2.0 *
+                            spec.act_bytes);
+  }
+  return out;
+}
+
+}  // namespace sb

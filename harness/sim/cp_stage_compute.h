@@ -1,0 +1,65 @@
+#pragma once
+// What one micro-batch computes on each CP rank of one pipeline stage, from the latency
+// profile and the ring's work model (docs/simulator.md, "Context parallelism"):
+//
+//   A            = packed_attention_ms(attention_ms(L_i, k_i) for each sequence i): the
+//                  micro-batch's attention per layer on one device, forward + backward
+//   step r <- b  = ring_compute_factor x A x pairs[r][b] / total pairs   (ring_work_model.h)
+//                  + ring_step_ms_per_token x T_r (what every step costs whatever its
+//                  pairs: merging the partial output of the rank's T_r queries, visiting
+//                  their rows), T_r the tokens rank r holds
+//   rest of r    = rest_ms(T_r) per layer
+//   outside of r = head_ms(T_r) on the last stage when the predictor includes the head,
+//                  plus microbatch_overhead_share_ms(T_r, stage, pp) (signed)
+//   each split into forward_fraction / (1 - forward_fraction), all x the latency noise
+//   shard bytes  = T_r x kv_heads x head_dim x 2 (keys and values) x act_bytes
+//
+// ring_compute_factor and ring_step_ms_per_token (simulation.ring_compute) say what the
+// ring's kernels cost against the profile's single-device attention term for the same
+// pairs: 1 and 0 by default, or fitted to measured CP runs
+// (harness/sim/fit/ring_compute_fit.h), which is why the terms are also returned apart.
+
+#include <cstdint>
+#include <vector>
+
+#include "harness/config/manifest.h"
+#include "harness/latency/latency_predictor.h"
+#include "harness/sim/ring_timing_model.h"
+#include "harness/sim/ring_work_model.h"
+
+namespace sb {
+
+struct CpComputeSpec {
+  int64_t cp = 1;
+  int64_t inner = 1;  // ranks per inner ring (cp: flat)
+  CpLayout layout;
+  int64_t block_size = 128;  // MoBA's block; any value for dense
+  int64_t query_heads = 1;
+  int64_t kv_heads = 1;
+  int64_t head_dim = 1;
+  double act_bytes = 4;  // bytes per key/value element on the wire
+  double forward_fraction = 1.0 / 3.0;
+  double ring_compute_factor = 1.0;
+  double ring_step_ms_per_token = 0.0;  // one step, one layer, forward + backward
+};
+
+// The spec of a manifest's runs: its parallelism, attention and model; the factor and
+// the forward fraction of its simulation block (defaults without one).
+CpComputeSpec cp_compute_spec(const Manifest& manifest);
+
+struct CpStageCompute {
+  RingWork work;
+  RingTimingInput timing;        // transfer_ms and layer_sync_ms left for the caller
+  // Per CP rank, summed over the stage's layers, forward + backward, without noise:
+  std::vector<double> attention_unit_ms;  // the ring steps' pair term at factor 1
+  std::vector<double> step_tokens;        // layers x cp steps x T_r (the per-token term's units)
+  std::vector<double> other_ms;           // the rest and outside terms
+};
+
+// lengths / budgets: the micro-batch's sequences and their effective budgets (0: dense);
+// layers: the stage's decoder layers; noise: the latency noise factor (1: none).
+CpStageCompute cp_stage_compute(const LatencyPredictor& predictor, const CpComputeSpec& spec,
+                                const std::vector<int64_t>& lengths, const std::vector<int64_t>& budgets,
+                                int64_t layers, int64_t stage, int64_t stages, double noise);
+
+}  // namespace sb
