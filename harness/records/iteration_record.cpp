@@ -19,12 +19,16 @@ void IterationRecord::set_pipeline_metrics(const PipelineMetrics& metrics) {
   microbatch_ms = metrics.microbatch_ms;
   microbatch_dp_rank = metrics.microbatch_dp_rank;
   imbalance = metrics.imbalance;
+  dp_imbalance = metrics.dp_imbalance;
+  slot_imbalance = metrics.slot_imbalance;
 }
 
 void IterationRecord::derive_single_stage_metrics() {
   PipelineMetrics m;
   derive_bubbles({std::accumulate(microbatch_ms.begin(), microbatch_ms.end(), 0.0)}, iter_ms, m);
   imbalance = max_over_mean(microbatch_ms);
+  dp_imbalance = 1;  // one DP rank
+  slot_imbalance = 1;
   per_stage_busy_ms = m.busy_ms;
   per_stage_idle_ms = m.idle_ms;
   bubble_fraction = m.bubble_fraction;
@@ -54,6 +58,8 @@ nlohmann::json iteration_record_to_json(const IterationRecord& r) {
   // NaN (nothing was trained: a simulated iteration) is left out, never written as a number.
   if (std::isfinite(r.loss)) j["loss"] = r.loss;
   if (std::isfinite(r.grad_norm)) j["grad_norm"] = r.grad_norm;
+  if (std::isfinite(r.dp_imbalance)) j["dp_imbalance"] = r.dp_imbalance;
+  if (std::isfinite(r.slot_imbalance)) j["slot_imbalance"] = r.slot_imbalance;
   if (!r.microbatch_pred_ms.empty()) j["microbatch_pred_ms"] = r.microbatch_pred_ms;
   if (!r.budgets.empty()) j["budgets"] = r.budgets;
   if (!r.coverage.empty()) j["coverage"] = r.coverage;
@@ -85,6 +91,10 @@ IterationRecord iteration_record_from_json(const nlohmann::json& j) {
   r.microbatch_tokens = j.at("microbatch_tokens").get<std::vector<int64_t>>();
   r.microbatch_dp_rank = j.value("microbatch_dp_rank", std::vector<int64_t>{});
   r.imbalance = j.at("imbalance").get<double>();
+  // Records written before the rank-level imbalances existed have neither.
+  r.dp_imbalance = j.contains("dp_imbalance") && j["dp_imbalance"].is_number() ? j["dp_imbalance"].get<double>() : nan;
+  r.slot_imbalance =
+      j.contains("slot_imbalance") && j["slot_imbalance"].is_number() ? j["slot_imbalance"].get<double>() : nan;
   r.per_stage_busy_ms = j.at("per_stage_busy_ms").get<std::vector<double>>();
   r.per_stage_idle_ms = j.at("per_stage_idle_ms").get<std::vector<double>>();
   r.bubble_fraction = j.at("bubble_fraction").get<double>();

@@ -9,6 +9,8 @@
 //                        micro-batches, then DP rank 1's, ...); microbatch_dp_rank[k]
 //                        the DP rank that trained it, microbatch_tokens[k] its tokens
 //   imbalance            max / mean of microbatch_ms over the global batch
+//   dp_imbalance, slot_imbalance  between DP ranks: of their summed microbatch_ms, and per
+//                        pipeline slot (harness/trace/iteration_metrics.h)
 //   per_stage_busy_ms[r] compute (forward + backward) time of world rank r = dp_rank * pp
 //                        + stage: one entry per (DP rank, stage)
 //   per_stage_idle_ms[r] iter_ms - per_stage_busy_ms[r]
@@ -45,6 +47,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <limits>
 #include <filesystem>
 #include <vector>
 
@@ -66,6 +69,10 @@ struct IterationRecord {
   std::vector<int64_t> microbatch_tokens;
   std::vector<int64_t> microbatch_dp_rank;
   double imbalance = 0;
+  // harness/trace/iteration_metrics.h; NaN until the metrics are set (and when read from
+  // an older record), and then left out of the JSON.
+  double dp_imbalance = std::numeric_limits<double>::quiet_NaN();
+  double slot_imbalance = std::numeric_limits<double>::quiet_NaN();
   std::vector<double> per_stage_busy_ms;
   std::vector<double> per_stage_idle_ms;
   double bubble_fraction = 0;

@@ -64,11 +64,16 @@ std::string config_of(const RunSummary& r) { return r.run + (r.simulated ? " †
 void write_runs_table(const Report& report, std::ostringstream& out) {
   // Context-parallel runs add their CP degree and layout and the worker imbalance.
   const bool any_cp = std::any_of(report.runs.begin(), report.runs.end(), [](const RunSummary& r) { return r.cp > 1; });
+  // Runs on several DP ranks add the imbalance between them (docs/metrics.md).
+  const bool any_dp = std::any_of(report.runs.begin(), report.runs.end(), [](const RunSummary& r) { return r.dp > 1; });
   out << "## Runs\n\n"
       << "| config | budget | " << (any_cp ? "dp x pp x cp" : "dp x pp") << " | state | imbalance | "
+      << (any_dp ? "DP / slot imbalance | " : "")
       << (any_cp ? "worker imbalance (time / work) | " : "")
       << "iteration ms | speedup | overhead ms (%) | bubble (mean / max) | tokens/s | loss final |";
-  std::string align = any_cp ? "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|" : "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|";
+  std::string align = "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|";
+  if (any_dp) align += "---:|";
+  if (any_cp) align += "---:|";
   for (const std::string& column : report.accuracy_columns) {
     out << ' ' << column << " |";
     align += "---:|";
@@ -83,6 +88,8 @@ void write_runs_table(const Report& report, std::ostringstream& out) {
                                (any_cp ? " x " + std::to_string(r.cp) + (r.cp > 1 ? " " + r.cp_layout : "") : "");
     out << "| " << config_of(r) << " | " << r.budget_text() << " | " << layout << " | " << r.state << " | "
         << md(median_field(r.imbalance), "%.3f") << " | "
+        << (any_dp ? md(median_field(r.dp_imbalance), "%.3f") + " / " + md(median_field(r.slot_imbalance), "%.3f") + " | "
+                   : "")
         << (any_cp ? md(median_field(r.cp_worker_imbalance), "%.3f") + " / " + md(median_field(r.cp_work_imbalance), "%.3f") + " | " : "") << md(median_field(r.iter_ms), "%.2f") << " | "
         << md(r.speedup, "%.2f") << " | " << overhead << " | " << bubble << " | " << md(r.tokens_per_s, "%.0f")
         << " | " << md(r.loss_final, "%.4f") << " |";
@@ -94,6 +101,10 @@ void write_runs_table(const Report& report, std::ostringstream& out) {
   }
   out << "\nimbalance and iteration ms: medians over measured (non-warm-up) iterations; speedup: median "
          "baseline iteration ms / median iteration ms, baseline at the same non-method sweep point.\n";
+  if (any_dp) {
+    out << "DP / slot imbalance: between DP ranks, max / mean of their summed micro-batch ms, and per pipeline "
+           "slot (the j-th micro-batch of every DP rank), averaged over the slots (docs/metrics.md).\n";
+  }
 }
 
 void write_methods_table(const Report& report, std::ostringstream& out) {
@@ -232,6 +243,8 @@ json run_summary_to_json(const RunSummary& r) {
           {"speedup_baseline_run", r.speedup_baseline_run.empty() ? json(nullptr) : json(r.speedup_baseline_run)},
           {"speedup_note", r.speedup_note.empty() ? json(nullptr) : json(r.speedup_note)},
           {"imbalance", spread_to_json(r.imbalance)},
+          {"dp_imbalance", spread_to_json(r.dp_imbalance)},
+          {"slot_imbalance", spread_to_json(r.slot_imbalance)},
           {"cp_worker_imbalance", spread_to_json(r.cp_worker_imbalance)},
           {"cp_work_imbalance", spread_to_json(r.cp_work_imbalance)},
           {"bubble_fraction", r.bubble_fraction_mean ? json{{"mean", *r.bubble_fraction_mean},
@@ -335,6 +348,8 @@ std::string report_to_csv(const Report& report) {
       {"imbalance_max", spread(&RunSummary::imbalance, &SampleStats::max)},
       {"imbalance_p25", spread(&RunSummary::imbalance, &SampleStats::p25)},
       {"imbalance_p75", spread(&RunSummary::imbalance, &SampleStats::p75)},
+      {"dp_imbalance_median", spread(&RunSummary::dp_imbalance, &SampleStats::median)},
+      {"slot_imbalance_median", spread(&RunSummary::slot_imbalance, &SampleStats::median)},
       {"cp_worker_imbalance_median", spread(&RunSummary::cp_worker_imbalance, &SampleStats::median)},
       {"cp_work_imbalance_median", spread(&RunSummary::cp_work_imbalance, &SampleStats::median)},
       {"bubble_fraction_mean", number([](const RunSummary& r) { return r.bubble_fraction_mean; })},

@@ -99,13 +99,15 @@ void summarize_records(const std::vector<IterationRecord>& records, int64_t defa
   if (records.empty()) return;
   s.loss_first = records.front().loss;
   s.loss_final = records.back().loss;
-  std::vector<double> cp_worker_imbalance, cp_work_imbalance;
+  std::vector<double> cp_worker_imbalance, cp_work_imbalance, dp_imbalance, slot_imbalance;
   std::vector<double> iter_ms, imbalance, bubble, overhead, allreduce, coverage, budgets, layer_budgets, ape;
   double tokens = 0, total_ms = 0, bubble_max = 0, microbatch_sum = 0;
   for (const IterationRecord& r : records) {
     if (r.warmup) continue;
     iter_ms.push_back(r.iter_ms);
     imbalance.push_back(r.imbalance);
+    if (std::isfinite(r.dp_imbalance)) dp_imbalance.push_back(r.dp_imbalance);
+    if (std::isfinite(r.slot_imbalance)) slot_imbalance.push_back(r.slot_imbalance);
     cp_worker_imbalance.insert(cp_worker_imbalance.end(), r.cp_worker_imbalance.begin(), r.cp_worker_imbalance.end());
     cp_work_imbalance.insert(cp_work_imbalance.end(), r.cp_work_imbalance.begin(), r.cp_work_imbalance.end());
     bubble.push_back(r.bubble_fraction);
@@ -128,6 +130,8 @@ void summarize_records(const std::vector<IterationRecord>& records, int64_t defa
   if (iter_ms.empty()) return;
   s.iter_ms = sample_stats(iter_ms);
   s.imbalance = sample_stats(imbalance);
+  if (!dp_imbalance.empty()) s.dp_imbalance = sample_stats(dp_imbalance);
+  if (!slot_imbalance.empty()) s.slot_imbalance = sample_stats(slot_imbalance);
   if (!cp_worker_imbalance.empty()) s.cp_worker_imbalance = sample_stats(cp_worker_imbalance);
   if (!cp_work_imbalance.empty()) s.cp_work_imbalance = sample_stats(cp_work_imbalance);
   s.bubble_fraction_mean = mean_of(bubble);

@@ -9,7 +9,8 @@
 //
 // Definitions (one each; docs/reports.md repeats them):
 //   iter_ms           median, min, max, p25, p75 of iter_ms over measured iterations
-//   imbalance         the same over the records' imbalance (max / mean micro-batch ms)
+//   imbalance         the same over the records' imbalance (max / mean micro-batch ms);
+//                     dp_imbalance and slot_imbalance likewise (between DP ranks)
 //   bubble_fraction   mean of bubble_fraction and max of bubble_fraction_max, measured
 //   overhead_ms       median of balance_overhead_ms; overhead_pct = 100 x overhead_ms /
 //                     median iter_ms
@@ -82,6 +83,10 @@ struct RunSummary {
   int64_t iterations_measured = 0;
   std::optional<SampleStats> iter_ms;
   std::optional<SampleStats> imbalance;
+  // Between DP ranks (harness/trace/iteration_metrics.h), over the measured iterations
+  // whose records have them.
+  std::optional<SampleStats> dp_imbalance;
+  std::optional<SampleStats> slot_imbalance;
   // Under CP: worker imbalance over every measured micro-batch (docs/context_parallel.md).
   std::optional<SampleStats> cp_worker_imbalance;  // by compute time
   std::optional<SampleStats> cp_work_imbalance;    // by kept (query, key) pairs

@@ -39,8 +39,8 @@ const LinkSection& ClusterModel::link_between(int64_t a, int64_t b) const {
   return node_of(a) == node_of(b) ? cluster_.intra_node : cluster_.inter_node;
 }
 
-const LinkSection& ClusterModel::pipeline_link(int64_t dp_rank, int64_t stage) const {
-  return link_between(world_rank(dp_rank, stage, 0), world_rank(dp_rank, stage + 1, 0));
+const LinkSection& ClusterModel::pipeline_link(int64_t dp_rank, int64_t stage, int64_t cp_rank) const {
+  return link_between(world_rank(dp_rank, stage, 0, cp_rank), world_rank(dp_rank, stage + 1, 0, cp_rank));
 }
 
 const LinkSection& ClusterModel::data_parallel_link(int64_t stage) const {

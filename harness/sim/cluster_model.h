@@ -37,8 +37,8 @@ class ClusterModel {
 
   // The link between two ranks (intra-node when on one node).
   const LinkSection& link_between(int64_t rank_a, int64_t rank_b) const;
-  // Stage -> stage + 1 of DP rank d (TP rank 0's pair; all TP ranks alike).
-  const LinkSection& pipeline_link(int64_t dp_rank, int64_t stage) const;
+  // Stage -> stage + 1 of DP rank d, CP rank c (TP rank 0's pair; all TP ranks alike).
+  const LinkSection& pipeline_link(int64_t dp_rank, int64_t stage, int64_t cp_rank = 0) const;
   // The gradient ring of `stage`: its DP and CP ranks (TP rank 0's group; all TP ranks
   // alike), data_parallel_ranks() of them.
   const LinkSection& data_parallel_link(int64_t stage) const;

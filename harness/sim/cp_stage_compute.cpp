@@ -55,9 +55,11 @@ CpStageCompute cp_stage_compute(const LatencyPredictor& predictor, const CpCompu
       t.backward_step_ms[r][b] = (1 - f) * ms;
     }
     const double rest = tokens > 0 ? predictor.rest_ms(tokens) : 0.0;
-    double outside = tokens > 0 ? predictor.microbatch_overhead_share_ms(tokens, stage, stages) : 0.0;
-    if (last && predictor.options().include_head && tokens > 0) outside += predictor.head_ms(tokens);
-    out.other_ms[r] = static_cast<double>(layers) * rest + outside;
+    const double outside = tokens > 0 ? predictor.microbatch_overhead_share_ms(tokens, stage, stages) : 0.0;
+    const double head = last && predictor.options().include_head && tokens > 0 ? predictor.head_ms(tokens) : 0.0;
+    out.other_ms[r] = static_cast<double>(layers) * rest + outside + head;
+    t.forward_head_ms.push_back(f * head * noise);
+    t.backward_head_ms.push_back((1 - f) * head * noise);
     t.forward_rest_ms.push_back(f * rest * noise);
     t.backward_rest_ms.push_back((1 - f) * rest * noise);
     t.forward_outside_ms.push_back(f * outside * noise);

@@ -9,8 +9,9 @@
 //                  pairs: merging the partial output of the rank's T_r queries, visiting
 //                  their rows), T_r the tokens rank r holds
 //   rest of r    = rest_ms(T_r) per layer
-//   outside of r = head_ms(T_r) on the last stage when the predictor includes the head,
-//                  plus microbatch_overhead_share_ms(T_r, stage, pp) (signed)
+//   outside of r = microbatch_overhead_share_ms(T_r, stage, pp) (signed), before the
+//                  layers; head_ms(T_r) on the last stage when the predictor includes the
+//                  head, after them (forward) and before them (backward)
 //   each split into forward_fraction / (1 - forward_fraction), all x the latency noise
 //   shard bytes  = T_r x kv_heads x head_dim x 2 (keys and values) x act_bytes
 //

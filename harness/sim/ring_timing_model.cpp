@@ -138,6 +138,9 @@ void check_sizes(const RingTimingInput& in) {
                         &in.shard_bytes}) {
     if (v->size() != W) fail("per-rank vectors need cp entries");
   }
+  for (const auto* v : {&in.forward_head_ms, &in.backward_head_ms}) {
+    if (!v->empty() && v->size() != W) fail("head vectors need cp entries or none");
+  }
   if (!in.transfer_ms) fail("transfer_ms is not set");
 }
 
@@ -164,9 +167,11 @@ RingTiming simulate_ring_microbatch(const RingTimingInput& in) {
     }
     ring.forward(t);
   }
+  for (size_t r = 0; r < in.forward_head_ms.size(); ++r) t[r] += in.forward_head_ms[r];
   out.forward_ms = *std::max_element(t.begin(), t.end());
 
   t.assign(W, 0.0);
+  for (size_t r = 0; r < in.backward_head_ms.size(); ++r) t[r] += in.backward_head_ms[r];
   for (int64_t layer = 0; layer < in.layers; ++layer) {
     for (size_t r = 0; r < W; ++r) t[r] += in.backward_rest_ms[r];
     ring.backward(t);

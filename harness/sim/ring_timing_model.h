@@ -41,9 +41,12 @@ struct RingTimingInput {
   // One layer's compute outside attention, per rank (ms).
   std::vector<double> forward_rest_ms;
   std::vector<double> backward_rest_ms;
-  // Once per micro-batch, per rank: before the layers (forward) / after them (backward).
+  // Once per micro-batch, per rank: before the layers (forward) / after them (backward),
+  // as the embedding; and after them (forward) / before them (backward), as the head.
   std::vector<double> forward_outside_ms;
   std::vector<double> backward_outside_ms;
+  std::vector<double> forward_head_ms;   // empty: none
+  std::vector<double> backward_head_ms;  // empty: none
   double layer_sync_ms = 0;  // per layer before the forward ring; 0: none
   // Time (ms) of one message from CP rank `from` to `to` carrying `bytes`.
   std::function<double(int64_t from, int64_t to, double bytes)> transfer_ms;

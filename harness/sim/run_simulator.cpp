@@ -126,11 +126,15 @@ void RunSimulator::simulate_context_parallel_microbatch(int64_t d, const std::ve
     const RingTiming t = simulate_ring_microbatch(c.timing);
     in.forward_ms[static_cast<size_t>(d)][static_cast<size_t>(s)].push_back(std::max(0.0, t.forward_ms));
     in.backward_ms[static_cast<size_t>(d)][static_cast<size_t>(s)].push_back(std::max(0.0, t.backward_ms));
-    // Each CP rank sends its own tokens' activations to its peer in the next stage.
-    const double largest_shard = static_cast<double>(*std::max_element(c.work.tokens.begin(), c.work.tokens.end()));
-    const double bytes = largest_shard * static_cast<double>(config.hidden_size) * activation_bytes(m);
-    in.transfer_ms[static_cast<size_t>(d)][static_cast<size_t>(s)].push_back(
-        s + 1 < pp ? alpha_beta_ms(cluster_.pipeline_link(d, s), bytes) : 0.0);
+    // Each CP rank sends its own tokens' activations to its peer in the next stage, side by
+    // side: the slowest of them.
+    double transfer = 0;
+    for (int64_t r = 0; s + 1 < pp && r < cp; ++r) {
+      const double bytes = static_cast<double>(c.work.tokens[static_cast<size_t>(r)] * config.hidden_size) *
+                           activation_bytes(m);
+      transfer = std::max(transfer, alpha_beta_ms(cluster_.pipeline_link(d, s, r), bytes));
+    }
+    in.transfer_ms[static_cast<size_t>(d)][static_cast<size_t>(s)].push_back(transfer);
     for (size_t r = 0; r < W; ++r) {
       attention_ms[r] += t.attention_ms[r];
       pairs[r] += passes * static_cast<double>(layers) * c.work.row(static_cast<int64_t>(r));

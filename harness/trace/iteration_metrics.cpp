@@ -95,7 +95,42 @@ PipelineMetrics compute_pipeline_metrics(const std::vector<RankTimeline>& ranks,
     }
   }
   m.imbalance = max_over_mean(m.microbatch_ms);
+  const RankImbalance between = rank_imbalance(m.microbatch_ms, m.microbatch_dp_rank);
+  m.dp_imbalance = between.dp;
+  m.slot_imbalance = between.slot;
   return m;
+}
+
+RankImbalance rank_imbalance(const std::vector<double>& microbatch_ms, const std::vector<int64_t>& microbatch_dp_rank) {
+  if (microbatch_ms.size() != microbatch_dp_rank.size()) {
+    throw std::invalid_argument("rank_imbalance: " + std::to_string(microbatch_ms.size()) + " latencies but " +
+                                std::to_string(microbatch_dp_rank.size()) + " DP ranks");
+  }
+  std::vector<std::vector<double>> per_rank;  // [d]: d's micro-batches in order
+  for (size_t k = 0; k < microbatch_ms.size(); ++k) {
+    const int64_t d = microbatch_dp_rank[k];
+    if (d < 0) throw std::invalid_argument("rank_imbalance: negative DP rank");
+    if (per_rank.size() <= static_cast<size_t>(d)) per_rank.resize(static_cast<size_t>(d) + 1);
+    per_rank[static_cast<size_t>(d)].push_back(microbatch_ms[k]);
+  }
+  RankImbalance out;
+  if (per_rank.size() < 2) return out;
+  std::vector<double> sums;
+  size_t slots = per_rank.front().size();
+  for (const auto& mbs : per_rank) {
+    sums.push_back(std::accumulate(mbs.begin(), mbs.end(), 0.0));
+    slots = std::min(slots, mbs.size());
+  }
+  out.dp = max_over_mean(sums);
+  if (slots == 0) return out;
+  double total = 0;
+  for (size_t j = 0; j < slots; ++j) {
+    std::vector<double> slot;
+    for (const auto& mbs : per_rank) slot.push_back(mbs[j]);
+    total += max_over_mean(slot);
+  }
+  out.slot = total / static_cast<double>(slots);
+  return out;
 }
 
 }  // namespace sb

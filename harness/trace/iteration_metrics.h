@@ -11,6 +11,13 @@
 //                      stages of its pipeline; k runs over the global batch in plan
 //                      order (DP rank 0's micro-batches, then DP rank 1's, ...)
 //   imbalance          max / mean of microbatch_ms
+//   dp_imbalance       max / mean over DP ranks d of S_d = the sum of microbatch_ms of d's
+//                      micro-batches (each DP rank's compute, all its stages); 1 with one
+//                      DP rank
+//   slot_imbalance     mean over slots j < n of max / mean over DP ranks d of the
+//                      microbatch_ms of d's j-th micro-batch, n the fewest micro-batches
+//                      of any DP rank (the micro-batches the DP ranks' pipelines run side
+//                      by side); 1 with one DP rank or n = 0
 //
 // A rank's timeline covers exactly one iteration; world rank r = dp_rank * pp + stage.
 
@@ -30,7 +37,18 @@ struct PipelineMetrics {
   std::vector<double> microbatch_ms;         // [global micro-batch]
   std::vector<int64_t> microbatch_dp_rank;   // [global micro-batch]
   double imbalance = 1;
+  double dp_imbalance = 1;
+  double slot_imbalance = 1;
 };
+
+// dp_imbalance and slot_imbalance of the micro-batch latencies and their DP ranks (in
+// plan order: each DP rank's micro-batches in its own order). Throws
+// std::invalid_argument when the sizes differ or a DP rank is negative.
+struct RankImbalance {
+  double dp = 1;
+  double slot = 1;
+};
+RankImbalance rank_imbalance(const std::vector<double>& microbatch_ms, const std::vector<int64_t>& microbatch_dp_rank);
 
 // max / mean of the values; 1 for an empty list or a non-positive mean.
 double max_over_mean(const std::vector<double>& values);

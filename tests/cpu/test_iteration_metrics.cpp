@@ -58,6 +58,31 @@ TEST(IterationMetrics, TwoDataParallelRanksWithDifferentCounts) {
   EXPECT_EQ(m.microbatch_ms, (std::vector<double>{3.0, 1.0, 4.0}));
   EXPECT_EQ(m.microbatch_dp_rank, (std::vector<int64_t>{0, 0, 1}));
   EXPECT_DOUBLE_EQ(m.imbalance, 4.0 / (8.0 / 3.0));  // max / mean = 4 / 2.667 = 1.5
+  // Between DP ranks: sums 4 and 4 -> 1; slots: only slot 0 is run by both (3 and 4):
+  // 4 / 3.5.
+  EXPECT_DOUBLE_EQ(m.dp_imbalance, 1.0);
+  EXPECT_DOUBLE_EQ(m.slot_imbalance, 4.0 / 3.5);
+}
+
+TEST(IterationMetrics, RankImbalanceByHand) {
+  // DP rank 0: 5, 1, 2 ms; DP rank 1: 1, 3 ms; DP rank 2: 3 ms (plan order interleaved to
+  // show that each rank's own order counts). Sums 8, 4, 3: 8 / 5 = 1.6. Slot 0 only (rank
+  // 2 has one micro-batch): 5, 1, 3 -> 5 / 3.
+  const RankImbalance r = rank_imbalance({5, 1, 1, 2, 3, 3}, {0, 1, 0, 0, 1, 2});
+  EXPECT_DOUBLE_EQ(r.dp, 8.0 / 5.0);
+  EXPECT_DOUBLE_EQ(r.slot, 5.0 / 3.0);
+  // Two ranks, two slots each: (6, 2) and (2, 2) -> slots 6 / 4 and 1, mean 1.25; sums 8 and
+  // 4 -> 8 / 6.
+  const RankImbalance two = rank_imbalance({6, 2, 2, 2}, {0, 0, 1, 1});
+  EXPECT_DOUBLE_EQ(two.slot, (1.5 + 1.0) / 2);
+  EXPECT_DOUBLE_EQ(two.dp, 8.0 / 6.0);
+  // One DP rank, or none: 1; a DP rank without micro-batches: slot 1, sums count it as 0.
+  EXPECT_DOUBLE_EQ(rank_imbalance({3, 1}, {0, 0}).dp, 1.0);
+  EXPECT_DOUBLE_EQ(rank_imbalance({}, {}).slot, 1.0);
+  const RankImbalance empty_rank = rank_imbalance({2, 2}, {0, 2});
+  EXPECT_DOUBLE_EQ(empty_rank.dp, 2.0 / (4.0 / 3.0));
+  EXPECT_DOUBLE_EQ(empty_rank.slot, 1.0);
+  EXPECT_THROW(rank_imbalance({1}, {}), std::invalid_argument);
 }
 
 TEST(IterationMetrics, UnevenStagesGiveMeanAndMaxBubbles) {

@@ -262,12 +262,12 @@ TEST_F(ReportFixture, CsvHeaderAndRow) {
       "run,method,attention,batching,budget,dst_anchor,dst_p,dst_raise,dp,pp,cp,cp_layout,seed,state,simulated,profile_kind,"
       "iterations_recorded,iterations_measured,iter_ms_median,iter_ms_min,iter_ms_max,iter_ms_p25,iter_ms_p75,"
       "speedup,speedup_baseline_run,imbalance_median,imbalance_min,imbalance_max,imbalance_p25,imbalance_p75,"
-      "cp_worker_imbalance_median,cp_work_imbalance_median,bubble_fraction_mean,bubble_fraction_max,overhead_ms,overhead_pct,allreduce_ms,tokens_per_s,loss_first,"
+      "dp_imbalance_median,slot_imbalance_median,cp_worker_imbalance_median,cp_work_imbalance_median,bubble_fraction_mean,bubble_fraction_max,overhead_ms,overhead_pct,allreduce_ms,tokens_per_s,loss_first,"
       "loss_final,coverage_mean,budget_mean,effective_budget_mean,prediction_mape,runqueue_wait_pct,git_sha,"
       "longbench_avg,niah_score\n";
   ASSERT_EQ(csv.substr(0, header.size()), header);
   EXPECT_NE(csv.find("\nbase__seed=1,base,moba,sequential,fixed,,,,2,2,1,,1,complete,false,none,4,3,400,390,430,395,415,"
-                     "1,base__seed=1,1.2,1.1,1.5,1.15,1.35,,,0.2,0.5,2,0.5,4,4918.032787,5,2,,,,,,aaa111,40,0.95\n"),
+                     "1,base__seed=1,1.2,1.1,1.5,1.15,1.35,,,,,0.2,0.5,2,0.5,4,4918.032787,5,2,,,,,,aaa111,40,0.95\n"),
             std::string::npos)
       << csv;
   EXPECT_NE(csv.find("\nsab__seed=1,sab,moba,sab,fixed,,,,2,2,1,,1,complete,false,none,4,3,320,310,350,315,335,1.25,"),
@@ -284,12 +284,13 @@ TEST_F(ReportFixture, MarkdownTablesNotesAndContext) {
   const std::string md = report_to_markdown(fixed_time);
   for (const char* expected : {
            "# abl\n\n14 runs, 13 complete.",
-           "| config | budget | dp x pp | state | imbalance | iteration ms | speedup | overhead ms (%) "
-           "| bubble (mean / max) | tokens/s | loss final | longbench_avg | niah_score |\n",
-           "| base__seed=1 | fixed | 2 x 2 | complete | 1.200 | 400.00 | 1.00 | 2.00 (0.50%) | 0.200 / 0.500 "
+           "| config | budget | dp x pp | state | imbalance | DP / slot imbalance | iteration ms | speedup | "
+           "overhead ms (%) | bubble (mean / max) | tokens/s | loss final | longbench_avg | niah_score |\n",
+           // The fixture's records predate the DP / slot imbalances: "-".
+           "| base__seed=1 | fixed | 2 x 2 | complete | 1.200 | - / - | 400.00 | 1.00 | 2.00 (0.50%) | 0.200 / 0.500 "
            "| 4918 | 2.0000 | 40.0000 | 0.9500 |\n",
-           "| dst__anchor=mean__p=0.1__seed=1 | dst(anchor=mean,p=0.1) | 2 x 2 | complete | 1.200 | 250.00 | 1.60 |",
-           "| sim_sab__seed=3 † | fixed | 2 x 2 | complete | 1.200 | 200.00 | - |",
+           "| dst__anchor=mean__p=0.1__seed=1 | dst(anchor=mean,p=0.1) | 2 x 2 | complete | 1.200 | - / - | 250.00 | 1.60 |",
+           "| sim_sab__seed=3 † | fixed | 2 x 2 | complete | 1.200 | - / - | 200.00 | - |",
            "| sab | 2 | 1.62 [1.25, 2.00] | 285.00 [250.00, 320.00] |",
            "## DST ablation: dst",
            "speedup:\n\n| anchor \\ p | 0.1 | 0.2 |\n|---|---:|---:|\n| mean | 1.80 | 2.00 |\n| max | 1.25 | 1.00 |\n",

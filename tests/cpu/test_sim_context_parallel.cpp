@@ -170,6 +170,22 @@ TEST(RingTimingModel, TwoRanksWorkedOutByHand) {
   EXPECT_DOUBLE_EQ(h.backward_ms, 9);
 }
 
+TEST(RingTimingModel, TheHeadRunsAfterTheLayersForwardAndBeforeThemBackward) {
+  // Rank 1 holds a 5 ms head. Forward: both ranks' rings run 0-2 (1 ms steps, instant
+  // transfers), then rank 1's head 2-7: nobody waits. Backward: rank 1's head first (0-5),
+  // so rank 0 waits for its accumulator until rank 1's first step ends.
+  std::vector<std::vector<double>> ones(2, std::vector<double>(2, 1.0));
+  RingTimingInput in = ring_input(2, 2, ones, ones);
+  in.transfer_ms = [](int64_t, int64_t, double) { return 0.0; };
+  in.forward_head_ms = {0.0, 5.0};
+  in.backward_head_ms = {0.0, 5.0};
+  const RingTiming t = simulate_ring_microbatch(in);
+  EXPECT_DOUBLE_EQ(t.forward_ms, 7);
+  EXPECT_DOUBLE_EQ(t.backward_ms, 7);  // rank 1: head 0-5, steps 5-6 and 6-7
+  EXPECT_DOUBLE_EQ(t.wait_ms[0], 5);   // backward only: 1-6 for the first accumulator
+  EXPECT_DOUBLE_EQ(t.wait_ms[1], 0);
+}
+
 TEST(RingTimingModel, TheHierarchyHidesTheSlowLinkBehindAnInnerRing) {
   // 4 ranks, 2 per node; every step 1 ms; 0.5 ms inside a node, 3 ms across.
   // Hierarchical (inner 2): the outer shard (posted at 0, arrives at 3) waits behind the
@@ -248,6 +264,10 @@ TEST(ClusterModel, PlacesContextParallelRanksInsideTensorParallelOnes) {
   EXPECT_EQ(&model.context_parallel_link(0, 0, 3, 4), &model.cluster().inter_node);
   EXPECT_EQ(&model.context_parallel_group_link(1, 0), &model.cluster().inter_node);
   EXPECT_EQ(&model.data_parallel_link(0), &model.cluster().inter_node);
+  // Each CP rank's stage-to-stage pair: ranks 0-2 are stage 0, 3-5 stage 1 (4 per node).
+  const ClusterModel pipeline(cluster, 1, 2, 1, 3);
+  EXPECT_EQ(&pipeline.pipeline_link(0, 0, 0), &pipeline.cluster().intra_node);  // 0 -> 3
+  EXPECT_EQ(&pipeline.pipeline_link(0, 0, 1), &pipeline.cluster().inter_node);  // 1 -> 4
   const ClusterModel tp(cluster, 1, 2, 2, 2);  // TP innermost, then CP, then PP
   EXPECT_EQ(tp.world_rank(0, 1, 1, 1), ((0 * 2 + 1) * 2 + 1) * 2 + 1);
   EXPECT_THROW(ClusterModel(cluster, 1, 1, 1, 0), std::invalid_argument);
@@ -334,8 +354,8 @@ TEST(SimulatorAgainstTheCpu, ContextParallelHeldOutInvocation) {
   // dense and MoBA, three layouts) and is checked against the next one. Per run: median
   // iteration time within 10 %; the work imbalance over the CP ranks exactly the measured
   // one for dense (the kept pairs are exact) and within 1 % for MoBA (expected pairs
-  // under uniform selection); the time imbalance within 15 % (the model's step cost is
-  // linear in pairs and tokens; MoBA's contiguous runs are the furthest, -11 %).
+  // under uniform selection); the time imbalance within 10 % (the model's step cost is
+  // linear in pairs and tokens; MoBA's contiguous runs are the furthest, -5.6 %).
   const fs::path out = test::fresh_temp_dir("sim_vs_cp2_cpu");
   const std::string source = SB_SOURCE_DIR;
   const test::CommandResult r = test::run_command(
@@ -350,7 +370,7 @@ TEST(SimulatorAgainstTheCpu, ContextParallelHeldOutInvocation) {
     EXPECT_LT(std::abs(run.at("median_iter_ms").at("relative_error").get<double>()), 0.10);
     const bool dense = run.at("run").get<std::string>().rfind("dense", 0) == 0;
     EXPECT_LT(std::abs(run.at("median_cp_work_imbalance").at("relative_error").get<double>()), dense ? 1e-9 : 0.01);
-    EXPECT_LT(std::abs(run.at("median_cp_worker_imbalance").at("relative_error").get<double>()), 0.15);
+    EXPECT_LT(std::abs(run.at("median_cp_worker_imbalance").at("relative_error").get<double>()), 0.10);
   }
   fs::remove_all(out);
 }

@@ -65,7 +65,7 @@ def test_metrics_follow_their_definitions_from_raw_timelines(runs):
         assert r["per_stage_idle_ms"] == pytest.approx(idle, rel=1e-9, abs=1e-9)
         assert r["bubble_fraction"] == pytest.approx(sum(i / iter_ms for i in idle) / len(idle), rel=1e-9)
         assert r["bubble_fraction_max"] == pytest.approx(max(i / iter_ms for i in idle), rel=1e-9)
-        latency = []
+        latency, per_rank = [], []
         for d in range(dp):
             count = r["microbatch_dp_rank"].count(d)
             per_mb = [0.0] * count
@@ -76,8 +76,16 @@ def test_metrics_follow_their_definitions_from_raw_timelines(runs):
                     if kind in ("forward", "backward"):
                         per_mb[mb] += end - start
             latency += per_mb
+            per_rank.append(per_mb)
         assert r["microbatch_ms"] == pytest.approx(latency, rel=1e-9)
         assert r["imbalance"] == pytest.approx(max(latency) / (sum(latency) / len(latency)), rel=1e-9)
+        # Between DP ranks (docs/metrics.md): of their sums, and per slot over the slots
+        # every DP rank ran.
+        sums = [sum(mbs) for mbs in per_rank]
+        assert r["dp_imbalance"] == pytest.approx(max(sums) / (sum(sums) / dp), rel=1e-9)
+        slots = min(len(mbs) for mbs in per_rank)
+        per_slot = [max(mbs[j] for mbs in per_rank) / (sum(mbs[j] for mbs in per_rank) / dp) for j in range(slots)]
+        assert r["slot_imbalance"] == pytest.approx(sum(per_slot) / slots if slots else 1.0, rel=1e-9)
         assert sum(r["microbatch_tokens"]) == r["tokens"]
         assert "budgets" not in r and "coverage" not in r, "dense attention reports no budgets"
 

@@ -42,7 +42,8 @@ int64_t recorded_budget(const IterationRecord& record, size_t k, const Attention
     for (double b : record.layer_budgets[k]) sum += b;
     return std::max<int64_t>(1, std::llround(sum / static_cast<double>(record.layer_budgets[k].size())));
   }
-  if (k < record.budgets.size()) return record.budgets[k];
+  // A planned budget of 0 means the method's default, as the simulator reads it.
+  if (k < record.budgets.size() && record.budgets[k] > 0) return record.budgets[k];
   return attention.top_k;
 }
 
@@ -131,7 +132,7 @@ RingComputeFit fit_ring_compute(const std::vector<RingComputeObservation>& obser
   const double det = s11 * s22 - s12 * s12;
   double a = det > 0 ? (s1y * s22 - s2y * s12) / det : -1.0;
   double b = det > 0 ? (s2y * s11 - s1y * s12) / det : -1.0;
-  if (!(a > 0) || b < 0) {  // one term alone: the pairs' (the model's default), else the steps'
+  if (!(a > 0) || b < 0) {  // the pair term alone (the model's default form)
     a = s1y / s11;
     b = 0;
     if (!(a > 0)) throw std::invalid_argument("the measured ring compute does not grow with the ring's pairs");

@@ -5,14 +5,16 @@
 // Per measured (non-warm-up) iteration, micro-batch and CP rank of a run with cp > 1
 // whose attention is the simulated run's (dense, or MoBA with the same block size):
 //   measured = the CP rank's forward and backward events of the micro-batch on every
-//              stage, less the ring_wait events inside them: its compute, without the
-//              waits the ring model makes itself
+//              stage, less the ring_wait events inside them (which hold every wait of the
+//              ring, MoBA's block-means all-reduce included: ring_attention.h): its
+//              compute, without the waits the ring model makes itself
 //   model    = cp_stage_compute on the run's own manifest (layout, cp, model) with the
 //              simulated run's profile, summed over the stages:
 //              other_ms + factor x attention_unit_ms + step_ms_per_token x step_tokens
 // factor and step_ms_per_token minimise the squared error of measured - other_ms over all
 // observations (least squares through the origin in two unknowns; when the unconstrained
-// solution has a negative term, that term is 0 and the other is refitted alone). The
+// solution has a term <= 0, the step term is 0 and the pair term is refitted alone, an
+// error if that is not positive either: the runs' ring compute must grow with its pairs). The
 // waits and the imbalance stay the ring model's. MoBA's budgets are the record's mean
 // effective budget over the layers (layer_budgets), rounded, for every sequence of the
 // micro-batch.

@@ -203,6 +203,9 @@ std::pair<at::Tensor, at::Tensor> ring_forward(const at::Tensor& q, const at::Te
       const auto computed = Clock::now();
       channel.wait(next.pending);
       if (s + 1 == inner) channel.wait(next_outer.pending);  // the next round's shard, overlapped by this inner ring
+      if (s + 1 == inner && o + 1 == groups) {
+        for (auto& send : sends) channel.wait(send);  // the last step's wait holds the sends' delivery
+      }
       record_step(context, event, start, computed);
       if (s + 1 < inner) {
         current = next.tensor;
@@ -214,7 +217,6 @@ std::pair<at::Tensor, at::Tensor> ring_forward(const at::Tensor& q, const at::Te
       outer_source = next_outer.source;
     }
   }
-  for (auto& send : sends) channel.wait(send);
   return {out, lse};
 }
 
@@ -230,6 +232,10 @@ std::vector<at::Tensor> ring_backward(const at::Tensor& grad_out, const at::Tens
   at::Tensor outer = at::stack({k, v}, 0).contiguous();
   int64_t outer_source = plan.rank();
   std::vector<RingChannel::Pending> sends;
+  struct {
+    RingStepEvent event;
+    Clock::time_point start, computed;
+  } last_step;  // a round's last step, recorded once the round's waits are over
   for (int64_t o = 0; o < groups; ++o) {
     Incoming next_outer;
     if (o + 1 < groups) {
@@ -266,10 +272,12 @@ std::vector<at::Tensor> ring_backward(const at::Tensor& grad_out, const at::Tens
         grad = arriving.tensor;
       }
       channel.wait(next.pending);
-      record_step(context, event, start, computed);
       if (s + 1 < inner) {
+        record_step(context, event, start, computed);
         current = next.tensor;
         source = next.source;
+      } else {
+        last_step = {event, start, computed};  // its wait runs on to the round's end
       }
     }
     if (o > 0) {
@@ -281,6 +289,7 @@ std::vector<at::Tensor> ring_backward(const at::Tensor& grad_out, const at::Tens
       channel.wait(next_outer.pending);
       outer = next_outer.tensor;
       outer_source = next_outer.source;
+      record_step(context, last_step.event, last_step.start, last_step.computed);
     } else if (groups == 1) {
       outer = grad;  // one group: the inner ring brought the accumulator home
     }
@@ -294,6 +303,8 @@ std::vector<at::Tensor> ring_backward(const at::Tensor& grad_out, const at::Tens
     home = outer;
   }
   for (auto& send : sends) channel.wait(send);
+  // The last step's wait holds the accumulator's way home and the sends' delivery.
+  record_step(context, last_step.event, last_step.start, last_step.computed);
   return {dq, home[0], home[1]};
 }
 
@@ -328,6 +339,7 @@ std::pair<at::Tensor, at::Tensor> ring_block_means(const at::Tensor& q, const at
                                                    const RingShardTiles& mine, const MobaLayout& layout,
                                                    RingContext& context, int64_t call) {
   const c10::NoGradGuard no_grad;
+  const auto start = Clock::now();
   std::vector<int64_t> block_of_token(mine.tokens);
   for (const RingTile& tile : mine.tiles) {
     std::fill(block_of_token.begin() + tile.local_start, block_of_token.begin() + tile.local_start + tile.length,
@@ -338,6 +350,7 @@ std::pair<at::Tensor, at::Tensor> ring_block_means(const at::Tensor& q, const at
   at::Tensor sums = at::zeros({blocks, q_heads + k.size(1), dim}, at::kDouble);
   sums.narrow(1, 0, q_heads).index_add_(0, index, q.to(at::kDouble));
   sums.narrow(1, q_heads, k.size(1)).index_add_(0, index, k.to(at::kDouble));
+  const auto summed = Clock::now();
   if (context.size() > 1) {
     std::vector<at::Tensor> tensors{sums};
     try {
@@ -348,6 +361,9 @@ std::pair<at::Tensor, at::Tensor> ring_block_means(const at::Tensor& q, const at
                                " ms: " + e.what());
     }
   }
+  // On the timeline as step -1: the local sums as compute, the all-reduce (with its wait
+  // for the slowest rank) as wait.
+  record_step(context, RingStepEvent{call, false, kRingBlockMeansStep, context.rank()}, start, summed);
   std::vector<double> lengths(blocks);
   for (int64_t b = 0; b < blocks; ++b) lengths[b] = static_cast<double>(layout.blocks[b].key_len);
   const at::Tensor means = sums / at::tensor(lengths, at::kDouble).view({blocks, 1, 1});

@@ -34,11 +34,17 @@
 
 namespace sb {
 
-// One step of one rank's ring, forward or backward.
+// The step number of MoBA's block means under CP (their local sums, then the all-reduce).
+inline constexpr int64_t kRingBlockMeansStep = -1;
+
+// One step of one rank's ring, forward or backward; every wait of an attention call lies
+// in one of its events (the last step's wait also holds the sends' delivery and, in the
+// backward, the accumulator's way home; a round's last step the round's outer waits).
 struct RingStepEvent {
   int64_t call = 0;         // the attention call (one per layer forward) it belongs to
   bool backward = false;
-  int64_t step = 0;         // 0 .. W - 1 (outer round * inner size + inner step)
+  int64_t step = 0;         // 0 .. W - 1 (outer round * inner size + inner step);
+                            // kRingBlockMeansStep for MoBA's block means
   int64_t source_rank = 0;  // the CP rank whose key/value shard was computed against
   double start_s = 0.0;     // steady-clock seconds at the start of the compute
   double compute_s = 0.0;   // the step's attention compute
