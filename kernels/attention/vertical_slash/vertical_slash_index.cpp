@@ -1,0 +1,129 @@
+#include "kernels/attention/vertical_slash/vertical_slash_index.h"
+
+#include <algorithm>
+#include <numeric>
+#include <stdexcept>
+
+namespace sb {
+
+void VerticalSlashParams::validate() const {
+  auto fail = [](const std::string& what) { throw std::invalid_argument("vertical-slash: " + what); };
+  if (budget == VerticalSlashBudget::kTopP && !(p > 0.0 && p <= 1.0)) fail("p must be in (0, 1]");
+  if (vertical_count < 0 || slash_count < 0) fail("vertical_count and slash_count must be >= 0");
+  if (sink_tokens < 0 || local_window < 1) fail("sink_tokens must be >= 0 and local_window >= 1");
+  if (max_verticals < sink_tokens) fail("max_verticals must be >= sink_tokens");
+  if (max_slashes < local_window) fail("max_slashes must be >= local_window");
+  if (last_queries < 1) fail("last_queries must be >= 1");
+}
+
+namespace {
+
+// Indices 0..scores.size()-1 not in [0, forced), by descending score, ties by index.
+std::vector<int64_t> candidates_by_score(const std::vector<double>& scores, int64_t forced) {
+  std::vector<int64_t> order(scores.size() - static_cast<size_t>(forced));
+  std::iota(order.begin(), order.end(), forced);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return scores[a] > scores[b]; });
+  return order;
+}
+
+// The forced entries [0, forced) and the best candidates, by the budget rule; ascending.
+std::vector<int64_t> select(const std::vector<double>& scores, int64_t forced, int64_t count, int64_t cap,
+                            double total, const VerticalSlashParams& params) {
+  forced = std::min<int64_t>(forced, static_cast<int64_t>(scores.size()));
+  std::vector<int64_t> kept(static_cast<size_t>(forced));
+  std::iota(kept.begin(), kept.end(), 0);
+  double mass = 0;
+  for (int64_t j = 0; j < forced; ++j) mass += scores[static_cast<size_t>(j)];
+  int64_t added = 0;
+  for (int64_t j : candidates_by_score(scores, forced)) {
+    if (static_cast<int64_t>(kept.size()) >= cap) break;
+    if (params.budget == VerticalSlashBudget::kTopP ? mass >= params.p * total : added >= count) break;
+    kept.push_back(j);
+    mass += scores[static_cast<size_t>(j)];
+    ++added;
+  }
+  std::sort(kept.begin(), kept.end());
+  return kept;
+}
+
+VerticalSlashHeadIndex head_index(const at::Tensor& queries, const at::Tensor& keys, int64_t length,
+                                  const VerticalSlashParams& params, double scale) {
+  const int64_t n = queries.size(0);  // the last n positions: length - n .. length - 1
+  at::Tensor scores = at::matmul(queries, keys.t()).mul_(scale);  // [n, L]
+  const at::Tensor row_pos = at::arange(length - n, length, at::kLong).unsqueeze(1);
+  const at::Tensor col = at::arange(length, at::kLong).unsqueeze(0);
+  scores.masked_fill_(col > row_pos, -std::numeric_limits<double>::infinity());
+  const at::Tensor attention = at::softmax(scores, 1).contiguous();  // [n, L]
+  const at::Tensor vertical = attention.sum(0).contiguous();
+  at::Tensor slash = at::zeros({length}, at::kDouble);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t p = length - n + i;  // row i's keys 0..p, offsets p..0
+    slash.narrow(0, 0, p + 1).add_(attention[i].narrow(0, 0, p + 1).flip(0));
+  }
+  const double* v = vertical.const_data_ptr<double>();
+  const double* s = slash.const_data_ptr<double>();
+  VerticalSlashHeadIndex out;
+  const auto total = static_cast<double>(n);
+  out.verticals = select(std::vector<double>(v, v + length), params.sink_tokens, params.vertical_count,
+                         params.max_verticals, total, params);
+  out.slashes = select(std::vector<double>(s, s + length), params.local_window, params.slash_count,
+                       params.max_slashes, total, params);
+  // Coverage: each last query's attention on the keys it keeps.
+  std::vector<char> is_vertical(static_cast<size_t>(length), 0);
+  for (int64_t j : out.verticals) is_vertical[static_cast<size_t>(j)] = 1;
+  const double* a = attention.const_data_ptr<double>();
+  double kept = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t p = length - n + i;
+    const double* row = a + i * length;
+    for (int64_t j : out.verticals) {
+      if (j <= p) kept += row[j];
+    }
+    for (int64_t d : out.slashes) {
+      if (d <= p && !is_vertical[static_cast<size_t>(p - d)]) kept += row[p - d];
+    }
+  }
+  out.coverage = kept / total;
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::vector<VerticalSlashHeadIndex>> vertical_slash_index(const at::Tensor& q, const at::Tensor& k,
+                                                                      const PackedSequences& sequences,
+                                                                      const VerticalSlashParams& params,
+                                                                      double scale) {
+  params.validate();
+  TORCH_CHECK(q.dim() == 3 && k.dim() == 3 && q.size(2) == k.size(2), "vertical-slash: q [T, Hq, D], k [T, Hkv, D]");
+  TORCH_CHECK(q.size(0) == sequences.total_tokens() && k.size(0) == sequences.total_tokens(),
+              "vertical-slash: q and k must hold the packed sequences' ", sequences.total_tokens(), " tokens");
+  TORCH_CHECK(k.size(1) > 0 && q.size(1) % k.size(1) == 0, "vertical-slash: Hq must be a multiple of Hkv");
+  const c10::NoGradGuard no_grad;
+  const at::Tensor q64 = q.detach().to(at::kDouble), k64 = k.detach().to(at::kDouble);
+  const int64_t heads = q.size(1), group = q.size(1) / k.size(1);
+  std::vector<std::vector<VerticalSlashHeadIndex>> out;
+  for (int64_t s = 0; s < sequences.num_sequences(); ++s) {
+    const int64_t offset = sequences.offsets[static_cast<size_t>(s)], length = sequences.length(s);
+    std::vector<VerticalSlashHeadIndex> per_head;
+    if (length == 0) {
+      out.emplace_back(static_cast<size_t>(heads));
+      continue;
+    }
+    const int64_t n = std::min(params.last_queries, length);
+    for (int64_t h = 0; h < heads; ++h) {
+      const at::Tensor queries = q64.narrow(0, offset + length - n, n).select(1, h);
+      const at::Tensor keys = k64.narrow(0, offset, length).select(1, h / group);
+      per_head.push_back(head_index(queries, keys, length, params, scale));
+    }
+    out.push_back(std::move(per_head));
+  }
+  return out;
+}
+
+bool vertical_slash_keeps(const VerticalSlashHeadIndex& index, int64_t i, int64_t j) {
+  if (j > i || j < 0) return false;
+  return std::binary_search(index.verticals.begin(), index.verticals.end(), j) ||
+         std::binary_search(index.slashes.begin(), index.slashes.end(), i - j);
+}
+
+}  // namespace sb

@@ -1,0 +1,69 @@
+#pragma once
+// MTraining's vertical-slash pattern: which keys each query of a sequence attends to,
+// chosen per (sequence, query head) from the attention of the sequence's last queries
+// (docs/vertical_slash.md; MTraining's rules in docs/sparsebalance.md section 2.1):
+//
+//   A[i, j]   softmax over j <= p_i of scale x q_i . k_j, for the last n = min(last_queries,
+//             L) queries i of the sequence (positions p_i = L - n .. L - 1), the query
+//             head's own key/value head (GQA)
+//   vertical  v[j] = sum over i of A[i, j]             (a key column every query uses)
+//   slash     s[d] = sum over i of A[i, p_i - d]        (a fixed offset back: a diagonal)
+//   kept      verticals: the first sink_tokens columns, then the others by descending v
+//             (ties: lower column first); slashes: offsets 0 .. local_window - 1, then the
+//             others by descending s (ties: smaller offset first). Each list grows
+//               top_p   while its mass (the sum of its scores) is below p x its total (n)
+//               top_k   to vertical_count / slash_count entries besides the forced ones
+//             and never past max_verticals / max_slashes entries in all.
+//   mask      query i keeps key j <= i when j is a kept vertical or i - j a kept slash
+//   coverage  the last queries' attention mass on their kept keys, over n: the share of
+//             attention the pattern keeps where it was measured (C(k)'s role in DST)
+//
+// The index is computed in float64 from the given q and k (n x L scores per head: small
+// next to the attention itself).
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/attention/packed_sequences.h"
+
+namespace sb {
+
+enum class VerticalSlashBudget { kTopP, kTopK };
+
+struct VerticalSlashParams {
+  VerticalSlashBudget budget = VerticalSlashBudget::kTopP;
+  double p = 0.9;              // top_p: the share of each score mass to keep
+  int64_t vertical_count = 1000;  // top_k: verticals besides the sinks
+  int64_t slash_count = 6096;     // top_k: slashes besides the local window
+  int64_t max_verticals = 4096;
+  int64_t max_slashes = 4096;
+  int64_t sink_tokens = 30;    // first columns always kept
+  int64_t local_window = 100;  // offsets 0 .. local_window - 1 always kept
+  int64_t last_queries = 64;
+
+  // Throws std::invalid_argument naming the first bad field.
+  void validate() const;
+};
+
+// One (sequence, query head)'s pattern.
+struct VerticalSlashHeadIndex {
+  std::vector<int64_t> verticals;  // key positions in the sequence, ascending
+  std::vector<int64_t> slashes;    // offsets (query position - key position), ascending
+  double coverage = 1.0;
+};
+
+// [sequence][query head]. q [T, Hq, D], k [T, Hkv, D] packed by `sequences` (keys and
+// queries the same tokens), Hq % Hkv == 0; scale: the softmax scale (1 / sqrt(D)).
+std::vector<std::vector<VerticalSlashHeadIndex>> vertical_slash_index(const at::Tensor& q, const at::Tensor& k,
+                                                                      const PackedSequences& sequences,
+                                                                      const VerticalSlashParams& params,
+                                                                      double scale);
+
+// Whether query position i keeps key position j (j <= i) under `index`: the mask's rule,
+// for the reference and for tests.
+bool vertical_slash_keeps(const VerticalSlashHeadIndex& index, int64_t i, int64_t j);
+
+}  // namespace sb

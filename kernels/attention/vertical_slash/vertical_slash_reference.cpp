@@ -1,0 +1,49 @@
+#include "kernels/attention/vertical_slash/vertical_slash_reference.h"
+
+#include <limits>
+
+namespace sb {
+
+at::Tensor vertical_slash_mask(const VerticalSlashHeadIndex& index, int64_t length) {
+  at::Tensor mask = at::zeros({length, length}, at::kBool);
+  bool* m = mask.mutable_data_ptr<bool>();
+  for (int64_t i = 0; i < length; ++i) {
+    for (int64_t j = 0; j <= i; ++j) m[i * length + j] = vertical_slash_keeps(index, i, j);
+  }
+  return mask;
+}
+
+VerticalSlashReferenceResult vertical_slash_reference(
+    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const PackedSequences& sequences,
+    const std::vector<std::vector<VerticalSlashHeadIndex>>& index, double scale) {
+  TORCH_CHECK(q.dim() == 3 && k.dim() == 3 && v.sizes() == k.sizes() && q.size(2) == k.size(2),
+              "vertical-slash reference: q [T, Hq, D], k and v [T, Hkv, D]");
+  TORCH_CHECK(static_cast<int64_t>(index.size()) == sequences.num_sequences(),
+              "vertical-slash reference: one index per sequence expected");
+  const int64_t heads = q.size(1), group = q.size(1) / k.size(1);
+  const at::Tensor q64 = q.to(at::kDouble), k64 = k.to(at::kDouble), v64 = v.to(at::kDouble);
+  std::vector<at::Tensor> outs, lses;
+  for (int64_t s = 0; s < sequences.num_sequences(); ++s) {
+    const int64_t offset = sequences.offsets[static_cast<size_t>(s)], length = sequences.length(s);
+    if (length == 0) continue;
+    TORCH_CHECK(static_cast<int64_t>(index[static_cast<size_t>(s)].size()) == heads,
+                "vertical-slash reference: one index per query head expected");
+    std::vector<at::Tensor> head_out, head_lse;
+    for (int64_t h = 0; h < heads; ++h) {
+      const at::Tensor qs = q64.narrow(0, offset, length).select(1, h);
+      const at::Tensor ks = k64.narrow(0, offset, length).select(1, h / group);
+      const at::Tensor vs = v64.narrow(0, offset, length).select(1, h / group);
+      const at::Tensor mask = vertical_slash_mask(index[static_cast<size_t>(s)][static_cast<size_t>(h)], length);
+      const at::Tensor scores =
+          at::matmul(qs, ks.t()).mul(scale).masked_fill(mask.logical_not(), -std::numeric_limits<double>::infinity());
+      const at::Tensor lse = at::logsumexp(scores, 1);
+      head_out.push_back(at::matmul(at::exp(scores - lse.unsqueeze(1)), vs));
+      head_lse.push_back(lse);
+    }
+    outs.push_back(at::stack(head_out, 1));
+    lses.push_back(at::stack(head_lse, 1));
+  }
+  return {at::cat(outs, 0), at::cat(lses, 0)};
+}
+
+}  // namespace sb

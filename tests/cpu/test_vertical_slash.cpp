@@ -1,0 +1,296 @@
+// MTraining's vertical-slash index (kernels/attention/vertical_slash/vertical_slash_index.h)
+// on cases worked out by hand (uniform attention: every score known), against a second,
+// plain-loop implementation of the rule on random inputs (varlen, GQA), and the float64
+// reference: its mask by hand, and with every key kept it is dense causal attention
+// (output and gradients against LibTorch's own dense attention).
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "kernels/attention/dense_causal_attention.h"
+#include "kernels/attention/vertical_slash/vertical_slash_attention_cpu.h"
+#include "kernels/attention/vertical_slash/vertical_slash_index.h"
+#include "kernels/attention/vertical_slash/vertical_slash_reference.h"
+
+namespace sb {
+namespace {
+
+// One sequence of 10 tokens with q = 0: each of the last 4 queries (positions 6..9)
+// attends uniformly, A[i, j] = 1 / (p_i + 1) for j <= p_i. Every column j <= 6 and every
+// offset d <= 6 then scores c = 1/7 + 1/8 + 1/9 + 1/10; later ones less.
+struct UniformCase {
+  at::Tensor q = at::zeros({10, 1, 4}, at::kDouble);
+  at::Tensor k = at::randn({10, 1, 4}, at::TensorOptions().dtype(at::kDouble));
+  PackedSequences sequences = PackedSequences::from_lengths({10});
+};
+
+VerticalSlashParams small_params() {
+  VerticalSlashParams p;
+  p.sink_tokens = 2;
+  p.local_window = 1;
+  p.last_queries = 4;
+  return p;
+}
+
+TEST(VerticalSlashIndex, UniformAttentionByHand) {
+  at::manual_seed(1);
+  const UniformCase c;
+  VerticalSlashParams params = small_params();
+  params.budget = VerticalSlashBudget::kTopK;
+  params.vertical_count = 2;
+  params.slash_count = 1;
+  // Ties go to the lower column / offset: sinks 0, 1 then 2, 3; window 0 then offset 1.
+  const auto topk = vertical_slash_index(c.q, c.k, c.sequences, params, 0.5);
+  ASSERT_EQ(topk.size(), 1u);
+  ASSERT_EQ(topk[0].size(), 1u);
+  EXPECT_EQ(topk[0][0].verticals, (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(topk[0][0].slashes, (std::vector<int64_t>{0, 1}));
+  // Row p keeps columns 0-3 and p, p - 1 (both past 3): 6 of its p + 1 keys.
+  EXPECT_NEAR(topk[0][0].coverage, (6.0 / 7 + 6.0 / 8 + 6.0 / 9 + 6.0 / 10) / 4, 1e-12);
+
+  // top-p 0.5 of the mass 4: with c = 0.479 each, the sinks hold 0.958, columns 2 and 3
+  // bring it to 1.916, column 4 past 2: five verticals; offsets 0..4 likewise.
+  params.budget = VerticalSlashBudget::kTopP;
+  params.p = 0.5;
+  const auto topp = vertical_slash_index(c.q, c.k, c.sequences, params, 0.5);
+  EXPECT_EQ(topp[0][0].verticals, (std::vector<int64_t>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(topp[0][0].slashes, (std::vector<int64_t>{0, 1, 2, 3, 4}));
+  // The caps bound the lists, forced entries included.
+  params.max_verticals = 3;
+  params.max_slashes = 2;
+  const auto capped = vertical_slash_index(c.q, c.k, c.sequences, params, 0.5);
+  EXPECT_EQ(capped[0][0].verticals, (std::vector<int64_t>{0, 1, 2}));
+  EXPECT_EQ(capped[0][0].slashes, (std::vector<int64_t>{0, 1}));
+}
+
+TEST(VerticalSlashIndex, BadParamsAreRejected) {
+  VerticalSlashParams p;
+  p.p = 0;
+  EXPECT_THROW(p.validate(), std::invalid_argument);
+  p = VerticalSlashParams{};
+  p.max_verticals = 10;  // below the 30 sinks
+  EXPECT_THROW(p.validate(), std::invalid_argument);
+  p = VerticalSlashParams{};
+  p.local_window = 0;
+  EXPECT_THROW(p.validate(), std::invalid_argument);
+}
+
+// The rule once more, with plain loops: scores, softmax, column and diagonal sums, a
+// full sort of the candidates, the budget, the coverage.
+VerticalSlashHeadIndex plain_index(const at::Tensor& q, const at::Tensor& k, int64_t offset, int64_t length,
+                                   int64_t head, int64_t kv_head, const VerticalSlashParams& params, double scale) {
+  const int64_t n = std::min(params.last_queries, length), dim = q.size(2);
+  const auto qa = q.accessor<double, 3>();
+  const auto ka = k.accessor<double, 3>();
+  std::vector<std::vector<double>> a(static_cast<size_t>(n), std::vector<double>(static_cast<size_t>(length), 0.0));
+  std::vector<double> vertical(static_cast<size_t>(length), 0.0), slash(vertical);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t p = length - n + i;
+    double top = -1e300;
+    std::vector<double> s(static_cast<size_t>(p + 1));
+    for (int64_t j = 0; j <= p; ++j) {
+      double dot = 0;
+      for (int64_t d = 0; d < dim; ++d) dot += qa[offset + p][head][d] * ka[offset + j][kv_head][d];
+      s[static_cast<size_t>(j)] = dot * scale;
+      top = std::max(top, s[static_cast<size_t>(j)]);
+    }
+    double z = 0;
+    for (double& x : s) z += (x = std::exp(x - top));
+    for (int64_t j = 0; j <= p; ++j) {
+      const double value = s[static_cast<size_t>(j)] / z;
+      a[static_cast<size_t>(i)][static_cast<size_t>(j)] = value;
+      vertical[static_cast<size_t>(j)] += value;
+      slash[static_cast<size_t>(p - j)] += value;
+    }
+  }
+  const auto pick = [&](const std::vector<double>& score, int64_t forced, int64_t count, int64_t cap) {
+    std::vector<int64_t> rest;
+    for (int64_t j = forced; j < length; ++j) rest.push_back(j);
+    std::sort(rest.begin(), rest.end(), [&](int64_t x, int64_t y) {
+      return score[static_cast<size_t>(x)] != score[static_cast<size_t>(y)]
+                 ? score[static_cast<size_t>(x)] > score[static_cast<size_t>(y)]
+                 : x < y;
+    });
+    std::vector<int64_t> kept;
+    double mass = 0;
+    for (int64_t j = 0; j < std::min(forced, length); ++j) {
+      kept.push_back(j);
+      mass += score[static_cast<size_t>(j)];
+    }
+    int64_t added = 0;
+    for (int64_t j : rest) {
+      const bool more = params.budget == VerticalSlashBudget::kTopP ? mass < params.p * static_cast<double>(n)
+                                                                     : added < count;
+      if (!more || static_cast<int64_t>(kept.size()) >= cap) break;
+      kept.push_back(j);
+      mass += score[static_cast<size_t>(j)];
+      ++added;
+    }
+    std::sort(kept.begin(), kept.end());
+    return kept;
+  };
+  VerticalSlashHeadIndex out;
+  out.verticals = pick(vertical, params.sink_tokens, params.vertical_count, params.max_verticals);
+  out.slashes = pick(slash, params.local_window, params.slash_count, params.max_slashes);
+  double kept = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t p = length - n + i;
+    for (int64_t j = 0; j <= p; ++j) {
+      if (vertical_slash_keeps(out, p, j)) kept += a[static_cast<size_t>(i)][static_cast<size_t>(j)];
+    }
+  }
+  out.coverage = kept / static_cast<double>(n);
+  return out;
+}
+
+TEST(VerticalSlashIndex, EqualsAPlainImplementationOfTheRule) {
+  at::manual_seed(7);
+  const std::vector<int64_t> lengths{70, 5, 33, 129};
+  const PackedSequences sequences = PackedSequences::from_lengths(lengths);
+  const auto opts = at::TensorOptions().dtype(at::kDouble);
+  for (const auto& [hq, hkv] : std::vector<std::pair<int64_t, int64_t>>{{7, 1}, {4, 2}}) {
+    // Sharper scores than N(0, 1) so that the lists are not all ties.
+    const at::Tensor q = at::randn({237, hq, 8}, opts) * 2, k = at::randn({237, hkv, 8}, opts);
+    for (const VerticalSlashBudget budget : {VerticalSlashBudget::kTopP, VerticalSlashBudget::kTopK}) {
+      VerticalSlashParams params;
+      params.budget = budget;
+      params.p = 0.8;
+      params.vertical_count = 5;
+      params.slash_count = 7;
+      params.sink_tokens = 3;
+      params.local_window = 4;
+      params.max_verticals = 20;
+      params.max_slashes = 24;
+      params.last_queries = 16;
+      const auto index = vertical_slash_index(q, k, sequences, params, 0.35);
+      ASSERT_EQ(index.size(), lengths.size());
+      for (int64_t s = 0; s < sequences.num_sequences(); ++s) {
+        for (int64_t h = 0; h < hq; ++h) {
+          const VerticalSlashHeadIndex expected =
+              plain_index(q, k, sequences.offsets[s], lengths[s], h, h / (hq / hkv), params, 0.35);
+          const VerticalSlashHeadIndex& got = index[s][h];
+          EXPECT_EQ(got.verticals, expected.verticals) << "sequence " << s << " head " << h;
+          EXPECT_EQ(got.slashes, expected.slashes) << "sequence " << s << " head " << h;
+          EXPECT_NEAR(got.coverage, expected.coverage, 1e-12);
+          EXPECT_LE(got.coverage, 1.0 + 1e-12);
+          if (budget == VerticalSlashBudget::kTopP && lengths[s] > 40) {
+            EXPECT_GT(got.coverage, 0.5) << "each list holds 80 % of its mass";
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(VerticalSlashReference, MaskByHand) {
+  // Verticals {0, 3}, slashes {0, 2}: row 5 keeps 0, 3 (verticals), 5, 3 (offsets 0, 2).
+  const VerticalSlashHeadIndex index{{0, 3}, {0, 2}, 1.0};
+  const at::Tensor mask = vertical_slash_mask(index, 6);
+  const std::vector<std::vector<int64_t>> rows{{0}, {0, 1}, {0, 2}, {0, 1, 3}, {0, 2, 3, 4}, {0, 3, 5}};
+  for (int64_t i = 0; i < 6; ++i) {
+    for (int64_t j = 0; j < 6; ++j) {
+      const bool expected = std::find(rows[i].begin(), rows[i].end(), j) != rows[i].end();
+      EXPECT_EQ(mask[i][j].item<bool>(), expected) << i << ", " << j;
+    }
+  }
+}
+
+TEST(VerticalSlashReference, EveryKeyKeptIsDenseCausalAttention) {
+  at::manual_seed(3);
+  const std::vector<int64_t> lengths{17, 40, 3};
+  const PackedSequences sequences = PackedSequences::from_lengths(lengths);
+  const auto opts = at::TensorOptions().dtype(at::kDouble);
+  at::Tensor q = at::randn({60, 4, 8}, opts).requires_grad_(true);
+  at::Tensor k = at::randn({60, 2, 8}, opts).requires_grad_(true);
+  at::Tensor v = at::randn({60, 2, 8}, opts).requires_grad_(true);
+  VerticalSlashParams params;
+  params.budget = VerticalSlashBudget::kTopK;
+  params.vertical_count = 64;  // every column
+  params.sink_tokens = 1;
+  params.local_window = 1;
+  const auto index = vertical_slash_index(q, k, sequences, params, 0.3);
+  for (const auto& heads : index) {
+    for (const auto& h : heads) EXPECT_NEAR(h.coverage, 1.0, 1e-12);
+  }
+  const VerticalSlashReferenceResult got = vertical_slash_reference(q, k, v, sequences, index, 0.3);
+  const at::Tensor grad_out = at::randn({60, 4, 8}, opts);
+  const auto grads = [&](const at::Tensor& out) {
+    return torch::autograd::grad({out}, {q, k, v}, {grad_out}, /*retain_graph=*/true);
+  };
+  DenseCausalAttention dense;
+  const at::Tensor expected = dense.forward(q, k, v, sequences, 0.3, 0);
+  EXPECT_LT((got.out - expected).abs().max().item<double>(), 1e-12);
+  const auto g = grads(got.out), e = grads(expected);
+  for (size_t i = 0; i < 3; ++i) EXPECT_LT((g[i] - e[i]).abs().max().item<double>(), 1e-12) << i;
+  // lse: the log of each row's softmax denominator.
+  const at::Tensor first = q.narrow(0, 0, 17).select(1, 0).matmul(k.narrow(0, 0, 17).select(1, 0).t()) * 0.3;
+  EXPECT_NEAR(got.lse[16][0].item<double>(), at::logsumexp(first[16], 0).item<double>(), 1e-12);
+}
+
+double max_diff(const at::Tensor& a, const at::Tensor& b) {
+  return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
+}
+
+TEST(VerticalSlashAttentionCpu, EqualsTheReferenceForwardAndBackward) {
+  // Varlen (one sequence shorter than the sinks and the window), GQA 7:1 and 4:2, the
+  // index fixed by hand and chosen online by top-p and top-k, float64 and float32.
+  at::manual_seed(11);
+  const std::vector<int64_t> lengths{70, 5, 33, 129};
+  const PackedSequences sequences = PackedSequences::from_lengths(lengths);
+  const double scale = 0.35;
+  for (const auto& [hq, hkv] : std::vector<std::pair<int64_t, int64_t>>{{7, 1}, {4, 2}}) {
+    const auto d64 = at::TensorOptions().dtype(at::kDouble);
+    const at::Tensor q0 = at::randn({237, hq, 8}, d64) * 2, k0 = at::randn({237, hkv, 8}, d64),
+                     v0 = at::randn({237, hkv, 8}, d64), grad_out = at::randn({237, hq, 8}, d64);
+    VerticalSlashParams params;
+    params.sink_tokens = 3;
+    params.local_window = 4;
+    params.vertical_count = 5;
+    params.slash_count = 7;
+    params.max_verticals = 20;
+    params.max_slashes = 24;
+    params.last_queries = 16;
+    params.p = 0.8;
+    std::vector<std::pair<std::string, std::vector<std::vector<VerticalSlashHeadIndex>>>> indexes;
+    params.budget = VerticalSlashBudget::kTopP;
+    indexes.emplace_back("top-p", vertical_slash_index(q0, k0, sequences, params, scale));
+    params.budget = VerticalSlashBudget::kTopK;
+    indexes.emplace_back("top-k", vertical_slash_index(q0, k0, sequences, params, scale));
+    // Fixed: verticals {0, 2, 50} (50 beyond some sequences), slashes {0, 1, 9}, every head.
+    indexes.emplace_back("fixed", std::vector<std::vector<VerticalSlashHeadIndex>>(
+                                      lengths.size(), std::vector<VerticalSlashHeadIndex>(
+                                                          static_cast<size_t>(hq), {{0, 2, 50}, {0, 1, 9}, 1.0})));
+    for (const auto& [name, index] : indexes) {
+      at::Tensor qr = q0.clone().requires_grad_(true), kr = k0.clone().requires_grad_(true),
+                 vr = v0.clone().requires_grad_(true);
+      const VerticalSlashReferenceResult ref = vertical_slash_reference(qr, kr, vr, sequences, index, scale);
+      const auto ref_grads = torch::autograd::grad({ref.out}, {qr, kr, vr}, {grad_out});
+      int64_t mask_pairs = 0;
+      for (size_t s = 0; s < lengths.size(); ++s) {
+        for (int64_t h = 0; h < hq; ++h) mask_pairs += vertical_slash_mask(index[s][h], lengths[s]).sum().item<int64_t>();
+      }
+      for (const auto dtype : {at::kDouble, at::kFloat}) {
+        SCOPED_TRACE(name + (dtype == at::kDouble ? " float64" : " float32") + " GQA " + std::to_string(hq) + ":" +
+                     std::to_string(hkv));
+        const double tol = dtype == at::kDouble ? 1e-10 : 1e-5;
+        at::Tensor q = q0.to(dtype).requires_grad_(true), k = k0.to(dtype).requires_grad_(true),
+                   v = v0.to(dtype).requires_grad_(true);
+        const VerticalSlashAttentionResult got = vertical_slash_attention_cpu(q, k, v, sequences, index, scale);
+        EXPECT_EQ(got.kept_pairs, mask_pairs);
+        EXPECT_LT(max_diff(got.out, ref.out), tol);
+        EXPECT_LT(max_diff(got.lse, ref.lse), tol);
+        const auto grads = torch::autograd::grad({got.out}, {q, k, v}, {grad_out.to(dtype)});
+        for (size_t i = 0; i < 3; ++i) EXPECT_LT(max_diff(grads[i], ref_grads[i]), tol) << "gradient " << i;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace sb
