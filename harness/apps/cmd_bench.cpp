@@ -25,6 +25,7 @@ struct BenchAttentionFlags {
   std::string dtype;  // default: float32 on cpu, bfloat16 on cuda
   std::string heads = "4/2";
   int64_t seq_len = 8192, block = 64, top_k = 8, head_dim = 64;
+  int64_t vs_verticals = 1000, vs_slashes = 2000;
   int64_t repetitions = 5, warmup = 1, threads = 0, check_rows = 0;
   uint64_t seed = 0;
   bool backward = false, json = false;
@@ -69,6 +70,8 @@ AttentionBenchConfig config_from(const BenchAttentionFlags& f, const std::string
   c.seq_len = f.seq_len;
   c.block = f.block;
   c.top_k = f.top_k;
+  c.vs_verticals = f.vs_verticals;
+  c.vs_slashes = f.vs_slashes;
   const auto heads = split(f.heads, '/');
   try {
     if (heads.size() != 2) throw std::invalid_argument(f.heads);
@@ -99,6 +102,8 @@ nlohmann::json result_json(const AttentionBenchResult& r, const nlohmann::json& 
                    {"seq_len", c.seq_len},
                    {"block", c.block},
                    {"top_k", c.top_k},
+                   {"vs_verticals", c.vs_verticals},
+                   {"vs_slashes", c.vs_slashes},
                    {"q_heads", c.q_heads},
                    {"kv_heads", c.kv_heads},
                    {"head_dim", c.head_dim},
@@ -170,12 +175,16 @@ Command register_bench(CLI::App& app) {
       "untimed run). --impl dense,moba runs both in one process, repetitions in turns, and prints "
       "their time ratio. --json prints one JSON object per impl and line.");
   sub->add_option("--impl", f->impl,
-                  "dense, moba, ring-dense, ring-moba (the context-parallel ring on one rank), or a comma "
-                  "list (dense,moba)")
+                  "dense, moba, ring-dense, ring-moba (the context-parallel ring on one rank), vertical_slash "
+                  "(MTraining's pattern, CPU kernel), or a comma list (dense,moba)")
       ->capture_default_str();
   sub->add_option("--seq-len", f->seq_len, "Tokens of the sequence")->capture_default_str();
   sub->add_option("--block", f->block, "MoBA block size")->capture_default_str();
   sub->add_option("--top-k", f->top_k, "MoBA budget k (diagonal included)")->capture_default_str();
+  sub->add_option("--vs-verticals", f->vs_verticals, "vertical_slash: key columns kept besides the 30 sinks")
+      ->capture_default_str();
+  sub->add_option("--vs-slashes", f->vs_slashes, "vertical_slash: offsets kept besides the 100-offset local window")
+      ->capture_default_str();
   sub->add_option("--heads", f->heads, "Query/key-value heads, HQ/HKV")->capture_default_str();
   sub->add_option("--head-dim", f->head_dim, "Head dimension")->capture_default_str();
   sub->add_flag("--backward", f->backward, "Also time forward+backward");

@@ -24,6 +24,8 @@
 #include "kernels/attention/moba/moba_attention.h"
 #include "kernels/attention/moba/moba_reference.h"
 #include "kernels/attention/ring/ring_attention_backend.h"
+#include "kernels/attention/vertical_slash/vertical_slash_backend.h"
+#include "kernels/attention/vertical_slash/vertical_slash_reference.h"
 
 namespace sb {
 namespace {
@@ -36,12 +38,26 @@ constexpr int64_t kReferenceBytes = int64_t{1} << 30;
 // rank, i.e. its step kernel and merge, against the one-rank implementations.
 bool is_ring(const std::string& impl) { return impl == "ring-dense" || impl == "ring-moba"; }
 bool is_moba(const std::string& impl) { return impl == "moba" || impl == "ring-moba"; }
+bool is_vertical_slash(const std::string& impl) { return impl == "vertical_slash"; }
+
+// MTraining's pattern with fixed counts (top-k), the public code's sinks and window.
+VerticalSlashParams vertical_slash_params(const AttentionBenchConfig& c) {
+  VerticalSlashParams p;
+  p.budget = VerticalSlashBudget::kTopK;
+  p.vertical_count = c.vs_verticals;
+  p.slash_count = c.vs_slashes;
+  p.max_verticals = std::max<int64_t>(p.max_verticals, p.sink_tokens + c.vs_verticals);
+  p.max_slashes = std::max<int64_t>(p.max_slashes, p.local_window + c.vs_slashes);
+  return p;
+}
 
 void check_config(const AttentionBenchConfig& c) {
   auto fail = [](const std::string& what) { throw std::invalid_argument(what); };
-  if (c.impl != "dense" && c.impl != "moba" && !is_ring(c.impl)) {
-    fail("--impl must be dense, moba, ring-dense or ring-moba, got " + c.impl);
+  if (c.impl != "dense" && c.impl != "moba" && !is_ring(c.impl) && !is_vertical_slash(c.impl)) {
+    fail("--impl must be dense, moba, ring-dense, ring-moba or vertical_slash, got " + c.impl);
   }
+  if (is_vertical_slash(c.impl) && c.device != "cpu") fail("--impl vertical_slash runs on the CPU only (--device cpu)");
+  if (c.vs_verticals < 0 || c.vs_slashes < 0) fail("--vs-verticals and --vs-slashes must be >= 0");
   if (c.device != "cpu" && c.device != "cuda") fail("--device must be cpu or cuda, got " + c.device);
   if (is_ring(c.impl) && c.device != "cpu") fail("--impl " + c.impl + " runs on the CPU only (--device cpu)");
   if (c.seq_len < 1) fail("--seq-len must be >= 1");
@@ -191,7 +207,9 @@ struct BenchSubject {
     grad_out = at::randn_like(q);
     const AttentionOptions attention{is_moba(config.impl) ? AttentionKind::kMoba : AttentionKind::kDense,
                                      config.block, config.top_k};
-    if (is_ring(config.impl)) {
+    if (is_vertical_slash(config.impl)) {
+      backend = std::make_unique<VerticalSlashAttention>(vertical_slash_params(config));
+    } else if (is_ring(config.impl)) {
       auto ring = std::make_unique<RingAttentionBackend>(
           attention, std::make_shared<RingContext>(nullptr, 0, 1, 0, std::chrono::milliseconds(60000)));
       ring->set_context_parallel_sharding(std::make_shared<const CpSharding>(CpSharding::build(packed, 1, {})));
@@ -230,6 +248,11 @@ struct BenchSubject {
     }
     const auto stats = backend->take_layer_stats();
     if (!stats.empty()) result.coverage_mean = stats.front().coverage_mean;
+    // Vertical-slash: the pairs its index kept (kept keys per query x queries x heads).
+    if (is_vertical_slash(result.config.impl) && !stats.empty() && !stats.front().top_k.empty()) {
+      result.attended_pairs = static_cast<double>(stats.front().top_k.front()) *
+                              static_cast<double>(result.config.seq_len * result.config.q_heads);
+    }
   }
 
   // The last rows attend the most keys; check as many as the oracle's memory allows.
@@ -239,6 +262,13 @@ struct BenchSubject {
     const int64_t affordable = std::max<int64_t>(1, kReferenceBytes / (32 * c.q_heads * length));
     result.checked_rows = std::min(length, c.check_rows > 0 ? c.check_rows : affordable);
     const int64_t first_row = length - result.checked_rows;
+    if (is_vertical_slash(c.impl)) {  // the same index, densely, on the last rows
+      const auto index = vertical_slash_index(q, k, packed, vertical_slash_params(c), scale);
+      const at::Tensor reference = vertical_slash_reference_rows(q, k, v, index.front(), scale, first_row);
+      result.max_abs_err =
+          (last_out.narrow(0, first_row, result.checked_rows).to(at::kDouble) - reference).abs().max().item<double>();
+      return;
+    }
     const MobaReferenceResult reference =
         moba_reference(q.cpu(), k.cpu(), v.cpu(), packed, packed, params, first_row, length);
     result.max_abs_err = (last_out.narrow(0, first_row, result.checked_rows).cpu().to(at::kDouble) -

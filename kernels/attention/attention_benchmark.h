@@ -20,12 +20,14 @@
 namespace sb {
 
 struct AttentionBenchConfig {
-  std::string impl = "moba";  // "dense" or "moba"
+  std::string impl = "moba";  // "dense", "moba", "ring-dense", "ring-moba", "vertical_slash"
   std::string device = "cpu";  // "cpu" or "cuda"
   at::ScalarType dtype = at::kFloat;
   int64_t seq_len = 8192;
   int64_t block = 64;
   int64_t top_k = 8;
+  // vertical_slash: top-k counts besides the 30 sink columns and the 100-offset window.
+  int64_t vs_verticals = 1000, vs_slashes = 2000;
   int64_t q_heads = 4, kv_heads = 2, head_dim = 64;
   bool backward = false;
   int64_t repetitions = 5;

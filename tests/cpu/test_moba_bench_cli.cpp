@@ -61,6 +61,30 @@ TEST(MobaBenchCli, JsonHasTheDocumentedFieldsForBothImplementations) {
   EXPECT_DOUBLE_EQ(objects[0]["attended_pairs"].get<double>(), 4.0 * 300 * 301 / 2);
 }
 
+TEST(MobaBenchCli, VerticalSlashIsCheckedAgainstItsReference) {
+  // 300 tokens, 20 verticals and 40 slashes besides the 30 sinks and 100-offset window:
+  // fewer pairs than dense causal, the output within float32 of the float64 reference on
+  // every row, and its budget knobs in the JSON.
+  const auto r = run_command(sparsebalance_binary() +
+                             " bench attention --impl dense,vertical_slash --seq-len 300 --vs-verticals 20 "
+                             "--vs-slashes 40 --heads 4/2 --head-dim 16 --backward --json --repetitions 2 "
+                             "--warmup 0 --threads 1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto objects = json_lines(r.output);
+  ASSERT_EQ(objects.size(), 2u) << r.output;
+  const auto& vs = objects[1];
+  EXPECT_EQ(vs["impl"], "vertical_slash");
+  EXPECT_EQ(vs["vs_verticals"], 20);
+  EXPECT_EQ(vs["vs_slashes"], 40);
+  EXPECT_EQ(vs["checked_rows"], 300);
+  EXPECT_LT(vs["max_abs_err"].get<double>(), 1e-5);
+  EXPECT_GT(vs["attended_pairs"].get<double>(), 0.0);
+  EXPECT_LT(vs["attended_pairs"].get<double>(), objects[0]["attended_pairs"].get<double>());
+  EXPECT_LT(vs["coverage_mean"].get<double>(), 1.0);
+  const auto cuda = run_command(sparsebalance_binary() + " bench attention --impl vertical_slash --device cuda 2>&1");
+  EXPECT_EQ(cuda.exit_code, 2) << cuda.output;
+}
+
 TEST(MobaBenchCli, TableNamesTheTimeRatio) {
   const auto r = run_command(sparsebalance_binary() +
                              " bench attention --impl dense,moba --seq-len 128 --block 32 "

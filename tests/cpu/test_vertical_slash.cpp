@@ -15,6 +15,7 @@
 
 #include "kernels/attention/dense_causal_attention.h"
 #include "kernels/attention/vertical_slash/vertical_slash_attention_cpu.h"
+#include "kernels/attention/vertical_slash/vertical_slash_backend.h"
 #include "kernels/attention/vertical_slash/vertical_slash_index.h"
 #include "kernels/attention/vertical_slash/vertical_slash_reference.h"
 
@@ -290,6 +291,43 @@ TEST(VerticalSlashAttentionCpu, EqualsTheReferenceForwardAndBackward) {
       }
     }
   }
+}
+
+TEST(VerticalSlashBackend, RecordsCoverageAndKeptKeysPerLayer) {
+  // Two sequences, 2 query heads: the layer's coverage per sequence is the mean of its
+  // heads' index coverage, its budget the kept keys per query (the kernel's pairs over
+  // length x heads), and the output is the kernel's.
+  at::manual_seed(5);
+  const PackedSequences sequences = PackedSequences::from_lengths({40, 24});
+  const auto opts = at::TensorOptions().dtype(at::kDouble);
+  const at::Tensor q = at::randn({64, 2, 8}, opts), k = at::randn({64, 1, 8}, opts), v = at::randn({64, 1, 8}, opts);
+  VerticalSlashParams params;
+  params.budget = VerticalSlashBudget::kTopK;
+  params.sink_tokens = 2;
+  params.local_window = 3;
+  params.vertical_count = 4;
+  params.slash_count = 2;
+  params.last_queries = 8;
+  VerticalSlashAttention backend(params);
+  EXPECT_EQ(backend.name(), "vertical_slash");
+  const at::Tensor out = backend.forward(q, k, v, sequences, 0.4, /*layer=*/3);
+  const auto index = vertical_slash_index(q, k, sequences, params, 0.4);
+  const VerticalSlashAttentionResult direct = vertical_slash_attention_cpu(q, k, v, sequences, index, 0.4);
+  EXPECT_LT(max_diff(out, direct.out), 1e-15);
+  const auto stats = backend.take_layer_stats();
+  ASSERT_EQ(stats.size(), 1u);
+  EXPECT_EQ(stats[0].layer, 3);
+  ASSERT_EQ(stats[0].coverage.size(), 2u);
+  for (size_t s = 0; s < 2; ++s) {
+    EXPECT_NEAR(stats[0].coverage[s], (index[s][0].coverage + index[s][1].coverage) / 2, 1e-15);
+    const double rows = 2.0 * static_cast<double>(sequences.length(static_cast<int64_t>(s)));
+    EXPECT_EQ(stats[0].top_k[s], std::llround(static_cast<double>(direct.kept_pairs_per_sequence[s]) / rows));
+  }
+  EXPECT_EQ(direct.kept_pairs, direct.kept_pairs_per_sequence[0] + direct.kept_pairs_per_sequence[1]);
+  EXPECT_TRUE(backend.take_layer_stats().empty());
+  EXPECT_THROW(backend.forward_cached(q, k, v, 0.4), std::logic_error);
+  params.local_window = 0;
+  EXPECT_THROW(VerticalSlashAttention{params}, std::invalid_argument);
 }
 
 }  // namespace

@@ -15,7 +15,7 @@ struct VerticalSlashPlan : torch::CustomClassHolder {
   PackedSequences sequences;
   std::vector<std::vector<VerticalSlashHeadIndex>> index;
   double scale = 0;
-  int64_t kept_pairs = 0;  // set by the forward
+  std::vector<int64_t> kept_pairs;  // per sequence, set by the forward
 };
 
 // A (sequence, key/value head) task's view of the packed tensors.
@@ -109,8 +109,8 @@ void forward_typed(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
     }
     kept[static_cast<size_t>(s * sh.kv_heads + kv)] = pairs;
   });
-  plan.kept_pairs = 0;
-  for (int64_t n : kept) plan.kept_pairs += n;
+  plan.kept_pairs.assign(static_cast<size_t>(plan.sequences.num_sequences()), 0);
+  for (size_t task = 0; task < kept.size(); ++task) plan.kept_pairs[task / static_cast<size_t>(sh.kv_heads)] += kept[task];
 }
 
 template <typename scalar_t>
@@ -233,7 +233,9 @@ VerticalSlashAttentionResult vertical_slash_attention_cpu(
   plan->index = index;
   plan->scale = scale;
   const auto outputs = VerticalSlashFunction::apply(q.contiguous(), k.contiguous(), v.contiguous(), plan);
-  return {outputs[0], outputs[1], plan->kept_pairs};
+  VerticalSlashAttentionResult result{outputs[0], outputs[1], 0, plan->kept_pairs};
+  for (int64_t n : plan->kept_pairs) result.kept_pairs += n;
+  return result;
 }
 
 }  // namespace sb

@@ -23,6 +23,7 @@ struct VerticalSlashAttentionResult {
   at::Tensor out;  // [T, Hq, D], differentiable with respect to q, k, v
   at::Tensor lse;  // [T, Hq] float32 / float64 as q, not differentiable
   int64_t kept_pairs = 0;  // (query, key) pairs computed, summed over query heads
+  std::vector<int64_t> kept_pairs_per_sequence;  // the same per sequence
 };
 
 VerticalSlashAttentionResult vertical_slash_attention_cpu(

@@ -4,13 +4,33 @@
 
 namespace sb {
 
-at::Tensor vertical_slash_mask(const VerticalSlashHeadIndex& index, int64_t length) {
-  at::Tensor mask = at::zeros({length, length}, at::kBool);
+at::Tensor vertical_slash_mask(const VerticalSlashHeadIndex& index, int64_t length, int64_t first_row) {
+  at::Tensor mask = at::zeros({length - first_row, length}, at::kBool);
   bool* m = mask.mutable_data_ptr<bool>();
-  for (int64_t i = 0; i < length; ++i) {
-    for (int64_t j = 0; j <= i; ++j) m[i * length + j] = vertical_slash_keeps(index, i, j);
+  for (int64_t i = first_row; i < length; ++i) {
+    for (int64_t j = 0; j <= i; ++j) m[(i - first_row) * length + j] = vertical_slash_keeps(index, i, j);
   }
   return mask;
+}
+
+at::Tensor vertical_slash_reference_rows(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                         const std::vector<VerticalSlashHeadIndex>& heads, double scale,
+                                         int64_t first_row) {
+  const int64_t length = q.size(0), group = q.size(1) / k.size(1);
+  TORCH_CHECK(first_row >= 0 && first_row < length && static_cast<int64_t>(heads.size()) == q.size(1),
+              "vertical-slash reference: rows within the sequence and one index per query head expected");
+  const at::Tensor q64 = q.to(at::kDouble), k64 = k.to(at::kDouble), v64 = v.to(at::kDouble);
+  std::vector<at::Tensor> head_out;
+  for (int64_t h = 0; h < q.size(1); ++h) {
+    const at::Tensor qs = q64.narrow(0, first_row, length - first_row).select(1, h);
+    const at::Tensor scores = at::matmul(qs, k64.select(1, h / group).t())
+                                  .mul(scale)
+                                  .masked_fill(vertical_slash_mask(heads[static_cast<size_t>(h)], length, first_row)
+                                                   .logical_not(),
+                                               -std::numeric_limits<double>::infinity());
+    head_out.push_back(at::matmul(at::softmax(scores, 1), v64.select(1, h / group)));
+  }
+  return at::stack(head_out, 1);
 }
 
 VerticalSlashReferenceResult vertical_slash_reference(

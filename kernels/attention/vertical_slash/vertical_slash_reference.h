@@ -24,7 +24,15 @@ VerticalSlashReferenceResult vertical_slash_reference(
     const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const PackedSequences& sequences,
     const std::vector<std::vector<VerticalSlashHeadIndex>>& index, double scale);
 
-// The dense mask of one (sequence, query head): [L, L] bool, row i keeps column j.
-at::Tensor vertical_slash_mask(const VerticalSlashHeadIndex& index, int64_t length);
+// The dense mask of one (sequence, query head): [L, L] bool, row i keeps column j; with
+// first_row > 0 only rows first_row .. L - 1 ([L - first_row, L]).
+at::Tensor vertical_slash_mask(const VerticalSlashHeadIndex& index, int64_t length, int64_t first_row = 0);
+
+// One sequence (q, k, v hold exactly its tokens), only query rows first_row .. L - 1:
+// their output [L - first_row, Hq, D] float64 (for checking the last rows of long
+// sequences, whose full reference would not fit in memory).
+at::Tensor vertical_slash_reference_rows(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                         const std::vector<VerticalSlashHeadIndex>& heads, double scale,
+                                         int64_t first_row);
 
 }  // namespace sb

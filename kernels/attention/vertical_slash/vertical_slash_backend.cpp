@@ -1,0 +1,47 @@
+#include "kernels/attention/vertical_slash/vertical_slash_backend.h"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "kernels/attention/vertical_slash/vertical_slash_attention_cpu.h"
+
+namespace sb {
+
+VerticalSlashAttention::VerticalSlashAttention(VerticalSlashParams params) : params_(params) { params_.validate(); }
+
+at::Tensor VerticalSlashAttention::forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                           const PackedSequences& sequences, double scale, int64_t layer) {
+  const auto index = vertical_slash_index(q, k, sequences, params_, scale);
+  VerticalSlashAttentionResult result = vertical_slash_attention_cpu(q, k, v, sequences, index, scale);
+  AttentionLayerStats stats;
+  stats.layer = layer;
+  double coverage_sum = 0;
+  int64_t heads_counted = 0;
+  for (size_t s = 0; s < index.size(); ++s) {
+    double sequence_coverage = 0;
+    for (const VerticalSlashHeadIndex& head : index[s]) sequence_coverage += head.coverage;
+    const auto heads = static_cast<double>(std::max<size_t>(1, index[s].size()));
+    stats.coverage.push_back(sequence_coverage / heads);
+    coverage_sum += sequence_coverage;
+    heads_counted += static_cast<int64_t>(index[s].size());
+    // Kept keys per query, averaged over the sequence's heads and rows: the pattern's budget.
+    const auto rows = static_cast<double>(sequences.length(static_cast<int64_t>(s))) * heads;
+    stats.top_k.push_back(rows > 0 ? std::llround(static_cast<double>(result.kept_pairs_per_sequence[s]) / rows) : 0);
+  }
+  stats.coverage_mean = heads_counted > 0 ? coverage_sum / static_cast<double>(heads_counted) : 1.0;
+  stats_[layer] = std::move(stats);
+  return result.out;
+}
+
+std::vector<AttentionLayerStats> VerticalSlashAttention::take_layer_stats() {
+  std::vector<AttentionLayerStats> out;
+  for (auto& [layer, stats] : stats_) out.push_back(std::move(stats));
+  stats_.clear();
+  return out;
+}
+
+at::Tensor VerticalSlashAttention::forward_cached(const at::Tensor&, const at::Tensor&, const at::Tensor&, double) {
+  throw std::logic_error("vertical_slash attention: decoding with a key/value cache is not built");
+}
+
+}  // namespace sb
