@@ -222,6 +222,10 @@ Command register_profile(CLI::App& app) {
     } catch (const std::invalid_argument& e) {
       throw ConfigError("--attention", "", e.what(), "use one of the known names");
     }
+    if (request.attention.is_vertical_slash()) {
+      throw ConfigError("--attention", "", "vertical_slash has no latency profile yet (docs/vertical_slash.md)",
+                        "profile moba or dense");
+    }
     request.device = f->device;
     request.seq_lens = parse_int_list(f->seq_lens, "--seq-lens");
     if (request.attention.is_moba()) {

@@ -462,6 +462,26 @@ void check_runnable_by_trainer(const Manifest& m) {
                           "\" with parallelism.cp > 1: the CPU ring attention computes in float32 or float64",
                       "set train.precision to \"fp32\" for context parallelism");
   }
+  // Vertical-slash runs on its CPU kernel, one rank per sequence (docs/vertical_slash.md).
+  for (size_t i = 0; i < m.methods.size(); ++i) {
+    if (!m.methods[i].attention.is_vertical_slash()) continue;
+    const std::string method = "$.methods[" + std::to_string(i) + "].attention";
+    if (m.train.on_cuda()) {
+      throw ConfigError(m.file, method, "is vertical_slash with train.device \"cuda\": its kernel runs on the CPU only",
+                        "set train.device to \"cpu\", or use dense or moba attention on GPUs");
+    }
+    if (m.parallelism.cp > 1) {
+      throw ConfigError(m.file, method,
+                        "is vertical_slash with parallelism.cp > 1: the ring runs dense and MoBA attention only so far",
+                        "set cp to 1, or use dense or moba attention under context parallelism");
+    }
+    if (m.train.precision != Qwen2Precision::kFloat32) {
+      throw ConfigError(m.file, "$.train.precision",
+                        "is \"" + std::string(qwen2_precision_name(m.train.precision)) +
+                            "\" with vertical_slash attention, whose CPU kernel computes in float32 or float64",
+                        "set train.precision to \"fp32\"");
+    }
+  }
   // The simulation's profile serves only `simulate`: the trainer needs the method's own.
   for (size_t i = 0; i < m.methods.size(); ++i) {
     check_method_profile(m.methods[i], "$.methods[" + std::to_string(i) + "]", m.file, false);

@@ -96,6 +96,32 @@ json effective_method_json(const json& own, const json* defaults, const std::str
   return merged;
 }
 
+// The keys of a vertical_slash attention object besides "name" (docs/vertical_slash.md).
+constexpr const char* kVerticalSlashKeys[] = {"budget",        "p",           "vertical_count",
+                                              "slash_count",   "max_verticals", "max_slashes",
+                                              "sink_tokens",   "local_window",  "last_queries"};
+
+void parse_vertical_slash(JsonObjectReader& r, VerticalSlashParams& v) {
+  v.budget = r.optional_option("budget", v.budget, vertical_slash_budget_options());
+  v.p = r.optional<double>("p", v.p);
+  v.vertical_count = r.optional<int64_t>("vertical_count", v.vertical_count);
+  v.slash_count = r.optional<int64_t>("slash_count", v.slash_count);
+  v.max_verticals = r.optional<int64_t>("max_verticals", v.max_verticals);
+  v.max_slashes = r.optional<int64_t>("max_slashes", v.max_slashes);
+  v.sink_tokens = r.optional<int64_t>("sink_tokens", v.sink_tokens);
+  v.local_window = r.optional<int64_t>("local_window", v.local_window);
+  v.last_queries = r.optional<int64_t>("last_queries", v.last_queries);
+  r.expect(v.p > 0 && v.p <= 1, "p", "must be in (0, 1]", "e.g. 0.9 or 0.95 (MTraining)");
+  r.expect(v.vertical_count >= 0, "vertical_count", "must be >= 0", "e.g. 1000 (MTraining's 3B pattern)");
+  r.expect(v.slash_count >= 0, "slash_count", "must be >= 0", "e.g. 6096 (MTraining's 3B pattern)");
+  r.expect(v.sink_tokens >= 0, "sink_tokens", "must be >= 0", "e.g. 30 (MTraining's code)");
+  r.expect(v.local_window >= 1, "local_window", "must be >= 1 (every query keeps itself)",
+           "e.g. 100 (MTraining's code)");
+  r.expect(v.max_verticals >= v.sink_tokens, "max_verticals", "must be >= sink_tokens", "e.g. 4096");
+  r.expect(v.max_slashes >= v.local_window, "max_slashes", "must be >= local_window", "e.g. 4096");
+  r.expect(v.last_queries >= 1, "last_queries", "must be >= 1", "e.g. 64 (MTraining)");
+}
+
 AttentionOptions parse_attention(const json& j, const std::string& path, const std::string& file) {
   JsonObjectReader r(j, path, file);
   AttentionOptions a;
@@ -107,6 +133,9 @@ AttentionOptions parse_attention(const json& j, const std::string& path, const s
     a.block_size = r.optional<int64_t>("block_size", a.block_size);
     a.top_k = r.optional<int64_t>("top_k", a.top_k);
   }
+  const bool vs = a.is_vertical_slash();
+  for (const char* key : kVerticalSlashKeys) r.reject_unless(key, vs, "name is \"vertical_slash\"");
+  if (vs) parse_vertical_slash(r, a.vertical_slash);
   r.finish();
   r.expect(a.block_size >= 1, "block_size", "must be >= 1", "e.g. 256 (the paper) or 64 at CPU scale");
   r.expect(a.top_k >= 1, "top_k", "must be >= 1", "e.g. 32 (the paper) or 8 at CPU scale");
@@ -180,6 +209,10 @@ MethodSection parse_method_section(const json& own, const json* defaults, const 
   r.expect(m.budget != BudgetKind::kDst || m.attention.is_moba(), "budget",
            "dst tunes a sparse attention budget, and attention is \"" + m.attention.name() + "\"",
            "use attention \"moba\" or budget \"fixed\"");
+  // Not built yet for vertical-slash: a latency profile over its budget (docs/vertical_slash.md).
+  r.expect(!(m.attention.is_vertical_slash() && m.batching == BatchingKind::kSab), "batching",
+           "sab predicts latency from a profile, and vertical_slash has no latency profile yet",
+           "use batching \"sequential\" or \"lbb\" with vertical_slash");
   return m;
 }
 
@@ -210,6 +243,11 @@ void check_method_defaults(const json& defaults, const std::string& path, const 
       a.optional_choice("name", "moba", attention_kind_options().names());
       a.optional<int64_t>("block_size", 0);
       a.optional<int64_t>("top_k", 0);
+      a.optional_choice("budget", "top_p", vertical_slash_budget_options().names());
+      a.optional<double>("p", 0);
+      for (const char* key : kVerticalSlashKeys) {
+        if (std::string(key) != "budget" && std::string(key) != "p") a.optional<int64_t>(key, 0);
+      }
       a.finish();
     }
   }
@@ -244,6 +282,18 @@ json method_to_json(const MethodSection& m) {
   if (m.attention.is_moba()) {
     attention["block_size"] = m.attention.block_size;
     attention["top_k"] = m.attention.top_k;
+  }
+  if (m.attention.is_vertical_slash()) {
+    const VerticalSlashParams& v = m.attention.vertical_slash;
+    attention["budget"] = vertical_slash_budget_options().name_of(v.budget);
+    attention["p"] = v.p;
+    attention["vertical_count"] = v.vertical_count;
+    attention["slash_count"] = v.slash_count;
+    attention["max_verticals"] = v.max_verticals;
+    attention["max_slashes"] = v.max_slashes;
+    attention["sink_tokens"] = v.sink_tokens;
+    attention["local_window"] = v.local_window;
+    attention["last_queries"] = v.last_queries;
   }
   json j{{"name", m.name},
           {"attention", attention},

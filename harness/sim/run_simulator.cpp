@@ -84,6 +84,11 @@ RunSimulator::RunSimulator(const Manifest& m, SimProfile profile, ClusterSection
       simulation_(m.simulation ? *m.simulation : SimulationSection{}),
       noise_(simulation_.latency_noise.sigma, simulation_.latency_noise.rank_sigma, static_cast<uint64_t>(m.seed)) {
   const Qwen2Config& config = m.model.config;
+  if (m.methods.at(0).attention.is_vertical_slash()) {
+    throw ConfigError(m.file, "$.methods[0].attention",
+                      "is vertical_slash: the simulator has no latency or coverage model for it yet",
+                      "simulate dense or moba attention");
+  }
   if (m.parallelism.cp > 1 && m.parallelism.tp > 1) {
     throw ConfigError(m.file, "$.parallelism.tp",
                       "is " + std::to_string(m.parallelism.tp) + " with cp " + std::to_string(m.parallelism.cp) +

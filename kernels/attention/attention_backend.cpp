@@ -4,12 +4,15 @@
 
 #include "kernels/attention/dense_causal_attention.h"
 #include "kernels/attention/moba/moba_attention_backend.h"
+#include "kernels/attention/vertical_slash/vertical_slash_backend.h"
 
 namespace sb {
 
 const OptionNames<AttentionKind>& attention_kind_options() {
   static const OptionNames<AttentionKind> names{"attention",
-                                                {{"dense", AttentionKind::kDense}, {"moba", AttentionKind::kMoba}}};
+                                                {{"dense", AttentionKind::kDense},
+                                                 {"moba", AttentionKind::kMoba},
+                                                 {"vertical_slash", AttentionKind::kVerticalSlash}}};
   return names;
 }
 
@@ -30,6 +33,8 @@ std::unique_ptr<AttentionBackend> make_attention_backend(const AttentionOptions&
       return std::make_unique<DenseCausalAttention>();
     case AttentionKind::kMoba:
       return std::make_unique<MobaAttention>(options.block_size, options.top_k);
+    case AttentionKind::kVerticalSlash:
+      return std::make_unique<VerticalSlashAttention>(options.vertical_slash);
   }
   throw std::logic_error("make_attention_backend: an attention kind without a backend");
 }

@@ -11,6 +11,7 @@
 
 #include "common/option_names.h"
 #include "kernels/attention/packed_sequences.h"
+#include "kernels/attention/vertical_slash/vertical_slash_index.h"
 
 namespace sb {
 
@@ -77,9 +78,10 @@ class AttentionBackend {
                                     double scale) = 0;
 };
 
-// The attention patterns a backend computes: dense causal, or MoBA's top-k key blocks.
-enum class AttentionKind { kDense, kMoba };
-const OptionNames<AttentionKind>& attention_kind_options();  // "dense" | "moba"
+// The attention patterns a backend computes: dense causal, MoBA's top-k key blocks, or
+// MTraining's vertical-slash pattern (docs/vertical_slash.md).
+enum class AttentionKind { kDense, kMoba, kVerticalSlash };
+const OptionNames<AttentionKind>& attention_kind_options();  // "dense" | "moba" | "vertical_slash"
 
 // What a backend is built from (also a manifest method's "attention"): the pattern and,
 // for MoBA, the block size and the default budget (used when no budget request is set).
@@ -88,9 +90,11 @@ struct AttentionOptions {
   AttentionKind kind = AttentionKind::kDense;
   int64_t block_size = 256;  // moba: tokens per key/value block (paper: 256)
   int64_t top_k = 32;        // moba: the default budget k0 (paper: 32)
+  VerticalSlashParams vertical_slash;  // vertical_slash: the index's rules
 
   std::string name() const { return attention_kind_options().name_of(kind); }
   bool is_moba() const { return kind == AttentionKind::kMoba; }
+  bool is_vertical_slash() const { return kind == AttentionKind::kVerticalSlash; }
 };
 
 std::unique_ptr<AttentionBackend> make_attention_backend(const AttentionOptions& options);

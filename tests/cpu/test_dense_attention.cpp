@@ -158,7 +158,8 @@ TEST(DenseAttention, RejectsInconsistentInputs) {
 
 TEST(AttentionBackendRegistry, KnowsDenseAndListsNamesOnError) {
   EXPECT_EQ(make_attention_backend("dense")->name(), "dense");
-  EXPECT_EQ(attention_kind_options().names(), (std::vector<std::string>{"dense", "moba"}));
+  EXPECT_EQ(make_attention_backend("vertical_slash")->name(), "vertical_slash");
+  EXPECT_EQ(attention_kind_options().names(), (std::vector<std::string>{"dense", "moba", "vertical_slash"}));
   try {
     make_attention_backend("nope");
     FAIL() << "make_attention_backend(\"nope\") did not throw";

@@ -156,6 +156,15 @@ std::vector<json> variant_manifests(const fs::path& dir) {
   overhead["simulation"]["iteration_overhead"] = {{"ms", 20}, {"fit_from", "/r"}};
   overhead["simulation"]["ring_compute"] = {{"factor", 0.9}, {"step_ms_per_token", 0.01}, {"fit_from", "/r"}};
   variants.push_back(overhead);
+  json vertical_slash = base;  // every key of the vertical_slash attention
+  vertical_slash["methods"][1]["attention"] = {
+      {"name", "vertical_slash"}, {"budget", "top_k"}, {"p", 0.9}, {"vertical_count", 10}, {"slash_count", 20},
+      {"max_verticals", 100}, {"max_slashes", 100}, {"sink_tokens", 3}, {"local_window", 4}, {"last_queries", 8}};
+  vertical_slash["method_defaults"]["attention"] = {{"name", "vertical_slash"}, {"budget", "top_p"}, {"p", 0.8},
+                                                    {"vertical_count", 1}, {"slash_count", 1}, {"max_verticals", 9},
+                                                    {"max_slashes", 9}, {"sink_tokens", 1}, {"local_window", 1},
+                                                    {"last_queries", 4}};
+  variants.push_back(vertical_slash);
   json scaled = base;
   scaled["model"]["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 64}};
   variants.push_back(scaled);

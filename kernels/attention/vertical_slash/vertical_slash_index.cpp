@@ -1,10 +1,18 @@
 #include "kernels/attention/vertical_slash/vertical_slash_index.h"
 
+#include <ATen/ATen.h>
+
 #include <algorithm>
 #include <numeric>
 #include <stdexcept>
 
 namespace sb {
+
+const OptionNames<VerticalSlashBudget>& vertical_slash_budget_options() {
+  static const OptionNames<VerticalSlashBudget> names{
+      "vertical-slash budget", {{"top_p", VerticalSlashBudget::kTopP}, {"top_k", VerticalSlashBudget::kTopK}}};
+  return names;
+}
 
 void VerticalSlashParams::validate() const {
   auto fail = [](const std::string& what) { throw std::invalid_argument("vertical-slash: " + what); };

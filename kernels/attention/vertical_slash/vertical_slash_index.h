@@ -21,17 +21,19 @@
 // The index is computed in float64 from the given q and k (n x L scores per head: small
 // next to the attention itself).
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "common/option_names.h"
 #include "kernels/attention/packed_sequences.h"
 
 namespace sb {
 
 enum class VerticalSlashBudget { kTopP, kTopK };
+const OptionNames<VerticalSlashBudget>& vertical_slash_budget_options();  // "top_p" | "top_k"
 
 struct VerticalSlashParams {
   VerticalSlashBudget budget = VerticalSlashBudget::kTopP;
