@@ -118,7 +118,11 @@ void summarize_records(const std::vector<IterationRecord>& records, int64_t defa
     total_ms += r.iter_ms;
     coverage.insert(coverage.end(), r.coverage.begin(), r.coverage.end());
     for (double ms : r.microbatch_ms) microbatch_sum += ms;
-    for (int64_t b : r.budgets) budgets.push_back(static_cast<double>(b == 0 ? default_budget : b));
+    // A planned budget means MoBA's k; vertical-slash's budget is its kept keys per query
+    // (effective_budget_mean), not a planned number.
+    if (s.attention != "vertical_slash") {
+      for (int64_t b : r.budgets) budgets.push_back(static_cast<double>(b == 0 ? default_budget : b));
+    }
     for (const auto& layers : r.layer_budgets) layer_budgets.insert(layer_budgets.end(), layers.begin(), layers.end());
     const size_t n = std::min(r.microbatch_pred_ms.size(), r.microbatch_ms.size());
     for (size_t k = 0; k < n; ++k) {

@@ -21,6 +21,7 @@
 //   budget_mean       mean of budgets[k] (0, the backend's default, counted as the
 //                     method's top_k) over measured iterations and micro-batches: the
 //                     budget the plan asked for
+//                     (none for vertical_slash, which plans no budget)
 //   effective_budget_mean  mean of layer_budgets[k][l] over measured iterations,
 //                     micro-batches and layers: the budget the layers ran after DST's
 //                     coverage floor (absent when the records carry no layer budgets)

@@ -65,6 +65,10 @@ def test_every_key_kept_trains_as_dense_and_a_sparse_pattern_trains(tmp_path):
         # Kept keys per query (the layer budgets) stay below the longest sequence.
         assert all(0 < b < longest for layers in r["layer_budgets"] for b in layers), r["layer_budgets"]
     assert [r["loss"] for r in sparse][1:] != pytest.approx([r["loss"] for r in dense][1:], rel=1e-6)
+    report = json.loads((tmp_path / "results" / "vs" / "report.json").read_text())
+    row = next(r for r in report["runs"] if r["run"] == "sparse")
+    assert row["budget_mean"] is None, "vertical-slash plans no budget"
+    assert 0 < row["effective_budget_mean"] < 120
     resolved = json.loads((tmp_path / "results" / "vs" / "sparse" / "manifest.resolved.json").read_text())
     attention = resolved["methods"][0]["attention"]
     assert attention["name"] == "vertical_slash" and attention["p"] == 0.5 and attention["last_queries"] == 16
