@@ -111,15 +111,7 @@ void parse_vertical_slash(JsonObjectReader& r, VerticalSlashParams& v) {
   v.sink_tokens = r.optional<int64_t>("sink_tokens", v.sink_tokens);
   v.local_window = r.optional<int64_t>("local_window", v.local_window);
   v.last_queries = r.optional<int64_t>("last_queries", v.last_queries);
-  r.expect(v.p > 0 && v.p <= 1, "p", "must be in (0, 1]", "e.g. 0.9 or 0.95 (MTraining)");
-  r.expect(v.vertical_count >= 0, "vertical_count", "must be >= 0", "e.g. 1000 (MTraining's 3B pattern)");
-  r.expect(v.slash_count >= 0, "slash_count", "must be >= 0", "e.g. 6096 (MTraining's 3B pattern)");
-  r.expect(v.sink_tokens >= 0, "sink_tokens", "must be >= 0", "e.g. 30 (MTraining's code)");
-  r.expect(v.local_window >= 1, "local_window", "must be >= 1 (every query keeps itself)",
-           "e.g. 100 (MTraining's code)");
-  r.expect(v.max_verticals >= v.sink_tokens, "max_verticals", "must be >= sink_tokens", "e.g. 4096");
-  r.expect(v.max_slashes >= v.local_window, "max_slashes", "must be >= local_window", "e.g. 4096");
-  r.expect(v.last_queries >= 1, "last_queries", "must be >= 1", "e.g. 64 (MTraining)");
+  if (const auto problem = v.first_problem()) r.expect(false, problem->field, problem->message, problem->fix);
 }
 
 AttentionOptions parse_attention(const json& j, const std::string& path, const std::string& file) {

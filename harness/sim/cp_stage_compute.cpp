@@ -21,15 +21,23 @@ CpComputeSpec cp_compute_spec(const Manifest& m) {
   return spec;
 }
 
-CpStageCompute cp_stage_compute(const LatencyPredictor& predictor, const CpComputeSpec& spec,
-                                const std::vector<int64_t>& lengths, const std::vector<int64_t>& budgets,
-                                int64_t layers, int64_t stage, int64_t stages, double noise) {
-  CpStageCompute out;
+CpMicrobatch cp_microbatch(const LatencyPredictor& predictor, const CpComputeSpec& spec,
+                           const std::vector<int64_t>& lengths, const std::vector<int64_t>& budgets) {
+  CpMicrobatch out;
   out.work = ring_work(lengths, budgets, spec.cp, spec.layout, spec.block_size, spec.query_heads);
   std::vector<double> terms;
   for (size_t i = 0; i < lengths.size(); ++i) terms.push_back(predictor.attention_ms(lengths[i], budgets[i]));
-  const double attention = predictor.packed_attention_ms(terms);
-  const double total_pairs = out.work.total();
+  out.attention_ms = predictor.packed_attention_ms(terms);
+  return out;
+}
+
+CpStageCompute cp_stage_compute(const LatencyPredictor& predictor, const CpComputeSpec& spec,
+                                const CpMicrobatch& microbatch, int64_t layers, int64_t stage, int64_t stages,
+                                double noise) {
+  CpStageCompute out;
+  const RingWork& work = microbatch.work;
+  const double attention = microbatch.attention_ms;
+  const double total_pairs = work.total();
   const double f = spec.forward_fraction;
   const auto W = static_cast<size_t>(spec.cp);
   const bool last = stage == stages - 1;
@@ -44,11 +52,11 @@ CpStageCompute cp_stage_compute(const LatencyPredictor& predictor, const CpCompu
   out.step_tokens.assign(W, 0.0);
   out.other_ms.assign(W, 0.0);
   for (size_t r = 0; r < W; ++r) {
-    const int64_t tokens = out.work.tokens[r];
+    const int64_t tokens = work.tokens[r];
     const double per_step = spec.ring_step_ms_per_token * static_cast<double>(tokens);
     out.step_tokens[r] = static_cast<double>(layers * spec.cp * tokens);
     for (size_t b = 0; b < W; ++b) {
-      const double unit = total_pairs > 0 ? attention * out.work.pairs[r][b] / total_pairs : 0.0;
+      const double unit = total_pairs > 0 ? attention * work.pairs[r][b] / total_pairs : 0.0;
       out.attention_unit_ms[r] += static_cast<double>(layers) * unit;
       const double ms = (spec.ring_compute_factor * unit + per_step) * noise;
       t.forward_step_ms[r][b] = f * ms;

@@ -48,8 +48,18 @@ struct CpComputeSpec {
 // the forward fraction of its simulation block (defaults without one).
 CpComputeSpec cp_compute_spec(const Manifest& manifest);
 
-struct CpStageCompute {
+// What a micro-batch's stages share: the ring's work and the profile's attention term A
+// (one layer, forward + backward, on one device). Computed once per micro-batch.
+struct CpMicrobatch {
   RingWork work;
+  double attention_ms = 0;
+};
+
+// lengths / budgets: the micro-batch's sequences and their effective budgets (0: dense).
+CpMicrobatch cp_microbatch(const LatencyPredictor& predictor, const CpComputeSpec& spec,
+                           const std::vector<int64_t>& lengths, const std::vector<int64_t>& budgets);
+
+struct CpStageCompute {
   RingTimingInput timing;        // transfer_ms and layer_sync_ms left for the caller
   // Per CP rank, summed over the stage's layers, forward + backward, without noise:
   std::vector<double> attention_unit_ms;  // the ring steps' pair term at factor 1
@@ -57,10 +67,9 @@ struct CpStageCompute {
   std::vector<double> other_ms;           // the rest and outside terms
 };
 
-// lengths / budgets: the micro-batch's sequences and their effective budgets (0: dense);
 // layers: the stage's decoder layers; noise: the latency noise factor (1: none).
 CpStageCompute cp_stage_compute(const LatencyPredictor& predictor, const CpComputeSpec& spec,
-                                const std::vector<int64_t>& lengths, const std::vector<int64_t>& budgets,
-                                int64_t layers, int64_t stage, int64_t stages, double noise);
+                                const CpMicrobatch& microbatch, int64_t layers, int64_t stage, int64_t stages,
+                                double noise);
 
 }  // namespace sb

@@ -117,15 +117,17 @@ void RunSimulator::simulate_context_parallel_microbatch(int64_t d, const std::ve
   // Each pass runs the ring: forward, backward, and the recomputed forward under checkpointing.
   const double passes = m.train.activation_checkpointing ? 3.0 : 2.0;
   std::vector<double> attention_ms(W, 0.0), pairs(W, 0.0);
+  const CpMicrobatch microbatch = cp_microbatch(*profile_.predictor, *cp_spec_, lengths, budgets);
+  const RingWork& work = microbatch.work;
   for (int64_t s = 0; s < pp; ++s) {
     const int64_t layers = m.parallelism.stage_layers[static_cast<size_t>(s)];
-    CpStageCompute c = cp_stage_compute(*profile_.predictor, *cp_spec_, lengths, budgets, layers, s, pp, noise);
+    CpStageCompute c = cp_stage_compute(*profile_.predictor, *cp_spec_, microbatch, layers, s, pp, noise);
     c.timing.transfer_ms = [&](int64_t from, int64_t to, double bytes) {
       return alpha_beta_ms(cluster_.context_parallel_link(d, s, from, to), bytes);
     };
     if (moba) {  // the block means' all-reduce before each layer's ring (float64 sums of q and k)
       const double bytes = static_cast<double>((config.num_attention_heads + config.num_key_value_heads) *
-                                               c.work.blocks * config.head_dim) * 8.0;
+                                               work.blocks * config.head_dim) * 8.0;
       c.timing.layer_sync_ms = ring_allreduce_ms(cluster_.context_parallel_group_link(d, s), cp, bytes);
     }
     const RingTiming t = simulate_ring_microbatch(c.timing);
@@ -135,14 +137,14 @@ void RunSimulator::simulate_context_parallel_microbatch(int64_t d, const std::ve
     // side: the slowest of them.
     double transfer = 0;
     for (int64_t r = 0; s + 1 < pp && r < cp; ++r) {
-      const double bytes = static_cast<double>(c.work.tokens[static_cast<size_t>(r)] * config.hidden_size) *
+      const double bytes = static_cast<double>(work.tokens[static_cast<size_t>(r)] * config.hidden_size) *
                            activation_bytes(m);
       transfer = std::max(transfer, alpha_beta_ms(cluster_.pipeline_link(d, s, r), bytes));
     }
     in.transfer_ms[static_cast<size_t>(d)][static_cast<size_t>(s)].push_back(transfer);
     for (size_t r = 0; r < W; ++r) {
       attention_ms[r] += t.attention_ms[r];
-      pairs[r] += passes * static_cast<double>(layers) * c.work.row(static_cast<int64_t>(r));
+      pairs[r] += passes * static_cast<double>(layers) * work.row(static_cast<int64_t>(r));
     }
   }
   std::vector<int64_t> kept;

@@ -88,10 +88,12 @@ std::vector<RingComputeObservation> ring_compute_observations(const std::filesys
       const std::vector<int64_t>& lengths = record.microbatch_lengths[k];
       const int64_t budget = attention.is_moba() ? recorded_budget(record, k, attention) : 0;
       std::vector<RingComputeObservation> ranks(static_cast<size_t>(cp));
+      const CpMicrobatch microbatch =
+          cp_microbatch(predictor, spec, lengths, std::vector<int64_t>(lengths.size(), budget));
       for (int64_t s = 0; s < stages; ++s) {
         const CpStageCompute c =
-            cp_stage_compute(predictor, spec, lengths, std::vector<int64_t>(lengths.size(), budget),
-                             m.parallelism.stage_layers[static_cast<size_t>(s)], s, stages, 1.0);
+            cp_stage_compute(predictor, spec, microbatch, m.parallelism.stage_layers[static_cast<size_t>(s)], s, stages,
+                             1.0);
         for (size_t r = 0; r < ranks.size(); ++r) {
           ranks[r].attention_unit_ms += c.attention_unit_ms[r];
           ranks[r].step_tokens += c.step_tokens[r];
@@ -146,7 +148,6 @@ RingComputeFit fit_ring_compute(const std::vector<RingComputeObservation>& obser
   }
   fit.samples = static_cast<int64_t>(observations.size());
   fit.rmse_pct = 100.0 * std::sqrt(squared / static_cast<double>(observations.size()));
-  fit.measured_ms = measured;
   return fit;
 }
 

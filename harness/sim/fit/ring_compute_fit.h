@@ -47,7 +47,6 @@ struct RingComputeFit {
   double step_ms_per_token = 0.0;
   double rmse_pct = 0;            // root mean square of (model / measured - 1), in %
   int64_t samples = 0;            // (micro-batch, CP rank) observations
-  double measured_ms = 0;         // their summed measured compute
   std::vector<std::string> runs;  // run folders they came from
 };
 

@@ -14,14 +14,25 @@ const OptionNames<VerticalSlashBudget>& vertical_slash_budget_options() {
   return names;
 }
 
+std::optional<VerticalSlashParamsProblem> VerticalSlashParams::first_problem() const {
+  if (!(p > 0.0 && p <= 1.0)) return VerticalSlashParamsProblem{"p", "must be in (0, 1]", "e.g. 0.9 or 0.95 (MTraining)"};
+  if (vertical_count < 0) return VerticalSlashParamsProblem{"vertical_count", "must be >= 0", "e.g. 1000"};
+  if (slash_count < 0) return VerticalSlashParamsProblem{"slash_count", "must be >= 0", "e.g. 6096"};
+  if (sink_tokens < 0) return VerticalSlashParamsProblem{"sink_tokens", "must be >= 0", "e.g. 30 (MTraining's code)"};
+  if (local_window < 1) {
+    return VerticalSlashParamsProblem{"local_window", "must be >= 1 (every query keeps itself)",
+                                      "e.g. 100 (MTraining's code)"};
+  }
+  if (max_verticals < sink_tokens) return VerticalSlashParamsProblem{"max_verticals", "must be >= sink_tokens", "e.g. 4096"};
+  if (max_slashes < local_window) return VerticalSlashParamsProblem{"max_slashes", "must be >= local_window", "e.g. 4096"};
+  if (last_queries < 1) return VerticalSlashParamsProblem{"last_queries", "must be >= 1", "e.g. 64 (MTraining)"};
+  return std::nullopt;
+}
+
 void VerticalSlashParams::validate() const {
-  auto fail = [](const std::string& what) { throw std::invalid_argument("vertical-slash: " + what); };
-  if (budget == VerticalSlashBudget::kTopP && !(p > 0.0 && p <= 1.0)) fail("p must be in (0, 1]");
-  if (vertical_count < 0 || slash_count < 0) fail("vertical_count and slash_count must be >= 0");
-  if (sink_tokens < 0 || local_window < 1) fail("sink_tokens must be >= 0 and local_window >= 1");
-  if (max_verticals < sink_tokens) fail("max_verticals must be >= sink_tokens");
-  if (max_slashes < local_window) fail("max_slashes must be >= local_window");
-  if (last_queries < 1) fail("last_queries must be >= 1");
+  if (const auto problem = first_problem()) {
+    throw std::invalid_argument("vertical-slash: " + problem->field + " " + problem->message);
+  }
 }
 
 namespace {
@@ -107,7 +118,6 @@ std::vector<std::vector<VerticalSlashHeadIndex>> vertical_slash_index(const at::
               "vertical-slash: q and k must hold the packed sequences' ", sequences.total_tokens(), " tokens");
   TORCH_CHECK(k.size(1) > 0 && q.size(1) % k.size(1) == 0, "vertical-slash: Hq must be a multiple of Hkv");
   const c10::NoGradGuard no_grad;
-  const at::Tensor q64 = q.detach().to(at::kDouble), k64 = k.detach().to(at::kDouble);
   const int64_t heads = q.size(1), group = q.size(1) / k.size(1);
   std::vector<std::vector<VerticalSlashHeadIndex>> out;
   for (int64_t s = 0; s < sequences.num_sequences(); ++s) {
@@ -117,10 +127,13 @@ std::vector<std::vector<VerticalSlashHeadIndex>> vertical_slash_index(const at::
       out.emplace_back(static_cast<size_t>(heads));
       continue;
     }
+    // Only the sequence's last queries and its keys, in float64.
     const int64_t n = std::min(params.last_queries, length);
+    const at::Tensor last_queries = q.detach().narrow(0, offset + length - n, n).to(at::kDouble);
+    const at::Tensor sequence_keys = k.detach().narrow(0, offset, length).to(at::kDouble);
     for (int64_t h = 0; h < heads; ++h) {
-      const at::Tensor queries = q64.narrow(0, offset + length - n, n).select(1, h);
-      const at::Tensor keys = k64.narrow(0, offset, length).select(1, h / group);
+      const at::Tensor queries = last_queries.select(1, h);
+      const at::Tensor keys = sequence_keys.select(1, h / group);
       per_head.push_back(head_index(queries, keys, length, params, scale));
     }
     out.push_back(std::move(per_head));

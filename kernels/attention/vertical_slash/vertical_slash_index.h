@@ -24,6 +24,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,13 @@ namespace sb {
 
 enum class VerticalSlashBudget { kTopP, kTopK };
 const OptionNames<VerticalSlashBudget>& vertical_slash_budget_options();  // "top_p" | "top_k"
+
+// A field of VerticalSlashParams that breaks its rules.
+struct VerticalSlashParamsProblem {
+  std::string field;    // "p", "local_window", ...
+  std::string message;  // "must be in (0, 1]"
+  std::string fix;      // "e.g. 0.9"
+};
 
 struct VerticalSlashParams {
   VerticalSlashBudget budget = VerticalSlashBudget::kTopP;
@@ -46,9 +54,12 @@ struct VerticalSlashParams {
   int64_t local_window = 100;  // offsets 0 .. local_window - 1 always kept
   int64_t last_queries = 64;
 
-  // Throws std::invalid_argument naming the first bad field.
+  // The first field that breaks the rules above, if any (the manifest parser names its
+  // JSON path from it); validate() throws std::invalid_argument naming it.
+  std::optional<VerticalSlashParamsProblem> first_problem() const;
   void validate() const;
 };
+
 
 // One (sequence, query head)'s pattern.
 struct VerticalSlashHeadIndex {
