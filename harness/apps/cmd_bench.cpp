@@ -25,7 +25,9 @@ struct BenchAttentionFlags {
   std::string dtype;  // default: float32 on cpu, bfloat16 on cuda
   std::string heads = "4/2";
   int64_t seq_len = 8192, block = 64, top_k = 8, head_dim = 64;
-  int64_t vs_verticals = 1000, vs_slashes = 2000;
+  int64_t vs_verticals = 1000, vs_slashes = 2000, vs_block = 64;
+  double vs_p = 0.0;
+  std::string inputs = "random";
   int64_t repetitions = 5, warmup = 1, threads = 0, check_rows = 0;
   uint64_t seed = 0;
   bool backward = false, json = false;
@@ -72,6 +74,9 @@ AttentionBenchConfig config_from(const BenchAttentionFlags& f, const std::string
   c.top_k = f.top_k;
   c.vs_verticals = f.vs_verticals;
   c.vs_slashes = f.vs_slashes;
+  c.vs_block = f.vs_block;
+  c.vs_p = f.vs_p;
+  c.inputs = f.inputs;
   const auto heads = split(f.heads, '/');
   try {
     if (heads.size() != 2) throw std::invalid_argument(f.heads);
@@ -104,6 +109,9 @@ nlohmann::json result_json(const AttentionBenchResult& r, const nlohmann::json& 
                    {"top_k", c.top_k},
                    {"vs_verticals", c.vs_verticals},
                    {"vs_slashes", c.vs_slashes},
+                   {"vs_block", c.vs_block},
+                   {"vs_p", c.vs_p},
+                   {"inputs", c.inputs},
                    {"q_heads", c.q_heads},
                    {"kv_heads", c.kv_heads},
                    {"head_dim", c.head_dim},
@@ -154,9 +162,11 @@ void print_table(const std::vector<nlohmann::json>& rows) {
       if (rows[0][key].is_null() || rows[1][key].is_null()) return std::string("-");
       return std::to_string(rows[0][key].get<double>() / rows[1][key].get<double>());
     };
-    std::printf("%s / %s time ratio (median): fwd %s, fwd+bwd %s\n",
+    std::printf("%s / %s time ratio (median): fwd %s, fwd+bwd %s; attended pairs %s / %s: %.4f\n",
                 rows[0]["impl"].get<std::string>().c_str(), rows[1]["impl"].get<std::string>().c_str(),
-                ratio("fwd_ms").c_str(), ratio("fwdbwd_ms").c_str());
+                ratio("fwd_ms").c_str(), ratio("fwdbwd_ms").c_str(), rows[1]["impl"].get<std::string>().c_str(),
+                rows[0]["impl"].get<std::string>().c_str(),
+                rows[1]["attended_pairs"].get<double>() / rows[0]["attended_pairs"].get<double>());
   }
 }
 
@@ -184,6 +194,14 @@ Command register_bench(CLI::App& app) {
   sub->add_option("--vs-verticals", f->vs_verticals, "vertical_slash: key columns kept besides the 30 sinks")
       ->capture_default_str();
   sub->add_option("--vs-slashes", f->vs_slashes, "vertical_slash: offsets kept besides the 100-offset local window")
+      ->capture_default_str();
+  sub->add_option("--vs-block", f->vs_block, "vertical_slash: tokens per query and key block slashes expand to")
+      ->capture_default_str();
+  sub->add_option("--vs-p", f->vs_p, "vertical_slash: keep each list's top-p mass instead of the counts (0: counts)")
+      ->capture_default_str();
+  sub->add_option("--inputs", f->inputs,
+                  "random (q, k, v ~ N(0, 1)) or local (q and k rotated by RoPE around a shared direction: "
+                  "attention peaks near each query, as a trained model's)")
       ->capture_default_str();
   sub->add_option("--heads", f->heads, "Query/key-value heads, HQ/HKV")->capture_default_str();
   sub->add_option("--head-dim", f->head_dim, "Head dimension")->capture_default_str();

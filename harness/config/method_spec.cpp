@@ -111,6 +111,7 @@ void parse_vertical_slash(JsonObjectReader& r, VerticalSlashParams& v) {
   v.sink_tokens = r.optional<int64_t>("sink_tokens", v.sink_tokens);
   v.local_window = r.optional<int64_t>("local_window", v.local_window);
   v.last_queries = r.optional<int64_t>("last_queries", v.last_queries);
+  v.block_size = r.optional<int64_t>("block_size", v.block_size);
   if (const auto problem = v.first_problem()) r.expect(false, problem->field, problem->message, problem->fix);
 }
 
@@ -119,13 +120,13 @@ AttentionOptions parse_attention(const json& j, const std::string& path, const s
   AttentionOptions a;
   a.kind = r.required_option("name", attention_kind_options());
   const bool moba = a.is_moba();
-  r.reject_unless("block_size", moba, "name is \"moba\"");
+  const bool vs = a.is_vertical_slash();
+  r.reject_unless("block_size", moba || vs, "name is \"moba\" or \"vertical_slash\"");
   r.reject_unless("top_k", moba, "name is \"moba\"");
   if (moba) {
     a.block_size = r.optional<int64_t>("block_size", a.block_size);
     a.top_k = r.optional<int64_t>("top_k", a.top_k);
   }
-  const bool vs = a.is_vertical_slash();
   for (const char* key : kVerticalSlashKeys) r.reject_unless(key, vs, "name is \"vertical_slash\"");
   if (vs) parse_vertical_slash(r, a.vertical_slash);
   r.finish();
@@ -286,6 +287,7 @@ json method_to_json(const MethodSection& m) {
     attention["sink_tokens"] = v.sink_tokens;
     attention["local_window"] = v.local_window;
     attention["last_queries"] = v.last_queries;
+    attention["block_size"] = v.block_size;
   }
   json j{{"name", m.name},
           {"attention", attention},

@@ -25,6 +25,7 @@
 #include "kernels/attention/moba/moba_reference.h"
 #include "kernels/attention/ring/ring_attention_backend.h"
 #include "kernels/attention/vertical_slash/vertical_slash_backend.h"
+#include "kernels/attention/vertical_slash/vertical_slash_blocks.h"
 #include "kernels/attention/vertical_slash/vertical_slash_reference.h"
 
 namespace sb {
@@ -40,15 +41,42 @@ bool is_ring(const std::string& impl) { return impl == "ring-dense" || impl == "
 bool is_moba(const std::string& impl) { return impl == "moba" || impl == "ring-moba"; }
 bool is_vertical_slash(const std::string& impl) { return impl == "vertical_slash"; }
 
-// MTraining's pattern with fixed counts (top-k), the public code's sinks and window.
+// MTraining's pattern with fixed counts (top-k) or top-p, the public code's sinks and window.
 VerticalSlashParams vertical_slash_params(const AttentionBenchConfig& c) {
   VerticalSlashParams p;
-  p.budget = VerticalSlashBudget::kTopK;
+  p.budget = c.vs_p > 0 ? VerticalSlashBudget::kTopP : VerticalSlashBudget::kTopK;
+  if (c.vs_p > 0) p.p = c.vs_p;
+  p.block_size = c.vs_block;
   p.vertical_count = c.vs_verticals;
   p.slash_count = c.vs_slashes;
   p.max_verticals = std::max<int64_t>(p.max_verticals, p.sink_tokens + c.vs_verticals);
   p.max_slashes = std::max<int64_t>(p.max_slashes, p.local_window + c.vs_slashes);
   return p;
+}
+
+// "local" inputs: how far the shared direction stands out of the noise, and the RoPE base
+// (Qwen2.5's). At strength 1.5 the last 64 queries of an 8K sequence put about 0.9 of
+// their attention within 100 tokens of themselves; at 1.0 it spreads over the sequence.
+constexpr double kLocalStrength = 1.5;
+constexpr double kLocalRopeBase = 1e6;
+
+// x [L, H, D] float64 rotated by RoPE at positions 0 .. L - 1: the halves (d, d + D/2)
+// turn by position x base^(-2d / D), as Qwen2 rotates q and k.
+at::Tensor rotate_by_position(const at::Tensor& x) {
+  const int64_t length = x.size(0), half = x.size(2) / 2;
+  const at::Tensor inverse = at::pow(kLocalRopeBase, at::arange(half, at::kDouble) * (-2.0 / static_cast<double>(x.size(2))));
+  const at::Tensor angle = at::arange(length, at::kDouble).unsqueeze(1) * inverse.unsqueeze(0);  // [L, half]
+  const at::Tensor cos = angle.cos().unsqueeze(1), sin = angle.sin().unsqueeze(1);           // [L, 1, half]
+  const at::Tensor x1 = x.narrow(2, 0, half), x2 = x.narrow(2, half, half);
+  return at::cat({x1 * cos - x2 * sin, x2 * cos + x1 * sin}, 2);
+}
+
+// [L, H, D]: head h's direction (one per key/value head, shared by its query heads) times
+// kLocalStrength plus N(0, 1) noise, rotated by position.
+at::Tensor local_inputs(int64_t length, const at::Tensor& directions, int64_t heads) {
+  const int64_t group = heads / directions.size(0);
+  const at::Tensor shared = directions.repeat_interleave(group, 0).unsqueeze(0) * kLocalStrength;  // [1, H, D]
+  return rotate_by_position(shared + at::randn({length, heads, directions.size(1)}, at::kDouble));
 }
 
 void check_config(const AttentionBenchConfig& c) {
@@ -58,6 +86,10 @@ void check_config(const AttentionBenchConfig& c) {
   }
   if (is_vertical_slash(c.impl) && c.device != "cpu") fail("--impl vertical_slash runs on the CPU only (--device cpu)");
   if (c.vs_verticals < 0 || c.vs_slashes < 0) fail("--vs-verticals and --vs-slashes must be >= 0");
+  if (c.vs_block < 1) fail("--vs-block must be >= 1");
+  if (!(c.vs_p >= 0 && c.vs_p <= 1)) fail("--vs-p must be in [0, 1] (0: top-k counts)");
+  if (c.inputs != "random" && c.inputs != "local") fail("--inputs must be random or local, got " + c.inputs);
+  if (c.inputs == "local" && c.head_dim % 2 != 0) fail("--inputs local rotates pairs of dimensions: --head-dim must be even");
   if (c.device != "cpu" && c.device != "cuda") fail("--device must be cpu or cuda, got " + c.device);
   if (is_ring(c.impl) && c.device != "cpu") fail("--impl " + c.impl + " runs on the CPU only (--device cpu)");
   if (c.seq_len < 1) fail("--seq-len must be >= 1");
@@ -201,8 +233,14 @@ struct BenchSubject {
     scale = 1.0 / std::sqrt(static_cast<double>(config.head_dim));
     packed = PackedSequences::from_lengths({length});
     at::manual_seed(config.seed);
-    q = at::randn({length, config.q_heads, config.head_dim}, options);   // [L, Hq, D]
-    k = at::randn({length, config.kv_heads, config.head_dim}, options);  // [L, Hkv, D]
+    if (config.inputs == "local") {
+      const at::Tensor directions = at::randn({config.kv_heads, config.head_dim}, at::kDouble);
+      q = local_inputs(length, directions, config.q_heads).to(options);   // [L, Hq, D]
+      k = local_inputs(length, directions, config.kv_heads).to(options);  // [L, Hkv, D]
+    } else {
+      q = at::randn({length, config.q_heads, config.head_dim}, options);   // [L, Hq, D]
+      k = at::randn({length, config.kv_heads, config.head_dim}, options);  // [L, Hkv, D]
+    }
     v = at::randn({length, config.kv_heads, config.head_dim}, options);  // [L, Hkv, D]
     grad_out = at::randn_like(q);
     const AttentionOptions attention{is_moba(config.impl) ? AttentionKind::kMoba : AttentionKind::kDense,
@@ -218,11 +256,18 @@ struct BenchSubject {
       backend = make_attention_backend(attention);
     }
     params = reference_params(config, scale);
-    result.attended_pairs =
-        is_moba(config.impl)
-            ? moba_attended_pairs(q, k, packed, params)
-            : static_cast<double>(config.q_heads) * static_cast<double>(length) *
-                  static_cast<double>(length + 1) / 2.0;
+    if (is_moba(config.impl)) {
+      result.attended_pairs = moba_attended_pairs(q, k, packed, params);
+    } else if (is_vertical_slash(config.impl)) {  // the mask of the index every run builds
+      result.attended_pairs = 0;
+      const auto index = vertical_slash_index(q.cpu(), k.cpu(), packed, vertical_slash_params(config), scale);
+      for (const auto& head : index.front()) {
+        result.attended_pairs += static_cast<double>(vertical_slash_kept_pairs(head, length));
+      }
+    } else {
+      result.attended_pairs = static_cast<double>(config.q_heads) * static_cast<double>(length) *
+                              static_cast<double>(length + 1) / 2.0;
+    }
   }
 
   double forward() {
@@ -248,11 +293,6 @@ struct BenchSubject {
     }
     const auto stats = backend->take_layer_stats();
     if (!stats.empty()) result.coverage_mean = stats.front().coverage_mean;
-    // Vertical-slash: the pairs its index kept (kept keys per query x queries x heads).
-    if (is_vertical_slash(result.config.impl) && !stats.empty() && !stats.front().top_k.empty()) {
-      result.attended_pairs = static_cast<double>(stats.front().top_k.front()) *
-                              static_cast<double>(result.config.seq_len * result.config.q_heads);
-    }
   }
 
   // The last rows attend the most keys; check as many as the oracle's memory allows.

@@ -6,7 +6,8 @@
 //
 // Formulas (docs/benchmarks.md, "bench attention"):
 //   attended_pairs = sum over query heads and queries of the keys the query attends to
-//                    (dense causal: Hq * L (L + 1) / 2; MoBA: from its routing)
+//                    (dense causal: Hq * L (L + 1) / 2; MoBA: from its routing;
+//                    vertical-slash: its mask's entries)
 //   fwd_flop       = 4 * head_dim * attended_pairs   (Q K^T and P V)
 //   fwdbwd_flop    = 3.5 * fwd_flop                  (the backward: 5 products of that size)
 //   tflops         = flop / median time
@@ -26,8 +27,14 @@ struct AttentionBenchConfig {
   int64_t seq_len = 8192;
   int64_t block = 64;
   int64_t top_k = 8;
-  // vertical_slash: top-k counts besides the 30 sink columns and the 100-offset window.
-  int64_t vs_verticals = 1000, vs_slashes = 2000;
+  // vertical_slash: top-k counts besides the 30 sink columns and the 100-offset window,
+  // or top-p of each list's mass where vs_p > 0; slashes expand to vs_block-token blocks.
+  int64_t vs_verticals = 1000, vs_slashes = 2000, vs_block = 64;
+  double vs_p = 0.0;
+  // "random": q, k, v ~ N(0, 1). "local": q and k share one direction per head, rotated
+  // by RoPE at their positions, plus N(0, 1) noise, so attention depends on the offset
+  // and peaks near it as a trained model's does (docs/benchmarks.md).
+  std::string inputs = "random";
   int64_t q_heads = 4, kv_heads = 2, head_dim = 64;
   bool backward = false;
   int64_t repetitions = 5;

@@ -62,20 +62,22 @@ TEST(MobaBenchCli, JsonHasTheDocumentedFieldsForBothImplementations) {
 }
 
 TEST(MobaBenchCli, VerticalSlashIsCheckedAgainstItsReference) {
-  // 300 tokens, 20 verticals and 40 slashes besides the 30 sinks and 100-offset window:
-  // fewer pairs than dense causal, the output within float32 of the float64 reference on
-  // every row, and its budget knobs in the JSON.
+  // 300 tokens, 20 verticals and 4 slashes besides the 30 sinks and 100-offset window,
+  // in blocks of 16, on the RoPE-local inputs: fewer pairs than dense causal, the output
+  // within float32 of the float64 reference on every row, and its knobs in the JSON.
   const auto r = run_command(sparsebalance_binary() +
                              " bench attention --impl dense,vertical_slash --seq-len 300 --vs-verticals 20 "
-                             "--vs-slashes 40 --heads 4/2 --head-dim 16 --backward --json --repetitions 2 "
-                             "--warmup 0 --threads 1");
+                             "--vs-slashes 4 --vs-block 16 --inputs local --heads 4/2 --head-dim 16 --backward "
+                             "--json --repetitions 2 --warmup 0 --threads 1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto objects = json_lines(r.output);
   ASSERT_EQ(objects.size(), 2u) << r.output;
   const auto& vs = objects[1];
   EXPECT_EQ(vs["impl"], "vertical_slash");
   EXPECT_EQ(vs["vs_verticals"], 20);
-  EXPECT_EQ(vs["vs_slashes"], 40);
+  EXPECT_EQ(vs["vs_slashes"], 4);
+  EXPECT_EQ(vs["vs_block"], 16);
+  EXPECT_EQ(vs["inputs"], "local");
   EXPECT_EQ(vs["checked_rows"], 300);
   EXPECT_LT(vs["max_abs_err"].get<double>(), 1e-5);
   EXPECT_GT(vs["attended_pairs"].get<double>(), 0.0);
@@ -101,7 +103,10 @@ TEST(MobaBenchCli, UsageErrorsExitTwoAndNameTheFlag) {
            {"--heads 3/2", "--heads"},
            {"--block 0", "--block"},
            {"--dtype float8", "--dtype"},
-           {"--device tpu", "--device"}}) {
+           {"--device tpu", "--device"},
+           {"--impl vertical_slash --vs-block 0", "--vs-block"},
+           {"--impl vertical_slash --vs-p 1.5", "--vs-p"},
+           {"--inputs sorted", "--inputs"}}) {
     const auto r = run_command(sparsebalance_binary() + " bench attention --seq-len 64 " + flags);
     EXPECT_EQ(r.exit_code, 2) << flags << "\n" << r.output;
     EXPECT_NE(r.output.find(needle), std::string::npos) << flags << "\n" << r.output;

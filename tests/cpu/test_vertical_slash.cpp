@@ -11,11 +11,14 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <random>
+#include <tuple>
 #include <vector>
 
 #include "kernels/attention/dense_causal_attention.h"
 #include "kernels/attention/vertical_slash/vertical_slash_attention_cpu.h"
 #include "kernels/attention/vertical_slash/vertical_slash_backend.h"
+#include "kernels/attention/vertical_slash/vertical_slash_blocks.h"
 #include "kernels/attention/vertical_slash/vertical_slash_index.h"
 #include "kernels/attention/vertical_slash/vertical_slash_reference.h"
 
@@ -36,16 +39,23 @@ VerticalSlashParams small_params() {
   p.sink_tokens = 2;
   p.local_window = 1;
   p.last_queries = 4;
+  p.block_size = 1;  // exact diagonals: the cases below count keys one by one
+  return p;
+}
+
+// small_params with top-k counts besides the 2 sinks and the 1-offset window.
+VerticalSlashParams small_top_k(int64_t verticals, int64_t slashes) {
+  VerticalSlashParams p = small_params();
+  p.budget = VerticalSlashBudget::kTopK;
+  p.vertical_count = verticals;
+  p.slash_count = slashes;
   return p;
 }
 
 TEST(VerticalSlashIndex, UniformAttentionByHand) {
   at::manual_seed(1);
   const UniformCase c;
-  VerticalSlashParams params = small_params();
-  params.budget = VerticalSlashBudget::kTopK;
-  params.vertical_count = 2;
-  params.slash_count = 1;
+  VerticalSlashParams params = small_top_k(2, 1);
   // Ties go to the lower column / offset: sinks 0, 1 then 2, 3; window 0 then offset 1.
   const auto topk = vertical_slash_index(c.q, c.k, c.sequences, params, 0.5);
   ASSERT_EQ(topk.size(), 1u);
@@ -70,6 +80,21 @@ TEST(VerticalSlashIndex, UniformAttentionByHand) {
   EXPECT_EQ(capped[0][0].slashes, (std::vector<int64_t>{0, 1}));
 }
 
+TEST(VerticalSlashIndex, BlockFormCoverageByHand) {
+  // The uniform case with verticals {0, 1} and the slash 0 only, in blocks of 4: queries
+  // 6, 7 (block 4..7) keep 0, 1 and the whole key block 4..7 up to themselves (5 of 7
+  // and 6 of 8 keys); queries 8, 9 (block 8..9) keep 0, 1 and 8..9 (3 of 9, 4 of 10).
+  at::manual_seed(2);
+  const UniformCase c;
+  VerticalSlashParams params = small_top_k(0, 0);
+  params.block_size = 4;
+  const auto index = vertical_slash_index(c.q, c.k, c.sequences, params, 0.5);
+  EXPECT_EQ(index[0][0].verticals, (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(index[0][0].slashes, (std::vector<int64_t>{0}));
+  EXPECT_EQ(index[0][0].block_size, 4);
+  EXPECT_NEAR(index[0][0].coverage, (5.0 / 7 + 6.0 / 8 + 3.0 / 9 + 4.0 / 10) / 4, 1e-12);
+}
+
 TEST(VerticalSlashIndex, BadParamsAreRejected) {
   VerticalSlashParams p;
   p.p = 0;
@@ -80,6 +105,24 @@ TEST(VerticalSlashIndex, BadParamsAreRejected) {
   p = VerticalSlashParams{};
   p.local_window = 0;
   EXPECT_THROW(p.validate(), std::invalid_argument);
+  p = VerticalSlashParams{};
+  p.block_size = 0;
+  EXPECT_THROW(p.validate(), std::invalid_argument);
+}
+
+// The block form's mask once more, from its definition: query i keeps key j <= i when j
+// is a vertical or some query i2 of i's block (i2 < length) has i2 - d in j's key block
+// for a kept slash d.
+bool plain_keeps(const VerticalSlashHeadIndex& index, int64_t length, int64_t i, int64_t j) {
+  if (j > i) return false;
+  if (std::find(index.verticals.begin(), index.verticals.end(), j) != index.verticals.end()) return true;
+  const int64_t block = index.block_size, first = i / block * block;
+  for (int64_t i2 = first; i2 < std::min(first + block, length); ++i2) {
+    for (const int64_t d : index.slashes) {
+      if (i2 - d >= 0 && (i2 - d) / block == j / block) return true;
+    }
+  }
+  return false;
 }
 
 // The rule once more, with plain loops: scores, softmax, column and diagonal sums, a
@@ -137,13 +180,14 @@ VerticalSlashHeadIndex plain_index(const at::Tensor& q, const at::Tensor& k, int
     return kept;
   };
   VerticalSlashHeadIndex out;
+  out.block_size = params.block_size;
   out.verticals = pick(vertical, params.sink_tokens, params.vertical_count, params.max_verticals);
   out.slashes = pick(slash, params.local_window, params.slash_count, params.max_slashes);
   double kept = 0;
   for (int64_t i = 0; i < n; ++i) {
     const int64_t p = length - n + i;
     for (int64_t j = 0; j <= p; ++j) {
-      if (vertical_slash_keeps(out, p, j)) kept += a[static_cast<size_t>(i)][static_cast<size_t>(j)];
+      if (plain_keeps(out, length, p, j)) kept += a[static_cast<size_t>(i)][static_cast<size_t>(j)];
     }
   }
   out.coverage = kept / static_cast<double>(n);
@@ -158,9 +202,12 @@ TEST(VerticalSlashIndex, EqualsAPlainImplementationOfTheRule) {
   for (const auto& [hq, hkv] : std::vector<std::pair<int64_t, int64_t>>{{7, 1}, {4, 2}}) {
     // Sharper scores than N(0, 1) so that the lists are not all ties.
     const at::Tensor q = at::randn({237, hq, 8}, opts) * 2, k = at::randn({237, hkv, 8}, opts);
-    for (const VerticalSlashBudget budget : {VerticalSlashBudget::kTopP, VerticalSlashBudget::kTopK}) {
+    for (const auto& [budget, block] : std::vector<std::pair<VerticalSlashBudget, int64_t>>{
+             {VerticalSlashBudget::kTopP, 1}, {VerticalSlashBudget::kTopK, 1}, {VerticalSlashBudget::kTopP, 8},
+             {VerticalSlashBudget::kTopK, 16}}) {
       VerticalSlashParams params;
       params.budget = budget;
+      params.block_size = block;
       params.p = 0.8;
       params.vertical_count = 5;
       params.slash_count = 7;
@@ -176,6 +223,7 @@ TEST(VerticalSlashIndex, EqualsAPlainImplementationOfTheRule) {
           const VerticalSlashHeadIndex expected =
               plain_index(q, k, sequences.offsets[s], lengths[s], h, h / (hq / hkv), params, 0.35);
           const VerticalSlashHeadIndex& got = index[s][h];
+          EXPECT_EQ(got.block_size, block);
           EXPECT_EQ(got.verticals, expected.verticals) << "sequence " << s << " head " << h;
           EXPECT_EQ(got.slashes, expected.slashes) << "sequence " << s << " head " << h;
           EXPECT_NEAR(got.coverage, expected.coverage, 1e-12);
@@ -190,15 +238,53 @@ TEST(VerticalSlashIndex, EqualsAPlainImplementationOfTheRule) {
 }
 
 TEST(VerticalSlashReference, MaskByHand) {
-  // Verticals {0, 3}, slashes {0, 2}: row 5 keeps 0, 3 (verticals), 5, 3 (offsets 0, 2).
-  const VerticalSlashHeadIndex index{{0, 3}, {0, 2}, 1.0};
-  const at::Tensor mask = vertical_slash_mask(index, 6);
-  const std::vector<std::vector<int64_t>> rows{{0}, {0, 1}, {0, 2}, {0, 1, 3}, {0, 2, 3, 4}, {0, 3, 5}};
-  for (int64_t i = 0; i < 6; ++i) {
-    for (int64_t j = 0; j < 6; ++j) {
-      const bool expected = std::find(rows[i].begin(), rows[i].end(), j) != rows[i].end();
-      EXPECT_EQ(mask[i][j].item<bool>(), expected) << i << ", " << j;
+  // Verticals {0, 3}, slashes {0, 2}, exact diagonals (blocks of 1): row 5 keeps 0, 3
+  // (verticals), 5, 3 (offsets 0, 2).
+  VerticalSlashHeadIndex index{{0, 3}, {0, 2}, 1.0, 1};
+  const std::vector<std::vector<int64_t>> exact{{0}, {0, 1}, {0, 2}, {0, 1, 3}, {0, 2, 3, 4}, {0, 3, 5}};
+  // Verticals {3}, slashes {0, 4} in blocks of 2: block 2..3 keeps its own key block;
+  // block 4..5 its own, key block 0..1 (offset 4 from 4 and 5) and the vertical 3.
+  VerticalSlashHeadIndex blocks{{3}, {0, 4}, 1.0, 2};
+  const std::vector<std::vector<int64_t>> blocked{{0}, {0, 1}, {2}, {2, 3}, {0, 1, 3, 4}, {0, 1, 3, 4, 5}};
+  for (const auto& [pattern, rows] : {std::pair{index, exact}, std::pair{blocks, blocked}}) {
+    const at::Tensor mask = vertical_slash_mask(pattern, 6);
+    for (int64_t i = 0; i < 6; ++i) {
+      for (int64_t j = 0; j < 6; ++j) {
+        const bool expected = std::find(rows[i].begin(), rows[i].end(), j) != rows[i].end();
+        EXPECT_EQ(mask[i][j].item<bool>(), expected) << "block " << pattern.block_size << ": " << i << ", " << j;
+        EXPECT_EQ(vertical_slash_keeps(pattern, 6, i, j), expected) << i << ", " << j;
+      }
     }
+  }
+}
+
+TEST(VerticalSlashReference, BlockMaskEqualsItsDefinition) {
+  // Random lists, lengths that end inside a block, block sizes 1 to 32: the mask (from
+  // the block key lists), the pair rule and the kept-pair count against plain_keeps.
+  std::mt19937 rng(4);
+  for (int trial = 0; trial < 40; ++trial) {
+    const int64_t length = std::uniform_int_distribution<int64_t>(1, 90)(rng);
+    VerticalSlashHeadIndex index;
+    index.block_size = std::vector<int64_t>{1, 2, 3, 8, 32}[static_cast<size_t>(trial % 5)];
+    index.slashes = {0};
+    for (int64_t j = 1; j < length; ++j) {
+      if (rng() % 9 == 0) index.verticals.push_back(j);
+      if (rng() % 11 == 0) index.slashes.push_back(j);
+    }
+    const at::Tensor mask = vertical_slash_mask(index, length);
+    int64_t expected_pairs = 0;
+    for (int64_t i = 0; i < length; ++i) {
+      for (int64_t j = 0; j < length; ++j) {
+        const bool expected = plain_keeps(index, length, i, j);
+        expected_pairs += expected;
+        ASSERT_EQ(mask[i][j].item<bool>(), expected) << "trial " << trial << ": " << i << ", " << j;
+        ASSERT_EQ(vertical_slash_keeps(index, length, i, j), expected);
+      }
+    }
+    EXPECT_EQ(vertical_slash_kept_pairs(index, length), expected_pairs);
+    // The last rows alone: the same rows of the full mask.
+    const int64_t first_row = length / 2;
+    EXPECT_TRUE(vertical_slash_mask(index, length, first_row).equal(mask.narrow(0, first_row, length - first_row)));
   }
 }
 
@@ -239,13 +325,15 @@ double max_diff(const at::Tensor& a, const at::Tensor& b) {
 }
 
 TEST(VerticalSlashAttentionCpu, EqualsTheReferenceForwardAndBackward) {
-  // Varlen (one sequence shorter than the sinks and the window), GQA 7:1 and 4:2, the
-  // index fixed by hand and chosen online by top-p and top-k, float64 and float32.
+  // Varlen (one sequence shorter than the sinks and the window), GQA 7:1 and 4:2, exact
+  // diagonals and blocks of 5, 16 and 64 (lengths ending inside a block), the index fixed
+  // by hand and chosen online by top-p and top-k, float64 and float32.
   at::manual_seed(11);
   const std::vector<int64_t> lengths{70, 5, 33, 129};
   const PackedSequences sequences = PackedSequences::from_lengths(lengths);
   const double scale = 0.35;
-  for (const auto& [hq, hkv] : std::vector<std::pair<int64_t, int64_t>>{{7, 1}, {4, 2}}) {
+  for (const auto& [hq, hkv, block] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+           {7, 1, 1}, {4, 2, 1}, {7, 1, 16}, {4, 2, 64}, {4, 2, 5}}) {
     const auto d64 = at::TensorOptions().dtype(at::kDouble);
     const at::Tensor q0 = at::randn({237, hq, 8}, d64) * 2, k0 = at::randn({237, hkv, 8}, d64),
                      v0 = at::randn({237, hkv, 8}, d64), grad_out = at::randn({237, hq, 8}, d64);
@@ -258,6 +346,7 @@ TEST(VerticalSlashAttentionCpu, EqualsTheReferenceForwardAndBackward) {
     params.max_slashes = 24;
     params.last_queries = 16;
     params.p = 0.8;
+    params.block_size = block;
     std::vector<std::pair<std::string, std::vector<std::vector<VerticalSlashHeadIndex>>>> indexes;
     params.budget = VerticalSlashBudget::kTopP;
     indexes.emplace_back("top-p", vertical_slash_index(q0, k0, sequences, params, scale));
@@ -266,7 +355,7 @@ TEST(VerticalSlashAttentionCpu, EqualsTheReferenceForwardAndBackward) {
     // Fixed: verticals {0, 2, 50} (50 beyond some sequences), slashes {0, 1, 9}, every head.
     indexes.emplace_back("fixed", std::vector<std::vector<VerticalSlashHeadIndex>>(
                                       lengths.size(), std::vector<VerticalSlashHeadIndex>(
-                                                          static_cast<size_t>(hq), {{0, 2, 50}, {0, 1, 9}, 1.0})));
+                                                          static_cast<size_t>(hq), {{0, 2, 50}, {0, 1, 9}, 1.0, block})));
     for (const auto& [name, index] : indexes) {
       at::Tensor qr = q0.clone().requires_grad_(true), kr = k0.clone().requires_grad_(true),
                  vr = v0.clone().requires_grad_(true);
@@ -278,7 +367,7 @@ TEST(VerticalSlashAttentionCpu, EqualsTheReferenceForwardAndBackward) {
       }
       for (const auto dtype : {at::kDouble, at::kFloat}) {
         SCOPED_TRACE(name + (dtype == at::kDouble ? " float64" : " float32") + " GQA " + std::to_string(hq) + ":" +
-                     std::to_string(hkv));
+                     std::to_string(hkv) + " block " + std::to_string(block));
         const double tol = dtype == at::kDouble ? 1e-10 : 1e-5;
         at::Tensor q = q0.to(dtype).requires_grad_(true), k = k0.to(dtype).requires_grad_(true),
                    v = v0.to(dtype).requires_grad_(true);
@@ -287,7 +376,11 @@ TEST(VerticalSlashAttentionCpu, EqualsTheReferenceForwardAndBackward) {
         EXPECT_LT(max_diff(got.out, ref.out), tol);
         EXPECT_LT(max_diff(got.lse, ref.lse), tol);
         const auto grads = torch::autograd::grad({got.out}, {q, k, v}, {grad_out.to(dtype)});
-        for (size_t i = 0; i < 3; ++i) EXPECT_LT(max_diff(grads[i], ref_grads[i]), tol) << "gradient " << i;
+        // Gradients sum over query heads and blocks: float32 within 1e-5 of their scale.
+        for (size_t i = 0; i < 3; ++i) {
+          const double magnitude = std::max(1.0, ref_grads[i].abs().max().item<double>());
+          EXPECT_LT(max_diff(grads[i], ref_grads[i]), tol * magnitude) << "gradient " << i;
+        }
       }
     }
   }

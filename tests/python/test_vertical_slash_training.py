@@ -46,7 +46,7 @@ def records(root, run_name):
 EVERY_KEY = {"name": "vertical_slash", "budget": "top_k", "vertical_count": 200, "slash_count": 0,
              "sink_tokens": 1, "local_window": 1}
 SPARSE = {"name": "vertical_slash", "budget": "top_p", "p": 0.5, "sink_tokens": 2, "local_window": 4,
-          "last_queries": 16}
+          "last_queries": 16, "block_size": 4}
 
 
 def test_every_key_kept_trains_as_dense_and_a_sparse_pattern_trains(tmp_path):
@@ -72,6 +72,7 @@ def test_every_key_kept_trains_as_dense_and_a_sparse_pattern_trains(tmp_path):
     resolved = json.loads((tmp_path / "results" / "vs" / "sparse" / "manifest.resolved.json").read_text())
     attention = resolved["methods"][0]["attention"]
     assert attention["name"] == "vertical_slash" and attention["p"] == 0.5 and attention["last_queries"] == 16
+    assert attention["block_size"] == 4
 
 
 @pytest.mark.parametrize("change, path", [
@@ -79,6 +80,7 @@ def test_every_key_kept_trains_as_dense_and_a_sparse_pattern_trains(tmp_path):
     ({"methods": [{"name": "v", "attention": SPARSE}], "parallelism": {"cp": 2}}, "$.methods[0].attention"),
     ({"methods": [{"name": "v", "attention": dict(SPARSE, p=1.5)}]}, "$.methods[0].attention.p"),
     ({"methods": [{"name": "v", "attention": {"name": "moba", "p": 0.9}}]}, "$.methods[0].attention.p"),
+    ({"methods": [{"name": "v", "attention": dict(SPARSE, block_size=0)}]}, "$.methods[0].attention.block_size"),
 ])
 def test_what_it_cannot_run_is_refused_with_the_path(tmp_path, change, path):
     m = manifest([{"name": "v", "attention": SPARSE}])

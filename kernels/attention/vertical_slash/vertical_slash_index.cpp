@@ -6,6 +6,8 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "kernels/attention/vertical_slash/vertical_slash_blocks.h"
+
 namespace sb {
 
 const OptionNames<VerticalSlashBudget>& vertical_slash_budget_options() {
@@ -26,6 +28,9 @@ std::optional<VerticalSlashParamsProblem> VerticalSlashParams::first_problem() c
   if (max_verticals < sink_tokens) return VerticalSlashParamsProblem{"max_verticals", "must be >= sink_tokens", "e.g. 4096"};
   if (max_slashes < local_window) return VerticalSlashParamsProblem{"max_slashes", "must be >= local_window", "e.g. 4096"};
   if (last_queries < 1) return VerticalSlashParamsProblem{"last_queries", "must be >= 1", "e.g. 64 (MTraining)"};
+  if (block_size < 1) {
+    return VerticalSlashParamsProblem{"block_size", "must be >= 1", "e.g. 64 (MTraining's kernels); 1 keeps exact diagonals"};
+  }
   return std::nullopt;
 }
 
@@ -87,19 +92,21 @@ VerticalSlashHeadIndex head_index(const at::Tensor& queries, const at::Tensor& k
                          params.max_verticals, total, params);
   out.slashes = select(std::vector<double>(s, s + length), params.local_window, params.slash_count,
                        params.max_slashes, total, params);
-  // Coverage: each last query's attention on the keys it keeps.
-  std::vector<char> is_vertical(static_cast<size_t>(length), 0);
-  for (int64_t j : out.verticals) is_vertical[static_cast<size_t>(j)] = 1;
+  out.block_size = params.block_size;
+  // Coverage: each last query's attention on the keys it keeps, query block by block.
   const double* a = attention.const_data_ptr<double>();
   double kept = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t p = length - n + i;
-    const double* row = a + i * length;
-    for (int64_t j : out.verticals) {
-      if (j <= p) kept += row[j];
-    }
-    for (int64_t d : out.slashes) {
-      if (d <= p && !is_vertical[static_cast<size_t>(p - d)]) kept += row[p - d];
+  std::vector<int64_t> block_keys;
+  for (int64_t m = (length - n) / params.block_size; m * params.block_size < length; ++m) {
+    vertical_slash_block_keys(out, m, length, block_keys);
+    const int64_t first = std::max(m * params.block_size, length - n);
+    const int64_t last = std::min((m + 1) * params.block_size, length) - 1;
+    for (int64_t p = first; p <= last; ++p) {
+      const double* row = a + (p - (length - n)) * length;
+      for (const int64_t j : block_keys) {
+        if (j > p) break;
+        kept += row[j];
+      }
     }
   }
   out.coverage = kept / total;
@@ -141,10 +148,11 @@ std::vector<std::vector<VerticalSlashHeadIndex>> vertical_slash_index(const at::
   return out;
 }
 
-bool vertical_slash_keeps(const VerticalSlashHeadIndex& index, int64_t i, int64_t j) {
-  if (j > i || j < 0) return false;
-  return std::binary_search(index.verticals.begin(), index.verticals.end(), j) ||
-         std::binary_search(index.slashes.begin(), index.slashes.end(), i - j);
+bool vertical_slash_keeps(const VerticalSlashHeadIndex& index, int64_t length, int64_t i, int64_t j) {
+  if (j > i || j < 0 || i >= length) return false;
+  if (std::binary_search(index.verticals.begin(), index.verticals.end(), j)) return true;
+  const int64_t query_block = i / index.block_size;
+  return vertical_slash_slash_blocks(index, query_block, length)[static_cast<size_t>(j / index.block_size)] != 0;
 }
 
 }  // namespace sb

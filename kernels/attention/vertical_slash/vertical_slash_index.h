@@ -14,7 +14,11 @@
 //               top_p   while its mass (the sum of its scores) is below p x its total (n)
 //               top_k   to vertical_count / slash_count entries besides the forced ones
 //             and never past max_verticals / max_slashes entries in all.
-//   mask      query i keeps key j <= i when j is a kept vertical or i - j a kept slash
+//   mask      block form (MTraining's kernels): queries and keys are cut into blocks of
+//             block_size tokens; query i keeps key j <= i when j is a kept vertical or
+//             j's key block is one a kept slash reaches from i's query block (some query
+//             i' of the block has i' - d in it). block_size 1 keeps exactly the pairs
+//             with i - j a kept slash (vertical_slash_blocks.h lists a block's keys)
 //   coverage  the last queries' attention mass on their kept keys, over n: the share of
 //             attention the pattern keeps where it was measured (C(k)'s role in DST)
 //
@@ -53,6 +57,7 @@ struct VerticalSlashParams {
   int64_t sink_tokens = 30;    // first columns always kept
   int64_t local_window = 100;  // offsets 0 .. local_window - 1 always kept
   int64_t last_queries = 64;
+  int64_t block_size = 64;     // slashes reach whole key blocks of this many tokens
 
   // The first field that breaks the rules above, if any (the manifest parser names its
   // JSON path from it); validate() throws std::invalid_argument naming it.
@@ -66,6 +71,7 @@ struct VerticalSlashHeadIndex {
   std::vector<int64_t> verticals;  // key positions in the sequence, ascending
   std::vector<int64_t> slashes;    // offsets (query position - key position), ascending
   double coverage = 1.0;
+  int64_t block_size = 64;  // the mask's query and key blocks (VerticalSlashParams::block_size)
 };
 
 // [sequence][query head]. q [T, Hq, D], k [T, Hkv, D] packed by `sequences` (keys and
@@ -75,8 +81,9 @@ std::vector<std::vector<VerticalSlashHeadIndex>> vertical_slash_index(const at::
                                                                       const VerticalSlashParams& params,
                                                                       double scale);
 
-// Whether query position i keeps key position j (j <= i) under `index`: the mask's rule,
-// for the reference and for tests.
-bool vertical_slash_keeps(const VerticalSlashHeadIndex& index, int64_t i, int64_t j);
+// Whether query position i keeps key position j in a sequence of `length` tokens under
+// `index` (false for j > i): the mask's rule, pair by pair, for tests
+// (vertical_slash_blocks.h lists a whole query block's keys at once).
+bool vertical_slash_keeps(const VerticalSlashHeadIndex& index, int64_t length, int64_t i, int64_t j);
 
 }  // namespace sb

@@ -1,14 +1,25 @@
 #include "kernels/attention/vertical_slash/vertical_slash_reference.h"
 
+#include <algorithm>
 #include <limits>
+
+#include "kernels/attention/vertical_slash/vertical_slash_blocks.h"
 
 namespace sb {
 
 at::Tensor vertical_slash_mask(const VerticalSlashHeadIndex& index, int64_t length, int64_t first_row) {
   at::Tensor mask = at::zeros({length - first_row, length}, at::kBool);
   bool* m = mask.mutable_data_ptr<bool>();
-  for (int64_t i = first_row; i < length; ++i) {
-    for (int64_t j = 0; j <= i; ++j) m[(i - first_row) * length + j] = vertical_slash_keeps(index, i, j);
+  std::vector<int64_t> keys;
+  for (int64_t block = first_row / index.block_size; block * index.block_size < length; ++block) {
+    vertical_slash_block_keys(index, block, length, keys);
+    const int64_t last = std::min((block + 1) * index.block_size, length) - 1;
+    for (int64_t i = std::max(first_row, block * index.block_size); i <= last; ++i) {
+      for (const int64_t j : keys) {
+        if (j > i) break;
+        m[(i - first_row) * length + j] = true;
+      }
+    }
   }
   return mask;
 }

@@ -1,6 +1,6 @@
 #pragma once
 // The float64 oracle for vertical-slash attention: the mask of vertical_slash_index.h
-// built densely ([L, L] per sequence and query head, by vertical_slash_keeps) and the
+// built densely ([L, L] per sequence and query head, from vertical_slash_block_keys) and the
 // attention computed plainly on the full score matrix with ATen ops. For tests; memory
 // grows as Hq x L^2 per sequence.
 
