@@ -462,18 +462,13 @@ void check_runnable_by_trainer(const Manifest& m) {
                           "\" with parallelism.cp > 1: the CPU ring attention computes in float32 or float64",
                       "set train.precision to \"fp32\" for context parallelism");
   }
-  // Vertical-slash runs on its CPU kernel, one rank per sequence (docs/vertical_slash.md).
+  // Vertical-slash runs on its CPU kernels (docs/vertical_slash.md).
   for (size_t i = 0; i < m.methods.size(); ++i) {
     if (!m.methods[i].attention.is_vertical_slash()) continue;
     const std::string method = "$.methods[" + std::to_string(i) + "].attention";
     if (m.train.on_cuda()) {
       throw ConfigError(m.file, method, "is vertical_slash with train.device \"cuda\": its kernel runs on the CPU only",
                         "set train.device to \"cpu\", or use dense or moba attention on GPUs");
-    }
-    if (m.parallelism.cp > 1) {
-      throw ConfigError(m.file, method,
-                        "is vertical_slash with parallelism.cp > 1: the ring runs dense and MoBA attention only so far",
-                        "set cp to 1, or use dense or moba attention under context parallelism");
     }
     if (m.train.precision != Qwen2Precision::kFloat32) {
       throw ConfigError(m.file, "$.train.precision",

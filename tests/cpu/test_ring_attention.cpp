@@ -13,6 +13,7 @@
 #include "kernels/attention/moba/moba_attention.h"
 #include "kernels/attention/ring/cp_sharding.h"
 #include "kernels/attention/ring/ring_attention.h"
+#include "kernels/attention/ring/ring_column_step_cpu.h"
 #include "kernels/attention/ring/ring_step_cpu.h"
 #include "harness/trace/iteration_metrics.h"  // max_over_mean: the worker imbalance of the records
 #include "tests/support/ring_attention_cases.h"
@@ -93,7 +94,7 @@ struct Composed {
 };
 
 Composed compose_ring(const test::RingInputs& in, const CpSharding& sharding, const RingBlockPattern& pattern,
-                      const MobaLayout& layout) {
+                      const MobaLayout& layout, const RingColumnLists* columns = nullptr) {
   const int64_t cp = sharding.cp();
   std::vector<RingShardTiles> shards;
   for (int64_t r = 0; r < cp; ++r) shards.push_back(RingShardTiles::build(sharding.tokens_of(r), layout));
@@ -116,6 +117,11 @@ Composed compose_ring(const test::RingInputs& in, const CpSharding& sharding, co
       at::Tensor out_step = at::empty_like(q[r]), lse_step = at::empty_like(lse[r]);
       kept += ring_step_forward(q[r], k[s], v[s], {shards[r], shards[s], pattern, test::ring_scale()}, out_step, lse_step);
       ring_merge_partial(out[r], lse[r], out_step, lse_step);
+      if (columns) {
+        kept += ring_column_step_forward(q[r], k[s], v[s], shards[r], shards[s], *columns, test::ring_scale(), out_step,
+                                         lse_step);
+        ring_merge_partial(out[r], lse[r], out_step, lse_step);
+      }
     }
     c.kept_per_rank.push_back(kept);
   }
@@ -124,6 +130,10 @@ Composed compose_ring(const test::RingInputs& in, const CpSharding& sharding, co
     for (int64_t s = 0; s < cp; ++s) {
       ring_step_backward(g[r], q[r], k[s], v[s], lse[r], delta, {shards[r], shards[s], pattern, test::ring_scale()},
                          dq[r], dk[s], dv[s]);
+      if (columns) {
+        ring_column_step_backward(g[r], q[r], k[s], v[s], lse[r], delta, shards[r], shards[s], *columns,
+                                  test::ring_scale(), dq[r], dk[s], dv[s]);
+      }
     }
   }
   c.out = sharding.unshard(out);
@@ -140,13 +150,19 @@ TEST(RingAttentionSteps, ComposedStepsEqualTheOneRankOracle) {
       const PackedSequences sequences = PackedSequences::from_lengths(c.lengths);
       const MobaLayout layout = MobaLayout::build(sequences, sequences, test::kRingBlock, true);
       const test::RingInputs in = test::ring_inputs(c.dtype, 7, c.lengths);
-      const test::RingOracle oracle = test::ring_oracle(in, c.moba);
+      const test::RingOracle oracle = test::ring_oracle(in, c);
+      // Vertical-slash: its slash blocks as the pattern, its columns as the second partial.
+      const RingVerticalSlashPattern vs =
+          c.vertical_slash ? RingVerticalSlashPattern::build(test::ring_vertical_slash_index_oracle(in), layout)
+                           : RingVerticalSlashPattern{};
       const RingBlockPattern pattern = [&] {
+        if (c.vertical_slash) return vs.blocks;
         if (!c.moba) return RingBlockPattern::dense(layout);
         const MobaRouting routing = moba_route_cpu(in.q, in.k, layout, test::ring_moba_params());
         return RingBlockPattern{routing.selected, routing.selected_count};
       }();
-      const Composed got = compose_ring(in, CpSharding::build(sequences, cp, c.layout), pattern, layout);
+      const Composed got = compose_ring(in, CpSharding::build(sequences, cp, c.layout), pattern, layout,
+                                        c.vertical_slash ? &vs.columns : nullptr);
       const double tol = test::ring_tolerance(c.dtype);
       const std::string what = c.name + " cp " + std::to_string(cp);
       EXPECT_LT(max_diff(got.out, oracle.out), tol) << what;
@@ -160,25 +176,37 @@ TEST(RingAttentionSteps, ComposedStepsEqualTheOneRankOracle) {
 
 TEST(RingAttention, OneRankThroughAutogradEqualsTheOracle) {
   const PackedSequences sequences = PackedSequences::from_lengths(test::ring_sequence_lengths());
-  for (bool moba : {false, true}) {
+  for (const auto& [moba, vertical_slash] : std::vector<std::pair<bool, bool>>{{false, false}, {true, false}, {false, true}}) {
     const test::RingInputs in = test::ring_inputs(at::kDouble, 3);
-    const test::RingOracle oracle = test::ring_oracle(in, moba);
     auto context = std::make_shared<RingContext>(nullptr, 0, 1, 0, std::chrono::milliseconds(1000));
     at::Tensor q = in.q.clone().requires_grad_(true), k = in.k.clone().requires_grad_(true),
                v = in.v.clone().requires_grad_(true);
-    RingCase c{"one rank", {CpLayoutKind::kStriped, 8}, moba, at::kDouble, 0};
+    RingCase c{"one rank", {CpLayoutKind::kStriped, 8}, moba, at::kDouble, 0, test::ring_sequence_lengths(), vertical_slash};
+    const test::RingOracle oracle = test::ring_oracle(in, c);
     const RingAttentionResult result =
         ring_attention(q, k, v, CpSharding::build(sequences, 1, c.layout), test::ring_spec(c), context);
+    if (vertical_slash) {  // the ring's index is the one-rank rule's
+      const auto expected = test::ring_vertical_slash_index_oracle(in);
+      ASSERT_EQ(result.vertical_slash_index.size(), expected.size());
+      for (size_t s = 0; s < expected.size(); ++s) {
+        for (size_t h = 0; h < expected[s].size(); ++h) {
+          EXPECT_EQ(result.vertical_slash_index[s][h].verticals, expected[s][h].verticals);
+          EXPECT_EQ(result.vertical_slash_index[s][h].slashes, expected[s][h].slashes);
+          EXPECT_NEAR(result.vertical_slash_index[s][h].coverage, expected[s][h].coverage, 1e-12);
+        }
+      }
+    }
     (result.out * in.grad_out).sum().backward();
     EXPECT_LT(max_diff(result.out, oracle.out), 1e-10);
     EXPECT_LT(max_diff(result.lse, oracle.lse), 1e-10);
     EXPECT_LT(max_diff(q.grad(), oracle.dq), 1e-10);
     EXPECT_LT(max_diff(k.grad(), oracle.dk), 1e-10);
     EXPECT_LT(max_diff(v.grad(), oracle.dv), 1e-10);
-    // One forward step, one backward step; with MoBA first the block means (step -1).
+    // One forward step, one backward step; with MoBA first the block means (step -1),
+    // with vertical-slash its index.
     std::vector<RingStepEvent> events = context->take_events();
-    ASSERT_EQ(events.size(), moba ? 3u : 2u);
-    if (moba) {
+    ASSERT_EQ(events.size(), moba || vertical_slash ? 3u : 2u);
+    if (moba || vertical_slash) {
       EXPECT_EQ(events[0].step, kRingBlockMeansStep);
       EXPECT_EQ(events[0].kept_pairs, 0);
       events.erase(events.begin());

@@ -4,7 +4,7 @@
 //       sum(out * grad_out) through ring_attention over Gloo; writes this rank's out, lse,
 //       dq, dk, dv (and MoBA's selection) to OUT_DIR/<case>-rank<r>.safetensors
 //   sb_ring_worker model OUT_DIR   qwen2-test on this rank's tokens of a packed batch with
-//       RingAttentionBackend (dense and MoBA, striped and zigzag, with and without
+//       RingAttentionBackend (dense, MoBA and vertical-slash, striped and zigzag, with and without
 //       activation checkpointing): the loss and parameter gradients summed over the CP
 //       group -> OUT_DIR/model-<variant>.safetensors (rank 0)
 //   sb_ring_worker die OUT_DIR     the last rank exits before the ring starts; the others
@@ -46,6 +46,11 @@ void run_case(const sb::test::RingCase& c, const c10::intrusive_ptr<c10d::Backen
     tensors.emplace_back("selected", result.routing.selected);
     tensors.emplace_back("selected_count", result.routing.selected_count);
   }
+  if (c.vertical_slash) {  // the index this rank built
+    auto [lists, coverage] = sb::test::ring_index_tensors(result.vertical_slash_index);
+    tensors.emplace_back("vs_lists", lists);
+    tensors.emplace_back("vs_coverage", coverage);
+  }
   int64_t kept = 0, steps = 0;
   for (const sb::RingStepEvent& event : context->take_events()) {
     if (!event.backward) kept += event.kept_pairs;
@@ -66,7 +71,7 @@ struct ModelVariant {
 void run_model(const ModelVariant& variant, const c10::intrusive_ptr<c10d::Backend>& group, const sb::DistEnv& env,
                std::chrono::milliseconds timeout, const fs::path& out_dir) {
   auto context = std::make_shared<sb::RingContext>(group, env.rank, env.world_size, 0, timeout);
-  sb::AttentionOptions options{variant.kind, sb::test::kRingBlock, 2};
+  sb::AttentionOptions options{variant.kind, sb::test::kRingBlock, 2, sb::test::ring_vertical_slash_params()};
   auto backend = std::make_shared<sb::RingAttentionBackend>(options, context);
   sb::Qwen2ForCausalLM model = sb::test::make_test_model("qwen2-test", 5);
   model->set_attention_backend(backend);
@@ -89,8 +94,8 @@ void run_model(const ModelVariant& variant, const c10::intrusive_ptr<c10d::Backe
     group->allreduce(one)->wait(timeout);
   }
   const auto stats = backend->take_layer_stats();
-  if (variant.kind == sb::AttentionKind::kMoba && stats.size() != 2) {
-    throw std::runtime_error("expected MoBA statistics for 2 layers, got " + std::to_string(stats.size()));
+  if (variant.kind != sb::AttentionKind::kDense && stats.size() != 2) {
+    throw std::runtime_error("expected statistics for 2 layers, got " + std::to_string(stats.size()));
   }
   if (env.rank == 0) sb::write_safetensors(out_dir / ("model-" + variant.name + ".safetensors"), tensors);
 }
@@ -98,7 +103,8 @@ void run_model(const ModelVariant& variant, const c10::intrusive_ptr<c10d::Backe
 std::vector<ModelVariant> model_variants() {
   return {{"dense_striped", sb::AttentionKind::kDense, {sb::CpLayoutKind::kStriped, 8}, false},
           {"moba_zigzag", sb::AttentionKind::kMoba, {sb::CpLayoutKind::kZigzag, 0}, false},
-          {"moba_striped_checkpointed", sb::AttentionKind::kMoba, {sb::CpLayoutKind::kStriped, 24}, true}};
+          {"moba_striped_checkpointed", sb::AttentionKind::kMoba, {sb::CpLayoutKind::kStriped, 24}, true},
+          {"vs_striped_checkpointed", sb::AttentionKind::kVerticalSlash, {sb::CpLayoutKind::kStriped, 24}, true}};
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
-// Ring attention over real processes (Gloo): for CP 2 and 4, every layout, dense and
-// MoBA, float64 and float32, and the hierarchical ring (cp 4, cp_inner 2), the ranks'
+// Ring attention over real processes (Gloo): for CP 2 and 4, every layout, dense, MoBA
+// and vertical-slash, float64 and float32, and the hierarchical ring (cp 4, cp_inner 2), the ranks'
 // outputs, log-sum-exp and q/k/v gradients put back together equal the one-rank float64
 // oracle (1e-10 in float64, 1e-5 in float32); MoBA's routing is the one-rank routing on
-// every rank; the hierarchical ring equals the flat one. A rank that dies before the
+// every rank, and so is vertical-slash's index (lists equal, coverage within 1e-12);
+// the hierarchical ring equals the flat one. A rank that dies before the
 // ring makes the others fail within their timeout, naming it.
 #include <gtest/gtest.h>
 
@@ -13,6 +14,7 @@
 
 #include "kernels/attention/moba/moba_attention.h"
 #include "kernels/attention/moba/moba_attention_backend.h"
+#include "kernels/attention/vertical_slash/vertical_slash_backend.h"
 #include "models/safetensors/safetensors_file.h"
 #include "tests/support/free_tcp_port.h"
 #include "tests/support/qwen2_test_models.h"
@@ -67,7 +69,7 @@ TEST_P(RingAttentionDist, EveryCaseEqualsTheOneRankOracle) {
     const PackedSequences sequences = PackedSequences::from_lengths(c.lengths);
     const MobaLayout layout = MobaLayout::build(sequences, sequences, test::kRingBlock, true);
     const test::RingInputs in = test::ring_inputs(c.dtype, 7, c.lengths);
-    const test::RingOracle oracle = test::ring_oracle(in, c.moba);
+    const test::RingOracle oracle = test::ring_oracle(in, c);
     const double tol = test::ring_tolerance(c.dtype);
     EXPECT_LT(max_diff(gathered(dir, c, world, "out"), oracle.out), tol) << c.name;
     EXPECT_LT(max_diff(gathered(dir, c, world, "lse"), oracle.lse), tol) << c.name;
@@ -76,8 +78,14 @@ TEST_P(RingAttentionDist, EveryCaseEqualsTheOneRankOracle) {
     EXPECT_LT(max_diff(gathered(dir, c, world, "dv"), oracle.dv), tol) << c.name;
     for (int r = 0; r < world; ++r) {
       const SafetensorsFile file = SafetensorsFile::open(dir / (c.name + "-rank" + std::to_string(r) + ".safetensors"));
-      // A step per rank, each way, and with MoBA the block means (step -1).
-      EXPECT_EQ(file.metadata().at("events"), std::to_string(2 * world + (c.moba ? 1 : 0))) << c.name;
+      // A step per rank, each way, and with MoBA the block means (step -1), with
+      // vertical-slash its index.
+      EXPECT_EQ(file.metadata().at("events"), std::to_string(2 * world + (c.moba || c.vertical_slash ? 1 : 0))) << c.name;
+      if (c.vertical_slash) {  // every rank built the one-rank index
+        const auto [lists, coverage] = test::ring_index_tensors(test::ring_vertical_slash_index_oracle(in));
+        EXPECT_TRUE(at::equal(file.tensor("vs_lists"), lists)) << c.name << " rank " << r;
+        EXPECT_LT(max_diff(file.tensor("vs_coverage"), coverage), 1e-12) << c.name;
+      }
       if (!c.moba) continue;
       const MobaRouting one_rank = moba_route_cpu(in.q, in.k, layout, test::ring_moba_params());
       EXPECT_TRUE(at::equal(file.tensor("selected"), one_rank.selected)) << c.name << " rank " << r;
@@ -108,10 +116,16 @@ TEST(RingAttentionDistModel, Cp4ModelLossAndGradientsEqualOneProcess) {
   for (int rank = 0; rank < world; ++rank) {
     ASSERT_EQ(test::wait_worker(workers[rank], deadline), 0) << "rank " << rank << ":\n" << test::slurp(workers[rank].log);
   }
-  for (const auto& [variant, moba] : std::vector<std::pair<std::string, bool>>{
-           {"dense_striped", false}, {"moba_zigzag", true}, {"moba_striped_checkpointed", true}}) {
+  for (const auto& [variant, kind] : std::vector<std::pair<std::string, AttentionKind>>{
+           {"dense_striped", AttentionKind::kDense},
+           {"moba_zigzag", AttentionKind::kMoba},
+           {"moba_striped_checkpointed", AttentionKind::kMoba},
+           {"vs_striped_checkpointed", AttentionKind::kVerticalSlash}}) {
     Qwen2ForCausalLM model = test::make_test_model("qwen2-test", 5);
-    if (moba) model->set_attention_backend(std::make_shared<MobaAttention>(test::kRingBlock, 2));
+    if (kind == AttentionKind::kMoba) model->set_attention_backend(std::make_shared<MobaAttention>(test::kRingBlock, 2));
+    if (kind == AttentionKind::kVerticalSlash) {
+      model->set_attention_backend(std::make_shared<VerticalSlashAttention>(test::ring_vertical_slash_params()));
+    }
     const test::TestBatch batch = test::make_test_batch(test::ring_sequence_lengths(), model->config().vocab_size, 9);
     const at::Tensor loss = test::summed_loss(model, batch);
     loss.backward();

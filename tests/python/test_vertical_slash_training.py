@@ -77,7 +77,6 @@ def test_every_key_kept_trains_as_dense_and_a_sparse_pattern_trains(tmp_path):
 
 @pytest.mark.parametrize("change, path", [
     ({"methods": [{"name": "v", "attention": SPARSE, "batching": "sab", "profile": "p.json"}]}, "$.methods[0].batching"),
-    ({"methods": [{"name": "v", "attention": SPARSE}], "parallelism": {"cp": 2}}, "$.methods[0].attention"),
     ({"methods": [{"name": "v", "attention": dict(SPARSE, p=1.5)}]}, "$.methods[0].attention.p"),
     ({"methods": [{"name": "v", "attention": {"name": "moba", "p": 0.9}}]}, "$.methods[0].attention.p"),
     ({"methods": [{"name": "v", "attention": dict(SPARSE, block_size=0)}]}, "$.methods[0].attention.block_size"),

@@ -11,6 +11,8 @@
 #include "kernels/attention/moba/moba_reference.h"
 #include "kernels/attention/ring/cp_sharding.h"
 #include "kernels/attention/ring/ring_attention.h"
+#include "kernels/attention/vertical_slash/vertical_slash_index.h"
+#include "kernels/attention/vertical_slash/vertical_slash_reference.h"
 
 namespace sb::test {
 
@@ -28,6 +30,7 @@ struct RingCase {
   at::ScalarType dtype = at::kDouble;
   int64_t inner = 0;  // 0: flat ring
   std::vector<int64_t> lengths = ring_sequence_lengths();
+  bool vertical_slash = false;  // MTraining's pattern (ring_vertical_slash_params)
 };
 
 // Every layout (stripes inside one MoBA block, and across blocks), dense and MoBA,
@@ -47,11 +50,18 @@ inline std::vector<RingCase> ring_cases(int64_t cp) {
       }
     }
   }
+  for (const auto& [layout_name, layout] : layouts) {
+    for (at::ScalarType dtype : {at::kDouble, at::kFloat}) {
+      cases.push_back({layout_name + "_vs" + (dtype == at::kDouble ? "_f64" : "_f32"), layout, false, dtype, 0,
+                       ring_sequence_lengths(), true});
+    }
+  }
   if (cp == 4) {
     for (const auto& [layout_name, layout] : {layouts[1], layouts[2]}) {
       for (bool moba : {false, true}) {
         cases.push_back({layout_name + (moba ? "_moba" : "_dense") + "_f64_inner2", layout, moba, at::kDouble, 2});
       }
+      cases.push_back({layout_name + "_vs_f64_inner2", layout, false, at::kDouble, 2, ring_sequence_lengths(), true});
     }
   }
   // One 100-token sequence in stripes of 128: ranks 1.. hold no token at all and still
@@ -92,13 +102,36 @@ inline MobaParams ring_moba_params() {
   return params;
 }
 
+// Vertical-slash in the ring's blocks: 4 columns besides 3 sinks and 3 offsets besides a
+// 4-offset window, from the last 8 queries: far slashes add key blocks, and most columns
+// fall outside them.
+inline VerticalSlashParams ring_vertical_slash_params() {
+  VerticalSlashParams params;
+  params.budget = VerticalSlashBudget::kTopK;
+  params.vertical_count = 4;
+  params.slash_count = 3;
+  params.sink_tokens = 3;
+  params.local_window = 4;
+  params.last_queries = 8;
+  params.block_size = kRingBlock;
+  return params;
+}
+
 inline RingAttentionSpec ring_spec(const RingCase& c) {
   RingAttentionSpec spec;
   spec.block_size = kRingBlock;
   spec.moba = c.moba;
   spec.moba_params = ring_moba_params();
+  spec.vertical_slash = c.vertical_slash;
+  spec.vertical_slash_params = ring_vertical_slash_params();
   spec.scale = ring_scale();
   return spec;
+}
+
+// The one-rank vertical-slash index of the whole micro-batch.
+inline std::vector<std::vector<VerticalSlashHeadIndex>> ring_vertical_slash_index_oracle(const RingInputs& in) {
+  return vertical_slash_index(in.q, in.k, PackedSequences::from_lengths(in.lengths), ring_vertical_slash_params(),
+                              ring_scale());
 }
 
 struct RingOracle {
@@ -141,6 +174,36 @@ inline RingOracle ring_oracle(const RingInputs& in, bool moba) {
   oracle.dk = k.grad();
   oracle.dv = v.grad();
   return oracle;
+}
+
+// A vertical-slash index as two tensors to compare across processes: its lists flattened
+// (per sequence and head: the count of verticals, the verticals, the count of slashes,
+// the slashes) and the coverage per (sequence, head).
+inline std::pair<at::Tensor, at::Tensor> ring_index_tensors(const std::vector<std::vector<VerticalSlashHeadIndex>>& index) {
+  std::vector<int64_t> lists;
+  std::vector<double> coverage;
+  for (const auto& heads : index) {
+    for (const VerticalSlashHeadIndex& head : heads) {
+      lists.push_back(static_cast<int64_t>(head.verticals.size()));
+      lists.insert(lists.end(), head.verticals.begin(), head.verticals.end());
+      lists.push_back(static_cast<int64_t>(head.slashes.size()));
+      lists.insert(lists.end(), head.slashes.begin(), head.slashes.end());
+      coverage.push_back(head.coverage);
+    }
+  }
+  return {at::tensor(lists, at::kLong), at::tensor(coverage, at::kDouble)};
+}
+
+// The case's oracle: vertical-slash's float64 reference on the one-rank index, or the above.
+inline RingOracle ring_oracle(const RingInputs& in, const RingCase& c) {
+  if (!c.vertical_slash) return ring_oracle(in, c.moba);
+  at::Tensor q = in.q.detach().to(at::kDouble).clone().requires_grad_(true);
+  at::Tensor k = in.k.detach().to(at::kDouble).clone().requires_grad_(true);
+  at::Tensor v = in.v.detach().to(at::kDouble).clone().requires_grad_(true);
+  const VerticalSlashReferenceResult r = vertical_slash_reference(
+      q, k, v, PackedSequences::from_lengths(in.lengths), ring_vertical_slash_index_oracle(in), ring_scale());
+  (r.out * in.grad_out.to(at::kDouble)).sum().backward();
+  return {r.out.detach(), r.lse.detach(), q.grad(), k.grad(), v.grad()};
 }
 
 inline double ring_tolerance(at::ScalarType dtype) { return dtype == at::kDouble ? 1e-10 : 1e-5; }

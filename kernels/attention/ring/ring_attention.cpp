@@ -9,7 +9,9 @@
 #include <limits>
 #include <stdexcept>
 
+#include "kernels/attention/ring/ring_column_step_cpu.h"
 #include "kernels/attention/ring/ring_step_cpu.h"
+#include "kernels/attention/ring/ring_vertical_slash_index.h"
 
 namespace sb {
 
@@ -35,6 +37,19 @@ std::string RingContext::describe(int64_t cp_rank) const {
 void RingContext::record(const RingStepEvent& event) {
   const std::lock_guard<std::mutex> lock(mutex_);
   events_.push_back(event);
+}
+
+void RingContext::all_reduce(at::Tensor& tensor, c10d::ReduceOp::RedOpType op, const std::string& what, int64_t call) {
+  if (size_ == 1) return;
+  std::vector<at::Tensor> tensors{tensor};
+  c10d::AllreduceOptions options;
+  options.reduceOp = c10d::ReduceOp(op);
+  try {
+    group_->allreduce(tensors, options)->wait(timeout_);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(describe(rank_) + " could not all-reduce " + what + " (attention call " +
+                             std::to_string(call) + ") within " + std::to_string(timeout_.count()) + " ms: " + e.what());
+  }
 }
 
 std::vector<RingStepEvent> RingContext::take_events() {
@@ -122,6 +137,7 @@ struct RingPlan : torch::CustomClassHolder {
   std::shared_ptr<RingContext> context;
   std::shared_ptr<const RingGeometry> geometry;
   RingBlockPattern pattern;
+  std::shared_ptr<const RingColumnLists> columns;  // vertical-slash: its columns outside the pattern
   double scale = 0.0;
   int64_t call = 0;
 
@@ -200,6 +216,12 @@ std::pair<at::Tensor, at::Tensor> ring_forward(const at::Tensor& q, const at::Te
       const auto start = Clock::now();
       event.kept_pairs = ring_step_forward(q, current[0], current[1], plan.shapes_with(source), out_step, lse_step);
       ring_merge_partial(out, lse, out_step, lse_step);
+      if (plan.columns) {
+        event.kept_pairs += ring_column_step_forward(q, current[0], current[1], plan.geometry->shards[plan.rank()],
+                                                     plan.geometry->shards[source], *plan.columns, plan.scale, out_step,
+                                                     lse_step);
+        ring_merge_partial(out, lse, out_step, lse_step);
+      }
       const auto computed = Clock::now();
       channel.wait(next.pending);
       if (s + 1 == inner) channel.wait(next_outer.pending);  // the next round's shard, overlapped by this inner ring
@@ -262,6 +284,11 @@ std::vector<at::Tensor> ring_backward(const at::Tensor& grad_out, const at::Tens
       at::Tensor dk = grad[0], dv = grad[1];
       event.kept_pairs =
           ring_step_backward(grad_out, q, current[0], current[1], lse, delta, plan.shapes_with(source), dq, dk, dv);
+      if (plan.columns) {
+        event.kept_pairs += ring_column_step_backward(grad_out, q, current[0], current[1], lse, delta,
+                                                      plan.geometry->shards[plan.rank()], plan.geometry->shards[source],
+                                                      *plan.columns, plan.scale, dq, dk, dv);
+      }
       const auto computed = Clock::now();
       if (inner > 1) {
         // This shard's accumulator moves on with it; the one of the shard arriving comes in
@@ -351,16 +378,7 @@ std::pair<at::Tensor, at::Tensor> ring_block_means(const at::Tensor& q, const at
   sums.narrow(1, 0, q_heads).index_add_(0, index, q.to(at::kDouble));
   sums.narrow(1, q_heads, k.size(1)).index_add_(0, index, k.to(at::kDouble));
   const auto summed = Clock::now();
-  if (context.size() > 1) {
-    std::vector<at::Tensor> tensors{sums};
-    try {
-      context.group()->allreduce(tensors)->wait(context.timeout());
-    } catch (const std::exception& e) {
-      throw std::runtime_error(context.describe(context.rank()) + " could not all-reduce MoBA's block sums (attention call " +
-                               std::to_string(call) + ") within " + std::to_string(context.timeout().count()) +
-                               " ms: " + e.what());
-    }
-  }
+  context.all_reduce(sums, c10d::ReduceOp::SUM, "MoBA's block sums", call);
   // On the timeline as step -1: the local sums as compute, the all-reduce (with its wait
   // for the slowest rank) as wait.
   record_step(context, RingStepEvent{call, false, kRingBlockMeansStep, context.rank()}, start, summed);
@@ -377,6 +395,7 @@ std::shared_ptr<const RingGeometry> RingGeometry::build(const CpSharding& shardi
   TORCH_CHECK(block_size >= 1, "ring attention: block_size >= 1 expected");
   auto geometry = std::make_shared<RingGeometry>();
   geometry->cp = sharding.cp();
+  geometry->sequences = sharding.sequences();
   const PackedSequences& sequences = sharding.sequences();
   geometry->layout = MobaLayout::build(sequences, sequences, block_size, /*causal=*/true);
   for (int64_t r = 0; r < sharding.cp(); ++r) {
@@ -389,7 +408,8 @@ std::shared_ptr<const RingGeometry> RingGeometry::build(const CpSharding& shardi
 RingAttentionResult ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                    const CpSharding& sharding, const RingAttentionSpec& spec,
                                    const std::shared_ptr<RingContext>& context) {
-  return ring_attention(q, k, v, RingGeometry::build(sharding, spec.block_size, !spec.moba), spec, context);
+  return ring_attention(q, k, v, RingGeometry::build(sharding, spec.block_size, !spec.moba && !spec.vertical_slash),
+                        spec, context);
 }
 
 RingAttentionResult ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
@@ -401,7 +421,7 @@ RingAttentionResult ring_attention(const at::Tensor& q, const at::Tensor& k, con
               " ranks, the CP group ", context->size());
   TORCH_CHECK(spec.scale > 0.0 && spec.block_size == geometry->layout.block_size,
               "ring attention: scale > 0 and the geometry's block size expected");
-  TORCH_CHECK(spec.moba || geometry->dense_pattern.selected.defined(),
+  TORCH_CHECK(spec.moba || spec.vertical_slash || geometry->dense_pattern.selected.defined(),
               "ring attention: dense attention needs a geometry built with its dense pattern");
   auto plan = c10::make_intrusive<RingPlan>();
   plan->context = context;
@@ -416,6 +436,14 @@ RingAttentionResult ring_attention(const at::Tensor& q, const at::Tensor& k, con
         ring_block_means(q, k, geometry->shards[context->rank()], geometry->layout, *context, plan->call);
     result.routing = moba_route_from_means(query_means, key_means, geometry->layout, spec.moba_params);
     plan->pattern = {result.routing.selected, result.routing.selected_count};
+  } else if (spec.vertical_slash) {
+    TORCH_CHECK(spec.vertical_slash_params.block_size == spec.block_size,
+                "ring attention: vertical-slash's block_size must be the spec's");
+    result.vertical_slash_index =
+        ring_vertical_slash_index(q, k, *geometry, spec.vertical_slash_params, spec.scale, *context, plan->call);
+    RingVerticalSlashPattern pattern = RingVerticalSlashPattern::build(result.vertical_slash_index, geometry->layout);
+    plan->pattern = std::move(pattern.blocks);
+    plan->columns = std::make_shared<const RingColumnLists>(std::move(pattern.columns));
   } else {
     plan->pattern = geometry->dense_pattern;
   }

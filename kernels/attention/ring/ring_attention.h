@@ -12,10 +12,13 @@
 // (in the backward also the previous group's dK/dV accumulator). I = 1 or I = W is the
 // flat ring, where each transfer overlaps one step.
 //
-// Patterns: dense causal, or MoBA. MoBA's gate needs every key block's mean and every
-// query block's mean: each rank sums its own tokens per block (float64), one all-reduce
-// over the CP group completes the sums, and every rank runs the same routing on the same
-// numbers, so selections, budgets, DST floor and coverage are identical on all ranks.
+// Patterns: dense causal, MoBA, or MTraining's vertical-slash. MoBA's gate needs every
+// key block's mean and every query block's mean: each rank sums its own tokens per block
+// (float64), one all-reduce over the CP group completes the sums, and every rank runs the
+// same routing on the same numbers, so selections, budgets, DST floor and coverage are
+// identical on all ranks. Vertical-slash's index is built the same way
+// (ring_vertical_slash_index.h); its slash blocks run as a block pattern, its columns
+// as a second partial per step (ring_column_step_cpu.h).
 
 #include <ATen/core/Tensor.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -31,10 +34,12 @@
 #include "kernels/attention/moba/moba_attention.h"
 #include "kernels/attention/ring/cp_sharding.h"
 #include "kernels/attention/ring/ring_step_cpu.h"
+#include "kernels/attention/vertical_slash/vertical_slash_index.h"
 
 namespace sb {
 
-// The step number of MoBA's block means under CP (their local sums, then the all-reduce).
+// The step number of the pattern's shared statistics under CP (MoBA's block means,
+// vertical-slash's index scores: their local sums, then the all-reduces).
 inline constexpr int64_t kRingBlockMeansStep = -1;
 
 // One step of one rank's ring, forward or backward; every wait of an attention call lies
@@ -69,6 +74,10 @@ class RingContext {
   std::string describe(int64_t cp_rank) const;
 
   int64_t next_call() { return calls_++; }
+  // Sums (or takes the max of) `tensor` over the CP group in place, within the timeout;
+  // throws std::runtime_error naming this rank, `what` and the attention call otherwise.
+  // A no-op for cp = 1.
+  void all_reduce(at::Tensor& tensor, c10d::ReduceOp::RedOpType op, const std::string& what, int64_t call);
   void record(const RingStepEvent& event);
   // The events since the last call, in the order they happened.
   std::vector<RingStepEvent> take_events();
@@ -84,9 +93,12 @@ class RingContext {
 };
 
 struct RingAttentionSpec {
-  int64_t block_size = 256;  // attention blocks: MoBA's key blocks; dense: the compute tiles
+  int64_t block_size = 256;  // attention blocks: MoBA's key blocks, vertical-slash's blocks;
+                             // dense: the compute tiles
   bool moba = false;
   MobaParams moba_params;    // moba: budget, floor, curve (block_size and scale taken from here)
+  bool vertical_slash = false;
+  VerticalSlashParams vertical_slash_params;  // its block_size must be the spec's
   double scale = 0.0;        // softmax scale (> 0)
 };
 
@@ -94,12 +106,15 @@ struct RingAttentionResult {
   at::Tensor out;       // [n, Hq, D], differentiable with respect to q, k, v
   at::Tensor lse;       // [n, Hq]
   MobaRouting routing;  // moba: the micro-batch's routing (the same on every CP rank)
+  // vertical-slash: [sequence][query head], the same on every CP rank
+  std::vector<std::vector<VerticalSlashHeadIndex>> vertical_slash_index;
 };
 
 // What every attention call of one micro-batch shares: its blocks, every rank's tiles,
 // and (dense) the block pattern. Built once per micro-batch, not once per layer.
 struct RingGeometry {
   int64_t cp = 1;
+  PackedSequences sequences;  // the micro-batch's
   MobaLayout layout;
   std::vector<RingShardTiles> shards;  // per CP rank
   RingBlockPattern dense_pattern;      // built only for dense attention

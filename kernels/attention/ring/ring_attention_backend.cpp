@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "kernels/attention/moba/moba_attention_backend.h"
+#include "kernels/attention/vertical_slash/vertical_slash_backend.h"
 
 namespace sb {
 
@@ -55,17 +56,23 @@ at::Tensor RingAttentionBackend::forward(const at::Tensor& q, const at::Tensor& 
                                 std::to_string(sharding_->size_of(context_->rank())));
   }
   RingAttentionSpec spec;
-  spec.block_size = options_.block_size;
   spec.scale = scale;
   spec.moba = options_.is_moba();
+  spec.vertical_slash = options_.is_vertical_slash();
+  // Vertical-slash's blocks are its slash blocks; otherwise MoBA's (dense: compute tiles).
+  spec.block_size = spec.vertical_slash ? options_.vertical_slash.block_size : options_.block_size;
   if (spec.moba) {
     spec.moba_params = moba_params_for_request(request_, options_.block_size, options_.top_k, scale,
                                                sharding_->sequences().num_sequences(), layer);
   }
-  if (!geometry_) geometry_ = RingGeometry::build(*sharding_, options_.block_size, !spec.moba);
+  if (spec.vertical_slash) spec.vertical_slash_params = options_.vertical_slash;
+  if (!geometry_) geometry_ = RingGeometry::build(*sharding_, spec.block_size, !spec.moba && !spec.vertical_slash);
   RingAttentionResult result = ring_attention(q, k, v, geometry_, spec, context_);
   drain_events();
   if (spec.moba) stats_[layer] = moba_layer_stats(layer, std::move(result.routing));
+  if (spec.vertical_slash) {
+    stats_[layer] = vertical_slash_layer_stats(layer, result.vertical_slash_index, sharding_->sequences());
+  }
   return result.out;
 }
 

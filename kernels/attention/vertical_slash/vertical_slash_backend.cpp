@@ -4,32 +4,42 @@
 #include <stdexcept>
 
 #include "kernels/attention/vertical_slash/vertical_slash_attention_cpu.h"
+#include "kernels/attention/vertical_slash/vertical_slash_blocks.h"
 
 namespace sb {
 
 VerticalSlashAttention::VerticalSlashAttention(VerticalSlashParams params) : params_(params) { params_.validate(); }
 
-at::Tensor VerticalSlashAttention::forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                           const PackedSequences& sequences, double scale, int64_t layer) {
-  const auto index = vertical_slash_index(q, k, sequences, params_, scale);
-  VerticalSlashAttentionResult result = vertical_slash_attention_cpu(q, k, v, sequences, index, scale);
+AttentionLayerStats vertical_slash_layer_stats(int64_t layer, const std::vector<std::vector<VerticalSlashHeadIndex>>& index,
+                                               const PackedSequences& sequences) {
   AttentionLayerStats stats;
   stats.layer = layer;
   double coverage_sum = 0;
   int64_t heads_counted = 0;
   for (size_t s = 0; s < index.size(); ++s) {
+    const int64_t length = sequences.length(static_cast<int64_t>(s));
     double sequence_coverage = 0;
-    for (const VerticalSlashHeadIndex& head : index[s]) sequence_coverage += head.coverage;
+    int64_t pairs = 0;
+    for (const VerticalSlashHeadIndex& head : index[s]) {
+      sequence_coverage += head.coverage;
+      if (length > 0) pairs += vertical_slash_kept_pairs(head, length);
+    }
     const auto heads = static_cast<double>(std::max<size_t>(1, index[s].size()));
     stats.coverage.push_back(sequence_coverage / heads);
     coverage_sum += sequence_coverage;
     heads_counted += static_cast<int64_t>(index[s].size());
-    // Kept keys per query, averaged over the sequence's heads and rows: the pattern's budget.
-    const auto rows = static_cast<double>(sequences.length(static_cast<int64_t>(s))) * heads;
-    stats.top_k.push_back(rows > 0 ? std::llround(static_cast<double>(result.kept_pairs_per_sequence[s]) / rows) : 0);
+    const double rows = static_cast<double>(length) * heads;
+    stats.top_k.push_back(rows > 0 ? std::llround(static_cast<double>(pairs) / rows) : 0);
   }
   stats.coverage_mean = heads_counted > 0 ? coverage_sum / static_cast<double>(heads_counted) : 1.0;
-  stats_[layer] = std::move(stats);
+  return stats;
+}
+
+at::Tensor VerticalSlashAttention::forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                           const PackedSequences& sequences, double scale, int64_t layer) {
+  const auto index = vertical_slash_index(q, k, sequences, params_, scale);
+  VerticalSlashAttentionResult result = vertical_slash_attention_cpu(q, k, v, sequences, index, scale);
+  stats_[layer] = vertical_slash_layer_stats(layer, index, sequences);
   return result.out;
 }
 

@@ -3,8 +3,6 @@
 // builds the index of every (sequence, query head) from the call's own q and k
 // (vertical_slash_index.h) and runs the CPU kernel (vertical_slash_attention_cpu.h); per
 // layer it records the pattern's coverage of the last queries' attention mass.
-// Used by `sparsebalance bench attention --impl vertical_slash`; not yet selectable in a
-// manifest (docs/vertical_slash.md, "State").
 
 #include <map>
 #include <string>
@@ -14,6 +12,13 @@
 #include "kernels/attention/vertical_slash/vertical_slash_index.h"
 
 namespace sb {
+
+// A layer's statistics from its index: coverage per sequence (the mean over its query
+// heads) and over the call (the mean over every head); top_k per sequence the kept keys
+// per query (the mask's entries over length x query heads, rounded). The context-parallel
+// ring reports the same from the index every rank shares.
+AttentionLayerStats vertical_slash_layer_stats(int64_t layer, const std::vector<std::vector<VerticalSlashHeadIndex>>& index,
+                                               const PackedSequences& sequences);
 
 class VerticalSlashAttention : public AttentionBackend {
  public:

@@ -78,42 +78,63 @@ VerticalSlashHeadIndex head_index(const at::Tensor& queries, const at::Tensor& k
   const at::Tensor col = at::arange(length, at::kLong).unsqueeze(0);
   scores.masked_fill_(col > row_pos, -std::numeric_limits<double>::infinity());
   const at::Tensor attention = at::softmax(scores, 1).contiguous();  // [n, L]
-  const at::Tensor vertical = attention.sum(0).contiguous();
-  at::Tensor slash = at::zeros({length}, at::kDouble);
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t p = length - n + i;  // row i's keys 0..p, offsets p..0
-    slash.narrow(0, 0, p + 1).add_(attention[i].narrow(0, 0, p + 1).flip(0));
-  }
-  const double* v = vertical.const_data_ptr<double>();
-  const double* s = slash.const_data_ptr<double>();
-  VerticalSlashHeadIndex out;
-  const auto total = static_cast<double>(n);
-  out.verticals = select(std::vector<double>(v, v + length), params.sink_tokens, params.vertical_count,
-                         params.max_verticals, total, params);
-  out.slashes = select(std::vector<double>(s, s + length), params.local_window, params.slash_count,
-                       params.max_slashes, total, params);
-  out.block_size = params.block_size;
-  // Coverage: each last query's attention on the keys it keeps, query block by block.
-  const double* a = attention.const_data_ptr<double>();
-  double kept = 0;
-  std::vector<int64_t> block_keys;
-  for (int64_t m = (length - n) / params.block_size; m * params.block_size < length; ++m) {
-    vertical_slash_block_keys(out, m, length, block_keys);
-    const int64_t first = std::max(m * params.block_size, length - n);
-    const int64_t last = std::min((m + 1) * params.block_size, length) - 1;
-    for (int64_t p = first; p <= last; ++p) {
-      const double* row = a + (p - (length - n)) * length;
-      for (const int64_t j : block_keys) {
-        if (j > p) break;
-        kept += row[j];
-      }
-    }
-  }
-  out.coverage = kept / total;
+  std::vector<int64_t> positions(static_cast<size_t>(length));
+  std::iota(positions.begin(), positions.end(), 0);
+  std::vector<double> vertical(static_cast<size_t>(length), 0.0), slash(vertical);
+  vertical_slash_add_scores(attention.const_data_ptr<double>(), positions, length, n, vertical, slash);
+  VerticalSlashHeadIndex out = vertical_slash_select(vertical, slash, n, params);
+  out.coverage = vertical_slash_kept_mass(out, attention.const_data_ptr<double>(), positions, length, n) /
+                 static_cast<double>(n);
   return out;
 }
 
 }  // namespace
+
+void vertical_slash_add_scores(const double* attention, const std::vector<int64_t>& key_positions, int64_t length,
+                               int64_t n, std::vector<double>& vertical, std::vector<double>& slash) {
+  const auto m = static_cast<int64_t>(key_positions.size());
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t p = length - n + i;
+    const double* row = attention + i * m;
+    for (int64_t a = 0; a < m && key_positions[static_cast<size_t>(a)] <= p; ++a) {
+      const int64_t j = key_positions[static_cast<size_t>(a)];
+      vertical[static_cast<size_t>(j)] += row[a];
+      slash[static_cast<size_t>(p - j)] += row[a];
+    }
+  }
+}
+
+VerticalSlashHeadIndex vertical_slash_select(const std::vector<double>& vertical, const std::vector<double>& slash,
+                                             int64_t n, const VerticalSlashParams& params) {
+  VerticalSlashHeadIndex out;
+  const auto total = static_cast<double>(n);
+  out.verticals = select(vertical, params.sink_tokens, params.vertical_count, params.max_verticals, total, params);
+  out.slashes = select(slash, params.local_window, params.slash_count, params.max_slashes, total, params);
+  out.block_size = params.block_size;
+  return out;
+}
+
+double vertical_slash_kept_mass(const VerticalSlashHeadIndex& index, const double* attention,
+                                const std::vector<int64_t>& key_positions, int64_t length, int64_t n) {
+  const auto m = static_cast<int64_t>(key_positions.size());
+  const int64_t block = index.block_size;
+  std::vector<char> kept(static_cast<size_t>(length));
+  std::vector<int64_t> block_keys;
+  double mass = 0;
+  for (int64_t q_block = (length - n) / block; q_block * block < length; ++q_block) {
+    vertical_slash_block_keys(index, q_block, length, block_keys);
+    std::fill(kept.begin(), kept.end(), char{0});
+    for (const int64_t j : block_keys) kept[static_cast<size_t>(j)] = 1;
+    const int64_t first = std::max(q_block * block, length - n), last = std::min((q_block + 1) * block, length) - 1;
+    for (int64_t p = first; p <= last; ++p) {
+      const double* row = attention + (p - (length - n)) * m;
+      for (int64_t a = 0; a < m && key_positions[static_cast<size_t>(a)] <= p; ++a) {
+        if (kept[static_cast<size_t>(key_positions[static_cast<size_t>(a)])]) mass += row[a];
+      }
+    }
+  }
+  return mass;
+}
 
 std::vector<std::vector<VerticalSlashHeadIndex>> vertical_slash_index(const at::Tensor& q, const at::Tensor& k,
                                                                       const PackedSequences& sequences,

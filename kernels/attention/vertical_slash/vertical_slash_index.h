@@ -81,6 +81,21 @@ std::vector<std::vector<VerticalSlashHeadIndex>> vertical_slash_index(const at::
                                                                       const VerticalSlashParams& params,
                                                                       double scale);
 
+// The index's steps, for callers that hold only some of a sequence's keys (context
+// parallelism: each rank adds its keys' share, the sums are all-reduced, and every rank
+// selects from the same numbers). attention [n, m]: the last n queries' attention
+// (positions length - n ..) to the keys at key_positions (ascending positions in the
+// sequence); entries past a query's position are ignored.
+// Adds each entry to vertical[j] and slash[p - j] ([length] each).
+void vertical_slash_add_scores(const double* attention, const std::vector<int64_t>& key_positions, int64_t length,
+                               int64_t n, std::vector<double>& vertical, std::vector<double>& slash);
+// The kept lists from the complete scores (coverage left at 1: see kept_mass).
+VerticalSlashHeadIndex vertical_slash_select(const std::vector<double>& vertical, const std::vector<double>& slash,
+                                             int64_t n, const VerticalSlashParams& params);
+// The attention mass on the entries `index` keeps (coverage = the complete mass / n).
+double vertical_slash_kept_mass(const VerticalSlashHeadIndex& index, const double* attention,
+                                const std::vector<int64_t>& key_positions, int64_t length, int64_t n);
+
 // Whether query position i keeps key position j in a sequence of `length` tokens under
 // `index` (false for j > i): the mask's rule, pair by pair, for tests
 // (vertical_slash_blocks.h lists a whole query block's keys at once).

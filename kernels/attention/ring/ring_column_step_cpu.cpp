@@ -1,0 +1,165 @@
+#include "kernels/attention/ring/ring_column_step_cpu.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "kernels/attention/vertical_slash/vertical_slash_blocks.h"
+
+namespace sb {
+
+RingVerticalSlashPattern RingVerticalSlashPattern::build(const std::vector<std::vector<VerticalSlashHeadIndex>>& index,
+                                                         const MobaLayout& layout) {
+  const int64_t blocks = layout.num_blocks();
+  const int64_t heads = index.empty() ? 0 : static_cast<int64_t>(index.front().size());
+  TORCH_CHECK(static_cast<int64_t>(index.size()) == layout.num_sequences(),
+              "vertical-slash ring pattern: one index per sequence expected");
+  std::vector<std::vector<int32_t>> reached(static_cast<size_t>(heads * blocks));
+  RingVerticalSlashPattern pattern;
+  pattern.columns.blocks = blocks;
+  pattern.columns.tokens.resize(static_cast<size_t>(heads * blocks));
+  for (int64_t s = 0; s < layout.num_sequences(); ++s) {
+    const int64_t first = layout.sequence_first_block[static_cast<size_t>(s)];
+    const int64_t count = layout.blocks_in_sequence(s);
+    if (count == 0) continue;
+    const MobaBlock& last_block = layout.blocks[static_cast<size_t>(first + count - 1)];
+    const int64_t offset = layout.blocks[static_cast<size_t>(first)].key_start;
+    const int64_t length = last_block.index_in_sequence * layout.block_size + last_block.key_len;
+    TORCH_CHECK(static_cast<int64_t>(index[static_cast<size_t>(s)].size()) == heads,
+                "vertical-slash ring pattern: one index per query head expected");
+    for (int64_t h = 0; h < heads; ++h) {
+      const VerticalSlashHeadIndex& head = index[static_cast<size_t>(s)][static_cast<size_t>(h)];
+      TORCH_CHECK(head.block_size == layout.block_size, "vertical-slash ring pattern: the index's block_size ",
+                  head.block_size, " must be the ring's attention block ", layout.block_size);
+      for (int64_t m = 0; m < count; ++m) {
+        const std::vector<char> slash_blocks = vertical_slash_slash_blocks(head, m, length);
+        std::vector<int32_t>& selected = reached[static_cast<size_t>(h * blocks + first + m)];
+        for (int64_t c = 0; c <= m; ++c) {
+          if (slash_blocks[static_cast<size_t>(c)]) selected.push_back(static_cast<int32_t>(first + c));
+        }
+        const int64_t last = std::min((m + 1) * layout.block_size, length) - 1;
+        std::vector<int64_t>& columns = pattern.columns.tokens[static_cast<size_t>(h * blocks + first + m)];
+        for (const int64_t j : head.verticals) {
+          if (j > last) break;
+          if (!slash_blocks[static_cast<size_t>(j / layout.block_size)]) columns.push_back(offset + j);
+        }
+      }
+    }
+  }
+  int64_t capacity = 1;
+  for (const auto& selected : reached) capacity = std::max<int64_t>(capacity, static_cast<int64_t>(selected.size()));
+  pattern.blocks.selected = at::full({heads, blocks, capacity}, -1, at::kInt);
+  pattern.blocks.count = at::zeros({heads, blocks}, at::kInt);
+  int32_t* selected_data = pattern.blocks.selected.mutable_data_ptr<int32_t>();
+  int32_t* count_data = pattern.blocks.count.mutable_data_ptr<int32_t>();
+  for (size_t row = 0; row < reached.size(); ++row) {
+    std::copy(reached[row].begin(), reached[row].end(), selected_data + static_cast<int64_t>(row) * capacity);
+    count_data[row] = static_cast<int32_t>(reached[row].size());
+  }
+  return pattern;
+}
+
+namespace {
+
+// The row of global token `token` in a shard, or -1 where the shard does not hold it.
+int64_t local_row(const RingShardTiles& shard, int64_t token) {
+  auto it = std::upper_bound(shard.tiles.begin(), shard.tiles.end(), token,
+                             [](int64_t t, const RingTile& tile) { return t < tile.global_start; });
+  if (it == shard.tiles.begin()) return -1;
+  --it;
+  return token < it->global_start + it->length ? it->local_start + token - it->global_start : -1;
+}
+
+// One (query tile, head)'s columns that the visiting shard holds.
+struct TileColumns {
+  at::Tensor rows;      // [nc] long: rows in the visiting shard
+  at::Tensor visible;   // [length, nc] bool: column at or before the query
+  int64_t pairs = 0;
+};
+
+TileColumns tile_columns(const RingTile& tile, const std::vector<int64_t>& tokens, const RingShardTiles& keys) {
+  std::vector<int64_t> rows, global;
+  for (const int64_t token : tokens) {
+    const int64_t row = local_row(keys, token);
+    if (row < 0) continue;
+    rows.push_back(row);
+    global.push_back(token);
+  }
+  TileColumns out;
+  if (rows.empty()) return out;
+  out.rows = at::tensor(rows, at::kLong);
+  const at::Tensor query = at::arange(tile.global_start, tile.global_start + tile.length, at::kLong).unsqueeze(1);
+  out.visible = at::tensor(global, at::kLong).unsqueeze(0) <= query;
+  out.pairs = out.visible.sum().item<int64_t>();
+  return out;
+}
+
+// Runs body(tile, head, columns, scores) for each (query tile, head) with a visible
+// column in the shard; scores [length, nc] scaled, invisible ones -inf.
+template <class Body>
+int64_t for_each_column_tile(const at::Tensor& q, const at::Tensor& k, const RingShardTiles& queries,
+                             const RingShardTiles& keys, const RingColumnLists& columns, double scale, Body body) {
+  const int64_t heads = q.size(1), group = q.size(1) / k.size(1);
+  int64_t pairs = 0;
+  for (const RingTile& tile : queries.tiles) {
+    for (int64_t h = 0; h < heads; ++h) {
+      const TileColumns cols = tile_columns(tile, columns.of(h, tile.block), keys);
+      if (cols.pairs == 0) continue;
+      const at::Tensor key_rows = k.select(1, h / group).index_select(0, cols.rows);  // [nc, D]
+      const at::Tensor scores = at::matmul(q.narrow(0, tile.local_start, tile.length).select(1, h), key_rows.t())
+                                    .mul_(scale)
+                                    .masked_fill_(cols.visible.logical_not(), -std::numeric_limits<double>::infinity());
+      body(tile, h, h / group, cols, key_rows, scores);
+      pairs += cols.pairs;
+    }
+  }
+  return pairs;
+}
+
+}  // namespace
+
+int64_t ring_column_step_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                 const RingShardTiles& queries, const RingShardTiles& keys,
+                                 const RingColumnLists& columns, double scale, at::Tensor& out_step,
+                                 at::Tensor& lse_step) {
+  const c10::NoGradGuard no_grad;
+  out_step.zero_();
+  lse_step.fill_(-std::numeric_limits<double>::infinity());
+  return for_each_column_tile(q, k, queries, keys, columns, scale,
+                              [&](const RingTile& tile, int64_t h, int64_t kv, const TileColumns& cols,
+                                  const at::Tensor&, const at::Tensor& scores) {
+                                const at::Tensor lse = at::logsumexp(scores, 1);  // -inf: no visible column
+                                const at::Tensor safe = at::where(lse.isinf(), at::zeros_like(lse), lse);
+                                const at::Tensor probs = at::exp(scores - safe.unsqueeze(1));
+                                const at::Tensor values = v.select(1, kv).index_select(0, cols.rows);
+                                out_step.narrow(0, tile.local_start, tile.length).select(1, h).copy_(
+                                    at::matmul(probs, values));
+                                lse_step.narrow(0, tile.local_start, tile.length).select(1, h).copy_(lse);
+                              });
+}
+
+int64_t ring_column_step_backward(const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k,
+                                  const at::Tensor& v, const at::Tensor& lse, const at::Tensor& delta,
+                                  const RingShardTiles& queries, const RingShardTiles& keys,
+                                  const RingColumnLists& columns, double scale, at::Tensor& dq, at::Tensor& dk,
+                                  at::Tensor& dv) {
+  const c10::NoGradGuard no_grad;
+  return for_each_column_tile(
+      q, k, queries, keys, columns, scale,
+      [&](const RingTile& tile, int64_t h, int64_t kv, const TileColumns& cols, const at::Tensor& key_rows,
+          const at::Tensor& scores) {
+        const auto rows_of = [&](const at::Tensor& x) { return x.narrow(0, tile.local_start, tile.length).select(1, h); };
+        const at::Tensor probs = at::exp(scores - rows_of(lse).unsqueeze(1));  // the final softmax's entries
+        const at::Tensor values = v.select(1, kv).index_select(0, cols.rows);
+        const at::Tensor grad_rows = rows_of(grad_out);
+        const at::Tensor grad_scores =
+            probs * (at::matmul(grad_rows, values.t()) - rows_of(delta).unsqueeze(1)) * scale;  // dS
+        rows_of(dq).add_(at::matmul(grad_scores, key_rows));
+        dk.select(1, kv).index_add_(0, cols.rows, at::matmul(grad_scores.t(), rows_of(q)));
+        dv.select(1, kv).index_add_(0, cols.rows, at::matmul(probs.t(), grad_rows));
+      });
+}
+
+}  // namespace sb

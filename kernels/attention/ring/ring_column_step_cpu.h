@@ -1,0 +1,57 @@
+#pragma once
+// Vertical-slash under context parallelism: the pattern split into what the ring's block
+// step runs and what it cannot. Slash blocks are whole key blocks of the attention-block
+// grid, so they form a RingBlockPattern; kept columns outside them are single keys,
+// listed per (query head, query block) and computed here as a second partial result of
+// each ring step, merged like the first (docs/context_parallel.md, "Vertical-slash").
+//
+// Shapes as ring_step_cpu.h: q [Tq, Hq, D] (the rank's queries), k, v [Tk, Hkv, D] (the
+// visiting shard), contiguous, float32 or float64.
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/attention/ring/ring_step_cpu.h"
+#include "kernels/attention/vertical_slash/vertical_slash_index.h"
+
+namespace sb {
+
+// The kept columns outside the slash blocks: per (query head, global query block) the
+// global token indices, ascending, none past the block's last query.
+struct RingColumnLists {
+  int64_t blocks = 0;
+  std::vector<std::vector<int64_t>> tokens;  // [Hq x NB]
+
+  const std::vector<int64_t>& of(int64_t head, int64_t block) const {
+    return tokens[static_cast<size_t>(head * blocks + block)];
+  }
+};
+
+struct RingVerticalSlashPattern {
+  RingBlockPattern blocks;  // Hs = Hq: the key blocks each (head, query block)'s slashes reach
+  RingColumnLists columns;
+
+  // index [sequence][query head] on the layout's grid (its block_size = the layout's).
+  static RingVerticalSlashPattern build(const std::vector<std::vector<VerticalSlashHeadIndex>>& index,
+                                        const MobaLayout& layout);
+};
+
+// The columns' partial attention over the visiting shard (`keys`: its tiles): out_step
+// [Tq, Hq, D] and lse_step [Tq, Hq] overwritten (-inf, with out 0, where a query keeps no
+// column of the shard). Returns the kept (query, key) pairs summed over query heads.
+int64_t ring_column_step_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                 const RingShardTiles& queries, const RingShardTiles& keys,
+                                 const RingColumnLists& columns, double scale, at::Tensor& out_step,
+                                 at::Tensor& lse_step);
+
+// Their gradients given the final lse and delta = rowsum(dO * O) [Tq, Hq]: adds into dq
+// and into the visiting shard's dk, dv. Returns the kept pairs, as the forward.
+int64_t ring_column_step_backward(const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k,
+                                  const at::Tensor& v, const at::Tensor& lse, const at::Tensor& delta,
+                                  const RingShardTiles& queries, const RingShardTiles& keys,
+                                  const RingColumnLists& columns, double scale, at::Tensor& dq, at::Tensor& dk,
+                                  at::Tensor& dv);
+
+}  // namespace sb
