@@ -418,7 +418,20 @@ TEST(VerticalSlashBackend, RecordsCoverageAndKeptKeysPerLayer) {
   }
   EXPECT_EQ(direct.kept_pairs, direct.kept_pairs_per_sequence[0] + direct.kept_pairs_per_sequence[1]);
   EXPECT_TRUE(backend.take_layer_stats().empty());
-  EXPECT_THROW(backend.forward_cached(q, k, v, 0.4), std::logic_error);
+  // Generation: the prefill of one whole sequence is the pattern on it; a decoding step
+  // attends densely to the cache.
+  const at::Tensor prompt_q = q.narrow(0, 0, 40), prompt_k = k.narrow(0, 0, 40), prompt_v = v.narrow(0, 0, 40);
+  const PackedSequences prompt = PackedSequences::from_lengths({40});
+  EXPECT_LT(max_diff(backend.forward_cached(prompt_q, prompt_k, prompt_v, 0.4),
+                     vertical_slash_attention_cpu(prompt_q, prompt_k, prompt_v, prompt,
+                                                  vertical_slash_index(prompt_q, prompt_k, prompt, params, 0.4), 0.4)
+                         .out),
+            1e-15);
+  DenseCausalAttention dense;
+  EXPECT_LT(max_diff(backend.forward_cached(q.narrow(0, 39, 1), prompt_k, prompt_v, 0.4),
+                     dense.forward_cached(q.narrow(0, 39, 1), prompt_k, prompt_v, 0.4)),
+            1e-15);
+  EXPECT_TRUE(backend.take_layer_stats().empty());
   params.local_window = 0;
   EXPECT_THROW(VerticalSlashAttention{params}, std::invalid_argument);
 }

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "kernels/attention/dense_causal_attention.h"
 #include "kernels/attention/vertical_slash/vertical_slash_attention_cpu.h"
 #include "kernels/attention/vertical_slash/vertical_slash_blocks.h"
 
@@ -50,8 +51,15 @@ std::vector<AttentionLayerStats> VerticalSlashAttention::take_layer_stats() {
   return out;
 }
 
-at::Tensor VerticalSlashAttention::forward_cached(const at::Tensor&, const at::Tensor&, const at::Tensor&, double) {
-  throw std::logic_error("vertical_slash attention: decoding with a key/value cache is not built");
+at::Tensor VerticalSlashAttention::forward_cached(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                                  double scale) {
+  TORCH_CHECK(q.dim() == 3 && k.dim() == 3 && q.size(0) <= k.size(0),
+              "vertical_slash attention (cached): q [n, Hq, D] and k [L, Hkv, D] with n <= L expected");
+  // The prefill of a whole prompt: the pattern, as in training. A step with a cache:
+  // dense over the cache, as MInference decodes (docs/vertical_slash.md, "Generation").
+  if (q.size(0) < k.size(0)) return DenseCausalAttention().forward_cached(q, k, v, scale);
+  const PackedSequences one = PackedSequences::from_lengths({q.size(0)});
+  return vertical_slash_attention_cpu(q, k, v, one, vertical_slash_index(q, k, one, params_, scale), scale).out;
 }
 
 }  // namespace sb

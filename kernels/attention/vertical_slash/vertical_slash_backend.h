@@ -31,7 +31,8 @@ class VerticalSlashAttention : public AttentionBackend {
   // Per layer: coverage per sequence (mean over its query heads) and over the call;
   // top_k holds each sequence's kept keys per query, averaged over its heads and rows.
   std::vector<AttentionLayerStats> take_layer_stats() override;
-  // Decoding with a cache is not built: std::logic_error.
+  // Generation: a prefill of the whole prompt (n = L) runs the pattern; later steps
+  // (n < L) attend densely to the cache, as MInference decodes. Records no statistics.
   at::Tensor forward_cached(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             double scale) override;
 
