@@ -66,14 +66,20 @@ void write_runs_table(const Report& report, std::ostringstream& out) {
   const bool any_cp = std::any_of(report.runs.begin(), report.runs.end(), [](const RunSummary& r) { return r.cp > 1; });
   // Runs on several DP ranks add the imbalance between them (docs/metrics.md).
   const bool any_dp = std::any_of(report.runs.begin(), report.runs.end(), [](const RunSummary& r) { return r.dp > 1; });
+  // Vertical-slash runs plan no budget: they add the keys their pattern kept per query
+  // (effective_budget_mean) and its coverage of the last queries' attention.
+  const bool any_vs = std::any_of(report.runs.begin(), report.runs.end(),
+                                  [](const RunSummary& r) { return r.attention == "vertical_slash"; });
   out << "## Runs\n\n"
       << "| config | budget | " << (any_cp ? "dp x pp x cp" : "dp x pp") << " | state | imbalance | "
       << (any_dp ? "DP / slot imbalance | " : "")
       << (any_cp ? "worker imbalance (time / work) | " : "")
+      << (any_vs ? "kept keys per query / coverage | " : "")
       << "iteration ms | speedup | overhead ms (%) | bubble (mean / max) | tokens/s | loss final |";
   std::string align = "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|";
   if (any_dp) align += "---:|";
   if (any_cp) align += "---:|";
+  if (any_vs) align += "---:|";
   for (const std::string& column : report.accuracy_columns) {
     out << ' ' << column << " |";
     align += "---:|";
@@ -90,7 +96,9 @@ void write_runs_table(const Report& report, std::ostringstream& out) {
         << md(median_field(r.imbalance), "%.3f") << " | "
         << (any_dp ? md(median_field(r.dp_imbalance), "%.3f") + " / " + md(median_field(r.slot_imbalance), "%.3f") + " | "
                    : "")
-        << (any_cp ? md(median_field(r.cp_worker_imbalance), "%.3f") + " / " + md(median_field(r.cp_work_imbalance), "%.3f") + " | " : "") << md(median_field(r.iter_ms), "%.2f") << " | "
+        << (any_cp ? md(median_field(r.cp_worker_imbalance), "%.3f") + " / " + md(median_field(r.cp_work_imbalance), "%.3f") + " | " : "")
+        << (any_vs ? md(r.effective_budget_mean, "%.0f") + " / " + md(r.coverage_mean, "%.3f") + " | " : "")
+        << md(median_field(r.iter_ms), "%.2f") << " | "
         << md(r.speedup, "%.2f") << " | " << overhead << " | " << bubble << " | " << md(r.tokens_per_s, "%.0f")
         << " | " << md(r.loss_final, "%.4f") << " |";
     for (const std::string& column : report.accuracy_columns) {

@@ -325,11 +325,11 @@ double max_diff(const at::Tensor& a, const at::Tensor& b) {
 }
 
 TEST(VerticalSlashAttentionCpu, EqualsTheReferenceForwardAndBackward) {
-  // Varlen (one sequence shorter than the sinks and the window), GQA 7:1 and 4:2, exact
+  // Varlen (one sequence shorter than the sinks and the window, one empty), GQA 7:1 and 4:2, exact
   // diagonals and blocks of 5, 16 and 64 (lengths ending inside a block), the index fixed
   // by hand and chosen online by top-p and top-k, float64 and float32.
   at::manual_seed(11);
-  const std::vector<int64_t> lengths{70, 5, 33, 129};
+  const std::vector<int64_t> lengths{70, 5, 0, 33, 129};
   const PackedSequences sequences = PackedSequences::from_lengths(lengths);
   const double scale = 0.35;
   for (const auto& [hq, hkv, block] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
@@ -401,6 +401,7 @@ TEST(VerticalSlashBackend, RecordsCoverageAndKeptKeysPerLayer) {
   params.vertical_count = 4;
   params.slash_count = 2;
   params.last_queries = 8;
+  params.block_size = 4;  // sparse at these lengths (blocks of 64 would keep everything)
   VerticalSlashAttention backend(params);
   EXPECT_EQ(backend.name(), "vertical_slash");
   const at::Tensor out = backend.forward(q, k, v, sequences, 0.4, /*layer=*/3);
@@ -415,6 +416,7 @@ TEST(VerticalSlashBackend, RecordsCoverageAndKeptKeysPerLayer) {
     EXPECT_NEAR(stats[0].coverage[s], (index[s][0].coverage + index[s][1].coverage) / 2, 1e-15);
     const double rows = 2.0 * static_cast<double>(sequences.length(static_cast<int64_t>(s)));
     EXPECT_EQ(stats[0].top_k[s], std::llround(static_cast<double>(direct.kept_pairs_per_sequence[s]) / rows));
+    EXPECT_LT(stats[0].top_k[s], sequences.length(static_cast<int64_t>(s)) / 2) << "the pattern is sparse";
   }
   EXPECT_EQ(direct.kept_pairs, direct.kept_pairs_per_sequence[0] + direct.kept_pairs_per_sequence[1]);
   EXPECT_TRUE(backend.take_layer_stats().empty());

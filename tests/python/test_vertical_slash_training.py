@@ -69,6 +69,13 @@ def test_every_key_kept_trains_as_dense_and_a_sparse_pattern_trains(tmp_path):
     row = next(r for r in report["runs"] if r["run"] == "sparse")
     assert row["budget_mean"] is None, "vertical-slash plans no budget"
     assert 0 < row["effective_budget_mean"] < 120
+    # The Markdown runs table gives vertical-slash's kept keys per query and coverage.
+    md = (tmp_path / "results" / "vs" / "report.md").read_text()
+    assert "| kept keys per query / coverage |" in md
+    sparse_line = next(line for line in md.splitlines() if line.startswith("| sparse |"))
+    assert f"| {row['effective_budget_mean']:.0f} / {row['coverage_mean']:.3f} |" in sparse_line
+    dense_line = next(line for line in md.splitlines() if line.startswith("| dense |"))
+    assert "| - / - |" in dense_line
     resolved = json.loads((tmp_path / "results" / "vs" / "sparse" / "manifest.resolved.json").read_text())
     attention = resolved["methods"][0]["attention"]
     assert attention["name"] == "vertical_slash" and attention["p"] == 0.5 and attention["last_queries"] == 16

@@ -70,6 +70,7 @@ inline std::vector<RingCase> ring_cases(int64_t cp) {
     cases.push_back({std::string("one_stripe") + (moba ? "_moba" : "_dense") + "_f64",
                      {CpLayoutKind::kStriped, 128}, moba, at::kDouble, 0, {100}});
   }
+  cases.push_back({"one_stripe_vs_f64", {CpLayoutKind::kStriped, 128}, false, at::kDouble, 0, {100}, true});
   return cases;
 }
 

@@ -63,7 +63,7 @@ std::vector<std::vector<VerticalSlashHeadIndex>> ring_vertical_slash_index(
   const PackedSequences& sequences = geometry.sequences;
   const int64_t num_sequences = sequences.num_sequences(), heads = q.size(1), group = q.size(1) / k.size(1);
   const std::vector<LocalKeys> local = local_keys_by_sequence(geometry.shards[context.rank()], sequences);
-  const at::Tensor q64 = q.detach().to(at::kDouble), k64 = k.detach().to(at::kDouble);
+  const at::Tensor q_local = q.detach(), k64 = k.detach().to(at::kDouble);
 
   // 1. The last queries of every sequence, rows first_row[s] .. of one [N, Hq, D] tensor.
   std::vector<int64_t> last(static_cast<size_t>(num_sequences)), first_row(static_cast<size_t>(num_sequences) + 1, 0);
@@ -77,7 +77,7 @@ std::vector<std::vector<VerticalSlashHeadIndex>> ring_vertical_slash_index(
     const LocalKeys& mine = local[static_cast<size_t>(s)];
     for (size_t a = 0; a < mine.rows.size(); ++a) {
       if (mine.positions[a] >= length - n) {
-        last_queries[first_row[static_cast<size_t>(s)] + mine.positions[a] - (length - n)].copy_(q64[mine.rows[a]]);
+        last_queries[first_row[static_cast<size_t>(s)] + mine.positions[a] - (length - n)].copy_(q_local[mine.rows[a]]);
       }
     }
   }
@@ -95,8 +95,9 @@ std::vector<std::vector<VerticalSlashHeadIndex>> ring_vertical_slash_index(
     const at::Tensor key_pos = at::tensor(mine.positions, at::kLong).unsqueeze(0);
     const at::Tensor query_pos = at::arange(length - n, length, at::kLong).unsqueeze(1);
     const at::Tensor future = key_pos > query_pos;  // [n, m]
+    const at::Tensor sequence_keys = k64.index_select(0, rows);  // [m, Hkv, D]
     for (int64_t h = 0; h < heads; ++h) {
-      const at::Tensor keys = k64.index_select(0, rows).select(1, h / group);  // [m, D]
+      const at::Tensor keys = sequence_keys.select(1, h / group);  // [m, D]
       at::Tensor sh = at::matmul(last_queries.narrow(0, first_row[static_cast<size_t>(s)], n).select(1, h), keys.t())
                           .mul_(scale)
                           .masked_fill_(future, -std::numeric_limits<double>::infinity());

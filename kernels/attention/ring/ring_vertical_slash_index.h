@@ -1,8 +1,9 @@
 #pragma once
 // Vertical-slash's index under context parallelism: every CP rank ends with the same
-// index, the one the single-rank rule (vertical_slash_index.h) gives on the whole
-// micro-batch, with no rank gathering the scores (docs/context_parallel.md,
-// "Vertical-slash"):
+// index (the all-reduces give every rank the same bits), the one the single-rank rule
+// (vertical_slash_index.h) gives on the whole micro-batch up to float64 rounding of the
+// sums, with no rank gathering the scores (docs/context_parallel.md, "Vertical-slash
+// under CP"):
 //   1. the last n queries of every sequence: each rank fills the rows it holds into a
 //      zero tensor, one all-reduce (sum) gives every rank all of them;
 //   2. each rank scores them against its own keys; two all-reduces (max, then the sum of

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <limits>
 
 #include "kernels/attention/single_threaded_blas.h"
@@ -262,6 +263,14 @@ VerticalSlashAttentionResult vertical_slash_attention_cpu(
       TORCH_CHECK(!head.slashes.empty() && head.slashes.front() == 0,
                   "vertical-slash attention: every head must keep offset 0 (each query itself); sequence ", s,
                   ", head ", h);
+      // Entries past the sequence are harmless (no query reaches them); negative or
+      // unsorted ones would break the block lists.
+      for (const std::vector<int64_t>* list : {&head.verticals, &head.slashes}) {
+        TORCH_CHECK(std::adjacent_find(list->begin(), list->end(), std::greater_equal<int64_t>()) == list->end() &&
+                        (list->empty() || list->front() >= 0),
+                    "vertical-slash attention: verticals and slashes must be >= 0 and strictly ascending; sequence ",
+                    s, ", head ", h);
+      }
       TORCH_CHECK(head.block_size == index[s][h - h % static_cast<size_t>(group)].block_size && head.block_size >= 1,
                   "vertical-slash attention: the query heads of a key/value head share one block_size >= 1");
     }

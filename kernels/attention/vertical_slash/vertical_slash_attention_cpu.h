@@ -4,8 +4,9 @@
 // gathers the block's kept keys (whole key blocks its slashes reach, then the verticals
 // outside them) into one tile and runs the block's queries against it with matrix
 // products, flash-attention style: the forward keeps the log-sum-exp, the backward
-// recomputes the probabilities tile by tile. Work O(T x kept keys per query block x D),
-// memory O(block x kept keys) per thread; no [L, L] matrix.
+// recomputes the probabilities tile by tile. Work O(T x kept keys per query block x D);
+// memory: scratch for one tile of the longest possible key list (block x L scores,
+// L x D keys) per (sequence, key/value head) task; no [L, L] matrix.
 //
 // Shapes: q [T, Hq, D], k, v [T, Hkv, D] packed by `sequences`, float32 or float64 (the
 // products and sums in that type), Hq % Hkv == 0; index [sequence][query head], every
