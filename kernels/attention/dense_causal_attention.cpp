@@ -77,14 +77,25 @@ at::Tensor DenseCausalAttention::forward_cached(const at::Tensor& q, const at::T
   dense_attention_check_inputs(q, k, v, scale, /*cached=*/true);
   const int64_t n = q.size(0);
   const int64_t cached = k.size(0);
-  // Query i (absolute position cached - n + i) may read keys 0 .. cached - n + i.
+  const bool grouped = q.size(1) != k.size(1);
+  // A whole prompt (n = L) is plain causal attention and a single new token reads every
+  // key: both run SDPA's fused kernel without a mask, so a 128K-token prefill holds no
+  // [n, L] matrix.
+  if (n == cached || n == 1) {
+    const at::Tensor out = at::scaled_dot_product_attention(
+        to_batch_heads_first(q), to_batch_heads_first(k), to_batch_heads_first(v), /*attn_mask=*/{},
+        /*dropout_p=*/0.0, /*is_causal=*/n > 1, scale, grouped);
+    return out.squeeze(0).transpose(0, 1).contiguous();  // [n, Hq, D]
+  }
+  // A chunk after a cached prefix: query i (absolute position cached - n + i) may read
+  // keys 0 .. cached - n + i (SDPA's is_causal aligns the other corner).
   const auto index_options = at::TensorOptions().dtype(at::kLong).device(q.device());
   const at::Tensor query_pos = at::arange(cached - n, cached, index_options).unsqueeze(1);  // [n, 1]
   const at::Tensor key_pos = at::arange(0, cached, index_options).unsqueeze(0);             // [1, L]
   const at::Tensor allowed = key_pos.le(query_pos);                                         // [n, L]
   const at::Tensor out = at::scaled_dot_product_attention(
       to_batch_heads_first(q), to_batch_heads_first(k), to_batch_heads_first(v), allowed,
-      /*dropout_p=*/0.0, /*is_causal=*/false, scale, /*enable_gqa=*/q.size(1) != k.size(1));
+      /*dropout_p=*/0.0, /*is_causal=*/false, scale, grouped);
   return out.squeeze(0).transpose(0, 1).contiguous();  // [n, Hq, D]
 }
 

@@ -43,7 +43,7 @@ std::vector<int64_t> qwen2_generate_greedy(Qwen2ForCausalLM& model, const std::v
   const bool penalize = options.repetition_penalty != 1.0;
   std::vector<int64_t> generated;
   for (int64_t step = 0; step < options.max_new_tokens; ++step) {
-    at::Tensor last = model->forward_cached(input, cache)[-1];  // [V] float32
+    at::Tensor last = model->forward_cached(input, cache, /*last_only=*/true)[0];  // [V] float32
     if (penalize) {
       last = last.clone();
       const at::Tensor score = last.index_select(0, seen);

@@ -101,7 +101,7 @@ at::Tensor Qwen2ForCausalLMImpl::logits_from_hidden(const at::Tensor& h) {
   return logits.to(at::kFloat);
 }
 
-at::Tensor Qwen2ForCausalLMImpl::forward_cached(const at::Tensor& tokens, Qwen2KVCache& cache) {
+at::Tensor Qwen2ForCausalLMImpl::forward_cached(const at::Tensor& tokens, Qwen2KVCache& cache, bool last_only) {
   TORCH_CHECK(tokens.dim() == 1 && tokens.scalar_type() == at::kLong && tokens.size(0) > 0,
               "Qwen2ForCausalLM::forward_cached: tokens must be non-empty [n] int64, got ",
               tokens.sizes(), " ", tokens.scalar_type());
@@ -122,7 +122,7 @@ at::Tensor Qwen2ForCausalLMImpl::forward_cached(const at::Tensor& tokens, Qwen2K
     h = layers[i]->as<Qwen2DecoderLayer>()->forward_cached(h, cos, sin, cache.keys[i],
                                                            cache.values[i], *backend_);
   }
-  return logits_from_hidden(h);
+  return logits_from_hidden(last_only ? h.narrow(0, h.size(0) - 1, 1) : h);
 }
 
 }  // namespace sb

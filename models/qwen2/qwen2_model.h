@@ -97,8 +97,9 @@ class Qwen2ForCausalLMImpl : public torch::nn::Module {
 
   // Incremental forward of ONE sequence: tokens [n] continue the cached prefix (their
   // positions are cache.length() .. + n - 1); the cache grows by n. -> logits [n, V]
-  // float32. Meant for generation under no-grad.
-  at::Tensor forward_cached(const at::Tensor& tokens, Qwen2KVCache& cache);
+  // float32, or [1, V] for the last token only with last_only (a long prompt's prefill
+  // then holds no [n, V] logits). Meant for generation under no-grad.
+  at::Tensor forward_cached(const at::Tensor& tokens, Qwen2KVCache& cache, bool last_only = false);
 
   const Qwen2Config& config() const { return config_; }
   AttentionBackend& attention_backend() { return *backend_; }

@@ -43,6 +43,11 @@ TEST(Qwen2KVCache, PrefillThenStepsMatchAFullForward) {
     const at::Tensor incremental = at::cat(pieces, 0);
     EXPECT_TRUE(at::allclose(incremental, reference, /*rtol=*/1e-4, /*atol=*/1e-5))
         << (incremental - reference).abs().max().item<double>();
+    // last_only: the whole prompt at once, only its last token's logits.
+    Qwen2KVCache fresh;
+    const at::Tensor last = model->forward_cached(at::tensor(ids, at::kLong), fresh, /*last_only=*/true);
+    ASSERT_EQ(last.size(0), 1);
+    EXPECT_TRUE(at::allclose(last[0], reference[-1], /*rtol=*/1e-4, /*atol=*/1e-5));
   }
 }
 

@@ -61,13 +61,13 @@ def make_tokenizer(folder):
     return transformers.AutoTokenizer.from_pretrained(folder)
 
 
-def make_model(folder, tok):
+def make_model(folder, tok, max_position_embeddings=1024, rope_scaling=None):
     torch.manual_seed(0)
     config = transformers.Qwen2Config(
         vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, head_dim=8, max_position_embeddings=1024, rope_theta=10000.0,
+        num_key_value_heads=2, head_dim=8, max_position_embeddings=max_position_embeddings, rope_theta=10000.0,
         rms_norm_eps=1e-6, tie_word_embeddings=True, eos_token_id=tok.convert_tokens_to_ids("<|im_end|>"),
-        bos_token_id=None, pad_token_id=tok.pad_token_id)
+        bos_token_id=None, pad_token_id=tok.pad_token_id, rope_scaling=rope_scaling)
     model = transformers.Qwen2ForCausalLM(config).eval()
     with torch.no_grad():
         for name, p in model.named_parameters():
