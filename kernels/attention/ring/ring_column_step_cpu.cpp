@@ -18,8 +18,19 @@ RingVerticalSlashPattern RingVerticalSlashPattern::build(const std::vector<std::
               "vertical-slash ring pattern: one index per sequence expected");
   std::vector<std::vector<int32_t>> reached(static_cast<size_t>(heads * blocks));
   RingVerticalSlashPattern pattern;
-  pattern.columns.blocks = blocks;
-  pattern.columns.tokens.resize(static_cast<size_t>(heads * blocks));
+  RingColumnLists& columns = pattern.columns;
+  columns.heads = heads;
+  columns.block_size = layout.block_size;
+  columns.verticals.resize(static_cast<size_t>(layout.num_sequences() * heads));
+  columns.block_sequence.resize(static_cast<size_t>(blocks));
+  columns.block_last.resize(static_cast<size_t>(blocks));
+  columns.sequence_offset.assign(static_cast<size_t>(layout.num_sequences()), 0);
+  columns.sequence_first_block.assign(layout.sequence_first_block.begin(), layout.sequence_first_block.end() - 1);
+  for (int64_t b = 0; b < blocks; ++b) {
+    const MobaBlock& block = layout.blocks[static_cast<size_t>(b)];
+    columns.block_sequence[static_cast<size_t>(b)] = block.sequence;
+    columns.block_last[static_cast<size_t>(b)] = block.key_start + block.key_len - 1;
+  }
   for (int64_t s = 0; s < layout.num_sequences(); ++s) {
     const int64_t first = layout.sequence_first_block[static_cast<size_t>(s)];
     const int64_t count = layout.blocks_in_sequence(s);
@@ -27,6 +38,7 @@ RingVerticalSlashPattern RingVerticalSlashPattern::build(const std::vector<std::
     const MobaBlock& last_block = layout.blocks[static_cast<size_t>(first + count - 1)];
     const int64_t offset = layout.blocks[static_cast<size_t>(first)].key_start;
     const int64_t length = last_block.index_in_sequence * layout.block_size + last_block.key_len;
+    columns.sequence_offset[static_cast<size_t>(s)] = offset;
     TORCH_CHECK(static_cast<int64_t>(index[static_cast<size_t>(s)].size()) == heads,
                 "vertical-slash ring pattern: one index per query head expected");
     for (int64_t h = 0; h < heads; ++h) {
@@ -39,12 +51,11 @@ RingVerticalSlashPattern RingVerticalSlashPattern::build(const std::vector<std::
         for (int64_t c = 0; c <= m; ++c) {
           if (slash_blocks[static_cast<size_t>(c)]) selected.push_back(static_cast<int32_t>(first + c));
         }
-        const int64_t last = std::min((m + 1) * layout.block_size, length) - 1;
-        std::vector<int64_t>& columns = pattern.columns.tokens[static_cast<size_t>(h * blocks + first + m)];
-        for (const int64_t j : head.verticals) {
-          if (j > last) break;
-          if (!slash_blocks[static_cast<size_t>(j / layout.block_size)]) columns.push_back(offset + j);
-        }
+      }
+      std::vector<int64_t>& verticals = columns.verticals[static_cast<size_t>(s * heads + h)];
+      for (const int64_t j : head.verticals) {
+        if (j >= length) break;
+        verticals.push_back(offset + j);
       }
     }
   }
@@ -58,7 +69,34 @@ RingVerticalSlashPattern RingVerticalSlashPattern::build(const std::vector<std::
     std::copy(reached[row].begin(), reached[row].end(), selected_data + static_cast<int64_t>(row) * capacity);
     count_data[row] = static_cast<int32_t>(reached[row].size());
   }
+  columns.selected = pattern.blocks.selected;
+  columns.count = pattern.blocks.count;
   return pattern;
+}
+
+void RingColumnLists::of(int64_t head, int64_t block, std::vector<int64_t>& out) const {
+  out.clear();
+  const int64_t s = block_sequence[static_cast<size_t>(block)], blocks = count.size(1);
+  const int32_t* first = selected.const_data_ptr<int32_t>() + (head * blocks + block) * selected.size(2);
+  const int32_t* last = first + count.const_data_ptr<int32_t>()[head * blocks + block];
+  for (const int64_t token : verticals[static_cast<size_t>(s * heads + head)]) {
+    if (token > block_last[static_cast<size_t>(block)]) break;
+    const auto key_block = static_cast<int32_t>(sequence_first_block[static_cast<size_t>(s)] +
+                                                (token - sequence_offset[static_cast<size_t>(s)]) / block_size);
+    if (!std::binary_search(first, last, key_block)) out.push_back(token);
+  }
+}
+
+int64_t RingColumnLists::total() const {
+  int64_t n = 0;
+  std::vector<int64_t> list;
+  for (int64_t h = 0; h < heads; ++h) {
+    for (int64_t b = 0; b < static_cast<int64_t>(block_sequence.size()); ++b) {
+      of(h, b, list);
+      n += static_cast<int64_t>(list.size());
+    }
+  }
+  return n;
 }
 
 namespace {
@@ -103,9 +141,11 @@ int64_t for_each_column_tile(const at::Tensor& q, const at::Tensor& k, const Rin
                              const RingShardTiles& keys, const RingColumnLists& columns, double scale, Body body) {
   const int64_t heads = q.size(1), group = q.size(1) / k.size(1);
   int64_t pairs = 0;
+  std::vector<int64_t> tokens;
   for (const RingTile& tile : queries.tiles) {
     for (int64_t h = 0; h < heads; ++h) {
-      const TileColumns cols = tile_columns(tile, columns.of(h, tile.block), keys);
+      columns.of(h, tile.block, tokens);
+      const TileColumns cols = tile_columns(tile, tokens, keys);
       if (cols.pairs == 0) continue;
       const at::Tensor key_rows = k.select(1, h / group).index_select(0, cols.rows);  // [nc, D]
       const at::Tensor scores = at::matmul(q.narrow(0, tile.local_start, tile.length).select(1, h), key_rows.t())

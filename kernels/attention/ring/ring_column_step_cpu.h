@@ -1,9 +1,10 @@
 #pragma once
 // Vertical-slash under context parallelism: the pattern split into what the ring's block
 // step runs and what it cannot. Slash blocks are whole key blocks of the attention-block
-// grid, so they form a RingBlockPattern; kept columns outside them are single keys,
-// listed per (query head, query block) and computed here as a second partial result of
-// each ring step, merged like the first (docs/context_parallel.md, "Vertical-slash").
+// grid, so they form a RingBlockPattern; kept columns outside them are single keys, found
+// per (query head, query block) from each head's verticals and computed here as a second
+// partial result of each ring step, merged like the first (docs/context_parallel.md,
+// "Vertical-slash under CP").
 //
 // Shapes as ring_step_cpu.h: q [Tq, Hq, D] (the rank's queries), k, v [Tk, Hkv, D] (the
 // visiting shard), contiguous, float32 or float64.
@@ -18,15 +19,23 @@
 
 namespace sb {
 
-// The kept columns outside the slash blocks: per (query head, global query block) the
-// global token indices, ascending, none past the block's last query.
+// The kept columns outside the slash blocks. Each (sequence, query head)'s verticals are
+// kept once; query block b's columns are those of its sequence at or before its last
+// query whose key block is not one of b's slash blocks (so memory is O(S x Hq x
+// verticals), not a list per query block).
 struct RingColumnLists {
-  int64_t blocks = 0;
-  std::vector<std::vector<int64_t>> tokens;  // [Hq x NB]
+  int64_t heads = 0, block_size = 1;
+  std::vector<std::vector<int64_t>> verticals;  // [S x Hq]: global token indices, ascending
+  std::vector<int64_t> block_sequence;          // [NB]
+  std::vector<int64_t> block_last;              // [NB]: global index of the block's last token
+  std::vector<int64_t> sequence_offset;         // [S]: global index of the sequence's first token
+  std::vector<int64_t> sequence_first_block;    // [S]
+  at::Tensor selected, count;                   // the slash blocks: RingVerticalSlashPattern::blocks
 
-  const std::vector<int64_t>& of(int64_t head, int64_t block) const {
-    return tokens[static_cast<size_t>(head * blocks + block)];
-  }
+  // Query block `block`'s columns for `head`, global indices ascending, into `out`.
+  void of(int64_t head, int64_t block, std::vector<int64_t>& out) const;
+  // Columns over every (head, query block): the column steps' share of the pattern.
+  int64_t total() const;
 };
 
 struct RingVerticalSlashPattern {
