@@ -420,19 +420,21 @@ TEST(VerticalSlashBackend, RecordsCoverageAndKeptKeysPerLayer) {
   }
   EXPECT_EQ(direct.kept_pairs, direct.kept_pairs_per_sequence[0] + direct.kept_pairs_per_sequence[1]);
   EXPECT_TRUE(backend.take_layer_stats().empty());
-  // Generation: the prefill of one whole sequence is the pattern on it; a decoding step
-  // attends densely to the cache.
+  // Generation: the prefill of one whole sequence is the pattern on it (the float64
+  // reference of its own index); a decoding step attends densely to the cache (softmax
+  // of the new query's scores over every cached key, written out).
   const at::Tensor prompt_q = q.narrow(0, 0, 40), prompt_k = k.narrow(0, 0, 40), prompt_v = v.narrow(0, 0, 40);
   const PackedSequences prompt = PackedSequences::from_lengths({40});
+  const auto prompt_index = vertical_slash_index(prompt_q, prompt_k, prompt, params, 0.4);
+  EXPECT_LT(vertical_slash_kept_pairs(prompt_index[0][0], 40), 40 * 41 / 2) << "the prompt's pattern is sparse";
   EXPECT_LT(max_diff(backend.forward_cached(prompt_q, prompt_k, prompt_v, 0.4),
-                     vertical_slash_attention_cpu(prompt_q, prompt_k, prompt_v, prompt,
-                                                  vertical_slash_index(prompt_q, prompt_k, prompt, params, 0.4), 0.4)
-                         .out),
-            1e-15);
-  DenseCausalAttention dense;
-  EXPECT_LT(max_diff(backend.forward_cached(q.narrow(0, 39, 1), prompt_k, prompt_v, 0.4),
-                     dense.forward_cached(q.narrow(0, 39, 1), prompt_k, prompt_v, 0.4)),
-            1e-15);
+                     vertical_slash_reference(prompt_q, prompt_k, prompt_v, prompt, prompt_index, 0.4).out),
+            1e-12);
+  const at::Tensor step_q = q.narrow(0, 40, 1);  // [1, 2, 8]: a new token after 40 cached ones
+  const at::Tensor cache_k = k.narrow(0, 0, 41), cache_v = v.narrow(0, 0, 41);
+  const at::Tensor expected =
+      at::softmax(at::matmul(step_q.select(0, 0), cache_k.select(1, 0).t()) * 0.4, 1).matmul(cache_v.select(1, 0));
+  EXPECT_LT(max_diff(backend.forward_cached(step_q, cache_k, cache_v, 0.4).select(0, 0), expected), 1e-12);
   EXPECT_TRUE(backend.take_layer_stats().empty());
   params.local_window = 0;
   EXPECT_THROW(VerticalSlashAttention{params}, std::invalid_argument);

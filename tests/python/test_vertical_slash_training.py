@@ -82,6 +82,26 @@ def test_every_key_kept_trains_as_dense_and_a_sparse_pattern_trains(tmp_path):
     assert attention["block_size"] == 4
 
 
+def test_context_parallel_run_equals_the_one_rank_run(tmp_path):
+    # The same sparse pattern on CP 2 (striped): every rank builds the one-rank index, so
+    # the loss, the layers' kept keys per query (counted from the shared index) and their
+    # coverage equal the one-rank run's (where the kernel counted them).
+    method = {"name": "sparse", "attention": dict(SPARSE, budget="top_k", vertical_count=4, slash_count=2)}
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    one = run(tmp_path / "one", manifest([method]))
+    assert one.returncode == 0, one.stdout + one.stderr
+    two = run(tmp_path / "two", manifest([method], parallelism={"cp": 2, "cp_stripe_tokens": 16}))
+    assert two.returncode == 0, two.stdout + two.stderr
+    single, ring = records(tmp_path / "one", "sparse"), records(tmp_path / "two", "sparse")
+    assert [r["loss"] for r in ring] == pytest.approx([r["loss"] for r in single], rel=1e-5)
+    for a, b in zip(single, ring):
+        assert b["layer_budgets"] == a["layer_budgets"]
+        # q and k come from float32 products over each rank's own tokens: rounding apart.
+        assert b["coverage"] == pytest.approx(a["coverage"], abs=1e-6)
+        assert all(0.0 < c < 1.0 for c in b["coverage"])
+
+
 @pytest.mark.parametrize("change, path", [
     ({"methods": [{"name": "v", "attention": SPARSE, "batching": "sab", "profile": "p.json"}]}, "$.methods[0].batching"),
     ({"methods": [{"name": "v", "attention": dict(SPARSE, p=1.5)}]}, "$.methods[0].attention.p"),

@@ -5,6 +5,7 @@
 
 #include "kernels/attention/moba/moba_attention_backend.h"
 #include "kernels/attention/vertical_slash/vertical_slash_backend.h"
+#include "kernels/attention/vertical_slash/vertical_slash_blocks.h"
 
 namespace sb {
 
@@ -71,7 +72,14 @@ at::Tensor RingAttentionBackend::forward(const at::Tensor& q, const at::Tensor& 
   drain_events();
   if (spec.moba) stats_[layer] = moba_layer_stats(layer, std::move(result.routing));
   if (spec.vertical_slash) {
-    stats_[layer] = vertical_slash_layer_stats(layer, result.vertical_slash_index, sharding_->sequences());
+    const PackedSequences& sequences = sharding_->sequences();
+    std::vector<int64_t> pairs(result.vertical_slash_index.size(), 0);
+    for (size_t s = 0; s < pairs.size(); ++s) {
+      const int64_t length = sequences.length(static_cast<int64_t>(s));
+      if (length == 0) continue;
+      for (const VerticalSlashHeadIndex& head : result.vertical_slash_index[s]) pairs[s] += vertical_slash_kept_pairs(head, length);
+    }
+    stats_[layer] = vertical_slash_layer_stats(layer, result.vertical_slash_index, sequences, pairs);
   }
   return result.out;
 }

@@ -5,14 +5,15 @@
 
 #include "kernels/attention/dense_causal_attention.h"
 #include "kernels/attention/vertical_slash/vertical_slash_attention_cpu.h"
-#include "kernels/attention/vertical_slash/vertical_slash_blocks.h"
 
 namespace sb {
 
 VerticalSlashAttention::VerticalSlashAttention(VerticalSlashParams params) : params_(params) { params_.validate(); }
 
 AttentionLayerStats vertical_slash_layer_stats(int64_t layer, const std::vector<std::vector<VerticalSlashHeadIndex>>& index,
-                                               const PackedSequences& sequences) {
+                                               const PackedSequences& sequences,
+                                               const std::vector<int64_t>& kept_pairs_per_sequence) {
+  TORCH_CHECK(kept_pairs_per_sequence.size() == index.size(), "vertical-slash stats: one pair count per sequence expected");
   AttentionLayerStats stats;
   stats.layer = layer;
   double coverage_sum = 0;
@@ -20,11 +21,8 @@ AttentionLayerStats vertical_slash_layer_stats(int64_t layer, const std::vector<
   for (size_t s = 0; s < index.size(); ++s) {
     const int64_t length = sequences.length(static_cast<int64_t>(s));
     double sequence_coverage = 0;
-    int64_t pairs = 0;
-    for (const VerticalSlashHeadIndex& head : index[s]) {
-      sequence_coverage += head.coverage;
-      if (length > 0) pairs += vertical_slash_kept_pairs(head, length);
-    }
+    for (const VerticalSlashHeadIndex& head : index[s]) sequence_coverage += head.coverage;
+    const int64_t pairs = kept_pairs_per_sequence[s];
     const auto heads = static_cast<double>(std::max<size_t>(1, index[s].size()));
     stats.coverage.push_back(sequence_coverage / heads);
     coverage_sum += sequence_coverage;
@@ -40,7 +38,7 @@ at::Tensor VerticalSlashAttention::forward(const at::Tensor& q, const at::Tensor
                                            const PackedSequences& sequences, double scale, int64_t layer) {
   const auto index = vertical_slash_index(q, k, sequences, params_, scale);
   VerticalSlashAttentionResult result = vertical_slash_attention_cpu(q, k, v, sequences, index, scale);
-  stats_[layer] = vertical_slash_layer_stats(layer, index, sequences);
+  stats_[layer] = vertical_slash_layer_stats(layer, index, sequences, result.kept_pairs_per_sequence);
   return result.out;
 }
 

@@ -13,12 +13,15 @@
 
 namespace sb {
 
-// A layer's statistics from its index: coverage per sequence (the mean over its query
+// A layer's statistics from its index and the (query, key) pairs its mask kept per
+// sequence (summed over query heads): coverage per sequence (the mean over its query
 // heads) and over the call (the mean over every head); top_k per sequence the kept keys
-// per query (the mask's entries over length x query heads, rounded). The context-parallel
-// ring reports the same from the index every rank shares.
+// per query (pairs over length x query heads, rounded). The one-rank backend passes the
+// kernel's pair counts; the context-parallel ring counts them from the index every rank
+// shares (each rank computes only its own queries' pairs).
 AttentionLayerStats vertical_slash_layer_stats(int64_t layer, const std::vector<std::vector<VerticalSlashHeadIndex>>& index,
-                                               const PackedSequences& sequences);
+                                               const PackedSequences& sequences,
+                                               const std::vector<int64_t>& kept_pairs_per_sequence);
 
 class VerticalSlashAttention : public AttentionBackend {
  public:
