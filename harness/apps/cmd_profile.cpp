@@ -24,7 +24,8 @@ namespace {
 struct ProfileFlags {
   std::string model;
   std::string attention = "moba";
-  int64_t block = 256;
+  int64_t block = 0;         // 0: the pattern's default
+  int64_t last_queries = 0;  // vertical_slash; 0: its default
   std::string device = "cpu";
   std::string precision = "fp32";
   bool activation_checkpointing = false;
@@ -186,8 +187,9 @@ Command register_profile(CLI::App& app) {
       "--seq-lens 64,128,256,512 --budgets 1,2,4,8 --out profile.json");
   sub->add_option("--model", f->model,
                   "Model preset, or a Hugging Face Qwen2 folder with config.json (one decoder layer is timed)");
-  sub->add_option("--attention", f->attention, "moba | dense")->capture_default_str();
-  sub->add_option("--block", f->block, "MoBA block size")->capture_default_str();
+  sub->add_option("--attention", f->attention, "moba | vertical_slash | dense")->capture_default_str();
+  sub->add_option("--block", f->block, "Block size (MoBA: key blocks, default 256; vertical_slash: slash blocks, default 64)");
+  sub->add_option("--last-queries", f->last_queries, "vertical_slash: the last queries its index reads (default 64)");
   sub->add_option("--device", f->device, "cpu | cuda")->capture_default_str();
   sub->add_option("--precision", f->precision, "fp32 | bf16-mixed")->capture_default_str();
   sub->add_flag("--activation-checkpointing", f->activation_checkpointing,
@@ -218,16 +220,28 @@ Command register_profile(CLI::App& app) {
     std::tie(request.model, request.config) = model_of(f->model);
     request.training = training_of(*f);
     try {
-      request.attention = AttentionOptions{attention_kind_options().from_name(f->attention), f->block, 32};
+      request.attention.kind = attention_kind_options().from_name(f->attention);
     } catch (const std::invalid_argument& e) {
       throw ConfigError("--attention", "", e.what(), "use one of the known names");
     }
+    if (f->block < 0) throw ConfigError("--block", "", "must be >= 1", "e.g. 256 (MoBA) or 64 (vertical_slash)");
     if (request.attention.is_vertical_slash()) {
-      throw ConfigError("--attention", "", "vertical_slash has no latency profile yet (docs/vertical_slash.md)",
-                        "profile moba or dense");
+      VerticalSlashParams& params = request.attention.vertical_slash;
+      if (f->block > 0) params.block_size = f->block;
+      if (f->last_queries > 0) params.last_queries = f->last_queries;
+    } else {
+      if (f->block > 0) request.attention.block_size = f->block;
+      if (f->last_queries > 0) throw ConfigError("--last-queries", "", "applies to vertical_slash only", "leave it out");
     }
     request.device = f->device;
     request.seq_lens = parse_int_list(f->seq_lens, "--seq-lens");
+    if (request.attention.is_vertical_slash()) {
+      if (f->budgets.empty()) {
+        throw ConfigError("--budgets", "", "is required for vertical_slash (kept keys per query)",
+                          "e.g. --budgets 128,256,512,1024");
+      }
+      request.budgets = parse_int_list(f->budgets, "--budgets");
+    }
     if (request.attention.is_moba()) {
       if (f->budgets.empty()) throw ConfigError("--budgets", "", "is required for MoBA", "e.g. --budgets 1,2,4,8");
       request.budgets = parse_int_list(f->budgets, "--budgets");

@@ -6,14 +6,23 @@
 #include "harness/balance/dst_budget.h"
 
 namespace sb {
+namespace {
+
+// On vertical-slash's axis the estimators start from expected_keys, a guess rather than a
+// budget that ran: a bucket's first report replaces it (budget_estimator.h).
+bool guessed_prior(const BatchPlannerOptions& options) { return options.budget.axis == BudgetAxis::kKeptKeys; }
+
+}  // namespace
 
 BatchPlanner::BatchPlanner(const BatchPlannerOptions& options,
                            std::shared_ptr<const LatencyPredictor> predictor)
     : options_(options),
       predictor_(std::move(predictor)),
-      estimator_(BudgetEstimatorOptions{options.sab_ema_alpha, options.budget.top_k}),
-      floor_estimator_(BudgetEstimatorOptions{
-          options.sab_ema_alpha, DstBudget::floor_prior(options.budget.top_k, options.budget.dst.p)}) {
+      estimator_(BudgetEstimatorOptions{options.sab_ema_alpha, options.budget.top_k, guessed_prior(options)}),
+      floor_estimator_(BudgetEstimatorOptions{options.sab_ema_alpha,
+                                              DstBudget::floor_prior(options.budget.top_k, options.budget.dst.p),
+                                              guessed_prior(options)}),
+      reference_estimator_(BudgetEstimatorOptions{options.sab_ema_alpha, options.budget.top_k, true}) {
   if (options_.latency_calibration_alpha > 0 && predictor_) {
     calibration_.emplace(options_.latency_calibration_alpha);
     auto calibrated = std::make_shared<LatencyPredictor>(*predictor_);
@@ -22,7 +31,7 @@ BatchPlanner::BatchPlanner(const BatchPlannerOptions& options,
   }
   BatchingDependencies dependencies{predictor_.get(), &estimator_, options_.budget.total_layers};
   batching_ = make_batching_policy(options_.batching, dependencies);
-  budget_ = make_budget_policy(options_.budget, predictor_.get(), &floor_estimator_);
+  budget_ = make_budget_policy(options_.budget, predictor_.get(), BudgetEstimates{&floor_estimator_, &reference_estimator_});
 }
 
 GlobalBatchPlan BatchPlanner::plan(const std::vector<int64_t>& sample_lengths) {
@@ -34,21 +43,30 @@ GlobalBatchPlan BatchPlanner::plan(const std::vector<int64_t>& sample_lengths) {
 
 void BatchPlanner::observe(const GlobalBatchPlan& plan, const std::vector<int64_t>& sample_lengths,
                            const std::vector<std::vector<double>>& realized_budgets,
-                           const std::vector<std::vector<double>>& realized_floors) {
+                           const std::vector<std::vector<double>>& realized_floors,
+                           const std::vector<std::vector<double>>& realized_references) {
   if (realized_budgets.size() != plan.ranks.size()) {
     throw std::invalid_argument("BatchPlanner::observe: one budget list per DP rank needed");
   }
   if (!realized_floors.empty() && realized_floors.size() != plan.ranks.size()) {
     throw std::invalid_argument("BatchPlanner::observe: one floor list per DP rank needed");
   }
+  if (!realized_references.empty() && realized_references.size() != plan.ranks.size()) {
+    throw std::invalid_argument("BatchPlanner::observe: one reference list per DP rank needed");
+  }
   for (size_t r = 0; r < plan.ranks.size(); ++r) {
     if (realized_budgets[r].size() != plan.ranks[r].size()) {
       throw std::invalid_argument("BatchPlanner::observe: one budget per micro-batch needed");
     }
     for (size_t m = 0; m < plan.ranks[r].size(); ++m) {
+      if (!realized_references.empty() && realized_references[r].size() != plan.ranks[r].size()) {
+        throw std::invalid_argument("BatchPlanner::observe: one reference per micro-batch needed");
+      }
+      const bool reference = !realized_references.empty() && realized_references[r][m] > 0;
       int64_t longest = 0;
       for (int64_t s : plan.ranks[r][m].samples) {
         estimator_.observe(sample_lengths.at(static_cast<size_t>(s)), realized_budgets[r][m]);
+        if (reference) reference_estimator_.observe(sample_lengths.at(static_cast<size_t>(s)), realized_references[r][m]);
         longest = std::max(longest, sample_lengths.at(static_cast<size_t>(s)));
       }
       if (realized_floors.empty()) continue;
@@ -86,7 +104,9 @@ double BatchPlanner::last_anchor_ms() const {
 }
 
 nlohmann::json BatchPlanner::state() const {
-  nlohmann::json state{{"budget_estimator", estimator_.to_json()}, {"floor_estimator", floor_estimator_.to_json()}};
+  nlohmann::json state{{"budget_estimator", estimator_.to_json()},
+                       {"floor_estimator", floor_estimator_.to_json()},
+                       {"reference_estimator", reference_estimator_.to_json()}};
   if (calibration_) state["latency_calibration"] = calibration_->to_json();
   return state;
 }
@@ -98,6 +118,7 @@ void BatchPlanner::load_state(const nlohmann::json& state) {
   estimator_.load_json(state["budget_estimator"]);
   // Checkpoints written before the floor estimator existed resume from its prior.
   if (state.contains("floor_estimator")) floor_estimator_.load_json(state["floor_estimator"]);
+  if (state.contains("reference_estimator")) reference_estimator_.load_json(state["reference_estimator"]);
   // A calibration resumes when both the state and this run have one; otherwise it starts
   // from its prior (a checkpoint of a run without calibration).
   if (calibration_ && state.contains("latency_calibration")) calibration_->load_json(state["latency_calibration"]);

@@ -51,9 +51,14 @@ class BatchPlanner {
   // realized_floors (empty, or shaped as realized_budgets): the mean over layers of DST's
   // coverage-floor budget of each micro-batch, <= 0 where no floor was computed. Each
   // positive one updates DST's floor estimator at the micro-batch's longest sequence.
+  // realized_references (empty, or shaped as realized_budgets): the mean over layers of
+  // the budget the pattern's own rule chose (vertical-slash's kept keys per query under
+  // its top-p / top-k rule), <= 0 where none was reported. Each positive one updates the
+  // reference estimator at every sample of the micro-batch (budget_policy.h, kKeptKeys).
   void observe(const GlobalBatchPlan& plan, const std::vector<int64_t>& sample_lengths,
                const std::vector<std::vector<double>>& realized_budgets,
-               const std::vector<std::vector<double>>& realized_floors = {});
+               const std::vector<std::vector<double>>& realized_floors = {},
+               const std::vector<std::vector<double>>& realized_references = {});
 
   // After the iteration ran: measured_ms[r][m] is the measured latency of micro-batch m of
   // rank r (shaped as the plan; <= 0 where none). Updates the calibration, if on, from the
@@ -76,6 +81,7 @@ class BatchPlanner {
   std::shared_ptr<const LatencyPredictor> predictor_;
   BudgetEstimator estimator_;
   BudgetEstimator floor_estimator_;  // DST's expected coverage floor (dst_budget.h)
+  BudgetEstimator reference_estimator_;  // the pattern's own budget by length (kKeptKeys)
   std::optional<LatencyCalibration> calibration_;
   std::unique_ptr<BatchingPolicy> batching_;
   std::unique_ptr<BudgetPolicy> budget_;

@@ -24,6 +24,10 @@ double BudgetEstimator::expected_budget(int64_t length) const {
 void BudgetEstimator::observe(int64_t length, double budget) {
   const int64_t bucket = bucket_of(length);
   const auto it = ema_.find(bucket);
+  if (it == ema_.end() && options_.first_observation_replaces_default) {
+    ema_[bucket] = budget;
+    return;
+  }
   const double previous = it == ema_.end() ? static_cast<double>(options_.default_budget) : it->second;
   ema_[bucket] = (1.0 - options_.ema_alpha) * previous + options_.ema_alpha * budget;
 }

@@ -7,7 +7,10 @@
 //   - after each iteration every trained sample updates its bucket:
 //       e <- (1 - alpha) * e + alpha * k, k = the budget its micro-batch ran with
 //     (the mean over layers of the effective budget when the backend reported it);
-//   - alpha = ema_alpha (default 0.2).
+//   - alpha = ema_alpha (default 0.2);
+//   - with first_observation_replaces_default, a bucket's first observation is its
+//     estimate (the default was a guess, not a budget that ran: vertical-slash's
+//     expected_keys, budget_policy.h).
 // The state is part of training checkpoints (to_json / from_json).
 
 #include <nlohmann/json.hpp>
@@ -20,6 +23,7 @@ namespace sb {
 struct BudgetEstimatorOptions {
   double ema_alpha = 0.2;
   int64_t default_budget = 32;
+  bool first_observation_replaces_default = false;
 };
 
 class BudgetEstimator {

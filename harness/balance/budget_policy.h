@@ -1,6 +1,6 @@
 #pragma once
-// The budget-policy interface: after batching, decide the attention budget (MoBA top-k)
-// of every micro-batch of the global batch. Policies are chosen by name in the manifest
+// The budget-policy interface: after batching, decide the attention budget (MoBA top-k,
+// or vertical-slash kept keys per query) of every micro-batch of the global batch. Policies are chosen by name in the manifest
 // (methods[].budget): "fixed" (k0 everywhere) or "dst" (docs: sparsebalance.md 1.5).
 // Both fill PlannedMicroBatch::predicted_ms when a latency predictor is available.
 
@@ -36,17 +36,51 @@ struct DstOptions {
   DstRaiseRule raise = DstRaiseRule::kAnchor;
 };
 
+// What a budget counts (AttentionBudgetRequest::top_k), by attention pattern:
+//   kKeyBlocks  MoBA: k key blocks per query block; the fixed budget is k0 = top_k;
+//   kKeptKeys   vertical-slash: kept keys per query, the mean over a sequence's queries
+//               and query heads (docs/vertical_slash.md "Budgets"). The fixed budget is
+//               the pattern's own rule (top-p or top-k), whose kept keys differ from
+//               sequence to sequence: the plan sends no budget (0) and predicts, as DST's
+//               reference k0(m) does, at the reference estimator's value for the
+//               micro-batch's longest sequence (an EMA per length bucket of the kept keys
+//               the rule chose, reported by the layers; top_k before any report).
+enum class BudgetAxis { kKeyBlocks, kKeptKeys };
+
 // methods[].budget.
 enum class BudgetKind { kFixed, kDst };
 const OptionNames<BudgetKind>& budget_kind_options();  // "fixed" | "dst"
 
 struct BudgetOptions {
   BudgetKind kind = BudgetKind::kFixed;
-  int64_t top_k = 32;          // k0: the fixed budget, and DST's reference budget
-  int64_t block_size = 256;    // attention block size (for the blocks a sequence has)
+  BudgetAxis axis = BudgetAxis::kKeyBlocks;
+  // kKeyBlocks: k0, the fixed budget and DST's reference budget. kKeptKeys: the kept keys
+  // per query assumed for a length no layer has reported yet (the estimators' prior).
+  int64_t top_k = 32;
+  int64_t block_size = 256;    // kKeyBlocks: attention block size (for the blocks a sequence has)
   int64_t total_layers = 1;    // decoder layers over all stages
   DstOptions dst;
 };
+
+// The budget from which a sequence of `length` tokens attends to every earlier key, so
+// that a larger one changes nothing: kKeyBlocks ceil(length / block_size); kKeptKeys the
+// dense mean of kept keys per query, ceil((length + 1) / 2).
+int64_t saturating_budget(const BudgetOptions& options, int64_t length);
+
+// What the planner learns and a budget policy may read (each may be null; all must
+// outlive the policy):
+//   floor      DST's expected coverage-floor budget by length (dst_budget.h);
+//   reference  kKeptKeys: the kept keys per query the pattern's own rule chooses, by
+//              length (required by both policies on that axis).
+struct BudgetEstimates {
+  const BudgetEstimator* floor = nullptr;
+  const BudgetEstimator* reference = nullptr;
+};
+
+// Latency of a micro-batch at a fractional budget: linear interpolation between the two
+// integers around it (the estimators' values are means).
+double predicted_ms_at(const LatencyPredictor& predictor, const std::vector<int64_t>& lengths, double budget,
+                       int64_t total_layers);
 
 class BudgetPolicy {
  public:
@@ -57,10 +91,9 @@ class BudgetPolicy {
 };
 
 // predictor may be null for "fixed" (predicted_ms then stays unknown); "dst" needs one
-// (std::invalid_argument otherwise). floor_estimate (optional, "dst" only): the expected
-// coverage-floor budget by length (see dst_budget.h). Both must outlive the policy.
+// (std::invalid_argument otherwise), and the kKeptKeys axis needs estimates.reference.
 std::unique_ptr<BudgetPolicy> make_budget_policy(const BudgetOptions& options,
                                                  const LatencyPredictor* predictor,
-                                                 const BudgetEstimator* floor_estimate = nullptr);
+                                                 BudgetEstimates estimates = {});
 
 }  // namespace sb

@@ -13,22 +13,31 @@ int64_t DstBudget::floor_prior(int64_t k0, double p) {
   return std::max<int64_t>(1, static_cast<int64_t>(std::ceil((1.0 - p) * static_cast<double>(k0) - 1e-9)));
 }
 
-DstBudget::DstBudget(const BudgetOptions& options, const LatencyPredictor& predictor,
-                     const BudgetEstimator* floor_estimate)
-    : options_(options), predictor_(predictor), floor_estimate_(floor_estimate) {
+DstBudget::DstBudget(const BudgetOptions& options, const LatencyPredictor& predictor, BudgetEstimates estimates)
+    : options_(options), predictor_(predictor), estimates_(estimates) {
   const DstOptions& d = options_.dst;
   if (d.k_min < 1 || d.k_min > d.k_max) throw std::invalid_argument("dst: need 1 <= k_min <= k_max");
-  if (options_.top_k < d.k_min || options_.top_k > d.k_max) {
+  if (options_.axis == BudgetAxis::kKeyBlocks && (options_.top_k < d.k_min || options_.top_k > d.k_max)) {
     throw std::invalid_argument("dst: the default budget top_k = " + std::to_string(options_.top_k) +
                                 " must lie in [k_min, k_max] = [" + std::to_string(d.k_min) + ", " +
                                 std::to_string(d.k_max) + "]");
+  }
+  if (options_.axis == BudgetAxis::kKeptKeys && estimates_.reference == nullptr) {
+    throw std::invalid_argument("dst: kept-keys budgets need the reference estimator");
   }
   if (!(d.p >= 0 && d.p <= 1)) throw std::invalid_argument("dst: p must be in [0, 1]");
   if (options_.block_size < 1) throw std::invalid_argument("dst: block_size must be >= 1");
 }
 
+int64_t DstBudget::reference_budget(int64_t longest) const {
+  if (options_.axis == BudgetAxis::kKeyBlocks) return options_.top_k;
+  // The prior may lie above what the sequence can keep at all: nothing changes above K(m).
+  const int64_t expected =
+      std::min<int64_t>(std::llround(estimates_.reference->expected_budget(longest)), saturating_budget(options_, longest));
+  return std::clamp<int64_t>(expected, options_.dst.k_min, options_.dst.k_max);
+}
+
 void DstBudget::assign(GlobalBatchPlan& plan, const std::vector<int64_t>& sample_lengths) {
-  const int64_t k0 = options_.top_k;
   const DstOptions& d = options_.dst;
   const int64_t layers = options_.total_layers;
 
@@ -37,6 +46,7 @@ void DstBudget::assign(GlobalBatchPlan& plan, const std::vector<int64_t>& sample
   std::vector<size_t> rank_of;  // the DP rank of all[m]
   std::vector<std::vector<int64_t>> lengths;
   std::vector<int64_t> longest;  // tokens of each micro-batch's longest sequence
+  std::vector<int64_t> reference;  // k0(m)
   std::vector<double> at_k0;
   for (size_t r = 0; r < plan.ranks.size(); ++r) {
     for (PlannedMicroBatch& mb : plan.ranks[r]) {
@@ -44,7 +54,8 @@ void DstBudget::assign(GlobalBatchPlan& plan, const std::vector<int64_t>& sample
       rank_of.push_back(r);
       lengths.push_back(microbatch_lengths(mb, sample_lengths));
       longest.push_back(*std::max_element(lengths.back().begin(), lengths.back().end()));
-      at_k0.push_back(predictor_.microbatch_ms(lengths.back(), k0, layers));
+      reference.push_back(reference_budget(longest.back()));
+      at_k0.push_back(predictor_.microbatch_ms(lengths.back(), reference.back(), layers));
     }
   }
   if (all.empty()) return;
@@ -67,13 +78,9 @@ void DstBudget::assign(GlobalBatchPlan& plan, const std::vector<int64_t>& sample
   // The plan's prediction of micro-batch m at budget k: at the floor the layers are
   // expected to apply when that is above k (see dst_budget.h).
   const auto predicted = [&](size_t m, int64_t k) {
-    if (floor_estimate_ != nullptr) {
-      const double expected_floor = floor_estimate_->expected_budget(longest[m]);
-      if (expected_floor > static_cast<double>(k)) {
-        const auto below = static_cast<int64_t>(std::floor(expected_floor));
-        const double above_share = expected_floor - static_cast<double>(below);
-        return (1.0 - above_share) * cost(m, below) + (above_share > 0 ? above_share * cost(m, below + 1) : 0.0);
-      }
+    if (estimates_.floor != nullptr) {
+      const double expected_floor = estimates_.floor->expected_budget(longest[m]);
+      if (expected_floor > static_cast<double>(k)) return predicted_ms_at(predictor_, lengths[m], expected_floor, layers);
     }
     return cost(m, k);
   };
@@ -82,6 +89,7 @@ void DstBudget::assign(GlobalBatchPlan& plan, const std::vector<int64_t>& sample
   // below; 0 for the others (bottlenecks keep their budget).
   std::vector<int64_t> raise_to(all.size(), 0);
   for (size_t m = 0; m < all.size(); ++m) {
+    const int64_t k0 = reference[m];
     int64_t k = k0;
     if (at_k0[m] > anchor) {
       k = d.k_min;  // best effort when even k_min is predicted above the anchor
@@ -101,8 +109,7 @@ void DstBudget::assign(GlobalBatchPlan& plan, const std::vector<int64_t>& sample
         }
       }
     } else if (at_k0[m] < anchor && d.raise != DstRaiseRule::kNone) {
-      const int64_t blocks = (longest[m] + options_.block_size - 1) / options_.block_size;
-      const int64_t ceiling = std::min(d.k_max, std::max(k0, blocks));
+      const int64_t ceiling = std::min(d.k_max, std::max(k0, saturating_budget(options_, longest[m])));
       for (int64_t candidate = ceiling; candidate > k0; --candidate) {
         if (cost(m, candidate) <= anchor) {
           if (d.raise == DstRaiseRule::kAnchor) {

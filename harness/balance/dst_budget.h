@@ -4,8 +4,15 @@
 //   T(m, k)  predicted latency of micro-batch m at budget k, summed over all stages;
 //   A        the anchor: mean, min or max of T(m, k0) over every micro-batch of the
 //            global batch (all DP ranks: they synchronize at the gradient all-reduce);
-//   K(m)     blocks of m's longest sequence, ceil(max length / block size): budgets
-//            above it change nothing;
+//   k0       the reference budget: top_k on MoBA's axis; on vertical-slash's (kept keys
+//            per query, budget_policy.h) k0(m), the reference estimator's kept keys of
+//            the pattern's own rule for m's longest sequence, rounded, at most K(m) below
+//            and clamped to [k_min, k_max]: that rule keeps a different number of keys in every
+//            sequence, so the anchor is taken over each micro-batch's own k0(m), and k0
+//            below reads k0(m);
+//   K(m)     saturating_budget of m's longest sequence (MoBA: its blocks, ceil(max
+//            length / block size); vertical-slash: its dense mean, ceil((max length + 1)
+//            / 2)): budgets above it change nothing;
 //   bottleneck (T(m, k0) > A), rule "smallest" (the docs' rule as written, default):
 //            k_m = the smallest k in [k_min, k0] with T(m, k) <= A, or k_min when none
 //            is (best effort: the floor below then decides). T grows with k, so this is
@@ -42,7 +49,9 @@
 //            Fractional budgets are predicted by linear interpolation between the two
 //            integers around them. The estimate changes predicted_ms only, never the
 //            budget the layers receive.
-// Budgets are integers; k0 must lie in [k_min, k_max].
+// Budgets are integers; on MoBA's axis k0 must lie in [k_min, k_max]. On vertical-slash's
+// the layer's floor is its own (docs/vertical_slash.md "Budgets"): per query head, the
+// smallest level keeping (1 - p) of that head's coverage under the pattern's rule.
 
 #include "harness/balance/budget_policy.h"
 
@@ -50,8 +59,7 @@ namespace sb {
 
 class DstBudget : public BudgetPolicy {
  public:
-  DstBudget(const BudgetOptions& options, const LatencyPredictor& predictor,
-            const BudgetEstimator* floor_estimate = nullptr);
+  DstBudget(const BudgetOptions& options, const LatencyPredictor& predictor, BudgetEstimates estimates = {});
   std::string name() const override { return "dst"; }
   void assign(GlobalBatchPlan& plan, const std::vector<int64_t>& sample_lengths) override;
 
@@ -62,9 +70,12 @@ class DstBudget : public BudgetPolicy {
   static int64_t floor_prior(int64_t k0, double p);
 
  private:
+  // k0 of a micro-batch whose longest sequence has this many tokens (see above).
+  int64_t reference_budget(int64_t longest) const;
+
   BudgetOptions options_;
   const LatencyPredictor& predictor_;
-  const BudgetEstimator* floor_estimate_;
+  BudgetEstimates estimates_;
   double last_anchor_ms_ = -1;
 };
 

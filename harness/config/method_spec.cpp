@@ -47,6 +47,12 @@ std::string string_or(const json& j, const std::string& key, const std::string& 
   return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : fallback;
 }
 
+// The keys of a vertical_slash attention object besides "name" (docs/vertical_slash.md).
+constexpr const char* kVerticalSlashKeys[] = {"budget",        "p",           "vertical_count",
+                                              "slash_count",   "max_verticals", "max_slashes",
+                                              "sink_tokens",   "local_window",  "last_queries",
+                                              "expected_keys"};
+
 // The method's own keys over its preset, then the applicable parts of the defaults.
 json effective_method_json(const json& own, const json* defaults, const std::string& path,
                            const std::string& file) {
@@ -75,10 +81,19 @@ json effective_method_json(const json& own, const json* defaults, const std::str
   if (d.contains("attention") && d["attention"].is_object()) {
     json attention = merged.contains("attention") ? merged["attention"] : json::object();
     if (!attention.contains("name") && d["attention"].contains("name")) attention["name"] = d["attention"]["name"];
+    // A pattern's parameters apply to methods of that pattern only (a vertical-slash
+    // block size is not a MoBA block size).
+    const std::string defaults_name = string_or(d["attention"], "name", string_or(attention, "name", "dense"));
+    const auto inherit = [&](const char* key) {
+      if (defaults_name != string_or(attention, "name", "dense")) return;
+      if (d["attention"].contains(key) && !attention.contains(key)) attention[key] = d["attention"][key];
+    };
     if (string_or(attention, "name", "dense") == "moba") {
-      for (const char* key : {"block_size", "top_k"}) {
-        if (d["attention"].contains(key) && !attention.contains(key)) attention[key] = d["attention"][key];
-      }
+      for (const char* key : {"block_size", "top_k"}) inherit(key);
+    }
+    if (string_or(attention, "name", "dense") == "vertical_slash") {
+      inherit("block_size");
+      for (const char* key : kVerticalSlashKeys) inherit(key);
     }
     merged["attention"] = attention;
   }
@@ -95,11 +110,6 @@ json effective_method_json(const json& own, const json* defaults, const std::str
   }
   return merged;
 }
-
-// The keys of a vertical_slash attention object besides "name" (docs/vertical_slash.md).
-constexpr const char* kVerticalSlashKeys[] = {"budget",        "p",           "vertical_count",
-                                              "slash_count",   "max_verticals", "max_slashes",
-                                              "sink_tokens",   "local_window",  "last_queries"};
 
 void parse_vertical_slash(JsonObjectReader& r, VerticalSlashParams& v) {
   v.budget = r.optional_option("budget", v.budget, vertical_slash_budget_options());
@@ -128,20 +138,41 @@ AttentionOptions parse_attention(const json& j, const std::string& path, const s
     a.top_k = r.optional<int64_t>("top_k", a.top_k);
   }
   for (const char* key : kVerticalSlashKeys) r.reject_unless(key, vs, "name is \"vertical_slash\"");
-  if (vs) parse_vertical_slash(r, a.vertical_slash);
+  if (vs) {
+    parse_vertical_slash(r, a.vertical_slash);
+    a.expected_keys = r.optional<int64_t>("expected_keys", a.expected_keys);
+    r.expect(a.expected_keys >= 1, "expected_keys", "must be >= 1",
+             "e.g. 1024 (kept keys per query assumed before the layers report the pattern's own)");
+  }
   r.finish();
   r.expect(a.block_size >= 1, "block_size", "must be >= 1", "e.g. 256 (the paper) or 64 at CPU scale");
   r.expect(a.top_k >= 1, "top_k", "must be >= 1", "e.g. 32 (the paper) or 8 at CPU scale");
   return a;
 }
 
-DstOptions parse_dst(const json& j, const std::string& path, const std::string& file, int64_t top_k) {
+// Vertical-slash budgets (kept keys per query) have no cap of their own by default: a
+// sequence's dense mean bounds them (saturating_budget in budget_policy.h).
+constexpr int64_t kVerticalSlashDefaultKMax = int64_t{1} << 20;
+
+DstOptions parse_dst(const json& j, const std::string& path, const std::string& file, const AttentionOptions& attention) {
   JsonObjectReader r(j, path, file);
   DstOptions d;
   d.anchor = r.optional_option("anchor", d.anchor, dst_anchor_options());
   d.p = r.optional<double>("p", d.p);
   d.k_min = r.optional<int64_t>("k_min", d.k_min);
   d.k_max = r.optional<int64_t>("k_max", 0);
+  if (attention.is_vertical_slash()) {
+    // k0 differs per micro-batch there (the pattern's own kept keys): only the range's order is checked.
+    if (d.k_max == 0) d.k_max = kVerticalSlashDefaultKMax;
+    d.bottleneck = r.optional_option("bottleneck", d.bottleneck, dst_bottleneck_options());
+    d.raise = r.optional_option("raise", d.raise, dst_raise_options());
+    r.finish();
+    r.expect(d.p >= 0 && d.p <= 1, "p", "must be in [0, 1]", "the paper uses 0.1 or 0.2");
+    r.expect(d.k_min >= 1, "k_min", "must be >= 1 (kept keys per query)", "e.g. 1");
+    r.expect(d.k_max >= d.k_min, "k_max", "must be >= k_min", "raise it, or leave it out (no cap)");
+    return d;
+  }
+  const int64_t top_k = attention.top_k;
   if (d.k_max == 0) d.k_max = 2 * top_k;
   d.bottleneck = r.optional_option("bottleneck", d.bottleneck, dst_bottleneck_options());
   d.raise = r.optional_option("raise", d.raise, dst_raise_options());
@@ -177,7 +208,7 @@ MethodSection parse_method_section(const json& own, const json* defaults, const 
   r.reject_unless("sab", m.batching == BatchingKind::kSab, "batching is \"sab\"");
   if (m.budget == BudgetKind::kDst) {
     const json* dst = r.optional_value("dst");
-    m.dst = parse_dst(dst != nullptr ? *dst : json::object(), r.child_path("dst"), file, m.attention.top_k);
+    m.dst = parse_dst(dst != nullptr ? *dst : json::object(), r.child_path("dst"), file, m.attention);
   }
   if (m.batching == BatchingKind::kSab) {
     if (const json* sab = r.optional_value("sab")) {
@@ -199,13 +230,9 @@ MethodSection parse_method_section(const json& own, const json* defaults, const 
              "name a profile, or leave latency_calibration out");
   }
   r.finish();
-  r.expect(m.budget != BudgetKind::kDst || m.attention.is_moba(), "budget",
+  r.expect(m.budget != BudgetKind::kDst || m.attention.is_moba() || m.attention.is_vertical_slash(), "budget",
            "dst tunes a sparse attention budget, and attention is \"" + m.attention.name() + "\"",
-           "use attention \"moba\" or budget \"fixed\"");
-  // Not built yet for vertical-slash: a latency profile over its budget (docs/vertical_slash.md).
-  r.expect(!(m.attention.is_vertical_slash() && m.batching == BatchingKind::kSab), "batching",
-           "sab predicts latency from a profile, and vertical_slash has no latency profile yet",
-           "use batching \"sequential\" or \"lbb\" with vertical_slash");
+           "use attention \"moba\" or \"vertical_slash\", or budget \"fixed\"");
   return m;
 }
 
@@ -288,6 +315,8 @@ json method_to_json(const MethodSection& m) {
     attention["local_window"] = v.local_window;
     attention["last_queries"] = v.last_queries;
     attention["block_size"] = v.block_size;
+    // Only when set, so that results resolved before the key existed still match on a rerun.
+    if (m.attention.expected_keys != AttentionOptions{}.expected_keys) attention["expected_keys"] = m.attention.expected_keys;
   }
   json j{{"name", m.name},
           {"attention", attention},

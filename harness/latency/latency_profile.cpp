@@ -244,6 +244,12 @@ nlohmann::json latency_profile_architecture(const nlohmann::json& model) {
   return architecture;
 }
 
+nlohmann::json latency_profile_attention_json(const LatencyProfile& p) {
+  nlohmann::json attention{{"name", p.attention}, {"block_size", p.block_size}};
+  if (p.last_queries > 0) attention["last_queries"] = p.last_queries;
+  return attention;
+}
+
 nlohmann::json latency_profile_to_json(const LatencyProfile& p) {
   nlohmann::json layer_median = nlohmann::json::array(), layer_spread = nlohmann::json::array(),
                  layer_samples = nlohmann::json::array();
@@ -257,7 +263,7 @@ nlohmann::json latency_profile_to_json(const LatencyProfile& p) {
           {"version", kVersion},
           {"kind", p.kind},
           {"model", p.model},
-          {"attention", {{"name", p.attention}, {"block_size", p.block_size}}},
+          {"attention", latency_profile_attention_json(p)},
           {"device", p.device},
           {"training", latency_profile_training_to_json(p.training)},
           {"warmup", p.warmup},
@@ -294,6 +300,7 @@ LatencyProfile latency_profile_from_json(const nlohmann::json& json, const std::
     JsonObjectReader a(r.required_value("attention"), r.child_path("attention"), file);
     p.attention = a.required<std::string>("name");
     p.block_size = a.optional<int64_t>("block_size", 0);
+    p.last_queries = a.optional<int64_t>("last_queries", 0);
     a.finish();
   }
   p.device = r.optional<std::string>("device", "cpu");

@@ -24,12 +24,13 @@
 //   {"format": "sparsebalance-latency-profile", "version": 1,
 //    "kind": "measured" | "analytic",
 //    "model": {"preset": ..., "from": folder (optional), "hidden_size": ..., ...},
-//    "attention": {"name": ..., "block_size": ...},
+//    "attention": {"name": ..., "block_size": ..., "last_queries": ... (vertical-slash)},
 //    "device": "cpu" | "cuda",
 //    "training": {"precision": "fp32" | "bf16-mixed", "activation_checkpointing": bool,
 //                 "lora": null | {"rank": r, "alpha": a, "dropout": p, "target_modules": [...]}},
 //    "warmup": n, "repetitions": n,
-//    "seq_lens": [ascending], "budgets": [ascending; [0] for dense attention],
+//    "seq_lens": [ascending], "budgets": [ascending; [0] for dense attention; vertical-slash:
+//                kept keys per query (docs/vertical_slash.md "Budgets")],
 //    "layer_ms": {"median": [[len][budget]], "spread": [[...]], "samples": [[[...]]]},
 //    "rest_ms":  {"median": [len], "spread": [len], "samples": [[...]]},
 //    "head_ms":  {"median": [len], "spread": [len], "samples": [[...]]},
@@ -97,8 +98,9 @@ LatencyProfileTraining latency_profile_training_from_json(const nlohmann::json& 
 struct LatencyProfile {
   std::string kind = "measured";  // "measured" or "analytic" (computed, not timed)
   nlohmann::json model = nlohmann::json::object();
-  std::string attention;       // "moba" or "dense"
-  int64_t block_size = 0;      // MoBA block size (0 for dense)
+  std::string attention;       // "moba", "vertical_slash" or "dense"
+  int64_t block_size = 0;      // MoBA's or vertical-slash's block size (0 for dense)
+  int64_t last_queries = 0;    // vertical-slash: the queries its index reads (0 otherwise)
   std::string device = "cpu";
   LatencyProfileTraining training;  // how the timed layer was trained (see above)
   int64_t warmup = 0;
@@ -134,6 +136,8 @@ nlohmann::json latency_profile_model_json(const Qwen2Config& config);
 // timings, whether named by a preset or read from a folder.
 nlohmann::json latency_profile_architecture(const nlohmann::json& model);
 
+// The "attention" object: {"name", "block_size"} and, for vertical-slash, "last_queries".
+nlohmann::json latency_profile_attention_json(const LatencyProfile& profile);
 nlohmann::json latency_profile_to_json(const LatencyProfile& profile);
 // `file` names the source in errors (ConfigError with the JSON path).
 LatencyProfile latency_profile_from_json(const nlohmann::json& json, const std::string& file);

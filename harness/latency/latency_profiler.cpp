@@ -27,6 +27,10 @@
 namespace sb {
 namespace {
 
+// Whether the pattern takes a budget request (a profile's budget axis): MoBA's key blocks
+// per query block, vertical-slash's kept keys per query.
+bool has_budget(const AttentionOptions& attention) { return attention.is_moba() || attention.is_vertical_slash(); }
+
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
@@ -73,7 +77,7 @@ class LayerBench {
   TimedPoint packed_layer(const std::vector<int64_t>& lengths, int64_t budget) {
     const std::vector<int64_t> per_sequence(lengths.size(), budget);
     return layer_sample(lengths, [this, per_sequence] {
-      if (attention_->name() == "moba") attention_->set_budget_request(AttentionBudgetRequest{per_sequence, 0.0, 0});
+      if (has_budget(attention_options_)) attention_->set_budget_request(AttentionBudgetRequest{per_sequence, 0.0, 0});
       return attention_;
     });
   }
@@ -100,7 +104,7 @@ class LayerBench {
     const at::Tensor positions = at::arange(length, options);
     const PackedSequences sequences = PackedSequences::from_lengths({length});
     return [this, budget, tokens, labels, positions, sequences] {
-      if (model_backend_->name() == "moba") model_backend_->set_budget_request(AttentionBudgetRequest{{budget}, 0.0, 0});
+      if (has_budget(attention_options_)) model_backend_->set_budget_request(AttentionBudgetRequest{{budget}, 0.0, 0});
       return run_once([&] {
         const at::Tensor logits = model_->forward(tokens, positions, sequences);
         at::cross_entropy_loss(logits, labels).backward();
@@ -247,7 +251,9 @@ void check_request(const ProfileRequest& r) {
   if (r.device == "cuda" && !torch::cuda::is_available()) {
     throw std::invalid_argument("--device cuda: no CUDA device is available here");
   }
-  if (r.attention.is_moba() && r.budgets.empty()) throw std::invalid_argument("--budgets: MoBA needs at least one budget");
+  if (has_budget(r.attention) && r.budgets.empty()) {
+    throw std::invalid_argument("--budgets: " + r.attention.name() + " needs at least one budget");
+  }
   if (r.warmup < 0 || r.repetitions < 1) throw std::invalid_argument("need warmup >= 0 and repetitions >= 1");
   if (r.training.lora) qwen2_validate_lora_options(*r.training.lora);
   for (int64_t length : r.seq_lens) {
@@ -315,18 +321,24 @@ LatencyProfile measure_latency_profile(const ProfileRequest& request, const Prog
   // Where `profile --check` finds the model again; a preset is found by its name.
   if (profile_model_is_folder(request.model)) p.model["from"] = fs::absolute(request.model).lexically_normal().string();
   p.attention = request.attention.name();
-  p.block_size = request.attention.is_moba() ? request.attention.block_size : 0;
+  p.block_size = request.attention.is_moba()             ? request.attention.block_size
+                 : request.attention.is_vertical_slash() ? request.attention.vertical_slash.block_size
+                                                         : 0;
+  p.last_queries = request.attention.is_vertical_slash() ? request.attention.vertical_slash.last_queries : 0;
   p.device = request.device;
   p.training = request.training;
   p.warmup = request.warmup;
   p.repetitions = request.repetitions;
   p.seq_lens = request.seq_lens;
-  p.budgets = request.attention.is_moba() ? request.budgets : std::vector<int64_t>{0};
+  p.budgets = has_budget(request.attention) ? request.budgets : std::vector<int64_t>{0};
   // The whole model runs at the method's default budget when it is on the grid, else at
-  // the grid budget nearest below it (the validated profile names a grid budget).
+  // the grid budget nearest below it (the validated profile names a grid budget);
+  // vertical-slash's default is the kept keys its estimators assume before any report.
+  const int64_t default_budget =
+      request.attention.is_vertical_slash() ? request.attention.expected_keys : request.attention.top_k;
   p.model_budget = p.budgets.front();
   for (int64_t k : p.budgets) {
-    if (k <= std::max<int64_t>(request.attention.top_k, p.budgets.front())) p.model_budget = k;
+    if (k <= std::max<int64_t>(default_budget, p.budgets.front())) p.model_budget = k;
   }
   p.context = collect_system_info();
   p.context["seed"] = request.seed;
@@ -395,6 +407,10 @@ ProfileCheck check_latency_profile(const LatencyProfile& profile, int64_t warmup
                                 request.model + " now (" + architecture.dump() + ")");
   }
   request.attention = AttentionOptions{attention_kind_options().from_name(profile.attention), profile.block_size > 0 ? profile.block_size : 256, 32};
+  if (request.attention.is_vertical_slash()) {
+    request.attention.vertical_slash.block_size = profile.block_size;
+    request.attention.vertical_slash.last_queries = profile.last_queries;
+  }
   request.device = profile.device;
   request.training = profile.training;
   request.seq_lens = profile.seq_lens;

@@ -31,6 +31,10 @@
 //   layer_coverage[k][l] coverage of layer l (the backend's coverage_mean)
 //   layer_floors[k][l]   DST's coverage floor budget of layer l (the smallest k with
 //                        C(k) >= (1 - p) C(k0) over the micro-batch), when DST asked for one
+//   layer_reference_budgets[k][l]  the budget the pattern's own rule chose in layer l
+//                        (mean over the sequences; vertical-slash: kept keys per query of
+//                        its top-p / top-k rule, DST's reference there), when the backend
+//                        reports one
 //   microbatch_lengths[k] the sequence lengths packed into micro-batch k (always written
 //                        by the trainer and the simulator; older records lack it)
 //   runqueue_wait_ms[r]  how long world rank r's threads were ready to run but had no CPU
@@ -86,6 +90,7 @@ struct IterationRecord {
   std::vector<std::vector<double>> layer_budgets;
   std::vector<std::vector<double>> layer_coverage;
   std::vector<std::vector<int64_t>> layer_floors;
+  std::vector<std::vector<double>> layer_reference_budgets;
   std::vector<std::vector<int64_t>> microbatch_lengths;
   std::vector<double> runqueue_wait_ms;
   std::vector<std::vector<double>> cp_attention_ms;

@@ -61,13 +61,25 @@ std::string md_range(const std::optional<SampleStats>& s, const char* pattern) {
 
 std::string config_of(const RunSummary& r) { return r.run + (r.simulated ? " †" : ""); }
 
+// "312 / 0.914", or "312 (rule 350) / 0.914" when a budget moved the layers off the
+// pattern's own rule (DST), or "-" parts where absent.
+std::string kept_keys_text(const RunSummary& r) {
+  std::string text = md(r.effective_budget_mean, "%.0f");
+  if (r.effective_budget_mean && r.reference_budget_mean &&
+      std::llround(*r.effective_budget_mean) != std::llround(*r.reference_budget_mean)) {
+    text += " (rule " + md(r.reference_budget_mean, "%.0f") + ")";
+  }
+  return text + " / " + md(r.coverage_mean, "%.3f");
+}
+
 void write_runs_table(const Report& report, std::ostringstream& out) {
   // Context-parallel runs add their CP degree and layout and the worker imbalance.
   const bool any_cp = std::any_of(report.runs.begin(), report.runs.end(), [](const RunSummary& r) { return r.cp > 1; });
   // Runs on several DP ranks add the imbalance between them (docs/metrics.md).
   const bool any_dp = std::any_of(report.runs.begin(), report.runs.end(), [](const RunSummary& r) { return r.dp > 1; });
-  // Vertical-slash runs plan no budget: they add the keys their pattern kept per query
-  // (effective_budget_mean) and its coverage of the last queries' attention.
+  // Vertical-slash runs add the keys their layers kept per query (effective_budget_mean),
+  // the pattern's own rule's where a budget moved it (reference_budget_mean, under DST),
+  // and the coverage of the last queries' attention.
   const bool any_vs = std::any_of(report.runs.begin(), report.runs.end(),
                                   [](const RunSummary& r) { return r.attention == "vertical_slash"; });
   out << "## Runs\n\n"
@@ -97,7 +109,7 @@ void write_runs_table(const Report& report, std::ostringstream& out) {
         << (any_dp ? md(median_field(r.dp_imbalance), "%.3f") + " / " + md(median_field(r.slot_imbalance), "%.3f") + " | "
                    : "")
         << (any_cp ? md(median_field(r.cp_worker_imbalance), "%.3f") + " / " + md(median_field(r.cp_work_imbalance), "%.3f") + " | " : "")
-        << (any_vs ? md(r.effective_budget_mean, "%.0f") + " / " + md(r.coverage_mean, "%.3f") + " | " : "")
+        << (any_vs ? kept_keys_text(r) + " | " : "")
         << md(median_field(r.iter_ms), "%.2f") << " | "
         << md(r.speedup, "%.2f") << " | " << overhead << " | " << bubble << " | " << md(r.tokens_per_s, "%.0f")
         << " | " << md(r.loss_final, "%.4f") << " |";
@@ -267,6 +279,7 @@ json run_summary_to_json(const RunSummary& r) {
           {"coverage_mean", or_null(r.coverage_mean)},
           {"budget_mean", or_null(r.budget_mean)},
           {"effective_budget_mean", or_null(r.effective_budget_mean)},
+          {"reference_budget_mean", or_null(r.reference_budget_mean)},
           {"prediction_mape", or_null(r.prediction_mape)},
           {"runqueue_wait_pct", or_null(r.runqueue_wait_pct)},
           {"accuracy", accuracy}};
@@ -371,6 +384,7 @@ std::string report_to_csv(const Report& report) {
       {"coverage_mean", number([](const RunSummary& r) { return r.coverage_mean; })},
       {"budget_mean", number([](const RunSummary& r) { return r.budget_mean; })},
       {"effective_budget_mean", number([](const RunSummary& r) { return r.effective_budget_mean; })},
+      {"reference_budget_mean", number([](const RunSummary& r) { return r.reference_budget_mean; })},
       {"prediction_mape", number([](const RunSummary& r) { return r.prediction_mape; })},
       {"runqueue_wait_pct", number([](const RunSummary& r) { return r.runqueue_wait_pct; })},
       {"git_sha", [](const RunSummary& r) { return r.git_sha; }},

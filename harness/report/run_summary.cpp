@@ -100,7 +100,8 @@ void summarize_records(const std::vector<IterationRecord>& records, int64_t defa
   s.loss_first = records.front().loss;
   s.loss_final = records.back().loss;
   std::vector<double> cp_worker_imbalance, cp_work_imbalance, dp_imbalance, slot_imbalance;
-  std::vector<double> iter_ms, imbalance, bubble, overhead, allreduce, coverage, budgets, layer_budgets, ape;
+  std::vector<double> iter_ms, imbalance, bubble, overhead, allreduce, coverage, budgets, layer_budgets,
+      reference_budgets, ape;
   double tokens = 0, total_ms = 0, bubble_max = 0, microbatch_sum = 0;
   for (const IterationRecord& r : records) {
     if (r.warmup) continue;
@@ -118,12 +119,19 @@ void summarize_records(const std::vector<IterationRecord>& records, int64_t defa
     total_ms += r.iter_ms;
     coverage.insert(coverage.end(), r.coverage.begin(), r.coverage.end());
     for (double ms : r.microbatch_ms) microbatch_sum += ms;
-    // A planned budget means MoBA's k; vertical-slash's budget is its kept keys per query
-    // (effective_budget_mean), not a planned number.
-    if (s.attention != "vertical_slash") {
-      for (int64_t b : r.budgets) budgets.push_back(static_cast<double>(b == 0 ? default_budget : b));
+    // A planned budget means MoBA's k (0: its default); vertical-slash plans kept keys per
+    // query only under DST (0: the pattern's own rule, counted in effective_budget_mean).
+    for (int64_t b : r.budgets) {
+      if (s.attention != "vertical_slash") {
+        budgets.push_back(static_cast<double>(b == 0 ? default_budget : b));
+      } else if (b > 0) {
+        budgets.push_back(static_cast<double>(b));
+      }
     }
     for (const auto& layers : r.layer_budgets) layer_budgets.insert(layer_budgets.end(), layers.begin(), layers.end());
+    for (const auto& layers : r.layer_reference_budgets) {
+      reference_budgets.insert(reference_budgets.end(), layers.begin(), layers.end());
+    }
     const size_t n = std::min(r.microbatch_pred_ms.size(), r.microbatch_ms.size());
     for (size_t k = 0; k < n; ++k) {
       const double measured = r.microbatch_ms[k];
@@ -147,6 +155,7 @@ void summarize_records(const std::vector<IterationRecord>& records, int64_t defa
   s.coverage_mean = mean_of(coverage);
   s.budget_mean = mean_of(budgets);
   s.effective_budget_mean = mean_of(layer_budgets);
+  s.reference_budget_mean = mean_of(reference_budgets);
   s.prediction_mape = mean_of(ape);
   s.runqueue_wait_pct = runqueue_wait_pct(records);
   if (microbatch_sum > 0) s.microbatch_ms_sum = microbatch_sum;

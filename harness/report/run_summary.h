@@ -21,10 +21,14 @@
 //   budget_mean       mean of budgets[k] (0, the backend's default, counted as the
 //                     method's top_k) over measured iterations and micro-batches: the
 //                     budget the plan asked for
-//                     (none for vertical_slash, which plans no budget)
+//                     (vertical_slash: the kept keys per query DST asked for, counting
+//                     only its requests; none for the pattern's own rule, which plans none)
 //   effective_budget_mean  mean of layer_budgets[k][l] over measured iterations,
 //                     micro-batches and layers: the budget the layers ran after DST's
 //                     coverage floor (absent when the records carry no layer budgets)
+//   reference_budget_mean  the same of layer_reference_budgets[k][l]: the budget the
+//                     pattern's own rule chose (vertical_slash's kept keys per query under
+//                     top-p / top-k; absent for MoBA)
 //   microbatch_ms_sum sum of microbatch_ms over measured iterations and micro-batches (the
 //                     compute the run did; the simulator's validation compares it)
 //   prediction_mape   mean over measured iterations and micro-batches (measured ms > 0)
@@ -102,6 +106,7 @@ struct RunSummary {
   std::optional<double> coverage_mean;
   std::optional<double> budget_mean;
   std::optional<double> effective_budget_mean;
+  std::optional<double> reference_budget_mean;
   std::optional<double> prediction_mape;
   // 100 x (sum of the ranks' run-queue waits) / (sum of iter_ms x ranks) over the
   // measured iterations that carry runqueue_wait_ms: with one busy thread per rank, the

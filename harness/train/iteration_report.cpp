@@ -14,7 +14,7 @@ using nlohmann::json;
 
 json layer_stats_to_json(const AttentionLayerStats& s) {
   return {{"layer", s.layer}, {"top_k", s.top_k}, {"coverage", s.coverage}, {"coverage_mean", s.coverage_mean},
-          {"k_floor", s.k_floor}};
+          {"k_floor", s.k_floor}, {"reference_top_k", s.reference_top_k}};
 }
 
 AttentionLayerStats layer_stats_from_json(const json& j) {
@@ -24,6 +24,7 @@ AttentionLayerStats layer_stats_from_json(const json& j) {
   s.coverage = j.at("coverage").get<std::vector<double>>();
   s.coverage_mean = j.at("coverage_mean").get<double>();
   s.k_floor = j.value("k_floor", int64_t{0});
+  s.reference_top_k = j.value("reference_top_k", std::vector<int64_t>{});
   return s;
 }
 
@@ -149,7 +150,9 @@ void assemble_iteration_record(const std::vector<RankIterationReport>& reports,
   record.layer_budgets.clear();
   record.layer_coverage.clear();
   record.layer_floors.clear();
+  record.layer_reference_budgets.clear();
   bool any_floor = false;
+  bool any_reference = false;
   bool any_stats = false;
   for (const auto& report : reports) {
     for (const auto& mb : report.layer_stats) any_stats = any_stats || !mb.empty();
@@ -159,6 +162,7 @@ void assemble_iteration_record(const std::vector<RankIterationReport>& reports,
     for (size_t j = 0; j < plan.ranks[static_cast<size_t>(d)].size(); ++j) {
       std::vector<double> budgets(static_cast<size_t>(num_layers), -1.0), coverage(budgets.size(), -1.0);
       std::vector<int64_t> floors(budgets.size(), 0);
+      std::vector<double> references(budgets.size(), 0.0);
       for (int64_t s = 0; s < layout.pp(); ++s) {
         const auto& stats = reports[static_cast<size_t>(layout.rank_of(d, s))].layer_stats;
         if (j >= stats.size()) continue;
@@ -171,6 +175,10 @@ void assemble_iteration_record(const std::vector<RankIterationReport>& reports,
           coverage[static_cast<size_t>(layer.layer)] = layer.coverage_mean;
           floors[static_cast<size_t>(layer.layer)] = layer.k_floor;
           any_floor = any_floor || layer.k_floor > 0;
+          if (!layer.reference_top_k.empty()) {
+            references[static_cast<size_t>(layer.layer)] = mean_of(layer.reference_top_k);
+            any_reference = true;
+          }
         }
       }
       for (int64_t l = 0; l < num_layers; ++l) {
@@ -186,9 +194,11 @@ void assemble_iteration_record(const std::vector<RankIterationReport>& reports,
       record.layer_budgets.push_back(std::move(budgets));
       record.layer_coverage.push_back(std::move(coverage));
       record.layer_floors.push_back(std::move(floors));
+      record.layer_reference_budgets.push_back(std::move(references));
     }
   }
   if (!any_floor) record.layer_floors.clear();
+  if (!any_reference) record.layer_reference_budgets.clear();
 }
 
 }  // namespace sb

@@ -9,7 +9,12 @@ BatchPlannerOptions method_planner_options(const Manifest& m, int64_t dp) {
   BatchPlannerOptions o;
   o.batching = method.batching;
   o.budget.kind = method.budget;
-  o.budget.top_k = method.attention.top_k;
+  if (method.attention.is_vertical_slash()) {
+    o.budget.axis = BudgetAxis::kKeptKeys;
+    o.budget.top_k = method.attention.expected_keys;
+  } else {
+    o.budget.top_k = method.attention.top_k;
+  }
   o.budget.block_size = method.attention.block_size;
   o.budget.total_layers = m.model.config.num_hidden_layers;
   o.budget.dst = method.dst;

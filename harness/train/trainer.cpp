@@ -77,6 +77,16 @@ std::vector<std::vector<double>> realized_floors(const GlobalBatchPlan& plan, co
   });
 }
 
+// The budget the pattern's own rule chose for each planned micro-batch, shaped as
+// realized_budgets: the mean over its layers, 0 where the backend reported none.
+std::vector<std::vector<double>> realized_references(const GlobalBatchPlan& plan, const IterationRecord& record) {
+  return per_planned_microbatch(plan, [&](size_t k, const PlannedMicroBatch&) {
+    if (k >= record.layer_reference_budgets.size()) return 0.0;
+    const auto& layers = record.layer_reference_budgets[k];
+    return std::accumulate(layers.begin(), layers.end(), 0.0) / static_cast<double>(layers.size());
+  });
+}
+
 PackedMicroBatch to_device(PackedMicroBatch mb, const c10::Device& device) {
   if (device.is_cpu()) return mb;
   mb.tokens = mb.tokens.to(device);
@@ -316,7 +326,8 @@ std::optional<IterationOutcome> Trainer::train_iteration(int64_t iteration) {
   record.microbatch_lengths = plan_microbatch_lengths(pass.plan, pass.lengths);
   // Every rank holds every report, so every rank's planner sees the same budgets.
   if (planner_) {
-    planner_->observe(pass.plan, pass.lengths, realized_budgets(pass.plan, record), realized_floors(pass.plan, record));
+    planner_->observe(pass.plan, pass.lengths, realized_budgets(pass.plan, record), realized_floors(pass.plan, record),
+                      realized_references(pass.plan, record));
     planner_->observe_latencies(pass.plan, per_planned_microbatch(pass.plan, [&](size_t k, const PlannedMicroBatch&) {
                                   return k < record.microbatch_ms.size() ? record.microbatch_ms[k] : -1.0;
                                 }));

@@ -21,12 +21,16 @@ class CpSharding;  // kernels/attention/ring/cp_sharding.h
 // budget policy (fixed k, or DST) chose, and DST's coverage floor. Backends without a
 // budget (dense) ignore it.
 struct AttentionBudgetRequest {
-  // Budget k per sequence of the packed micro-batch; empty: the backend's own default.
+  // Budget per sequence of the packed micro-batch; empty: the backend's own default. Its
+  // unit is the backend's budget axis: MoBA, k key blocks per query block; vertical-slash,
+  // kept keys per query (the mean over the sequence's queries and query heads;
+  // docs/vertical_slash.md "Budgets").
   std::vector<int64_t> top_k;
   // DST's per-layer floor (docs: sparsebalance.md 1.5): when > 0, each layer uses
   // max(top_k, k_floor) with k_floor the smallest k whose routing-score coverage over
   // the micro-batch is >= coverage_floor_ratio * C(coverage_reference_k).
-  // coverage_floor_ratio = 1 - p; 0 disables the floor.
+  // coverage_floor_ratio = 1 - p; 0 disables the floor. Vertical-slash ignores
+  // coverage_reference_k: its reference is its own selection rule (top-p or top-k).
   double coverage_floor_ratio = 0.0;
   int64_t coverage_reference_k = 0;
   // > 0: each layer also reports the micro-batch's coverage curve C(1) .. C(this)
@@ -41,6 +45,10 @@ struct AttentionLayerStats {
   std::vector<double> coverage;  // routing-score coverage C(k) per sequence
   double coverage_mean = 0.0;    // C(k) over all (head, query block) of the micro-batch
   int64_t k_floor = 0;           // DST's coverage floor of this layer (0: no floor requested)
+  // The budget the backend's own rule chose per sequence, before any request (vertical-
+  // slash: the kept keys per query of its top-p / top-k rule, DST's reference there);
+  // empty for backends whose reference is the requested k0 (MoBA).
+  std::vector<int64_t> reference_top_k;
   // coverage_curve[k - 1] = C(k) over the micro-batch, k = 1 .. min(requested, K) with K
   // the most eligible blocks of a query block (C = 1 from K on); empty unless requested.
   std::vector<double> coverage_curve;
@@ -91,6 +99,9 @@ struct AttentionOptions {
   int64_t block_size = 256;  // moba: tokens per key/value block (paper: 256)
   int64_t top_k = 32;        // moba: the default budget k0 (paper: 32)
   VerticalSlashParams vertical_slash;  // vertical_slash: the index's rules
+  // vertical_slash: the kept keys per query SAB and DST assume for a sequence length the
+  // layers have not reported the pattern's own choice for yet (their estimators' prior).
+  int64_t expected_keys = 1024;
 
   std::string name() const { return attention_kind_options().name_of(kind); }
   bool is_moba() const { return kind == AttentionKind::kMoba; }

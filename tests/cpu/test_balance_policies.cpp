@@ -197,6 +197,16 @@ TEST(BudgetEstimator, EmaPerPowerOfTwoBucketStartingAtTheDefault) {
   EXPECT_DOUBLE_EQ(restored.expected_budget(1100), 16);
 }
 
+TEST(BudgetEstimator, AGuessedDefaultIsReplacedByTheFirstObservation) {
+  BudgetEstimator estimator({0.5, 1024, true});
+  EXPECT_DOUBLE_EQ(estimator.expected_budget(300), 1024);
+  estimator.observe(300, 100);  // bucket 8's first observation: its estimate
+  EXPECT_DOUBLE_EQ(estimator.expected_budget(256), 100);
+  estimator.observe(511, 60);  // then the EMA: 0.5 * 100 + 0.5 * 60
+  EXPECT_DOUBLE_EQ(estimator.expected_budget(400), 80);
+  EXPECT_DOUBLE_EQ(estimator.expected_budget(600), 1024);  // another bucket, untouched
+}
+
 TEST(BatchPlanner, ObservationsSteerSabAndStateRoundTrips) {
   BatchPlannerOptions options;
   options.batching = BatchingKind::kSab;

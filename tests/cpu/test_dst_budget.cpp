@@ -213,7 +213,7 @@ TEST(DstBudget, PredictsAtTheExpectedFloorWithoutChangingBudgets) {
   const LatencyPredictor predictor = analytic_predictor();
   const BudgetOptions o = dst_options(DstAnchor::kMean, 0.1);
   BudgetEstimator floors({1.0, DstBudget::floor_prior(8, 0.1)});  // alpha 1: the last observation
-  DstBudget dst(o, predictor, &floors);
+  DstBudget dst(o, predictor, BudgetEstimates{&floors});
   std::vector<int64_t> lengths;
   GlobalBatchPlan plan = four_microbatches(lengths);
   const auto cost = [&](int64_t length, int64_t k) { return predictor.microbatch_ms({length}, k, 1); };
@@ -267,6 +267,82 @@ TEST(FixedBudget, GivesEveryMicroBatchK0AndNoFloor) {
   GlobalBatchPlan plain = four_microbatches(lengths);
   without_profile->assign(plain, lengths);
   EXPECT_LT(plain.ranks[0][0].predicted_ms, 0);  // unknown, not invented
+}
+
+// Vertical-slash's axis, kept keys per query (budget_policy.h, kKeptKeys), on the closed
+// form with block 1: T(L, k) = 0.01 L + 1e-5 L min(k, L), linear in k between grid budgets
+// (the lengths are grid budgets too, so the kink at k = L is a grid point).
+LatencyPredictor kept_keys_predictor() {
+  return LatencyPredictor(test::analytic_test_profile({256, 512, 1024, 2048, 4096}, {64, 128, 256, 512, 1024, 2048, 4096}, 1));
+}
+
+BudgetOptions kept_keys_options(BudgetKind kind) {
+  BudgetOptions o;
+  o.kind = kind;
+  o.axis = BudgetAxis::kKeptKeys;
+  o.top_k = 1024;  // the estimators' prior
+  o.total_layers = 1;
+  o.dst = DstOptions{DstAnchor::kMean, 0.1, 64, int64_t{1} << 20};
+  return o;
+}
+
+TEST(DstBudget, KeptKeysAxisTakesEachMicroBatchsOwnReference) {
+  // The pattern's own rule kept 2000 keys per query at 4096 tokens, 400 at 1024, 200 at 512:
+  //   T(4096, 2000) = 40.96 + 81.92 = 122.88; T(1024, 400) = 10.24 + 4.096 = 14.336;
+  //   T(512, 200) = 5.12 + 1.024 = 6.144; A = (122.88 + 2 x 14.336 + 6.144) / 4 = 39.424.
+  // 4096: even k_min = 64 costs 40.96 + 2.62 > A: best effort 64.
+  // 1024: below A; saturating budget (1024 + 2) / 2 = 513; T(1024, 513) = 15.49 <= A: 513.
+  // 512: below A; saturating (512 + 2) / 2 = 257; T(512, 257) = 6.44 <= A: 257.
+  const LatencyPredictor predictor = kept_keys_predictor();
+  BudgetEstimator reference({1.0, 1024}), floors({1.0, DstBudget::floor_prior(1024, 0.1)});
+  reference.observe(4096, 2000);
+  reference.observe(1024, 400);
+  reference.observe(512, 200);
+  DstBudget dst(kept_keys_options(BudgetKind::kDst), predictor, BudgetEstimates{nullptr, &reference});
+  std::vector<int64_t> lengths;
+  GlobalBatchPlan plan = four_microbatches(lengths);
+  dst.assign(plan, lengths);
+  EXPECT_NEAR(dst.last_anchor_ms(), 39.424, 1e-9);
+  EXPECT_EQ(budgets_of(plan), (std::vector<int64_t>{64, 513, 513, 257}));
+  EXPECT_EQ(plan.ranks[0][0].coverage_reference_k, 2000);
+  EXPECT_EQ(plan.ranks[1][1].coverage_reference_k, 200);
+  EXPECT_NEAR(plan.ranks[0][1].predicted_ms, 10.24 + 1e-5 * 1024 * 513, 1e-9);
+
+  // Before any report every k0 is the prior, 1024, at most the sequence's saturating
+  // budget: 4096 -> 1024, 1024 -> 513, 512 -> 257;
+  // A = (T(4096, 1024) + 2 T(1024, 513) + T(512, 257)) / 4 = (82.90 + 2 x 15.49 + 6.44) / 4 = 30.08.
+  BudgetEstimator fresh({1.0, 1024});
+  DstBudget prior_only(kept_keys_options(BudgetKind::kDst), predictor, BudgetEstimates{nullptr, &fresh});
+  plan = four_microbatches(lengths);
+  prior_only.assign(plan, lengths);
+  EXPECT_NEAR(prior_only.last_anchor_ms(),
+              (40.96 + 1e-5 * 4096 * 1024 + 2 * (10.24 + 1e-5 * 1024 * 513) + 5.12 + 1e-5 * 512 * 257) / 4, 1e-9);
+  EXPECT_EQ(plan.ranks[0][0].coverage_reference_k, 1024);
+  EXPECT_EQ(plan.ranks[0][1].coverage_reference_k, 513);
+  EXPECT_EQ(plan.ranks[1][1].coverage_reference_k, 257);
+  EXPECT_EQ(plan.ranks[0][0].budget, 64);
+}
+
+TEST(DstBudget, KeptKeysAxisNeedsTheReferenceEstimator) {
+  const LatencyPredictor predictor = kept_keys_predictor();
+  EXPECT_THROW(DstBudget(kept_keys_options(BudgetKind::kDst), predictor), std::invalid_argument);
+  EXPECT_THROW(make_budget_policy(kept_keys_options(BudgetKind::kFixed), &predictor), std::invalid_argument);
+}
+
+TEST(FixedBudget, KeptKeysAxisSendsNoBudgetAndPredictsAtTheReference) {
+  // The pattern's own rule runs (budget 0); the prediction is at what it kept before.
+  const LatencyPredictor predictor = kept_keys_predictor();
+  BudgetEstimator reference({1.0, 1024});
+  reference.observe(4096, 2000.5);  // between 2000 and 2001: interpolated
+  auto fixed = make_budget_policy(kept_keys_options(BudgetKind::kFixed), &predictor, BudgetEstimates{nullptr, &reference});
+  std::vector<int64_t> lengths;
+  GlobalBatchPlan plan = four_microbatches(lengths);
+  fixed->assign(plan, lengths);
+  EXPECT_EQ(budgets_of(plan), (std::vector<int64_t>{0, 0, 0, 0}));
+  EXPECT_NEAR(plan.ranks[0][0].predicted_ms, 40.96 + 1e-5 * 4096 * 2000.5, 1e-9);
+  EXPECT_NEAR(plan.ranks[0][1].predicted_ms, 10.24 + 1e-5 * 1024 * 1024, 1e-9);  // the prior
+  EXPECT_EQ(saturating_budget(kept_keys_options(BudgetKind::kFixed), 1024), 513);
+  EXPECT_EQ(saturating_budget(dst_options(DstAnchor::kMean, 0.1), 1000), 16);
 }
 
 }  // namespace

@@ -86,6 +86,46 @@ TEST(ManifestMethods, SabAndDstNeedAProfileAndDstNeedsMoba) {
   EXPECT_EQ(test::manifest_error_path(manifest_with(json::array({{{"name", "x"}, {"preset", "lbb"}}}))), "(no error)");
 }
 
+TEST(ManifestMethods, VerticalSlashTakesItsDefaultsAndSparseBalancesBudgetsInKeptKeys) {
+  const json defaults{{"attention", {{"name", "vertical_slash"}, {"p", 0.8}, {"block_size", 16}, {"sink_tokens", 4},
+                                     {"expected_keys", 200}}},
+                      {"profile", "/p.json"},
+                      {"dst", {{"p", 0.2}}}};
+  const json methods = json::array({{{"name", "vs"}},
+                                    {{"name", "vs_dst"}, {"budget", "dst"}, {"batching", "sab"}},
+                                    {{"name", "capped"}, {"budget", "dst"}, {"dst", {{"k_min", 32}, {"k_max", 512}}}},
+                                    {{"name", "moba"}, {"attention", "moba"}}});
+  const Manifest m = parse_manifest(manifest_with(methods, defaults), "m.json");
+  const VerticalSlashParams& params = m.methods[0].attention.vertical_slash;
+  EXPECT_TRUE(m.methods[0].attention.is_vertical_slash());
+  EXPECT_EQ(params.p, 0.8);  // from method_defaults
+  EXPECT_EQ(params.block_size, 16);
+  EXPECT_EQ(params.sink_tokens, 4);
+  EXPECT_EQ(m.methods[0].attention.expected_keys, 200);
+  EXPECT_EQ(m.methods[1].budget, BudgetKind::kDst);
+  EXPECT_EQ(m.methods[1].dst.p, 0.2);
+  EXPECT_EQ(m.methods[1].dst.k_min, 1);
+  EXPECT_EQ(m.methods[1].dst.k_max, int64_t{1} << 20);  // kept keys per query: no cap of its own
+  EXPECT_EQ(m.methods[2].dst.k_min, 32);
+  EXPECT_EQ(m.methods[2].dst.k_max, 512);
+  EXPECT_EQ(m.methods[3].attention.block_size, 256);  // moba: the pattern's keys not taken
+  const json resolved = manifest_to_json(m);
+  EXPECT_EQ(resolved["methods"][0]["attention"]["expected_keys"], 200);
+  EXPECT_EQ(manifest_to_json(parse_manifest(resolved, "resolved.json")), resolved);
+  // k_max below k_min, and DST over the pattern under context parallelism, are refused.
+  json crossed = manifest_with(json::array({{{"name", "x"}, {"budget", "dst"}, {"dst", {{"k_min", 64}, {"k_max", 32}}}}}),
+                               defaults);
+  EXPECT_EQ(test::manifest_error_path(crossed), "$.methods[0].dst.k_max");
+  json ring = manifest_with(json::array({{{"name", "x"}, {"budget", "dst"}}}), defaults);
+  ring["parallelism"] = {{"cp", 2}};
+  try {
+    check_runnable_by_trainer(parse_manifest(ring, "m.json"));
+    ADD_FAILURE() << "dst over vertical_slash with cp 2 was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.json_path(), "$.methods[0].budget") << e.what();
+  }
+}
+
 TEST(ManifestMethods, LatencyCalibrationAppliesToMethodsWithAProfile) {
   const json defaults{{"attention", {{"name", "moba"}, {"top_k", 8}}}, {"latency_calibration", {{"ema_alpha", 0.5}}}};
   const json methods = json::array({{{"name", "a"}, {"preset", "sab"}, {"profile", "/p.json"}},

@@ -77,6 +77,46 @@ TEST(MethodProfiles, CommandLineMeasuresTheSameGrid) {
   EXPECT_NE(threaded.find(" --repetitions 10 --threads 2 --out /tmp/p.json"), std::string::npos) << threaded;
 }
 
+LatencyProfile analytic_for(const std::string& preset, int64_t block);
+
+TEST(MethodProfiles, VerticalSlashGridIsKeptKeysPerQueryAndItsCommandLineNamesThePattern) {
+  Manifest m = manifest_with("dst", "/tmp/p.json");
+  MethodSection& method = m.methods[0];
+  method.attention.kind = AttentionKind::kVerticalSlash;
+  method.attention.vertical_slash.block_size = 16;
+  method.attention.vertical_slash.last_queries = 32;
+  method.attention.expected_keys = 100;
+  const ProfileRequest request = default_profile_request(m, method, 500);
+  // Powers of two from 64 below the dense mean of 500 tokens (251), that mean, and the
+  // estimators' prior 100.
+  EXPECT_EQ(request.budgets, (std::vector<int64_t>{64, 100, 128, 251}));
+  EXPECT_EQ(profile_command_line(request, "/tmp/p.json"),
+            "sparsebalance profile --model qwen2-test --attention vertical_slash --block 16 --last-queries 32 "
+            "--device cpu --precision fp32 --seq-lens 16,32,64,128,256,512 --budgets 64,100,128,251 --out /tmp/p.json");
+
+  // A profile of the pattern serves the method only with its block size and index queries.
+  LatencyProfile profile = analytic_for("qwen2-test", 16);  // a grid to stand in for one measured
+  profile.attention = "vertical_slash";
+  profile.device = "cpu";
+  profile.last_queries = 32;
+  EXPECT_NO_THROW(check_profile_matches(profile, m, method, "$.methods[0].profile"));
+  profile.last_queries = 64;
+  try {
+    check_profile_matches(profile, m, method, "$.methods[0].profile");
+    ADD_FAILURE() << "accepted a profile of another index";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("last 64 queries, not 32"), std::string::npos) << e.what();
+  }
+  profile.last_queries = 32;
+  profile.block_size = 64;
+  try {
+    check_profile_matches(profile, m, method, "$.methods[0].profile");
+    ADD_FAILURE() << "accepted a profile of other blocks";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("vertical-slash blocks of 64 tokens, not 16"), std::string::npos) << e.what();
+  }
+}
+
 LatencyProfile analytic_for(const std::string& preset, int64_t block) {
   return make_analytic_profile(qwen2_preset(preset), "moba", block, {64, 128}, {1, 2}, device_throughput_preset("h200"));
 }

@@ -102,8 +102,52 @@ def test_context_parallel_run_equals_the_one_rank_run(tmp_path):
         assert all(0.0 < c < 1.0 for c in b["coverage"])
 
 
+def test_sparsebalance_tunes_the_pattern_in_kept_keys_per_query(tmp_path):
+    # SAB and DST over vertical-slash (docs/sparsebalance.md 2.1.1): the profile is measured
+    # on first use over kept keys per query; the pattern's own rule (the baseline) records
+    # its kept keys as both the effective and the reference budget; DST plans a budget for
+    # every micro-batch, and its layers keep at most that many keys per query unless the
+    # coverage floor raised them (then the floor, which is recorded, is above the budget).
+    m = manifest([{"name": "rule", "attention": SPARSE, "profile": "profile.json"},
+                  {"name": "dst", "attention": SPARSE, "budget": "dst", "profile": "profile.json"},
+                  {"name": "sab_dst", "attention": SPARSE, "batching": "sab", "budget": "dst",
+                   "profile": "profile.json"}])
+    m["data"] = {"synthetic": {"length_mixture": [{"min_tokens": 24, "max_tokens": 40},
+                                                  {"min_tokens": 160, "max_tokens": 240}]}}
+    m["train"].update(iterations=4, max_tokens_per_microbatch=240)
+    m["method_defaults"] = {"dst": {"anchor": "mean", "p": 0.1}}
+    proc = run(tmp_path, m)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    profile = json.loads((tmp_path / "profile.json").read_text())
+    assert profile["attention"] == {"name": "vertical_slash", "block_size": 4, "last_queries": 16}
+    # Kept keys per query from 64 up to the longest sample's dense mean (at most 240 tokens).
+    assert profile["budgets"][0] == 64 and 64 < profile["budgets"][-1] <= (240 + 2) // 2
+    for r in records(tmp_path, "rule"):
+        assert all(b == 0 for b in r["budgets"]), "the rule plans no budget"
+        assert r["layer_reference_budgets"] == r["layer_budgets"]
+    moved = 0
+    for name in ("dst", "sab_dst"):
+        for r in records(tmp_path, name):
+            assert all(b > 0 for b in r["budgets"]), r["budgets"]
+            floors = r.get("layer_floors")
+            for k, (budget, layers) in enumerate(zip(r["budgets"], r["layer_budgets"])):
+                for layer, kept in enumerate(layers):
+                    floor = floors[k][layer] if floors else 0
+                    # Rounded means over sequences: half a key of slack per sequence.
+                    assert kept <= max(budget, floor) + 1, (name, k, layer, kept, budget, floor)
+                    moved += abs(kept - r["layer_reference_budgets"][k][layer]) > 1
+    assert moved > 0, "DST never moved a layer off the pattern's own rule"
+    report = json.loads((tmp_path / "results" / "vs" / "report.json").read_text())
+    row = next(r for r in report["runs"] if r["run"] == "dst")
+    assert row["budget_mean"] > 0 and row["reference_budget_mean"] > 0
+
+
 @pytest.mark.parametrize("change, path", [
-    ({"methods": [{"name": "v", "attention": SPARSE, "batching": "sab", "profile": "p.json"}]}, "$.methods[0].batching"),
+    ({"parallelism": {"cp": 2}, "methods": [{"name": "v", "attention": SPARSE, "budget": "dst", "profile": "p.json"}]},
+     "$.methods[0].budget"),
+    ({"methods": [{"name": "v", "attention": {"name": "moba", "expected_keys": 64}}]},
+     "$.methods[0].attention.expected_keys"),
+    ({"methods": [{"name": "v", "attention": dict(SPARSE, expected_keys=0)}]}, "$.methods[0].attention.expected_keys"),
     ({"methods": [{"name": "v", "attention": dict(SPARSE, p=1.5)}]}, "$.methods[0].attention.p"),
     ({"methods": [{"name": "v", "attention": {"name": "moba", "p": 0.9}}]}, "$.methods[0].attention.p"),
     ({"methods": [{"name": "v", "attention": dict(SPARSE, block_size=0)}]}, "$.methods[0].attention.block_size"),

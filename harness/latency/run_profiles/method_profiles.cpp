@@ -126,6 +126,18 @@ ProfileRequest default_profile_request(const Manifest& manifest, const MethodSec
     budgets.erase(std::unique(budgets.begin(), budgets.end()), budgets.end());
     request.budgets = budgets;
   }
+  if (method.attention.is_vertical_slash()) {
+    // Kept keys per query: powers of two from 64 below the longest sample's dense mean,
+    // that mean (everything kept), and the estimators' prior.
+    const int64_t dense = (std::max<int64_t>(longest_sample, 1) + 2) / 2;
+    std::vector<int64_t> budgets;
+    for (int64_t k = 64; k < dense; k *= 2) budgets.push_back(k);
+    budgets.push_back(dense);
+    budgets.push_back(std::min(method.attention.expected_keys, dense));
+    std::sort(budgets.begin(), budgets.end());
+    budgets.erase(std::unique(budgets.begin(), budgets.end()), budgets.end());
+    request.budgets = budgets;
+  }
   return request;
 }
 
@@ -133,6 +145,12 @@ std::string profile_command_line(const ProfileRequest& request, const fs::path& 
   std::ostringstream line;
   line << "sparsebalance profile --model " << shell_word(request.model) << " --attention " << request.attention.name();
   if (request.attention.is_moba()) line << " --block " << request.attention.block_size;
+  if (request.attention.is_vertical_slash()) {
+    line << " --block " << request.attention.vertical_slash.block_size;
+    if (request.attention.vertical_slash.last_queries != VerticalSlashParams{}.last_queries) {
+      line << " --last-queries " << request.attention.vertical_slash.last_queries;
+    }
+  }
   line << " --device " << request.device << " --precision " << qwen2_precision_name(request.training.precision);
   if (request.training.activation_checkpointing) line << " --activation-checkpointing";
   if (const auto& lora = request.training.lora) {
@@ -171,6 +189,17 @@ void check_profile_matches(const LatencyProfile& profile, const Manifest& manife
   if (method.attention.is_moba() && profile.block_size != method.attention.block_size) {
     refuse(" was measured with MoBA blocks of " + std::to_string(profile.block_size) + " tokens, not " +
            std::to_string(method.attention.block_size));
+  }
+  if (method.attention.is_vertical_slash()) {
+    const VerticalSlashParams& params = method.attention.vertical_slash;
+    if (profile.block_size != params.block_size) {
+      refuse(" was measured with vertical-slash blocks of " + std::to_string(profile.block_size) + " tokens, not " +
+             std::to_string(params.block_size));
+    }
+    if (profile.last_queries != params.last_queries) {
+      refuse(" was measured with a vertical-slash index of the last " + std::to_string(profile.last_queries) +
+             " queries, not " + std::to_string(params.last_queries));
+    }
   }
   const std::string device = manifest.train.device_name();
   if (profile.device != device) refuse(" was measured on " + profile.device + ", but the run trains on " + device);

@@ -56,6 +56,13 @@ at::Tensor RingAttentionBackend::forward(const at::Tensor& q, const at::Tensor& 
                                 context_->describe(context_->rank()) + " " +
                                 std::to_string(sharding_->size_of(context_->rank())));
   }
+  if (options_.is_vertical_slash() && (!request_.top_k.empty() || request_.coverage_floor_ratio > 0.0)) {
+    // The budget search needs every pair count of a sequence's heads at many levels; the
+    // ring shares only the index (docs/vertical_slash.md, "Budgets").
+    throw std::invalid_argument("ring attention backend (layer " + std::to_string(layer) +
+                                "): vertical-slash budget requests (DST) are not implemented under context "
+                                "parallelism; run DST over vertical_slash with parallelism.cp 1");
+  }
   RingAttentionSpec spec;
   spec.scale = scale;
   spec.moba = options_.is_moba();
@@ -79,7 +86,9 @@ at::Tensor RingAttentionBackend::forward(const at::Tensor& q, const at::Tensor& 
       if (length == 0) continue;
       for (const VerticalSlashHeadIndex& head : result.vertical_slash_index[s]) pairs[s] += vertical_slash_kept_pairs(head, length);
     }
-    stats_[layer] = vertical_slash_layer_stats(layer, result.vertical_slash_index, sequences, pairs);
+    AttentionLayerStats stats = vertical_slash_layer_stats(layer, result.vertical_slash_index, sequences, pairs);
+    stats.reference_top_k = stats.top_k;  // no request runs here: the pattern's own rule
+    stats_[layer] = std::move(stats);
   }
   return result.out;
 }

@@ -5,6 +5,7 @@
 
 #include "kernels/attention/dense_causal_attention.h"
 #include "kernels/attention/vertical_slash/vertical_slash_attention_cpu.h"
+#include "kernels/attention/vertical_slash/vertical_slash_budget.h"
 
 namespace sb {
 
@@ -22,23 +23,60 @@ AttentionLayerStats vertical_slash_layer_stats(int64_t layer, const std::vector<
     const int64_t length = sequences.length(static_cast<int64_t>(s));
     double sequence_coverage = 0;
     for (const VerticalSlashHeadIndex& head : index[s]) sequence_coverage += head.coverage;
-    const int64_t pairs = kept_pairs_per_sequence[s];
     const auto heads = static_cast<double>(std::max<size_t>(1, index[s].size()));
     stats.coverage.push_back(sequence_coverage / heads);
     coverage_sum += sequence_coverage;
     heads_counted += static_cast<int64_t>(index[s].size());
-    const double rows = static_cast<double>(length) * heads;
-    stats.top_k.push_back(rows > 0 ? std::llround(static_cast<double>(pairs) / rows) : 0);
+    stats.top_k.push_back(vertical_slash_kept_keys_per_query(kept_pairs_per_sequence[s], length,
+                                                             static_cast<int64_t>(index[s].size())));
   }
   stats.coverage_mean = heads_counted > 0 ? coverage_sum / static_cast<double>(heads_counted) : 1.0;
   return stats;
 }
 
+namespace {
+
+// What a budgeted call adds to its layer's statistics: per sequence the reference rule's
+// kept keys per query, and k_floor, the kept keys per query the floor levels alone keep
+// (the mean over the call's non-empty sequences, rounded; 0 without a floor).
+void add_budget_stats(const VerticalSlashBudgetedIndex& chosen, const PackedSequences& sequences, int64_t heads,
+                      AttentionLayerStats& stats) {
+  double floor_sum = 0;
+  int64_t counted = 0;
+  for (int64_t s = 0; s < sequences.num_sequences(); ++s) {
+    const int64_t length = sequences.length(s);
+    stats.reference_top_k.push_back(
+        vertical_slash_kept_keys_per_query(chosen.reference_kept_pairs[static_cast<size_t>(s)], length, heads));
+    if (chosen.floor_kept_pairs.empty() || length == 0) continue;
+    floor_sum += static_cast<double>(chosen.floor_kept_pairs[static_cast<size_t>(s)]) /
+                 (static_cast<double>(length) * static_cast<double>(heads));
+    ++counted;
+  }
+  stats.k_floor = counted > 0 ? std::llround(floor_sum / static_cast<double>(counted)) : 0;
+}
+
+}  // namespace
+
+void VerticalSlashAttention::set_budget_request(const AttentionBudgetRequest& request) {
+  budget_ = VerticalSlashBudgetRequest{request.top_k, request.coverage_floor_ratio};
+}
+
 at::Tensor VerticalSlashAttention::forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                            const PackedSequences& sequences, double scale, int64_t layer) {
-  const auto index = vertical_slash_index(q, k, sequences, params_, scale);
-  VerticalSlashAttentionResult result = vertical_slash_attention_cpu(q, k, v, sequences, index, scale);
-  stats_[layer] = vertical_slash_layer_stats(layer, index, sequences, result.kept_pairs_per_sequence);
+  if (budget_.empty()) {  // the params' own rule: its kept keys are the reference
+    const auto index = vertical_slash_index(q, k, sequences, params_, scale);
+    VerticalSlashAttentionResult result = vertical_slash_attention_cpu(q, k, v, sequences, index, scale);
+    AttentionLayerStats stats = vertical_slash_layer_stats(layer, index, sequences, result.kept_pairs_per_sequence);
+    stats.reference_top_k = stats.top_k;
+    stats_[layer] = std::move(stats);
+    return result.out;
+  }
+  const VerticalSlashBudgetedIndex chosen = vertical_slash_budgeted_index(q, k, sequences, params_, scale, budget_);
+  VerticalSlashAttentionResult result = vertical_slash_attention_cpu(q, k, v, sequences, chosen.index, scale);
+  AttentionLayerStats stats =
+      vertical_slash_layer_stats(layer, chosen.index, sequences, result.kept_pairs_per_sequence);
+  add_budget_stats(chosen, sequences, q.size(1), stats);
+  stats_[layer] = std::move(stats);
   return result.out;
 }
 

@@ -1,14 +1,16 @@
 #pragma once
 // Vertical-slash attention as an attention backend ("vertical_slash"): each forward
 // builds the index of every (sequence, query head) from the call's own q and k
-// (vertical_slash_index.h) and runs the CPU kernel (vertical_slash_attention_cpu.h); per
-// layer it records the pattern's coverage of the last queries' attention mass.
+// (vertical_slash_index.h; under a budget request vertical_slash_budget.h) and runs the
+// CPU kernel (vertical_slash_attention_cpu.h); per layer it records the pattern's
+// coverage of the last queries' attention mass and its kept keys per query.
 
 #include <map>
 #include <string>
 #include <vector>
 
 #include "kernels/attention/attention_backend.h"
+#include "kernels/attention/vertical_slash/vertical_slash_budget.h"
 #include "kernels/attention/vertical_slash/vertical_slash_index.h"
 
 namespace sb {
@@ -31,8 +33,15 @@ class VerticalSlashAttention : public AttentionBackend {
   std::string name() const override { return "vertical_slash"; }
   at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                      const PackedSequences& sequences, double scale, int64_t layer) override;
+  // DST's budget for the following calls: top_k in kept keys per query per sequence (0:
+  // the params' rule for that sequence) and the coverage floor ratio; coverage_reference_k
+  // and coverage_curve_up_to are ignored. An empty request (no top_k, no floor) restores
+  // the params' rule (docs/vertical_slash.md, "Budgets").
+  void set_budget_request(const AttentionBudgetRequest& request) override;
   // Per layer: coverage per sequence (mean over its query heads) and over the call;
-  // top_k holds each sequence's kept keys per query, averaged over its heads and rows.
+  // top_k holds each sequence's kept keys per query, averaged over its heads and rows;
+  // reference_top_k the same for the params' own rule (equal to top_k without a
+  // request); k_floor the call's mean kept keys per query at the floor levels alone.
   std::vector<AttentionLayerStats> take_layer_stats() override;
   // Generation: a prefill of the whole prompt (n = L) runs the pattern; later steps
   // (n < L) attend densely to the cache, as MInference decodes. Records no statistics.
@@ -43,6 +52,7 @@ class VerticalSlashAttention : public AttentionBackend {
 
  private:
   VerticalSlashParams params_;
+  VerticalSlashBudgetRequest budget_;  // empty: the params' rule
   std::map<int64_t, AttentionLayerStats> stats_;  // by layer; a rerun replaces its entry
 };
 

@@ -29,7 +29,8 @@ void vertical_slash_block_keys(const VerticalSlashHeadIndex& index, int64_t quer
 // first ..), its listed keys at or before it (keys ascending, from vertical_slash_block_keys).
 int64_t vertical_slash_block_pairs(const std::vector<int64_t>& keys, int64_t first, int64_t rows);
 
-// The pairs one (sequence, query head) keeps: the mask's entries.
+// The pairs one (sequence, query head) keeps: the mask's entries (counted on the block
+// grid in O(slashes + verticals x log), without listing any block's keys).
 int64_t vertical_slash_kept_pairs(const VerticalSlashHeadIndex& index, int64_t length);
 
 // Query blocks of a sequence of `length` tokens.

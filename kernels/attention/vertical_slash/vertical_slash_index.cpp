@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <stdexcept>
 
@@ -50,45 +51,106 @@ std::vector<int64_t> candidates_by_score(const std::vector<double>& scores, int6
   return order;
 }
 
-// The forced entries [0, forced) and the best candidates, by the budget rule; ascending.
-std::vector<int64_t> select(const std::vector<double>& scores, int64_t forced, int64_t count, int64_t cap,
-                            double total, const VerticalSlashParams& params) {
-  forced = std::min<int64_t>(forced, static_cast<int64_t>(scores.size()));
-  std::vector<int64_t> kept(static_cast<size_t>(forced));
-  std::iota(kept.begin(), kept.end(), 0);
-  double mass = 0;
-  for (int64_t j = 0; j < forced; ++j) mass += scores[static_cast<size_t>(j)];
-  int64_t added = 0;
-  for (int64_t j : candidates_by_score(scores, forced)) {
-    if (static_cast<int64_t>(kept.size()) >= cap) break;
-    if (params.budget == VerticalSlashBudget::kTopP ? mass >= params.p * total : added >= count) break;
-    kept.push_back(j);
-    mass += scores[static_cast<size_t>(j)];
-    ++added;
-  }
-  std::sort(kept.begin(), kept.end());
-  return kept;
+// The forced entries and the best candidates, by the budget rule; ascending.
+std::vector<int64_t> select(const VerticalSlashLadder& ladder, int64_t count, double total,
+                            const VerticalSlashParams& params) {
+  const int64_t taken = params.budget == VerticalSlashBudget::kTopP
+                            ? ladder.taken_below(params.p * total)
+                            : std::min<int64_t>(count, static_cast<int64_t>(ladder.order.size()));
+  return ladder.kept(taken);
 }
 
-VerticalSlashHeadIndex head_index(const at::Tensor& queries, const at::Tensor& keys, int64_t length,
-                                  const VerticalSlashParams& params, double scale) {
-  const int64_t n = queries.size(0);  // the last n positions: length - n .. length - 1
-  at::Tensor scores = at::matmul(queries, keys.t()).mul_(scale);  // [n, L]
-  const at::Tensor row_pos = at::arange(length - n, length, at::kLong).unsqueeze(1);
-  const at::Tensor col = at::arange(length, at::kLong).unsqueeze(0);
-  scores.masked_fill_(col > row_pos, -std::numeric_limits<double>::infinity());
-  const at::Tensor attention = at::softmax(scores, 1).contiguous();  // [n, L]
+// Key positions 0 .. length - 1: a one-rank caller holds every key of the sequence.
+std::vector<int64_t> all_positions(int64_t length) {
   std::vector<int64_t> positions(static_cast<size_t>(length));
   std::iota(positions.begin(), positions.end(), 0);
-  std::vector<double> vertical(static_cast<size_t>(length), 0.0), slash(vertical);
-  vertical_slash_add_scores(attention.const_data_ptr<double>(), positions, length, n, vertical, slash);
-  VerticalSlashHeadIndex out = vertical_slash_select(vertical, slash, n, params);
-  out.coverage = vertical_slash_kept_mass(out, attention.const_data_ptr<double>(), positions, length, n) /
-                 static_cast<double>(n);
-  return out;
+  return positions;
 }
 
 }  // namespace
+
+VerticalSlashLadder::VerticalSlashLadder(const std::vector<double>& scores, int64_t forced_entries, int64_t cap)
+    : forced(std::min<int64_t>(forced_entries, static_cast<int64_t>(scores.size()))) {
+  order = candidates_by_score(scores, forced);
+  order.resize(static_cast<size_t>(std::clamp<int64_t>(cap - forced, 0, static_cast<int64_t>(order.size()))));
+  // The same sums in the same order as the list grows: forced entries, then each taken one.
+  double mass = 0;
+  for (int64_t j = 0; j < forced; ++j) mass += scores[static_cast<size_t>(j)];
+  mass_before.reserve(order.size());
+  for (const int64_t j : order) {
+    mass_before.push_back(mass);
+    mass += scores[static_cast<size_t>(j)];
+  }
+}
+
+int64_t VerticalSlashLadder::taken_below(double mass) const {
+  // A scan, not a binary search: the list stops at its first candidate whose mass before
+  // reaches `mass`, whatever follows.
+  const auto stop = std::find_if(mass_before.begin(), mass_before.end(), [&](double m) { return m >= mass; });
+  return stop - mass_before.begin();
+}
+
+std::vector<int64_t> VerticalSlashLadder::kept(int64_t taken) const {
+  std::vector<int64_t> out(static_cast<size_t>(forced));
+  std::iota(out.begin(), out.end(), 0);
+  out.insert(out.end(), order.begin(), order.begin() + taken);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+VerticalSlashLadders::VerticalSlashLadders(const std::vector<double>& vertical_scores,
+                                           const std::vector<double>& slash_scores, const VerticalSlashParams& params)
+    : vertical(vertical_scores, params.sink_tokens, params.max_verticals),
+      slash(slash_scores, params.local_window, params.max_slashes),
+      block_size(params.block_size) {}
+
+VerticalSlashHeadIndex VerticalSlashLadders::at(double mass) const {
+  VerticalSlashHeadIndex out;
+  out.verticals = vertical.kept(vertical.taken_below(mass));
+  out.slashes = slash.kept(slash.taken_below(mass));
+  out.block_size = block_size;
+  return out;
+}
+
+void vertical_slash_check_inputs(const at::Tensor& q, const at::Tensor& k, const PackedSequences& sequences) {
+  TORCH_CHECK(q.dim() == 3 && k.dim() == 3 && q.size(2) == k.size(2), "vertical-slash: q [T, Hq, D], k [T, Hkv, D]");
+  TORCH_CHECK(q.size(0) == sequences.total_tokens() && k.size(0) == sequences.total_tokens(),
+              "vertical-slash: q and k must hold the packed sequences' ", sequences.total_tokens(), " tokens");
+  TORCH_CHECK(k.size(1) > 0 && q.size(1) % k.size(1) == 0, "vertical-slash: Hq must be a multiple of Hkv");
+}
+
+VerticalSlashSequenceInputs::VerticalSlashSequenceInputs(const at::Tensor& q, const at::Tensor& k,
+                                                         const PackedSequences& sequences, int64_t s,
+                                                         int64_t last_query_count)
+    : length(sequences.length(s)), n(std::min(last_query_count, sequences.length(s))), group(q.size(1) / k.size(1)) {
+  // Only the sequence's last queries and its keys, in float64.
+  const int64_t offset = sequences.offsets[static_cast<size_t>(s)];
+  last_queries = q.detach().narrow(0, offset + length - n, n).to(at::kDouble);
+  keys = k.detach().narrow(0, offset, length).to(at::kDouble);
+}
+
+at::Tensor VerticalSlashSequenceInputs::attention(int64_t head, double scale) const {
+  // The last n positions: length - n .. length - 1.
+  at::Tensor scores = at::matmul(last_queries.select(1, head), keys.select(1, head / group).t()).mul_(scale);  // [n, L]
+  const at::Tensor row_pos = at::arange(length - n, length, at::kLong).unsqueeze(1);
+  const at::Tensor col = at::arange(length, at::kLong).unsqueeze(0);
+  scores.masked_fill_(col > row_pos, -std::numeric_limits<double>::infinity());
+  return at::softmax(scores, 1).contiguous();
+}
+
+VerticalSlashScores vertical_slash_scores(const at::Tensor& attention, int64_t length) {
+  VerticalSlashScores out{std::vector<double>(static_cast<size_t>(length), 0.0),
+                          std::vector<double>(static_cast<size_t>(length), 0.0)};
+  vertical_slash_add_scores(attention.const_data_ptr<double>(), all_positions(length), length, attention.size(0),
+                            out.vertical, out.slash);
+  return out;
+}
+
+double vertical_slash_coverage(const VerticalSlashHeadIndex& index, const at::Tensor& attention, int64_t length) {
+  const int64_t n = attention.size(0);
+  return vertical_slash_kept_mass(index, attention.const_data_ptr<double>(), all_positions(length), length, n) /
+         static_cast<double>(n);
+}
 
 void vertical_slash_add_scores(const double* attention, const std::vector<int64_t>& key_positions, int64_t length,
                                int64_t n, std::vector<double>& vertical, std::vector<double>& slash) {
@@ -106,10 +168,15 @@ void vertical_slash_add_scores(const double* attention, const std::vector<int64_
 
 VerticalSlashHeadIndex vertical_slash_select(const std::vector<double>& vertical, const std::vector<double>& slash,
                                              int64_t n, const VerticalSlashParams& params) {
+  return vertical_slash_select(VerticalSlashLadders(vertical, slash, params), n, params);
+}
+
+VerticalSlashHeadIndex vertical_slash_select(const VerticalSlashLadders& ladders, int64_t n,
+                                             const VerticalSlashParams& params) {
   VerticalSlashHeadIndex out;
   const auto total = static_cast<double>(n);
-  out.verticals = select(vertical, params.sink_tokens, params.vertical_count, params.max_verticals, total, params);
-  out.slashes = select(slash, params.local_window, params.slash_count, params.max_slashes, total, params);
+  out.verticals = select(ladders.vertical, params.vertical_count, total, params);
+  out.slashes = select(ladders.slash, params.slash_count, total, params);
   out.block_size = params.block_size;
   return out;
 }
@@ -118,18 +185,22 @@ double vertical_slash_kept_mass(const VerticalSlashHeadIndex& index, const doubl
                                 const std::vector<int64_t>& key_positions, int64_t length, int64_t n) {
   const auto m = static_cast<int64_t>(key_positions.size());
   const int64_t block = index.block_size;
-  std::vector<char> kept(static_cast<size_t>(length));
+  // The column of each held key position in `attention` (-1: not held here).
+  std::vector<int64_t> column(static_cast<size_t>(length), -1);
+  for (int64_t a = 0; a < m; ++a) column[static_cast<size_t>(key_positions[static_cast<size_t>(a)])] = a;
   std::vector<int64_t> block_keys;
   double mass = 0;
   for (int64_t q_block = (length - n) / block; q_block * block < length; ++q_block) {
     vertical_slash_block_keys(index, q_block, length, block_keys);
-    std::fill(kept.begin(), kept.end(), char{0});
-    for (const int64_t j : block_keys) kept[static_cast<size_t>(j)] = 1;
     const int64_t first = std::max(q_block * block, length - n), last = std::min((q_block + 1) * block, length) - 1;
     for (int64_t p = first; p <= last; ++p) {
       const double* row = attention + (p - (length - n)) * m;
-      for (int64_t a = 0; a < m && key_positions[static_cast<size_t>(a)] <= p; ++a) {
-        if (kept[static_cast<size_t>(key_positions[static_cast<size_t>(a)])]) mass += row[a];
+      // Kept keys ascending: the held ones in column order (the budget search calls this
+      // at many levels, so it walks the kept keys rather than every column).
+      for (const int64_t j : block_keys) {
+        if (j > p) break;
+        const int64_t a = column[static_cast<size_t>(j)];
+        if (a >= 0) mass += row[a];
       }
     }
   }
@@ -141,28 +212,24 @@ std::vector<std::vector<VerticalSlashHeadIndex>> vertical_slash_index(const at::
                                                                       const VerticalSlashParams& params,
                                                                       double scale) {
   params.validate();
-  TORCH_CHECK(q.dim() == 3 && k.dim() == 3 && q.size(2) == k.size(2), "vertical-slash: q [T, Hq, D], k [T, Hkv, D]");
-  TORCH_CHECK(q.size(0) == sequences.total_tokens() && k.size(0) == sequences.total_tokens(),
-              "vertical-slash: q and k must hold the packed sequences' ", sequences.total_tokens(), " tokens");
-  TORCH_CHECK(k.size(1) > 0 && q.size(1) % k.size(1) == 0, "vertical-slash: Hq must be a multiple of Hkv");
+  vertical_slash_check_inputs(q, k, sequences);
   const c10::NoGradGuard no_grad;
-  const int64_t heads = q.size(1), group = q.size(1) / k.size(1);
+  const int64_t heads = q.size(1);
   std::vector<std::vector<VerticalSlashHeadIndex>> out;
   for (int64_t s = 0; s < sequences.num_sequences(); ++s) {
-    const int64_t offset = sequences.offsets[static_cast<size_t>(s)], length = sequences.length(s);
+    const int64_t length = sequences.length(s);
     std::vector<VerticalSlashHeadIndex> per_head;
     if (length == 0) {
       out.emplace_back(static_cast<size_t>(heads));
       continue;
     }
-    // Only the sequence's last queries and its keys, in float64.
-    const int64_t n = std::min(params.last_queries, length);
-    const at::Tensor last_queries = q.detach().narrow(0, offset + length - n, n).to(at::kDouble);
-    const at::Tensor sequence_keys = k.detach().narrow(0, offset, length).to(at::kDouble);
+    const VerticalSlashSequenceInputs inputs(q, k, sequences, s, params.last_queries);
     for (int64_t h = 0; h < heads; ++h) {
-      const at::Tensor queries = last_queries.select(1, h);
-      const at::Tensor keys = sequence_keys.select(1, h / group);
-      per_head.push_back(head_index(queries, keys, length, params, scale));
+      const at::Tensor attention = inputs.attention(h, scale);
+      const VerticalSlashScores scores = vertical_slash_scores(attention, length);
+      VerticalSlashHeadIndex head = vertical_slash_select(scores.vertical, scores.slash, inputs.n, params);
+      head.coverage = vertical_slash_coverage(head, attention, length);
+      per_head.push_back(std::move(head));
     }
     out.push_back(std::move(per_head));
   }

@@ -96,6 +96,69 @@ VerticalSlashHeadIndex vertical_slash_select(const std::vector<double>& vertical
 double vertical_slash_kept_mass(const VerticalSlashHeadIndex& index, const double* attention,
                                 const std::vector<int64_t>& key_positions, int64_t length, int64_t n);
 
+// One list (verticals or slashes) of one head under every budget: the forced entries
+// 0 .. forced - 1 (fewer in a shorter sequence), then the candidates the cap lets in, in
+// the order the list takes them (descending score, ties: lower index), with the list's
+// mass (the sum of its scores, forced entries included) before each. top_p p takes the
+// candidates before the first whose mass_before >= p x n; top_k the first `count`.
+// vertical_slash_select is this ladder cut at its budget; the budget search
+// (vertical_slash_budget.h) cuts it at other levels.
+struct VerticalSlashLadder {
+  int64_t forced = 0;
+  std::vector<int64_t> order;
+  std::vector<double> mass_before;  // [order.size()], nondecreasing (scores are attention masses)
+
+  // scores [L]: the vertical or slash scores; cap: the most entries, forced ones included.
+  VerticalSlashLadder(const std::vector<double>& scores, int64_t forced, int64_t cap);
+  // Candidates taken while the list's mass is below `mass` (top-p at p = mass / n).
+  int64_t taken_below(double mass) const;
+  // The forced entries and the first `taken` candidates, ascending.
+  std::vector<int64_t> kept(int64_t taken) const;
+};
+
+// Both lists of one head (sinks and max_verticals, window and max_slashes from params).
+struct VerticalSlashLadders {
+  VerticalSlashLadder vertical;
+  VerticalSlashLadder slash;
+  int64_t block_size;
+
+  VerticalSlashLadders(const std::vector<double>& vertical_scores, const std::vector<double>& slash_scores,
+                       const VerticalSlashParams& params);
+  // Both lists cut as top-p cuts them at p = mass / n (coverage left at 1).
+  VerticalSlashHeadIndex at(double mass) const;
+};
+// vertical_slash_select on ladders already built (the budget search reuses them).
+VerticalSlashHeadIndex vertical_slash_select(const VerticalSlashLadders& ladders, int64_t n,
+                                             const VerticalSlashParams& params);
+
+// The one-rank index's steps for one (sequence, query head), for the budget search that
+// re-cuts the lists (vertical_slash_budget.h). Checks q [T, Hq, D] and k [T, Hkv, D]
+// against the packing (Hq % Hkv == 0).
+void vertical_slash_check_inputs(const at::Tensor& q, const at::Tensor& k, const PackedSequences& sequences);
+// Sequence s's last n = min(last_queries, L) queries [n, Hq, D] and its keys [L, Hkv, D],
+// detached, in float64; L > 0.
+struct VerticalSlashSequenceInputs {
+  at::Tensor last_queries;
+  at::Tensor keys;
+  int64_t length = 0;
+  int64_t n = 0;
+  int64_t group = 1;  // query heads per key/value head
+
+  VerticalSlashSequenceInputs(const at::Tensor& q, const at::Tensor& k, const PackedSequences& sequences, int64_t s,
+                              int64_t last_queries);
+  // Query head h's last queries' attention to the sequence's keys, [n, L] float64
+  // contiguous, 0 past each query's position.
+  at::Tensor attention(int64_t head, double scale) const;
+};
+// The vertical and slash scores of a whole sequence's attention [n, L] (every key held).
+struct VerticalSlashScores {
+  std::vector<double> vertical;  // [L]
+  std::vector<double> slash;     // [L]
+};
+VerticalSlashScores vertical_slash_scores(const at::Tensor& attention, int64_t length);
+// The coverage of `index` on a whole sequence's attention [n, L]: kept mass / n.
+double vertical_slash_coverage(const VerticalSlashHeadIndex& index, const at::Tensor& attention, int64_t length);
+
 // Whether query position i keeps key position j in a sequence of `length` tokens under
 // `index` (false for j > i): the mask's rule, pair by pair, for tests
 // (vertical_slash_blocks.h lists a whole query block's keys at once).

@@ -1,0 +1,219 @@
+#include "kernels/attention/vertical_slash/vertical_slash_budget.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <c10/core/GradMode.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/attention/vertical_slash/vertical_slash_blocks.h"
+
+namespace sb {
+
+namespace {
+
+void check_request(const VerticalSlashBudgetRequest& request, int64_t num_sequences) {
+  if (!request.kept_keys.empty() && static_cast<int64_t>(request.kept_keys.size()) != num_sequences) {
+    throw std::invalid_argument("vertical-slash budget request: " + std::to_string(request.kept_keys.size()) +
+                                " budgets for a micro-batch of " + std::to_string(num_sequences) +
+                                " sequences; give one kept-keys-per-query budget per sequence (or none)");
+  }
+  for (const int64_t keys : request.kept_keys) {
+    if (keys < 0) {
+      throw std::invalid_argument("vertical-slash budget request: kept keys per query must be >= 0 (0: the "
+                                  "params' own rule), got " + std::to_string(keys));
+    }
+  }
+  if (!(request.coverage_floor_ratio >= 0.0 && request.coverage_floor_ratio <= 1.0)) {
+    throw std::invalid_argument("vertical-slash budget request: coverage_floor_ratio must be in [0, 1], got " +
+                                std::to_string(request.coverage_floor_ratio));
+  }
+}
+
+// Appends the masses in (0, total) at which one of the head's lists takes its next candidate.
+void add_breakpoints(const VerticalSlashLadders& ladders, double total, std::vector<double>& thresholds) {
+  for (const VerticalSlashLadder* list : {&ladders.vertical, &ladders.slash}) {
+    for (const double mass : list->mass_before) {
+      if (mass > 0.0 && mass < total) thresholds.push_back(mass);
+    }
+  }
+}
+
+// 0, the breakpoints, total (= n, level 1): ascending, distinct. Between two neighbours the
+// lists are the upper one's, so these thresholds reach every list a level in [0, 1] gives.
+std::vector<double> level_thresholds(std::vector<double> breakpoints, double total) {
+  breakpoints.push_back(0.0);
+  breakpoints.push_back(total);
+  std::sort(breakpoints.begin(), breakpoints.end());
+  breakpoints.erase(std::unique(breakpoints.begin(), breakpoints.end()), breakpoints.end());
+  return breakpoints;
+}
+
+// How many of the indices 0 .. size - 1 `holds` is true for, given that it holds on a
+// prefix (binary search: about log2(size) calls).
+template <typename Predicate>
+int64_t leading_count(int64_t size, const Predicate& holds) {
+  int64_t lo = 0, hi = size;  // holds on [0, lo), fails on [hi, size)
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (holds(mid)) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
+// What the first pass keeps of one head: its ladders, its reference and its floor.
+struct HeadSearch {
+  std::optional<VerticalSlashLadders> ladders;
+  VerticalSlashHeadIndex reference;
+  int64_t reference_pairs = 0;
+  double floor_threshold = 0.0;  // lambda_f,h x n
+  VerticalSlashHeadIndex floored;  // the lists at the floor level, with their coverage
+  int64_t floor_pairs = 0;
+};
+
+// The first pass over one head, with its attention: the reference (the params' rule, as
+// vertical_slash_index computes it) and, with a floor, the smallest level over the head's
+// breakpoints whose coverage reaches ratio x the reference's.
+HeadSearch search_head(const at::Tensor& attention, int64_t length, int64_t n, const VerticalSlashParams& params,
+                       double floor_ratio) {
+  HeadSearch head;
+  const VerticalSlashScores scores = vertical_slash_scores(attention, length);
+  head.ladders.emplace(scores.vertical, scores.slash, params);
+  head.reference = vertical_slash_select(*head.ladders, n, params);
+  head.reference.coverage = vertical_slash_coverage(head.reference, attention, length);
+  head.reference_pairs = vertical_slash_kept_pairs(head.reference, length);
+  if (floor_ratio <= 0.0) return head;
+  const auto total = static_cast<double>(n);
+  std::vector<double> breakpoints;
+  add_breakpoints(*head.ladders, total, breakpoints);
+  const std::vector<double> thresholds = level_thresholds(std::move(breakpoints), total);
+  const double target = floor_ratio * head.reference.coverage;
+  const auto size = static_cast<int64_t>(thresholds.size());
+  const int64_t below = leading_count(size, [&](int64_t i) {
+    return vertical_slash_coverage(head.ladders->at(thresholds[static_cast<size_t>(i)]), attention, length) < target;
+  });
+  head.floor_threshold = thresholds[static_cast<size_t>(std::min(below, size - 1))];  // none reaches: level 1
+  head.floored = head.ladders->at(head.floor_threshold);
+  head.floored.coverage = vertical_slash_coverage(head.floored, attention, length);
+  head.floor_pairs = vertical_slash_kept_pairs(head.floored, length);
+  return head;
+}
+
+// The pairs every head of a sequence keeps at one level threshold.
+int64_t pairs_at(const std::vector<HeadSearch>& heads, double threshold, int64_t length) {
+  std::vector<int64_t> pairs(heads.size(), 0);
+  at::parallel_for(0, static_cast<int64_t>(heads.size()), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t h = begin; h < end; ++h) {
+      const VerticalSlashLadders& ladders = *heads[static_cast<size_t>(h)].ladders;
+      pairs[static_cast<size_t>(h)] = vertical_slash_kept_pairs(ladders.at(threshold), length);
+    }
+  });
+  return std::accumulate(pairs.begin(), pairs.end(), int64_t{0});
+}
+
+// lambda_b x n for one sequence: the largest threshold whose pairs are <= the budget's
+// (0 when even level 0 keeps more).
+double budget_threshold(const std::vector<HeadSearch>& heads, int64_t kept_keys, int64_t length, double total) {
+  std::vector<double> breakpoints;
+  for (const HeadSearch& head : heads) add_breakpoints(*head.ladders, total, breakpoints);
+  const std::vector<double> thresholds = level_thresholds(std::move(breakpoints), total);
+  // No query keeps more than `length` keys: the cap changes nothing and cannot overflow.
+  const int64_t limit = std::min(kept_keys, length) * length * static_cast<int64_t>(heads.size());
+  const int64_t within = leading_count(static_cast<int64_t>(thresholds.size()), [&](int64_t i) {
+    return pairs_at(heads, thresholds[static_cast<size_t>(i)], length) <= limit;
+  });
+  return thresholds[static_cast<size_t>(std::max<int64_t>(within - 1, 0))];
+}
+
+}  // namespace
+
+int64_t vertical_slash_kept_keys_per_query(int64_t pairs, int64_t length, int64_t heads) {
+  const double rows = static_cast<double>(length) * static_cast<double>(std::max<int64_t>(1, heads));
+  return rows > 0 ? std::llround(static_cast<double>(pairs) / rows) : 0;
+}
+
+VerticalSlashBudgetedIndex vertical_slash_budgeted_index(const at::Tensor& q, const at::Tensor& k,
+                                                         const PackedSequences& sequences,
+                                                         const VerticalSlashParams& params, double scale,
+                                                         const VerticalSlashBudgetRequest& request) {
+  params.validate();
+  vertical_slash_check_inputs(q, k, sequences);
+  check_request(request, sequences.num_sequences());
+  const c10::NoGradGuard no_grad;
+  const int64_t num_heads = q.size(1);
+  const double floor_ratio = request.coverage_floor_ratio;
+  VerticalSlashBudgetedIndex out;
+  for (int64_t s = 0; s < sequences.num_sequences(); ++s) {
+    const int64_t length = sequences.length(s);
+    const bool budgeted = !request.kept_keys.empty() && request.kept_keys[static_cast<size_t>(s)] > 0;
+    out.level.push_back(std::nullopt);
+    if (length == 0) {
+      out.index.emplace_back(static_cast<size_t>(num_heads));
+      out.reference_coverage.emplace_back(static_cast<size_t>(num_heads), 1.0);
+      out.reference_kept_pairs.push_back(0);
+      if (floor_ratio > 0.0) {
+        out.floor_level.emplace_back(static_cast<size_t>(num_heads), 0.0);
+        out.floor_kept_pairs.push_back(0);
+      }
+      continue;
+    }
+    const VerticalSlashSequenceInputs inputs(q, k, sequences, s, params.last_queries);
+    const auto total = static_cast<double>(inputs.n);
+    // First pass, one head's attention at a time per thread.
+    std::vector<HeadSearch> heads(static_cast<size_t>(num_heads));
+    at::parallel_for(0, num_heads, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t h = begin; h < end; ++h) {
+        heads[static_cast<size_t>(h)] = search_head(inputs.attention(h, scale), length, inputs.n, params, floor_ratio);
+      }
+    });
+    std::vector<double> reference_coverage;
+    int64_t reference_pairs = 0, floor_pairs = 0;
+    std::vector<double> floor_level;
+    for (const HeadSearch& head : heads) {
+      reference_coverage.push_back(head.reference.coverage);
+      reference_pairs += head.reference_pairs;
+      floor_pairs += head.floor_pairs;
+      floor_level.push_back(head.floor_threshold / total);
+    }
+    out.reference_coverage.push_back(std::move(reference_coverage));
+    out.reference_kept_pairs.push_back(reference_pairs);
+    if (floor_ratio > 0.0) {
+      out.floor_level.push_back(std::move(floor_level));
+      out.floor_kept_pairs.push_back(floor_pairs);
+    }
+    std::vector<VerticalSlashHeadIndex> chosen(static_cast<size_t>(num_heads));
+    if (!budgeted) {  // the reference rule (it meets any floor r <= 1 by definition)
+      for (size_t h = 0; h < heads.size(); ++h) chosen[h] = std::move(heads[h].reference);
+      out.index.push_back(std::move(chosen));
+      continue;
+    }
+    const double threshold = budget_threshold(heads, request.kept_keys[static_cast<size_t>(s)], length, total);
+    out.level.back() = threshold / total;
+    // Second pass: each head at max(lambda_b, lambda_f,h); its coverage needs its attention
+    // again unless the floor's lists are the ones it runs.
+    at::parallel_for(0, num_heads, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t h = begin; h < end; ++h) {
+        HeadSearch& head = heads[static_cast<size_t>(h)];
+        VerticalSlashHeadIndex& lists = chosen[static_cast<size_t>(h)];
+        if (floor_ratio > 0.0 && head.floor_threshold >= threshold) {
+          lists = std::move(head.floored);
+        } else {
+          lists = head.ladders->at(threshold);
+          lists.coverage = vertical_slash_coverage(lists, inputs.attention(h, scale), length);
+        }
+      }
+    });
+    out.index.push_back(std::move(chosen));
+  }
+  return out;
+}
+
+}  // namespace sb
