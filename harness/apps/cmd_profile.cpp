@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -24,8 +25,8 @@ namespace {
 struct ProfileFlags {
   std::string model;
   std::string attention = "moba";
-  int64_t block = 0;         // 0: the pattern's default
-  int64_t last_queries = 0;  // vertical_slash; 0: its default
+  int64_t block = 0;  // 0: the pattern's default
+  VerticalSlashParams vertical_slash;  // vertical_slash's index rules (--last-queries ...)
   std::string device = "cpu";
   std::string precision = "fp32";
   bool activation_checkpointing = false;
@@ -42,6 +43,12 @@ struct ProfileFlags {
   std::string check;
   bool json = false;
 };
+
+// "last_queries" -> "last-queries": a VerticalSlashParams field as its profile flag.
+std::string flag_name(std::string field) {
+  std::replace(field.begin(), field.end(), '_', '-');
+  return field == "block-size" ? "block" : field;
+}
 
 std::vector<int64_t> parse_int_list(const std::string& text, const std::string& flag) {
   std::vector<int64_t> values;
@@ -189,7 +196,16 @@ Command register_profile(CLI::App& app) {
                   "Model preset, or a Hugging Face Qwen2 folder with config.json (one decoder layer is timed)");
   sub->add_option("--attention", f->attention, "moba | vertical_slash | dense")->capture_default_str();
   sub->add_option("--block", f->block, "Block size (MoBA: key blocks, default 256; vertical_slash: slash blocks, default 64)");
-  sub->add_option("--last-queries", f->last_queries, "vertical_slash: the last queries its index reads (default 64)");
+  sub->add_option("--last-queries", f->vertical_slash.last_queries, "vertical_slash: the last queries its index reads")
+      ->capture_default_str();
+  sub->add_option("--sink-tokens", f->vertical_slash.sink_tokens, "vertical_slash: first columns always kept")
+      ->capture_default_str();
+  sub->add_option("--local-window", f->vertical_slash.local_window, "vertical_slash: offsets always kept")
+      ->capture_default_str();
+  sub->add_option("--max-verticals", f->vertical_slash.max_verticals, "vertical_slash: cap on the columns")
+      ->capture_default_str();
+  sub->add_option("--max-slashes", f->vertical_slash.max_slashes, "vertical_slash: cap on the offsets")
+      ->capture_default_str();
   sub->add_option("--device", f->device, "cpu | cuda")->capture_default_str();
   sub->add_option("--precision", f->precision, "fp32 | bf16-mixed")->capture_default_str();
   sub->add_flag("--activation-checkpointing", f->activation_checkpointing,
@@ -224,14 +240,21 @@ Command register_profile(CLI::App& app) {
     } catch (const std::invalid_argument& e) {
       throw ConfigError("--attention", "", e.what(), "use one of the known names");
     }
-    if (f->block < 0) throw ConfigError("--block", "", "must be >= 1", "e.g. 256 (MoBA) or 64 (vertical_slash)");
+    if (f->block < 0) {
+      throw ConfigError("--block", "", "must be >= 1 (or 0 for the pattern's default)", "e.g. 256 (MoBA) or 64 (vertical_slash)");
+    }
     if (request.attention.is_vertical_slash()) {
       VerticalSlashParams& params = request.attention.vertical_slash;
+      params = f->vertical_slash;
       if (f->block > 0) params.block_size = f->block;
-      if (f->last_queries > 0) params.last_queries = f->last_queries;
+      if (const auto problem = params.first_problem()) {
+        throw ConfigError("--" + flag_name(problem->field), "", problem->message, problem->fix);
+      }
     } else {
       if (f->block > 0) request.attention.block_size = f->block;
-      if (f->last_queries > 0) throw ConfigError("--last-queries", "", "applies to vertical_slash only", "leave it out");
+      for (const auto& [flag, value, fallback] : vertical_slash_profile_flags(f->vertical_slash, VerticalSlashParams{})) {
+        if (value != fallback) throw ConfigError(flag, "", "applies to vertical_slash only", "leave it out");
+      }
     }
     request.device = f->device;
     request.seq_lens = parse_int_list(f->seq_lens, "--seq-lens");

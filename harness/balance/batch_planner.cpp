@@ -44,30 +44,32 @@ GlobalBatchPlan BatchPlanner::plan(const std::vector<int64_t>& sample_lengths) {
 void BatchPlanner::observe(const GlobalBatchPlan& plan, const std::vector<int64_t>& sample_lengths,
                            const std::vector<std::vector<double>>& realized_budgets,
                            const std::vector<std::vector<double>>& realized_floors,
-                           const std::vector<std::vector<double>>& realized_references) {
+                           const std::vector<double>& sample_budgets, const std::vector<double>& sample_references) {
   if (realized_budgets.size() != plan.ranks.size()) {
     throw std::invalid_argument("BatchPlanner::observe: one budget list per DP rank needed");
   }
   if (!realized_floors.empty() && realized_floors.size() != plan.ranks.size()) {
     throw std::invalid_argument("BatchPlanner::observe: one floor list per DP rank needed");
   }
-  if (!realized_references.empty() && realized_references.size() != plan.ranks.size()) {
-    throw std::invalid_argument("BatchPlanner::observe: one reference list per DP rank needed");
+  for (const std::vector<double>* per_sample : {&sample_budgets, &sample_references}) {
+    if (!per_sample->empty() && per_sample->size() != sample_lengths.size()) {
+      throw std::invalid_argument("BatchPlanner::observe: one per-sequence value per sample needed");
+    }
   }
   for (size_t r = 0; r < plan.ranks.size(); ++r) {
     if (realized_budgets[r].size() != plan.ranks[r].size()) {
       throw std::invalid_argument("BatchPlanner::observe: one budget per micro-batch needed");
     }
     for (size_t m = 0; m < plan.ranks[r].size(); ++m) {
-      if (!realized_references.empty() && realized_references[r].size() != plan.ranks[r].size()) {
-        throw std::invalid_argument("BatchPlanner::observe: one reference per micro-batch needed");
-      }
-      const bool reference = !realized_references.empty() && realized_references[r][m] > 0;
       int64_t longest = 0;
       for (int64_t s : plan.ranks[r][m].samples) {
-        estimator_.observe(sample_lengths.at(static_cast<size_t>(s)), realized_budgets[r][m]);
-        if (reference) reference_estimator_.observe(sample_lengths.at(static_cast<size_t>(s)), realized_references[r][m]);
-        longest = std::max(longest, sample_lengths.at(static_cast<size_t>(s)));
+        const auto i = static_cast<size_t>(s);
+        const bool own_budget = !sample_budgets.empty() && sample_budgets[i] > 0;
+        estimator_.observe(sample_lengths.at(i), own_budget ? sample_budgets[i] : realized_budgets[r][m]);
+        if (!sample_references.empty() && sample_references[i] > 0) {
+          reference_estimator_.observe(sample_lengths.at(i), sample_references[i]);
+        }
+        longest = std::max(longest, sample_lengths.at(i));
       }
       if (realized_floors.empty()) continue;
       if (realized_floors[r].size() != plan.ranks[r].size()) {

@@ -51,14 +51,17 @@ class BatchPlanner {
   // realized_floors (empty, or shaped as realized_budgets): the mean over layers of DST's
   // coverage-floor budget of each micro-batch, <= 0 where no floor was computed. Each
   // positive one updates DST's floor estimator at the micro-batch's longest sequence.
-  // realized_references (empty, or shaped as realized_budgets): the mean over layers of
-  // the budget the pattern's own rule chose (vertical-slash's kept keys per query under
-  // its top-p / top-k rule), <= 0 where none was reported. Each positive one updates the
-  // reference estimator at every sample of the micro-batch (budget_policy.h, kKeptKeys).
+  // sample_budgets, sample_references (empty, or one per sample of the global batch, by
+  // plan position): per sequence, the mean over layers of the budget it ran with and of
+  // the budget the pattern's own rule chose (vertical-slash's kept keys per query, which
+  // differ between packed sequences), <= 0 where none was reported. A positive
+  // sample_budgets entry replaces its micro-batch's realized budget for SAB's estimator;
+  // each positive sample_references entry updates the reference estimator at the
+  // sample's own length (budget_policy.h, kKeptKeys).
   void observe(const GlobalBatchPlan& plan, const std::vector<int64_t>& sample_lengths,
                const std::vector<std::vector<double>>& realized_budgets,
                const std::vector<std::vector<double>>& realized_floors = {},
-               const std::vector<std::vector<double>>& realized_references = {});
+               const std::vector<double>& sample_budgets = {}, const std::vector<double>& sample_references = {});
 
   // After the iteration ran: measured_ms[r][m] is the measured latency of micro-batch m of
   // rank r (shaped as the plan; <= 0 where none). Updates the calibration, if on, from the

@@ -25,10 +25,13 @@ class FixedBudget : public BudgetPolicy {
         mb.budget = kept_keys ? 0 : options_.top_k;
         if (predictor_ == nullptr) continue;
         const std::vector<int64_t> lengths = microbatch_lengths(mb, sample_lengths);
-        const double budget =
-            kept_keys ? reference_->expected_budget(*std::max_element(lengths.begin(), lengths.end()))
-                      : static_cast<double>(mb.budget);
-        mb.predicted_ms = predicted_ms_at(*predictor_, lengths, budget, options_.total_layers);
+        if (!kept_keys) {
+          mb.predicted_ms = predictor_->microbatch_ms(lengths, mb.budget, options_.total_layers);
+          continue;
+        }
+        std::vector<int64_t> references;
+        for (int64_t length : lengths) references.push_back(reference_budget_for_length(options_, *reference_, length, false));
+        mb.predicted_ms = predictor_->microbatch_ms(lengths, references, options_.total_layers);
       }
     }
   }
@@ -69,13 +72,22 @@ int64_t saturating_budget(const BudgetOptions& options, int64_t length) {
   return (length + options.block_size - 1) / options.block_size;
 }
 
-double predicted_ms_at(const LatencyPredictor& predictor, const std::vector<int64_t>& lengths, double budget,
-                       int64_t total_layers) {
-  const auto below = static_cast<int64_t>(std::floor(budget));
-  const double above_share = budget - static_cast<double>(below);
-  const double at_below = predictor.microbatch_ms(lengths, below, total_layers);
-  if (above_share <= 0) return at_below;
-  return (1.0 - above_share) * at_below + above_share * predictor.microbatch_ms(lengths, below + 1, total_layers);
+int64_t reference_budget_for_length(const BudgetOptions& options, const BudgetEstimator& reference, int64_t length,
+                                    bool clamp_to_dst) {
+  // The prior may lie above what the sequence can keep at all: nothing changes above that.
+  const int64_t expected =
+      std::min<int64_t>(std::llround(reference.expected_budget(length)), saturating_budget(options, length));
+  return clamp_to_dst ? std::clamp<int64_t>(expected, options.dst.k_min, options.dst.k_max) : std::max<int64_t>(1, expected);
+}
+
+std::vector<int64_t> kept_keys_budgets(const BudgetOptions& options, const BudgetEstimator& reference,
+                                       const std::vector<int64_t>& lengths, int64_t k) {
+  const auto longest = static_cast<size_t>(std::max_element(lengths.begin(), lengths.end()) - lengths.begin());
+  std::vector<int64_t> budgets(lengths.size(), k);
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    if (i != longest) budgets[i] = std::min(k, reference_budget_for_length(options, reference, lengths[i], true));
+  }
+  return budgets;
 }
 
 std::unique_ptr<BudgetPolicy> make_budget_policy(const BudgetOptions& options,

@@ -41,10 +41,12 @@ struct DstOptions {
 //   kKeptKeys   vertical-slash: kept keys per query, the mean over a sequence's queries
 //               and query heads (docs/vertical_slash.md "Budgets"). The fixed budget is
 //               the pattern's own rule (top-p or top-k), whose kept keys differ from
-//               sequence to sequence: the plan sends no budget (0) and predicts, as DST's
-//               reference k0(m) does, at the reference estimator's value for the
-//               micro-batch's longest sequence (an EMA per length bucket of the kept keys
-//               the rule chose, reported by the layers; top_k before any report).
+//               sequence to sequence: the plan sends no budget (0) and predicts each
+//               sequence at its reference r(L) (reference_budget_for_length: the
+//               reference estimator's value for its length, an EMA per length bucket of
+//               the kept keys the rule chose, reported by the layers; top_k before any
+//               report). A budget k for a micro-batch is its longest sequence's; every
+//               other packed sequence runs min(k, its own r(L)) (kept_keys_budgets).
 enum class BudgetAxis { kKeyBlocks, kKeptKeys };
 
 // methods[].budget.
@@ -77,10 +79,14 @@ struct BudgetEstimates {
   const BudgetEstimator* reference = nullptr;
 };
 
-// Latency of a micro-batch at a fractional budget: linear interpolation between the two
-// integers around it (the estimators' values are means).
-double predicted_ms_at(const LatencyPredictor& predictor, const std::vector<int64_t>& lengths, double budget,
-                       int64_t total_layers);
+// kKeptKeys: r(L), the reference estimator's kept keys for a sequence of `length` tokens,
+// rounded, at most saturating_budget(length), within [k_min, k_max] when clamp_to_dst.
+int64_t reference_budget_for_length(const BudgetOptions& options, const BudgetEstimator& reference, int64_t length,
+                                    bool clamp_to_dst);
+// kKeptKeys: the budget of each packed sequence (`lengths` in packing order) when the
+// micro-batch's budget is k: k for its first longest sequence, min(k, r(L)) for the others.
+std::vector<int64_t> kept_keys_budgets(const BudgetOptions& options, const BudgetEstimator& reference,
+                                       const std::vector<int64_t>& lengths, int64_t k);
 
 class BudgetPolicy {
  public:

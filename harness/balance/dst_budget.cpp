@@ -31,10 +31,12 @@ DstBudget::DstBudget(const BudgetOptions& options, const LatencyPredictor& predi
 
 int64_t DstBudget::reference_budget(int64_t longest) const {
   if (options_.axis == BudgetAxis::kKeyBlocks) return options_.top_k;
-  // The prior may lie above what the sequence can keep at all: nothing changes above K(m).
-  const int64_t expected =
-      std::min<int64_t>(std::llround(estimates_.reference->expected_budget(longest)), saturating_budget(options_, longest));
-  return std::clamp<int64_t>(expected, options_.dst.k_min, options_.dst.k_max);
+  return reference_budget_for_length(options_, *estimates_.reference, longest, true);
+}
+
+std::vector<int64_t> DstBudget::sequence_budgets(const std::vector<int64_t>& lengths, int64_t k) const {
+  if (options_.axis == BudgetAxis::kKeyBlocks) return std::vector<int64_t>(lengths.size(), k);
+  return kept_keys_budgets(options_, *estimates_.reference, lengths, k);
 }
 
 void DstBudget::assign(GlobalBatchPlan& plan, const std::vector<int64_t>& sample_lengths) {
@@ -55,7 +57,7 @@ void DstBudget::assign(GlobalBatchPlan& plan, const std::vector<int64_t>& sample
       lengths.push_back(microbatch_lengths(mb, sample_lengths));
       longest.push_back(*std::max_element(lengths.back().begin(), lengths.back().end()));
       reference.push_back(reference_budget(longest.back()));
-      at_k0.push_back(predictor_.microbatch_ms(lengths.back(), reference.back(), layers));
+      at_k0.push_back(predictor_.microbatch_ms(lengths.back(), sequence_budgets(lengths.back(), reference.back()), layers));
     }
   }
   if (all.empty()) return;
@@ -74,13 +76,19 @@ void DstBudget::assign(GlobalBatchPlan& plan, const std::vector<int64_t>& sample
   last_anchor_ms_ = anchor;
 
   // T(m, k): the predicted latency of micro-batch m at budget k, as the rule compares it.
-  const auto cost = [&](size_t m, int64_t k) { return predictor_.microbatch_ms(lengths[m], k, layers); };
+  const auto cost = [&](size_t m, int64_t k) { return predictor_.microbatch_ms(lengths[m], sequence_budgets(lengths[m], k), layers); };
   // The plan's prediction of micro-batch m at budget k: at the floor the layers are
-  // expected to apply when that is above k (see dst_budget.h).
+  // expected to apply when that is above k (see dst_budget.h), a fractional floor
+  // interpolated between the integers around it.
   const auto predicted = [&](size_t m, int64_t k) {
     if (estimates_.floor != nullptr) {
       const double expected_floor = estimates_.floor->expected_budget(longest[m]);
-      if (expected_floor > static_cast<double>(k)) return predicted_ms_at(predictor_, lengths[m], expected_floor, layers);
+      if (expected_floor > static_cast<double>(k)) {
+        const auto below = static_cast<int64_t>(std::floor(expected_floor));
+        const double above_share = expected_floor - static_cast<double>(below);
+        if (above_share <= 0) return cost(m, below);
+        return (1.0 - above_share) * cost(m, below) + above_share * cost(m, below + 1);
+      }
     }
     return cost(m, k);
   };
@@ -122,6 +130,7 @@ void DstBudget::assign(GlobalBatchPlan& plan, const std::vector<int64_t>& sample
       }
     }
     all[m]->budget = k;
+    if (options_.axis == BudgetAxis::kKeptKeys) all[m]->sequence_budgets = sequence_budgets(lengths[m], k);
     all[m]->coverage_floor_ratio = 1.0 - d.p;
     all[m]->coverage_reference_k = k0;
     all[m]->predicted_ms = predicted(m, k);
@@ -143,6 +152,7 @@ void DstBudget::assign(GlobalBatchPlan& plan, const std::vector<int64_t>& sample
       if (total - all[m]->predicted_ms + raised <= slowest) {
         total += raised - all[m]->predicted_ms;
         all[m]->budget = k;
+        if (options_.axis == BudgetAxis::kKeptKeys) all[m]->sequence_budgets = sequence_budgets(lengths[m], k);
         all[m]->predicted_ms = raised;
         break;
       }

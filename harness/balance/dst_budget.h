@@ -7,7 +7,8 @@
 //   k0       the reference budget: top_k on MoBA's axis; on vertical-slash's (kept keys
 //            per query, budget_policy.h) k0(m), the reference estimator's kept keys of
 //            the pattern's own rule for m's longest sequence, rounded, at most K(m) below
-//            and clamped to [k_min, k_max]: that rule keeps a different number of keys in every
+//            and clamped to [k_min, k_max] (T(m, k) there prices the other packed
+//            sequences at min(k, their own reference)): that rule keeps a different number of keys in every
 //            sequence, so the anchor is taken over each micro-batch's own k0(m), and k0
 //            below reads k0(m);
 //   K(m)     saturating_budget of m's longest sequence (MoBA: its blocks, ceil(max
@@ -72,6 +73,9 @@ class DstBudget : public BudgetPolicy {
  private:
   // k0 of a micro-batch whose longest sequence has this many tokens (see above).
   int64_t reference_budget(int64_t longest) const;
+  // The budget of each packed sequence of a micro-batch at budget k: k for all on MoBA's
+  // axis; kept_keys_budgets on vertical-slash's (the longest k, the others at most r(L)).
+  std::vector<int64_t> sequence_budgets(const std::vector<int64_t>& lengths, int64_t k) const;
 
   BudgetOptions options_;
   const LatencyPredictor& predictor_;

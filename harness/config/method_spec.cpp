@@ -161,23 +161,19 @@ DstOptions parse_dst(const json& j, const std::string& path, const std::string& 
   d.p = r.optional<double>("p", d.p);
   d.k_min = r.optional<int64_t>("k_min", d.k_min);
   d.k_max = r.optional<int64_t>("k_max", 0);
+  d.bottleneck = r.optional_option("bottleneck", d.bottleneck, dst_bottleneck_options());
+  d.raise = r.optional_option("raise", d.raise, dst_raise_options());
+  r.finish();
+  r.expect(d.p >= 0 && d.p <= 1, "p", "must be in [0, 1]", "the paper uses 0.1 or 0.2");
   if (attention.is_vertical_slash()) {
     // k0 differs per micro-batch there (the pattern's own kept keys): only the range's order is checked.
     if (d.k_max == 0) d.k_max = kVerticalSlashDefaultKMax;
-    d.bottleneck = r.optional_option("bottleneck", d.bottleneck, dst_bottleneck_options());
-    d.raise = r.optional_option("raise", d.raise, dst_raise_options());
-    r.finish();
-    r.expect(d.p >= 0 && d.p <= 1, "p", "must be in [0, 1]", "the paper uses 0.1 or 0.2");
     r.expect(d.k_min >= 1, "k_min", "must be >= 1 (kept keys per query)", "e.g. 1");
     r.expect(d.k_max >= d.k_min, "k_max", "must be >= k_min", "raise it, or leave it out (no cap)");
     return d;
   }
   const int64_t top_k = attention.top_k;
   if (d.k_max == 0) d.k_max = 2 * top_k;
-  d.bottleneck = r.optional_option("bottleneck", d.bottleneck, dst_bottleneck_options());
-  d.raise = r.optional_option("raise", d.raise, dst_raise_options());
-  r.finish();
-  r.expect(d.p >= 0 && d.p <= 1, "p", "must be in [0, 1]", "the paper uses 0.1 or 0.2");
   r.expect(d.k_min >= 1 && d.k_min <= top_k, "k_min", "must be in [1, attention.top_k]",
            "lower it to at most the default budget " + std::to_string(top_k));
   r.expect(d.k_max >= top_k, "k_max", "must be >= attention.top_k", "raise it to at least " + std::to_string(top_k));

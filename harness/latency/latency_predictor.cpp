@@ -99,21 +99,31 @@ double LatencyPredictor::packed_attention_ms(const std::vector<double>& terms) c
 }
 
 double LatencyPredictor::packed_layer_ms(const std::vector<int64_t>& lengths, int64_t budget) const {
+  return packed_layer_ms(lengths, std::vector<int64_t>(lengths.size(), budget));
+}
+
+double LatencyPredictor::packed_layer_ms(const std::vector<int64_t>& lengths, const std::vector<int64_t>& budgets) const {
   if (lengths.empty()) throw std::invalid_argument("LatencyPredictor: empty micro-batch");
+  if (budgets.size() != lengths.size()) throw std::invalid_argument("LatencyPredictor: one budget per sequence needed");
   int64_t total = 0;
   std::vector<double> terms;
   terms.reserve(lengths.size());
-  for (int64_t length : lengths) {
-    if (length < 1) throw std::invalid_argument("LatencyPredictor: sequence length must be >= 1");
-    total += length;
-    terms.push_back(attention_ms(length, budget));
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    if (lengths[i] < 1) throw std::invalid_argument("LatencyPredictor: sequence length must be >= 1");
+    total += lengths[i];
+    terms.push_back(attention_ms(lengths[i], budgets[i]));
   }
   return packed_attention_ms(terms) + rest_ms(total);
 }
 
 double LatencyPredictor::stage_ms(const std::vector<int64_t>& lengths, int64_t budget,
                                   int64_t layers, bool last_stage) const {
-  double ms = static_cast<double>(layers) * packed_layer_ms(lengths, budget);
+  return stage_ms(lengths, std::vector<int64_t>(lengths.size(), budget), layers, last_stage);
+}
+
+double LatencyPredictor::stage_ms(const std::vector<int64_t>& lengths, const std::vector<int64_t>& budgets,
+                                  int64_t layers, bool last_stage) const {
+  double ms = static_cast<double>(layers) * packed_layer_ms(lengths, budgets);
   if (last_stage && options_.include_head) {
     int64_t total = 0;
     for (int64_t length : lengths) total += length;
@@ -124,10 +134,15 @@ double LatencyPredictor::stage_ms(const std::vector<int64_t>& lengths, int64_t b
 
 double LatencyPredictor::microbatch_ms(const std::vector<int64_t>& lengths, int64_t budget,
                                        int64_t total_layers) const {
+  return microbatch_ms(lengths, std::vector<int64_t>(lengths.size(), budget), total_layers);
+}
+
+double LatencyPredictor::microbatch_ms(const std::vector<int64_t>& lengths, const std::vector<int64_t>& budgets,
+                                       int64_t total_layers) const {
   int64_t total = 0;
   for (int64_t length : lengths) total += length;
   const double ms =
-      std::max(0.0, stage_ms(lengths, budget, total_layers, /*last_stage=*/true) + microbatch_overhead_ms(total));
+      std::max(0.0, stage_ms(lengths, budgets, total_layers, /*last_stage=*/true) + microbatch_overhead_ms(total));
   return microbatch_scale_ ? ms * microbatch_scale_(total) : ms;
 }
 

@@ -65,13 +65,20 @@ class LatencyPredictor {
   // One layer over a packed micro-batch of these sequence lengths:
   // packed_attention_ms of the sequences' terms + rest_ms of the total tokens.
   double packed_layer_ms(const std::vector<int64_t>& lengths, int64_t budget) const;
+  // The same with a budget per sequence (budgets[i] for lengths[i]; vertical-slash's
+  // kept keys differ between packed sequences). The overloads below likewise.
+  double packed_layer_ms(const std::vector<int64_t>& lengths, const std::vector<int64_t>& budgets) const;
   // One pipeline stage holding `layers` decoder layers (the head term added when
   // last_stage and include_head).
   double stage_ms(const std::vector<int64_t>& lengths, int64_t budget, int64_t layers,
                   bool last_stage) const;
+  double stage_ms(const std::vector<int64_t>& lengths, const std::vector<int64_t>& budgets, int64_t layers,
+                  bool last_stage) const;
   // The micro-batch summed over all stages: total_layers layers, the head term and the
   // micro-batch overhead.
   double microbatch_ms(const std::vector<int64_t>& lengths, int64_t budget,
+                       int64_t total_layers) const;
+  double microbatch_ms(const std::vector<int64_t>& lengths, const std::vector<int64_t>& budgets,
                        int64_t total_layers) const;
   // A multiplicative scale on microbatch_ms by the micro-batch's total tokens (the batch
   // planner's online calibration, harness/latency/latency_calibration.h); none by default.

@@ -246,7 +246,13 @@ nlohmann::json latency_profile_architecture(const nlohmann::json& model) {
 
 nlohmann::json latency_profile_attention_json(const LatencyProfile& p) {
   nlohmann::json attention{{"name", p.attention}, {"block_size", p.block_size}};
-  if (p.last_queries > 0) attention["last_queries"] = p.last_queries;
+  if (p.last_queries > 0) {
+    attention["last_queries"] = p.last_queries;
+    attention["sink_tokens"] = p.sink_tokens;
+    attention["local_window"] = p.local_window;
+    attention["max_verticals"] = p.max_verticals;
+    attention["max_slashes"] = p.max_slashes;
+  }
   return attention;
 }
 
@@ -301,6 +307,10 @@ LatencyProfile latency_profile_from_json(const nlohmann::json& json, const std::
     p.attention = a.required<std::string>("name");
     p.block_size = a.optional<int64_t>("block_size", 0);
     p.last_queries = a.optional<int64_t>("last_queries", 0);
+    p.sink_tokens = a.optional<int64_t>("sink_tokens", 0);
+    p.local_window = a.optional<int64_t>("local_window", 0);
+    p.max_verticals = a.optional<int64_t>("max_verticals", 0);
+    p.max_slashes = a.optional<int64_t>("max_slashes", 0);
     a.finish();
   }
   p.device = r.optional<std::string>("device", "cpu");

@@ -24,7 +24,8 @@
 //   {"format": "sparsebalance-latency-profile", "version": 1,
 //    "kind": "measured" | "analytic",
 //    "model": {"preset": ..., "from": folder (optional), "hidden_size": ..., ...},
-//    "attention": {"name": ..., "block_size": ..., "last_queries": ... (vertical-slash)},
+//    "attention": {"name": ..., "block_size": ..., and for vertical-slash "last_queries",
+//                  "sink_tokens", "local_window", "max_verticals", "max_slashes"},
 //    "device": "cpu" | "cuda",
 //    "training": {"precision": "fp32" | "bf16-mixed", "activation_checkpointing": bool,
 //                 "lora": null | {"rank": r, "alpha": a, "dropout": p, "target_modules": [...]}},
@@ -100,7 +101,14 @@ struct LatencyProfile {
   nlohmann::json model = nlohmann::json::object();
   std::string attention;       // "moba", "vertical_slash" or "dense"
   int64_t block_size = 0;      // MoBA's or vertical-slash's block size (0 for dense)
-  int64_t last_queries = 0;    // vertical-slash: the queries its index reads (0 otherwise)
+  // vertical-slash: the index's rules that change a layer's time under a budget (0
+  // otherwise): the queries it reads, and the forced entries and caps that bound the kept
+  // keys from below and above.
+  int64_t last_queries = 0;
+  int64_t sink_tokens = 0;
+  int64_t local_window = 0;
+  int64_t max_verticals = 0;
+  int64_t max_slashes = 0;
   std::string device = "cpu";
   LatencyProfileTraining training;  // how the timed layer was trained (see above)
   int64_t warmup = 0;
@@ -136,7 +144,7 @@ nlohmann::json latency_profile_model_json(const Qwen2Config& config);
 // timings, whether named by a preset or read from a folder.
 nlohmann::json latency_profile_architecture(const nlohmann::json& model);
 
-// The "attention" object: {"name", "block_size"} and, for vertical-slash, "last_queries".
+// The "attention" object: {"name", "block_size"} and vertical-slash's index rules.
 nlohmann::json latency_profile_attention_json(const LatencyProfile& profile);
 nlohmann::json latency_profile_to_json(const LatencyProfile& profile);
 // `file` names the source in errors (ConfigError with the JSON path).

@@ -324,7 +324,14 @@ LatencyProfile measure_latency_profile(const ProfileRequest& request, const Prog
   p.block_size = request.attention.is_moba()             ? request.attention.block_size
                  : request.attention.is_vertical_slash() ? request.attention.vertical_slash.block_size
                                                          : 0;
-  p.last_queries = request.attention.is_vertical_slash() ? request.attention.vertical_slash.last_queries : 0;
+  if (request.attention.is_vertical_slash()) {
+    const VerticalSlashParams& v = request.attention.vertical_slash;
+    p.last_queries = v.last_queries;
+    p.sink_tokens = v.sink_tokens;
+    p.local_window = v.local_window;
+    p.max_verticals = v.max_verticals;
+    p.max_slashes = v.max_slashes;
+  }
   p.device = request.device;
   p.training = request.training;
   p.warmup = request.warmup;
@@ -408,8 +415,13 @@ ProfileCheck check_latency_profile(const LatencyProfile& profile, int64_t warmup
   }
   request.attention = AttentionOptions{attention_kind_options().from_name(profile.attention), profile.block_size > 0 ? profile.block_size : 256, 32};
   if (request.attention.is_vertical_slash()) {
-    request.attention.vertical_slash.block_size = profile.block_size;
-    request.attention.vertical_slash.last_queries = profile.last_queries;
+    VerticalSlashParams& v = request.attention.vertical_slash;
+    v.block_size = profile.block_size;
+    v.last_queries = profile.last_queries;
+    v.sink_tokens = profile.sink_tokens;
+    v.local_window = profile.local_window;
+    v.max_verticals = profile.max_verticals;
+    v.max_slashes = profile.max_slashes;
   }
   request.device = profile.device;
   request.training = profile.training;

@@ -67,6 +67,8 @@ nlohmann::json iteration_record_to_json(const IterationRecord& r) {
   if (!r.layer_coverage.empty()) j["layer_coverage"] = r.layer_coverage;
   if (!r.layer_floors.empty()) j["layer_floors"] = r.layer_floors;
   if (!r.layer_reference_budgets.empty()) j["layer_reference_budgets"] = r.layer_reference_budgets;
+  if (!r.sequence_budgets.empty()) j["sequence_budgets"] = r.sequence_budgets;
+  if (!r.sequence_reference_budgets.empty()) j["sequence_reference_budgets"] = r.sequence_reference_budgets;
   if (!r.microbatch_lengths.empty()) j["microbatch_lengths"] = r.microbatch_lengths;
   if (!r.runqueue_wait_ms.empty()) j["runqueue_wait_ms"] = r.runqueue_wait_ms;
   if (!r.cp_attention_ms.empty()) j["cp_attention_ms"] = r.cp_attention_ms;
@@ -109,6 +111,8 @@ IterationRecord iteration_record_from_json(const nlohmann::json& j) {
   r.layer_coverage = j.value("layer_coverage", std::vector<std::vector<double>>{});
   r.layer_floors = j.value("layer_floors", std::vector<std::vector<int64_t>>{});
   r.layer_reference_budgets = j.value("layer_reference_budgets", std::vector<std::vector<double>>{});
+  r.sequence_budgets = j.value("sequence_budgets", std::vector<std::vector<double>>{});
+  r.sequence_reference_budgets = j.value("sequence_reference_budgets", std::vector<std::vector<double>>{});
   r.microbatch_lengths = j.value("microbatch_lengths", std::vector<std::vector<int64_t>>{});
   r.runqueue_wait_ms = j.value("runqueue_wait_ms", std::vector<double>{});
   r.cp_attention_ms = j.value("cp_attention_ms", std::vector<std::vector<double>>{});

@@ -35,6 +35,10 @@
 //                        (mean over the sequences; vertical-slash: kept keys per query of
 //                        its top-p / top-k rule, DST's reference there), when the backend
 //                        reports one
+//   sequence_budgets[k][s], sequence_reference_budgets[k][s]  the same two per packed
+//                        sequence s of micro-batch k (packing order), the mean over the
+//                        layers: what the planner's estimators learn at each sequence's
+//                        own length; written with layer_reference_budgets
 //   microbatch_lengths[k] the sequence lengths packed into micro-batch k (always written
 //                        by the trainer and the simulator; older records lack it)
 //   runqueue_wait_ms[r]  how long world rank r's threads were ready to run but had no CPU
@@ -91,6 +95,8 @@ struct IterationRecord {
   std::vector<std::vector<double>> layer_coverage;
   std::vector<std::vector<int64_t>> layer_floors;
   std::vector<std::vector<double>> layer_reference_budgets;
+  std::vector<std::vector<double>> sequence_budgets;
+  std::vector<std::vector<double>> sequence_reference_budgets;
   std::vector<std::vector<int64_t>> microbatch_lengths;
   std::vector<double> runqueue_wait_ms;
   std::vector<std::vector<double>> cp_attention_ms;

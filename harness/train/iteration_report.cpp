@@ -151,6 +151,8 @@ void assemble_iteration_record(const std::vector<RankIterationReport>& reports,
   record.layer_coverage.clear();
   record.layer_floors.clear();
   record.layer_reference_budgets.clear();
+  record.sequence_budgets.clear();
+  record.sequence_reference_budgets.clear();
   bool any_floor = false;
   bool any_reference = false;
   bool any_stats = false;
@@ -163,6 +165,8 @@ void assemble_iteration_record(const std::vector<RankIterationReport>& reports,
       std::vector<double> budgets(static_cast<size_t>(num_layers), -1.0), coverage(budgets.size(), -1.0);
       std::vector<int64_t> floors(budgets.size(), 0);
       std::vector<double> references(budgets.size(), 0.0);
+      const size_t sequences = plan.ranks[static_cast<size_t>(d)][j].samples.size();
+      std::vector<double> sequence_sum(sequences, 0.0), sequence_reference_sum(sequences, 0.0);
       for (int64_t s = 0; s < layout.pp(); ++s) {
         const auto& stats = reports[static_cast<size_t>(layout.rank_of(d, s))].layer_stats;
         if (j >= stats.size()) continue;
@@ -178,6 +182,15 @@ void assemble_iteration_record(const std::vector<RankIterationReport>& reports,
           if (!layer.reference_top_k.empty()) {
             references[static_cast<size_t>(layer.layer)] = mean_of(layer.reference_top_k);
             any_reference = true;
+            if (layer.reference_top_k.size() != sequences || layer.top_k.size() != sequences) {
+              throw std::invalid_argument("iteration record: layer " + std::to_string(layer.layer) + " reported " +
+                                          std::to_string(layer.top_k.size()) + " sequences for a micro-batch of " +
+                                          std::to_string(sequences));
+            }
+            for (size_t i = 0; i < sequences; ++i) {
+              sequence_sum[i] += static_cast<double>(layer.top_k[i]);
+              sequence_reference_sum[i] += static_cast<double>(layer.reference_top_k[i]);
+            }
           }
         }
       }
@@ -195,10 +208,18 @@ void assemble_iteration_record(const std::vector<RankIterationReport>& reports,
       record.layer_coverage.push_back(std::move(coverage));
       record.layer_floors.push_back(std::move(floors));
       record.layer_reference_budgets.push_back(std::move(references));
+      for (double& sum : sequence_sum) sum /= static_cast<double>(num_layers);
+      for (double& sum : sequence_reference_sum) sum /= static_cast<double>(num_layers);
+      record.sequence_budgets.push_back(std::move(sequence_sum));
+      record.sequence_reference_budgets.push_back(std::move(sequence_reference_sum));
     }
   }
   if (!any_floor) record.layer_floors.clear();
-  if (!any_reference) record.layer_reference_budgets.clear();
+  if (!any_reference) {
+    record.layer_reference_budgets.clear();
+    record.sequence_budgets.clear();
+    record.sequence_reference_budgets.clear();
+  }
 }
 
 }  // namespace sb

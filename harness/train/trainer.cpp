@@ -36,7 +36,11 @@ void set_thread_count(int64_t configured, int64_t local_ranks) {
 
 AttentionBudgetRequest budget_request(const PlannedMicroBatch& planned) {
   AttentionBudgetRequest request;
-  if (planned.budget > 0) request.top_k.assign(planned.samples.size(), planned.budget);
+  if (!planned.sequence_budgets.empty()) {
+    request.top_k = planned.sequence_budgets;
+  } else if (planned.budget > 0) {
+    request.top_k.assign(planned.samples.size(), planned.budget);
+  }
   request.coverage_floor_ratio = planned.coverage_floor_ratio;
   request.coverage_reference_k = planned.coverage_reference_k;
   return request;
@@ -77,14 +81,20 @@ std::vector<std::vector<double>> realized_floors(const GlobalBatchPlan& plan, co
   });
 }
 
-// The budget the pattern's own rule chose for each planned micro-batch, shaped as
-// realized_budgets: the mean over its layers, 0 where the backend reported none.
-std::vector<std::vector<double>> realized_references(const GlobalBatchPlan& plan, const IterationRecord& record) {
-  return per_planned_microbatch(plan, [&](size_t k, const PlannedMicroBatch&) {
-    if (k >= record.layer_reference_budgets.size()) return 0.0;
-    const auto& layers = record.layer_reference_budgets[k];
-    return std::accumulate(layers.begin(), layers.end(), 0.0) / static_cast<double>(layers.size());
+// A per-sequence record (sequence_budgets, sequence_reference_budgets: [micro-batch k]
+// [packed sequence]) by plan position of the global batch, as BatchPlanner::observe takes
+// it; empty when the record has none.
+std::vector<double> per_sample(const GlobalBatchPlan& plan, const std::vector<std::vector<double>>& per_sequence,
+                               size_t samples) {
+  if (per_sequence.empty()) return {};
+  std::vector<double> out(samples, 0.0);
+  per_planned_microbatch(plan, [&](size_t k, const PlannedMicroBatch& mb) {
+    for (size_t i = 0; i < mb.samples.size() && k < per_sequence.size() && i < per_sequence[k].size(); ++i) {
+      out.at(static_cast<size_t>(mb.samples[i])) = per_sequence[k][i];
+    }
+    return 0.0;
   });
+  return out;
 }
 
 PackedMicroBatch to_device(PackedMicroBatch mb, const c10::Device& device) {
@@ -327,7 +337,8 @@ std::optional<IterationOutcome> Trainer::train_iteration(int64_t iteration) {
   // Every rank holds every report, so every rank's planner sees the same budgets.
   if (planner_) {
     planner_->observe(pass.plan, pass.lengths, realized_budgets(pass.plan, record), realized_floors(pass.plan, record),
-                      realized_references(pass.plan, record));
+                      per_sample(pass.plan, record.sequence_budgets, pass.lengths.size()),
+                      per_sample(pass.plan, record.sequence_reference_budgets, pass.lengths.size()));
     planner_->observe_latencies(pass.plan, per_planned_microbatch(pass.plan, [&](size_t k, const PlannedMicroBatch&) {
                                   return k < record.microbatch_ms.size() ? record.microbatch_ms[k] : -1.0;
                                 }));

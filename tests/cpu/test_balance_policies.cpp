@@ -318,6 +318,45 @@ TEST(BatchPlanner, ReportedFloorsSteerDstPredictionsAndRoundTrip) {
   EXPECT_THROW(planner.observe(first, lengths, realized, {{1.0}}), std::invalid_argument);
 }
 
+TEST(BatchPlanner, KeptKeysAxisLearnsEachSequenceAtItsOwnLengthAndRoundTrips) {
+  // Vertical-slash's axis on the closed form with block 1 (T = 0.01 L + 1e-5 L min(k, L)):
+  // one micro-batch packs 1024 + 512 tokens; the fixed budget predicts each sequence at
+  // its reference, the prior 1024 capped at its dense mean before any report.
+  BatchPlannerOptions options;
+  options.batching = BatchingKind::kSequential;
+  options.max_tokens = 1 << 20;
+  options.max_samples = 2;
+  options.sab_ema_alpha = 0.5;
+  options.budget.axis = BudgetAxis::kKeptKeys;
+  options.budget.top_k = 1024;
+  const auto predictor = std::make_shared<LatencyPredictor>(
+      test::analytic_test_profile({256, 512, 1024, 2048, 4096}, {64, 128, 256, 512, 1024, 2048, 4096}, 1));
+  BatchPlanner planner(options, predictor);
+  const std::vector<int64_t> lengths{1024, 512};
+  const GlobalBatchPlan first = planner.plan(lengths);
+  ASSERT_EQ(first.ranks[0][0].samples, (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(first.ranks[0][0].budget, 0);
+  EXPECT_NEAR(first.ranks[0][0].predicted_ms, 15.36 + 1e-5 * (1024 * 513 + 512 * 257), 1e-9);
+
+  // The layers report per sequence (the micro-batch's mean, 300, would teach both lengths
+  // the same): each is learned at its own length, the guessed prior replaced at once.
+  planner.observe(first, lengths, {{300.0}}, {}, {400.0, 200.0}, {410.0, 190.0});
+  const GlobalBatchPlan second = planner.plan(lengths);
+  EXPECT_NEAR(second.ranks[0][0].predicted_ms, 15.36 + 1e-5 * (1024 * 410 + 512 * 190), 1e-9);
+  const nlohmann::json state = planner.state();
+  EXPECT_DOUBLE_EQ(state["budget_estimator"]["buckets"]["10"].get<double>(), 400.0);  // SAB's: what ran
+  EXPECT_DOUBLE_EQ(state["budget_estimator"]["buckets"]["9"].get<double>(), 200.0);
+  EXPECT_DOUBLE_EQ(state["reference_estimator"]["buckets"]["9"].get<double>(), 190.0);
+  // Then the EMA (alpha 0.5): 0.5 x 410 + 0.5 x 430.
+  planner.observe(first, lengths, {{300.0}}, {}, {}, {430.0, 0.0});
+  EXPECT_NEAR(planner.plan(lengths).ranks[0][0].predicted_ms, 15.36 + 1e-5 * (1024 * 420 + 512 * 190), 1e-9);
+
+  BatchPlanner restored(options, predictor);
+  restored.load_state(planner.state());
+  EXPECT_NEAR(restored.plan(lengths).ranks[0][0].predicted_ms, 15.36 + 1e-5 * (1024 * 420 + 512 * 190), 1e-9);
+  EXPECT_THROW(planner.observe(first, lengths, {{300.0}}, {}, {}, {1.0}), std::invalid_argument);
+}
+
 TEST(BatchPlanner, PoliciesThatNeedAProfileSayWhichKey) {
   BatchPlannerOptions options;
   options.batching = BatchingKind::kSab;

@@ -330,19 +330,49 @@ TEST(DstBudget, KeptKeysAxisNeedsTheReferenceEstimator) {
 }
 
 TEST(FixedBudget, KeptKeysAxisSendsNoBudgetAndPredictsAtTheReference) {
-  // The pattern's own rule runs (budget 0); the prediction is at what it kept before.
+  // The pattern's own rule runs (budget 0); the prediction is at what it kept before, and
+  // before any report at the prior capped at the sequence's dense mean.
   const LatencyPredictor predictor = kept_keys_predictor();
   BudgetEstimator reference({1.0, 1024});
-  reference.observe(4096, 2000.5);  // between 2000 and 2001: interpolated
+  reference.observe(4096, 2000);
   auto fixed = make_budget_policy(kept_keys_options(BudgetKind::kFixed), &predictor, BudgetEstimates{nullptr, &reference});
   std::vector<int64_t> lengths;
   GlobalBatchPlan plan = four_microbatches(lengths);
   fixed->assign(plan, lengths);
   EXPECT_EQ(budgets_of(plan), (std::vector<int64_t>{0, 0, 0, 0}));
-  EXPECT_NEAR(plan.ranks[0][0].predicted_ms, 40.96 + 1e-5 * 4096 * 2000.5, 1e-9);
-  EXPECT_NEAR(plan.ranks[0][1].predicted_ms, 10.24 + 1e-5 * 1024 * 1024, 1e-9);  // the prior
+  EXPECT_TRUE(plan.ranks[0][0].sequence_budgets.empty());
+  EXPECT_NEAR(plan.ranks[0][0].predicted_ms, 40.96 + 1e-5 * 4096 * 2000, 1e-9);
+  EXPECT_NEAR(plan.ranks[0][1].predicted_ms, 10.24 + 1e-5 * 1024 * 513, 1e-9);  // min(prior 1024, 513)
   EXPECT_EQ(saturating_budget(kept_keys_options(BudgetKind::kFixed), 1024), 513);
   EXPECT_EQ(saturating_budget(dst_options(DstAnchor::kMean, 0.1), 1000), 16);
+}
+
+TEST(DstBudget, KeptKeysAxisGivesPackedSequencesAtMostTheirOwnReference) {
+  // Rank 0 packs 1024 + 512 tokens, rank 1 holds 4096; the rule kept 400, 200 and 2000.
+  // A packed micro-batch's budget k is its longest sequence's; the 512 runs min(k, 200).
+  //   T(1024 + 512 at k0 400) = 1e-5 (1024 x 400 + 512 x 200) + 0.01 x 1536 = 20.48;
+  //   T(4096, 2000) = 122.88; A = 71.68.
+  // 4096: T(4096, 64) = 43.58 <= A, the smallest rule: 64.
+  // packed: raised to its saturating 513: 1e-5 (1024 x 513 + 512 x 200) + 15.36 = 21.64 <= A.
+  const LatencyPredictor predictor = kept_keys_predictor();
+  BudgetEstimator reference({1.0, 1024});
+  reference.observe(4096, 2000);
+  reference.observe(1024, 400);
+  reference.observe(512, 200);
+  const BudgetOptions options = kept_keys_options(BudgetKind::kDst);
+  EXPECT_EQ(kept_keys_budgets(options, reference, {512, 1024}, 300), (std::vector<int64_t>{200, 300}));
+  EXPECT_EQ(kept_keys_budgets(options, reference, {512, 1024}, 100), (std::vector<int64_t>{100, 100}));
+  DstBudget dst(options, predictor, BudgetEstimates{nullptr, &reference});
+  const std::vector<int64_t> lengths{1024, 512, 4096};
+  GlobalBatchPlan plan;
+  plan.ranks = {{PlannedMicroBatch{{0, 1}, 1536}}, {PlannedMicroBatch{{2}, 4096}}};
+  dst.assign(plan, lengths);
+  EXPECT_NEAR(dst.last_anchor_ms(), (20.48 + 122.88) / 2, 1e-9);
+  EXPECT_EQ(plan.ranks[0][0].budget, 513);
+  EXPECT_EQ(plan.ranks[0][0].sequence_budgets, (std::vector<int64_t>{513, 200}));
+  EXPECT_NEAR(plan.ranks[0][0].predicted_ms, 1e-5 * (1024 * 513 + 512 * 200) + 15.36, 1e-9);
+  EXPECT_EQ(plan.ranks[1][0].budget, 64);
+  EXPECT_EQ(plan.ranks[1][0].sequence_budgets, (std::vector<int64_t>{64}));
 }
 
 }  // namespace

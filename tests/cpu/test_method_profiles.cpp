@@ -99,22 +99,28 @@ TEST(MethodProfiles, VerticalSlashGridIsKeptKeysPerQueryAndItsCommandLineNamesTh
   profile.attention = "vertical_slash";
   profile.device = "cpu";
   profile.last_queries = 32;
+  profile.sink_tokens = 30;  // the method's (the defaults)
+  profile.local_window = 100;
+  profile.max_verticals = 4096;
+  profile.max_slashes = 4096;
   EXPECT_NO_THROW(check_profile_matches(profile, m, method, "$.methods[0].profile"));
-  profile.last_queries = 64;
-  try {
-    check_profile_matches(profile, m, method, "$.methods[0].profile");
-    ADD_FAILURE() << "accepted a profile of another index";
-  } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("last 64 queries, not 32"), std::string::npos) << e.what();
-  }
-  profile.last_queries = 32;
-  profile.block_size = 64;
-  try {
-    check_profile_matches(profile, m, method, "$.methods[0].profile");
-    ADD_FAILURE() << "accepted a profile of other blocks";
-  } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("vertical-slash blocks of 64 tokens, not 16"), std::string::npos) << e.what();
-  }
+  const auto refused_with = [&](LatencyProfile other, const std::string& words) {
+    try {
+      check_profile_matches(other, m, method, "$.methods[0].profile");
+      ADD_FAILURE() << "accepted a profile that differs in " << words;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  LatencyProfile other = profile;
+  other.last_queries = 64;
+  refused_with(other, "vertical-slash last_queries 64, not 32");
+  other = profile;
+  other.local_window = 50;
+  refused_with(other, "local_window 50, not 100");
+  other = profile;
+  other.block_size = 64;
+  refused_with(other, "vertical-slash blocks of 64 tokens, not 16");
 }
 
 LatencyProfile analytic_for(const std::string& preset, int64_t block) {

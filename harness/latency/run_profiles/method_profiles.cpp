@@ -141,14 +141,25 @@ ProfileRequest default_profile_request(const Manifest& manifest, const MethodSec
   return request;
 }
 
+std::vector<std::tuple<std::string, int64_t, int64_t>> vertical_slash_profile_flags(const VerticalSlashParams& params,
+                                                                                   const VerticalSlashParams& defaults) {
+  return {{"--last-queries", params.last_queries, defaults.last_queries},
+          {"--sink-tokens", params.sink_tokens, defaults.sink_tokens},
+          {"--local-window", params.local_window, defaults.local_window},
+          {"--max-verticals", params.max_verticals, defaults.max_verticals},
+          {"--max-slashes", params.max_slashes, defaults.max_slashes}};
+}
+
 std::string profile_command_line(const ProfileRequest& request, const fs::path& out, int64_t threads) {
   std::ostringstream line;
   line << "sparsebalance profile --model " << shell_word(request.model) << " --attention " << request.attention.name();
   if (request.attention.is_moba()) line << " --block " << request.attention.block_size;
   if (request.attention.is_vertical_slash()) {
-    line << " --block " << request.attention.vertical_slash.block_size;
-    if (request.attention.vertical_slash.last_queries != VerticalSlashParams{}.last_queries) {
-      line << " --last-queries " << request.attention.vertical_slash.last_queries;
+    const VerticalSlashParams& v = request.attention.vertical_slash;
+    const VerticalSlashParams defaults;
+    line << " --block " << v.block_size;
+    for (const auto& [flag, value, fallback] : vertical_slash_profile_flags(v, defaults)) {
+      if (value != fallback) line << " " << flag << " " << value;
     }
   }
   line << " --device " << request.device << " --precision " << qwen2_precision_name(request.training.precision);
@@ -196,9 +207,17 @@ void check_profile_matches(const LatencyProfile& profile, const Manifest& manife
       refuse(" was measured with vertical-slash blocks of " + std::to_string(profile.block_size) + " tokens, not " +
              std::to_string(params.block_size));
     }
-    if (profile.last_queries != params.last_queries) {
-      refuse(" was measured with a vertical-slash index of the last " + std::to_string(profile.last_queries) +
-             " queries, not " + std::to_string(params.last_queries));
+    const std::tuple<const char*, int64_t, int64_t> rules[] = {
+        {"last_queries", profile.last_queries, params.last_queries},
+        {"sink_tokens", profile.sink_tokens, params.sink_tokens},
+        {"local_window", profile.local_window, params.local_window},
+        {"max_verticals", profile.max_verticals, params.max_verticals},
+        {"max_slashes", profile.max_slashes, params.max_slashes}};
+    for (const auto& [name, measured, wanted] : rules) {
+      if (measured != wanted) {
+        refuse(" was measured with vertical-slash " + std::string(name) + " " + std::to_string(measured) + ", not " +
+               std::to_string(wanted) + " ($.methods[].attention." + name + ")");
+      }
     }
   }
   const std::string device = manifest.train.device_name();
