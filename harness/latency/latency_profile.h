@@ -38,7 +38,9 @@
 //    "model_ms": {"median": [len], "spread": [len], "samples": [[...]]}, "model_budget": k  (optional),
 //    "packed_ms": {"median": [m], "spread": [s], "samples": [[...]]}, "packed_count": n  (optional),
 //    "context": {...}}
-// "spread" is the interquartile range of the repetitions (ms). A measured profile's
+// "spread" is the interquartile range of the repetitions (ms). A vertical-slash profile's
+// context has "kept_keys_per_query" [len][budget]: the kept keys each layer point ran (a
+// budget below what the forced sinks and window keep runs at that minimum). A measured profile's
 // context also says what was timed: "timed_layer" {"parameters", "trainable_parameters",
 // "lora_targets", "activation_checkpointing"}, read from the timed layer itself.
 // "model.preset" is the architecture's name (a preset, or the basename of a Hugging Face

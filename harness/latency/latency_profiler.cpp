@@ -81,6 +81,15 @@ class LayerBench {
       return attention_;
     });
   }
+  // Vertical-slash: the kept keys per query one layer at `budget` runs on these inputs
+  // (the backend's statistic after one more run of the point): below what the forced
+  // sinks and window keep, more than asked.
+  int64_t kept_keys(const TimedPoint& point) {
+    point();
+    const std::vector<AttentionLayerStats> stats = attention_->take_layer_stats();
+    return stats.empty() || stats.front().top_k.empty() ? 0 : stats.front().top_k.front();
+  }
+
   TimedPoint rest(int64_t length) {
     return layer_sample({length}, [this] { return pass_through_; });
   }
@@ -367,6 +376,17 @@ LatencyProfile measure_latency_profile(const ProfileRequest& request, const Prog
   const std::vector<LatencyStat> stats =
       measure_interleaved(points, request.warmup, request.repetitions, request.seed, progress);
   p.packed_ms = stats.back();
+  if (request.attention.is_vertical_slash()) {
+    // Per length, the points of its budgets lead its block of points (see above).
+    const size_t per_length = p.budgets.size() + 3;
+    nlohmann::json kept = nlohmann::json::array();
+    for (size_t i = 0; i < p.seq_lens.size(); ++i) {
+      nlohmann::json row = nlohmann::json::array();
+      for (size_t j = 0; j < p.budgets.size(); ++j) row.push_back(bench.kept_keys(points[i * per_length + j]));
+      kept.push_back(std::move(row));
+    }
+    p.context["kept_keys_per_query"] = std::move(kept);
+  }
   auto next = stats.begin();
   for (int64_t length : p.seq_lens) {
     std::vector<LatencyStat> row(next, next + static_cast<std::ptrdiff_t>(p.budgets.size()));

@@ -111,6 +111,45 @@ TEST(ProfileCheck, ReMeasuresMidpointsAndPackedMicroBatches) {
   EXPECT_NEAR(check.packed_mape, packed_sum / 2, 1e-9);
 }
 
+// A vertical-slash profile: budgets are kept keys per query, each point's backend is asked
+// for them, and the profile records the index's rules and the kept keys each point ran.
+TEST(MeasureLatencyProfile, VerticalSlashPointsRunTheirKeptKeysAndRecordThem) {
+  ProfileRequest request;
+  request.model = "qwen2-test";
+  request.config = profile_model_config(request.model);
+  request.attention.kind = AttentionKind::kVerticalSlash;
+  VerticalSlashParams& v = request.attention.vertical_slash;
+  v.block_size = 4;
+  v.sink_tokens = 2;
+  v.local_window = 4;
+  v.last_queries = 8;
+  request.seq_lens = {32, 64};
+  request.budgets = {1, 12, 1000};
+  request.warmup = 0;
+  request.repetitions = 1;
+  const LatencyProfile profile = measure_latency_profile(request);
+  EXPECT_EQ(profile.attention, "vertical_slash");
+  EXPECT_EQ(profile.block_size, 4);
+  EXPECT_EQ(profile.last_queries, 8);
+  EXPECT_EQ(profile.sink_tokens, 2);
+  EXPECT_EQ(profile.local_window, 4);
+  const auto kept = profile.context.at("kept_keys_per_query").get<std::vector<std::vector<int64_t>>>();
+  ASSERT_EQ(kept.size(), 2u);
+  for (size_t i = 0; i < kept.size(); ++i) {
+    const int64_t length = profile.seq_lens[i];
+    ASSERT_EQ(kept[i].size(), 3u);
+    EXPECT_GT(kept[i][0], 1) << "1 key is below what the sinks and the window keep";
+    EXPECT_LE(kept[i][1], 12) << "a budget within reach is not exceeded";
+    EXPECT_LE(kept[i][0], kept[i][1]);
+    // 1000 is above the dense mean: every key (rounded mean of 1 .. L).
+    EXPECT_EQ(kept[i][2], (length + 1 + 1) / 2) << length;
+  }
+  // The file keeps what the run's check matches.
+  const LatencyProfile read = latency_profile_from_json(latency_profile_to_json(profile), "<test>");
+  EXPECT_EQ(read.sink_tokens, 2);
+  EXPECT_EQ(read.max_slashes, v.max_slashes);
+}
+
 TEST(MeasureInterleaved, RefusesNoRepetitionsOrANegativeWarmUp) {
   const std::vector<TimedPoint> points{[] { return 1.0; }};
   EXPECT_THROW(measure_interleaved(points, 0, 0, 0), std::invalid_argument);
