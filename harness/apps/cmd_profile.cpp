@@ -258,15 +258,12 @@ Command register_profile(CLI::App& app) {
     }
     request.device = f->device;
     request.seq_lens = parse_int_list(f->seq_lens, "--seq-lens");
-    if (request.attention.is_vertical_slash()) {
+    if (request.attention.is_moba() || request.attention.is_vertical_slash()) {  // a budget axis
       if (f->budgets.empty()) {
-        throw ConfigError("--budgets", "", "is required for vertical_slash (kept keys per query)",
-                          "e.g. --budgets 128,256,512,1024");
+        throw ConfigError("--budgets", "", "is required for " + request.attention.name(),
+                          request.attention.is_moba() ? "e.g. --budgets 1,2,4,8 (key blocks per query block)"
+                                                      : "e.g. --budgets 128,256,512,1024 (kept keys per query)");
       }
-      request.budgets = parse_int_list(f->budgets, "--budgets");
-    }
-    if (request.attention.is_moba()) {
-      if (f->budgets.empty()) throw ConfigError("--budgets", "", "is required for MoBA", "e.g. --budgets 1,2,4,8");
       request.budgets = parse_int_list(f->budgets, "--budgets");
     }
     request.warmup = f->warmup;

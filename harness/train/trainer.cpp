@@ -88,12 +88,15 @@ std::vector<double> per_sample(const GlobalBatchPlan& plan, const std::vector<st
                                size_t samples) {
   if (per_sequence.empty()) return {};
   std::vector<double> out(samples, 0.0);
-  per_planned_microbatch(plan, [&](size_t k, const PlannedMicroBatch& mb) {
-    for (size_t i = 0; i < mb.samples.size() && k < per_sequence.size() && i < per_sequence[k].size(); ++i) {
-      out.at(static_cast<size_t>(mb.samples[i])) = per_sequence[k][i];
+  size_t k = 0;  // plan order: DP rank 0's micro-batches, then rank 1's, ...
+  for (const auto& rank : plan.ranks) {
+    for (const PlannedMicroBatch& mb : rank) {
+      for (size_t i = 0; i < mb.samples.size() && k < per_sequence.size() && i < per_sequence[k].size(); ++i) {
+        out.at(static_cast<size_t>(mb.samples[i])) = per_sequence[k][i];
+      }
+      ++k;
     }
-    return 0.0;
-  });
+  }
   return out;
 }
 
