@@ -47,12 +47,16 @@ std::vector<int64_t> read_input_line(const nlohmann::json& line, const ModelFold
 
 }  // namespace
 
-void add_eval_model_flags(CLI::App* sub, EvalModelFlags& flags) {
+void add_eval_load_flags(CLI::App* sub, EvalModelFlags& flags) {
   sub->add_option("--model", flags.model, "HF checkpoint folder (config.json, safetensors, tokenizer.json)")
       ->required();
   sub->add_option("--attention", flags.attention, "Attention backend")->capture_default_str();
   sub->add_option("--device", flags.device, "cpu, cuda or cuda:N")->capture_default_str();
   sub->add_option("--dtype", flags.dtype, "float32 or bfloat16")->capture_default_str();
+}
+
+void add_eval_model_flags(CLI::App* sub, EvalModelFlags& flags) {
+  add_eval_load_flags(sub, flags);
   sub->add_flag("--no-chat", flags.no_chat, "Prompt without the ChatML chat template (base models)");
   auto* system = sub->add_option("--system-prompt", flags.system_prompt,
                                  "System message of the chat template (default: the one Qwen2.5-Instruct's "
@@ -120,7 +124,7 @@ Command register_eval(CLI::App& app) {
   auto subcommands = std::make_shared<std::vector<EvalSubcommand>>();
   for (auto registrar : {&register_eval_nll, &register_eval_score, &register_eval_score_v2,
                          &register_eval_longbench, &register_eval_longbench_v2, &register_eval_niah,
-                         &register_eval_ppl, &register_eval_suite}) {
+                         &register_eval_ppl, &register_eval_zeroshot, &register_eval_suite}) {
     subcommands->push_back(registrar(*eval));
   }
   return [subcommands]() {

@@ -29,6 +29,9 @@ struct EvalModelFlags {
   bool no_system_prompt = false;
   double repetition_penalty = 1.0;
 };
+// --model, --attention, --device, --dtype: what loading the model needs.
+void add_eval_load_flags(CLI::App* sub, EvalModelFlags& flags);
+// Those and the prompt style and decoding flags.
 void add_eval_model_flags(CLI::App* sub, EvalModelFlags& flags);
 ModelFolder load_eval_model(const EvalModelFlags& flags);
 ChatStyle chat_style_of(const EvalModelFlags& flags);
@@ -46,6 +49,7 @@ EvalSubcommand register_eval_longbench(CLI::App& eval);
 EvalSubcommand register_eval_longbench_v2(CLI::App& eval);
 EvalSubcommand register_eval_niah(CLI::App& eval);
 EvalSubcommand register_eval_ppl(CLI::App& eval);
+EvalSubcommand register_eval_zeroshot(CLI::App& eval);
 EvalSubcommand register_eval_suite(CLI::App& eval);
 
 }  // namespace sb::cli

@@ -2,6 +2,7 @@
 
 #include "harness/common/json_object_reader.h"
 #include "harness/eval/longbench/longbench_tasks.h"
+#include "harness/eval/zeroshot/zeroshot_tasks.h"
 
 namespace sb {
 namespace {
@@ -119,6 +120,30 @@ HeldoutOptions parse_heldout(const json& j, const std::string& path, const std::
   return o;
 }
 
+ZeroShotOptions parse_zeroshot(const json& j, const std::string& path, const std::string& file,
+                               const fs::path& base_dir) {
+  JsonObjectReader r(j, path, file);
+  ZeroShotOptions o;
+  o.data_dir = resolve(base_dir, r.required<std::string>("data"));
+  if (const json* tasks = r.optional_value("tasks")) {
+    const json& list = expect_json_array(*tasks, r.child_path("tasks"), file);
+    for (size_t i = 0; i < list.size(); ++i) {
+      const std::string where = r.child_path("tasks") + "[" + std::to_string(i) + "]";
+      const std::string name = r.convert<std::string>(list[i], where);
+      try {
+        o.tasks.push_back(zeroshot_task(name, where).name);
+      } catch (const ConfigError& e) {
+        throw ConfigError(file, where, e.problem(), e.fix());
+      }
+    }
+    r.expect(!o.tasks.empty(), "tasks", "is empty", "leave it out for every task");
+  }
+  o.tasks = zeroshot_task_names(o);
+  o.limit = read_limit(r);
+  r.finish();
+  return o;
+}
+
 // "samples" of a held-out section: at least one.
 int64_t read_samples(JsonObjectReader& r, int64_t fallback, const std::string& verb) {
   const int64_t samples = r.optional<int64_t>("samples", fallback);
@@ -176,12 +201,17 @@ EvalSpec parse_eval_spec(const json& value, const std::string& path, const std::
   }
   if (const json* j = r.optional_value("niah")) spec.niah = parse_niah(*j, r.child_path("niah"), file, base_dir);
   if (const json* j = r.optional_value("heldout")) spec.heldout = parse_heldout(*j, r.child_path("heldout"), file, base_dir);
+  if (const json* j = r.optional_value("zeroshot")) {
+    spec.zeroshot = parse_zeroshot(*j, r.child_path("zeroshot"), file, base_dir);
+  }
   if (const json* j = r.optional_value("synthetic")) spec.synthetic = parse_synthetic(*j, r.child_path("synthetic"), file);
   if (const json* j = r.optional_value("coverage")) spec.coverage = parse_coverage(*j, r.child_path("coverage"), file);
   r.finish();
-  if (!spec.longbench && !spec.longbench_v2 && !spec.niah && !spec.heldout && !spec.synthetic && !spec.coverage) {
+  if (!spec.longbench && !spec.longbench_v2 && !spec.niah && !spec.heldout && !spec.zeroshot && !spec.synthetic &&
+      !spec.coverage) {
     throw ConfigError(file, path, "has nothing to evaluate",
-                      "add one of \"longbench\", \"longbench_v2\", \"niah\", \"heldout\", \"synthetic\", \"coverage\", or "
+                      "add one of \"longbench\", \"longbench_v2\", \"niah\", \"heldout\", \"zeroshot\", \"synthetic\", "
+                      "\"coverage\", or "
                       "remove the block");
   }
   return spec;
@@ -208,6 +238,9 @@ json eval_spec_to_json(const EvalSpec& spec) {
   if (const auto& o = spec.heldout) {
     j["heldout"] = {{"data", o->data.string()}, {"max_length", o->window}, {"limit", o->limit},
                     {"stride", o->stride},         {"bucket_tokens", o->bucket_tokens}};
+  }
+  if (const auto& o = spec.zeroshot) {
+    j["zeroshot"] = {{"data", o->data_dir.string()}, {"tasks", o->tasks}, {"limit", o->limit}};
   }
   if (const auto& o = spec.synthetic) {
     j["synthetic"] = {{"samples", o->samples}, {"dense_reference", o->dense_reference}};

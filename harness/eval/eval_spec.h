@@ -17,6 +17,8 @@
 //              "seed": 1234},
 //     "heldout": {"data": FILE, "max_length": 4096, "limit": 0, "stride": 0,
 //                 "bucket_tokens": 0},   (heldout_perplexity.h)
+//     "zeroshot": {"data": DIR, "tasks": [...] (default all seven), "limit": 0}
+//                 lm-eval's zero-shot multiple choice (zeroshot/zeroshot_eval.h)
 //     "synthetic": {"samples": 32, "dense_reference": true}   manifests with synthetic
 //                  data only: held-out samples of the run's own task (synthetic_heldout.h)
 //     "coverage": {"samples": 16, "block_size": B, "top_k": k0, "k_max": 0,
@@ -37,6 +39,7 @@
 #include "harness/eval/niah.h"
 #include "harness/eval/routing_coverage.h"
 #include "harness/eval/synthetic_heldout.h"
+#include "harness/eval/zeroshot/zeroshot_eval.h"
 
 namespace sb {
 
@@ -48,6 +51,7 @@ struct EvalSpec {
   std::optional<LongBenchV2Options> longbench_v2;
   std::optional<NiahOptions> niah;
   std::optional<HeldoutOptions> heldout;
+  std::optional<ZeroShotOptions> zeroshot;  // out_dir and model_args are set by the suite
   std::optional<SyntheticHeldoutOptions> synthetic;
   std::optional<RoutingCoverageOptions> coverage;
 };

@@ -71,6 +71,17 @@ ordered_json run_eval_suite(ModelFolder& model, const EvalSpec& spec, const std:
     columns["heldout_ppl"] = result["ppl"];
     columns["heldout_tokens"] = result["tokens"];
   }
+  if (spec.zeroshot) {
+    ZeroShotOptions options = *spec.zeroshot;
+    options.out_dir = out_dir / "zeroshot";
+    options.model_args = "pretrained=" + model.dir.string();
+    const ordered_json result = run_zeroshot(model, options, progress);
+    columns["zeroshot_avg"] = result["sparsebalance"]["average"];
+    columns["zeroshot_acc_avg"] = result["sparsebalance"]["acc_average"];
+    for (const auto& [task, r] : result["results"].items()) {
+      columns["zeroshot_" + task] = r.contains("acc_norm,none") ? r["acc_norm,none"] : r["acc,none"];
+    }
+  }
   if (spec.synthetic) {
     if (synthetic_data == nullptr) {
       throw ConfigError("", "$.eval.synthetic", "needs the synthetic data of a training run",

@@ -4,8 +4,9 @@
 //
 // Outputs under out_dir: longbench/ (prediction files, result.json, summary.json),
 // longbench_v2/ (longbench_v2.jsonl, longbench_v2_result.json), niah/ (niah.json,
-// niah_cells.jsonl), heldout.json, and eval_columns.json (atomically), the metric
-// columns it returns, one flat JSON object for report tables:
+// niah_cells.jsonl), heldout.json, zeroshot/ (samples_<task>.jsonl, results.json), and
+// eval_columns.json (atomically), the metric columns it returns, one flat JSON object
+// for report tables:
 //   longbench_avg                       overall average (mean of the six categories)
 //   longbench_en_avg, longbench_zh_avg  English / Chinese table averages (when present)
 //   longbench_<category>                overall table, per category (single_doc_qa, ...)
@@ -13,6 +14,9 @@
 //   longbench_v2_<group>                overall, easy, hard, short, medium, long (percent)
 //   niah_score                          mean over the grid's cells
 //   heldout_nll, heldout_ppl, heldout_tokens
+//   zeroshot_avg                        zero-shot average: acc_norm where a task has it, else acc
+//   zeroshot_acc_avg                    the same over acc alone
+//   zeroshot_<task>                     the task's acc_norm (acc for boolq, winogrande)
 //   synthetic_loss, synthetic_token_accuracy, synthetic_exact_match   (synthetic.json;
 //   synthetic_dense_* the same with dense attention when dense_reference)
 // and coverage.json ({"after": routing_coverage of the model, "before": of the starting

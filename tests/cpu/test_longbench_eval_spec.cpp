@@ -77,6 +77,25 @@ TEST(EvalSpec, ErrorsNameTheJsonPath) {
             std::string::npos);
 }
 
+TEST(EvalSpec, ZeroShotDefaultsToEveryTaskAndNamesAnUnknownOne) {
+  const EvalSpec spec = parse(json::parse(R"({"zeroshot": {"data": "zs"}})"));
+  ASSERT_TRUE(spec.zeroshot);
+  EXPECT_EQ(spec.zeroshot->data_dir, std::filesystem::path("/base/zs"));
+  EXPECT_EQ(spec.zeroshot->tasks, (std::vector<std::string>{"arc_easy", "arc_challenge", "boolq", "hellaswag", "piqa",
+                                                            "winogrande", "openbookqa"}));
+  const json resolved = eval_spec_to_json(parse(json::parse(R"({"zeroshot": {"data": "zs", "tasks": ["piqa"],
+                                                                "limit": 5}})")));
+  EXPECT_EQ(resolved["zeroshot"]["tasks"], json::array({"piqa"}));
+  EXPECT_EQ(resolved["zeroshot"]["limit"], 5);
+  EXPECT_EQ(eval_spec_to_json(parse(resolved)), resolved);
+  const std::string unknown = error_path(json::parse(R"({"zeroshot": {"data": "zs", "tasks": ["piqa", "mmlu"]}})"));
+  EXPECT_EQ(unknown.rfind("$.eval.zeroshot.tasks[1] | unknown zero-shot task \"mmlu\"", 0), 0u) << unknown;
+  EXPECT_NE(error_path(json::parse(R"({"zeroshot": {"tasks": ["piqa"]}})")).find("$.eval.zeroshot.data"),
+            std::string::npos);
+  EXPECT_NE(error_path(json::parse(R"({"zeroshot": {"data": "zs", "limit": -1}})")).find("$.eval.zeroshot.limit"),
+            std::string::npos);
+}
+
 TEST(EvalSpec, HeldoutSlidingWindowsAndPositionBucketsRoundTrip) {
   const EvalSpec spec =
       parse(json::parse(R"({"heldout": {"data": "held.jsonl", "max_length": 64, "stride": 16, "bucket_tokens": 8}})"));

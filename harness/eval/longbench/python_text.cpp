@@ -56,6 +56,34 @@ bool is_python_decimal(char32_t c) {
   return u_charType(static_cast<UChar32>(c)) == U_DECIMAL_DIGIT_NUMBER;
 }
 
+namespace {
+
+std::u16string to_utf16(std::u32string_view text) {
+  std::u16string utf16;
+  utf16.reserve(text.size());
+  for (char32_t c : text) {
+    if (c < 0x10000) {
+      utf16.push_back(static_cast<char16_t>(c));
+    } else {
+      utf16.push_back(static_cast<char16_t>(U16_LEAD(c)));
+      utf16.push_back(static_cast<char16_t>(U16_TRAIL(c)));
+    }
+  }
+  return utf16;
+}
+
+std::u32string from_utf16(const char16_t* text, int32_t n) {
+  std::u32string out;
+  for (int32_t i = 0; i < n;) {
+    UChar32 c;
+    U16_NEXT(text, i, n, c);
+    out.push_back(static_cast<char32_t>(c));
+  }
+  return out;
+}
+
+}  // namespace
+
 std::u32string python_lower(std::u32string_view text) {
   bool ascii = true;
   for (char32_t c : text) ascii = ascii && c < 0x80;
@@ -68,16 +96,7 @@ std::u32string python_lower(std::u32string_view text) {
   }
   // ICU with the root locale applies the unconditional full mappings of SpecialCasing
   // and the Final_Sigma context, exactly the two things CPython's lower() does.
-  std::u16string utf16;
-  utf16.reserve(text.size());
-  for (char32_t c : text) {
-    if (c < 0x10000) {
-      utf16.push_back(static_cast<char16_t>(c));
-    } else {
-      utf16.push_back(static_cast<char16_t>(U16_LEAD(c)));
-      utf16.push_back(static_cast<char16_t>(U16_TRAIL(c)));
-    }
-  }
+  const std::u16string utf16 = to_utf16(text);
   std::u16string lowered(utf16.size() * 3 + 4, u'\0');
   UErrorCode status = U_ZERO_ERROR;
   const int32_t n = u_strToLower(reinterpret_cast<UChar*>(lowered.data()),
@@ -85,12 +104,29 @@ std::u32string python_lower(std::u32string_view text) {
                                  reinterpret_cast<const UChar*>(utf16.data()),
                                  static_cast<int32_t>(utf16.size()), "", &status);
   if (U_FAILURE(status)) throw std::runtime_error(std::string("u_strToLower: ") + u_errorName(status));
-  out.clear();
-  for (int32_t i = 0; i < n;) {
-    UChar32 c;
-    U16_NEXT(lowered.data(), i, n, c);
-    out.push_back(static_cast<char32_t>(c));
+  return from_utf16(lowered.data(), n);
+}
+
+std::u32string python_capitalize(std::u32string_view text) {
+  if (text.empty()) return {};
+  std::u32string out;
+  const char32_t first = text.front();
+  if (first < 0x80) {
+    out.push_back(first >= 'a' && first <= 'z' ? first - 'a' + 'A' : first);
+  } else {
+    // CPython's capitalize() takes the full title-case mapping (SpecialCasing: "ß" ->
+    // "Ss", "ǆ" -> "ǅ"); ICU's title-casing of the one character, with neither
+    // lower-casing nor break adjustment, is that mapping.
+    const std::u16string utf16 = to_utf16(std::u32string_view(&first, 1));
+    std::u16string titled(16, u'\0');
+    UErrorCode status = U_ZERO_ERROR;
+    const int32_t n = u_strToTitle(reinterpret_cast<UChar*>(titled.data()), static_cast<int32_t>(titled.size()),
+                                   reinterpret_cast<const UChar*>(utf16.data()), static_cast<int32_t>(utf16.size()),
+                                   /*titleIter=*/nullptr, "", &status);
+    if (U_FAILURE(status)) throw std::runtime_error(std::string("u_strToTitle: ") + u_errorName(status));
+    out = from_utf16(titled.data(), n);
   }
+  out += python_lower(text.substr(1));
   return out;
 }
 

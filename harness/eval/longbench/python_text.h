@@ -1,10 +1,13 @@
 #pragma once
-// Python 3 `str` semantics that LongBench's metrics depend on, on code points
-// (std::u32string), so that C++ scores equal upstream's to the last bit:
+// Python 3 `str` semantics that LongBench's metrics and lm-evaluation-harness's task
+// preprocessing depend on, on code points (std::u32string), so that C++ scores and
+// prompts equal upstream's to the last bit:
 //   is_python_space    str.isspace() / `\s` of `re` / what str.split() splits on
 //   is_python_word     `\w` of `re` on str (str.isalnum() or "_"), which defines `\b`
 //   is_python_decimal  `\d` of `re` on str (Unicode decimal digits, general category Nd)
 //   python_lower       str.lower(): full lower-case mappings, final sigma in context
+//   python_capitalize  str.capitalize(): the first character's full title-case mapping,
+//                      then lower() of the rest (Python >= 3.8)
 // The character properties come from ICU (Unicode 15 on Debian 12; CPython 3.11 knows
 // Unicode 14: only code points unassigned in 14 can differ, tests/python checks this).
 
@@ -22,6 +25,7 @@ bool is_python_space(char32_t c);
 bool is_python_word(char32_t c);
 bool is_python_decimal(char32_t c);
 std::u32string python_lower(std::u32string_view text);
+std::u32string python_capitalize(std::u32string_view text);
 
 // str.split() with no arguments: runs of whitespace separate, no empty pieces.
 std::vector<std::u32string> python_split_whitespace(std::u32string_view text);
