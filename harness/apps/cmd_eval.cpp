@@ -124,7 +124,8 @@ Command register_eval(CLI::App& app) {
   auto subcommands = std::make_shared<std::vector<EvalSubcommand>>();
   for (auto registrar : {&register_eval_nll, &register_eval_score, &register_eval_score_v2,
                          &register_eval_longbench, &register_eval_longbench_v2, &register_eval_niah,
-                         &register_eval_ppl, &register_eval_zeroshot, &register_eval_suite}) {
+                         &register_eval_ppl, &register_eval_zeroshot, &register_eval_ruler,
+                         &register_eval_ruler_score, &register_eval_suite}) {
     subcommands->push_back(registrar(*eval));
   }
   return [subcommands]() {

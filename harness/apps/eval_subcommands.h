@@ -50,6 +50,8 @@ EvalSubcommand register_eval_longbench_v2(CLI::App& eval);
 EvalSubcommand register_eval_niah(CLI::App& eval);
 EvalSubcommand register_eval_ppl(CLI::App& eval);
 EvalSubcommand register_eval_zeroshot(CLI::App& eval);
+EvalSubcommand register_eval_ruler(CLI::App& eval);
+EvalSubcommand register_eval_ruler_score(CLI::App& eval);
 EvalSubcommand register_eval_suite(CLI::App& eval);
 
 }  // namespace sb::cli

@@ -2,6 +2,7 @@
 
 #include "harness/common/json_object_reader.h"
 #include "harness/eval/longbench/longbench_tasks.h"
+#include "harness/eval/ruler/ruler_tasks.h"
 #include "harness/eval/zeroshot/zeroshot_tasks.h"
 
 namespace sb {
@@ -120,27 +121,65 @@ HeldoutOptions parse_heldout(const json& j, const std::string& path, const std::
   return o;
 }
 
+// An optional list of task names under `key`, each checked by `lookup` (which throws a
+// ConfigError for an unknown name); empty when the key is absent.
+template <typename Lookup>
+std::vector<std::string> read_task_names(JsonObjectReader& r, const std::string& key, const std::string& file,
+                                         Lookup lookup) {
+  std::vector<std::string> names;
+  const json* tasks = r.optional_value(key);
+  if (tasks == nullptr) return names;
+  const json& list = expect_json_array(*tasks, r.child_path(key), file);
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string where = r.child_path(key) + "[" + std::to_string(i) + "]";
+    const std::string name = r.convert<std::string>(list[i], where);
+    try {
+      names.push_back(lookup(name, where).name);
+    } catch (const ConfigError& e) {
+      throw ConfigError(file, where, e.problem(), e.fix());
+    }
+  }
+  r.expect(!names.empty(), key, "is empty", "leave it out for every task");
+  return names;
+}
+
 ZeroShotOptions parse_zeroshot(const json& j, const std::string& path, const std::string& file,
                                const fs::path& base_dir) {
   JsonObjectReader r(j, path, file);
   ZeroShotOptions o;
   o.data_dir = resolve(base_dir, r.required<std::string>("data"));
-  if (const json* tasks = r.optional_value("tasks")) {
-    const json& list = expect_json_array(*tasks, r.child_path("tasks"), file);
-    for (size_t i = 0; i < list.size(); ++i) {
-      const std::string where = r.child_path("tasks") + "[" + std::to_string(i) + "]";
-      const std::string name = r.convert<std::string>(list[i], where);
-      try {
-        o.tasks.push_back(zeroshot_task(name, where).name);
-      } catch (const ConfigError& e) {
-        throw ConfigError(file, where, e.problem(), e.fix());
-      }
-    }
-    r.expect(!o.tasks.empty(), "tasks", "is empty", "leave it out for every task");
-  }
+  o.tasks = read_task_names(r, "tasks", file, zeroshot_task);
   o.tasks = zeroshot_task_names(o);
   o.limit = read_limit(r);
   r.finish();
+  return o;
+}
+
+RulerOptions parse_ruler(const json& j, const std::string& path, const std::string& file, const fs::path& base_dir) {
+  JsonObjectReader r(j, path, file);
+  RulerOptions o;
+  o.lengths = read_number_list<int64_t>(r, "lengths", o.lengths);
+  for (int64_t l : o.lengths) r.expect(l >= 256, "lengths", "lengths must be >= 256 tokens", "give sequence lengths in tokens");
+  o.samples = r.optional<int64_t>("samples", o.samples);
+  r.expect(o.samples >= 1, "samples", "must be >= 1", "RULER uses 500");
+  o.tasks = read_task_names(r, "tasks", file, ruler_task);
+  const std::string haystack = r.optional<std::string>("haystack", o.haystack);
+  o.haystack = haystack == "synthetic" ? haystack : resolve(base_dir, haystack).string();
+  if (r.has("squad")) o.squad = resolve(base_dir, r.required<std::string>("squad"));
+  if (r.has("hotpotqa")) o.hotpotqa = resolve(base_dir, r.required<std::string>("hotpotqa"));
+  if (r.has("cwe_words")) o.cwe_words = resolve(base_dir, r.required<std::string>("cwe_words"));
+  if (r.has("words_dir")) o.words_dir = resolve(base_dir, r.required<std::string>("words_dir")).string();
+  const int64_t seed = r.optional<int64_t>("seed", static_cast<int64_t>(o.seed));
+  r.expect(seed >= 0, "seed", "must be >= 0", "RULER uses 42");
+  o.seed = static_cast<uint64_t>(seed);
+  r.finish();
+  for (const std::string& name : o.tasks) {
+    const RulerTask& task = ruler_task(name, path);
+    if ((task.dataset == "squad" && o.squad.empty()) || (task.dataset == "hotpotqa" && o.hotpotqa.empty())) {
+      throw ConfigError(file, path + ".tasks", name + " needs its data file", "add \"" + task.dataset + "\": FILE");
+    }
+  }
+  o.tasks = ruler_task_names(o);
   return o;
 }
 
@@ -201,17 +240,18 @@ EvalSpec parse_eval_spec(const json& value, const std::string& path, const std::
   }
   if (const json* j = r.optional_value("niah")) spec.niah = parse_niah(*j, r.child_path("niah"), file, base_dir);
   if (const json* j = r.optional_value("heldout")) spec.heldout = parse_heldout(*j, r.child_path("heldout"), file, base_dir);
+  if (const json* j = r.optional_value("ruler")) spec.ruler = parse_ruler(*j, r.child_path("ruler"), file, base_dir);
   if (const json* j = r.optional_value("zeroshot")) {
     spec.zeroshot = parse_zeroshot(*j, r.child_path("zeroshot"), file, base_dir);
   }
   if (const json* j = r.optional_value("synthetic")) spec.synthetic = parse_synthetic(*j, r.child_path("synthetic"), file);
   if (const json* j = r.optional_value("coverage")) spec.coverage = parse_coverage(*j, r.child_path("coverage"), file);
   r.finish();
-  if (!spec.longbench && !spec.longbench_v2 && !spec.niah && !spec.heldout && !spec.zeroshot && !spec.synthetic &&
-      !spec.coverage) {
+  if (!spec.longbench && !spec.longbench_v2 && !spec.niah && !spec.heldout && !spec.zeroshot && !spec.ruler &&
+      !spec.synthetic && !spec.coverage) {
     throw ConfigError(file, path, "has nothing to evaluate",
-                      "add one of \"longbench\", \"longbench_v2\", \"niah\", \"heldout\", \"zeroshot\", \"synthetic\", "
-                      "\"coverage\", or "
+                      "add one of \"longbench\", \"longbench_v2\", \"niah\", \"heldout\", \"zeroshot\", \"ruler\", "
+                      "\"synthetic\", \"coverage\", or "
                       "remove the block");
   }
   return spec;
@@ -241,6 +281,14 @@ json eval_spec_to_json(const EvalSpec& spec) {
   }
   if (const auto& o = spec.zeroshot) {
     j["zeroshot"] = {{"data", o->data_dir.string()}, {"tasks", o->tasks}, {"limit", o->limit}};
+  }
+  if (const auto& o = spec.ruler) {
+    j["ruler"] = {{"lengths", o->lengths}, {"samples", o->samples}, {"tasks", o->tasks}, {"haystack", o->haystack},
+                  {"seed", static_cast<int64_t>(o->seed)}};
+    if (!o->squad.empty()) j["ruler"]["squad"] = o->squad.string();
+    if (!o->hotpotqa.empty()) j["ruler"]["hotpotqa"] = o->hotpotqa.string();
+    if (!o->cwe_words.empty()) j["ruler"]["cwe_words"] = o->cwe_words.string();
+    if (!o->words_dir.empty()) j["ruler"]["words_dir"] = o->words_dir;
   }
   if (const auto& o = spec.synthetic) {
     j["synthetic"] = {{"samples", o->samples}, {"dense_reference", o->dense_reference}};

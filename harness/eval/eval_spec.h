@@ -17,6 +17,9 @@
 //              "seed": 1234},
 //     "heldout": {"data": FILE, "max_length": 4096, "limit": 0, "stride": 0,
 //                 "bucket_tokens": 0},   (heldout_perplexity.h)
+//     "ruler": {"lengths": [4096], "samples": 500, "tasks": [...] (default all with their
+//               inputs), "haystack": "synthetic" | FILE, "squad": FILE, "hotpotqa": FILE,
+//               "cwe_words": FILE, "words_dir": DIR, "seed": 42}   (ruler/ruler_eval.h)
 //     "zeroshot": {"data": DIR, "tasks": [...] (default all seven), "limit": 0}
 //                 lm-eval's zero-shot multiple choice (zeroshot/zeroshot_eval.h)
 //     "synthetic": {"samples": 32, "dense_reference": true}   manifests with synthetic
@@ -38,6 +41,7 @@
 #include "harness/eval/longbench/longbench_v2.h"
 #include "harness/eval/niah.h"
 #include "harness/eval/routing_coverage.h"
+#include "harness/eval/ruler/ruler_eval.h"
 #include "harness/eval/synthetic_heldout.h"
 #include "harness/eval/zeroshot/zeroshot_eval.h"
 
@@ -52,6 +56,7 @@ struct EvalSpec {
   std::optional<NiahOptions> niah;
   std::optional<HeldoutOptions> heldout;
   std::optional<ZeroShotOptions> zeroshot;  // out_dir and model_args are set by the suite
+  std::optional<RulerOptions> ruler;        // out_dir is set by the suite
   std::optional<SyntheticHeldoutOptions> synthetic;
   std::optional<RoutingCoverageOptions> coverage;
 };

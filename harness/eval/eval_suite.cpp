@@ -82,6 +82,17 @@ ordered_json run_eval_suite(ModelFolder& model, const EvalSpec& spec, const std:
       columns["zeroshot_" + task] = r.contains("acc_norm,none") ? r["acc_norm,none"] : r["acc,none"];
     }
   }
+  if (spec.ruler) {
+    RulerOptions options = *spec.ruler;
+    options.out_dir = out_dir / "ruler";
+    const ordered_json result = run_ruler(model, options, progress);
+    double sum = 0;
+    for (const auto& [length, average] : result["average"].items()) {
+      columns["ruler_" + length] = average;
+      sum += average.get<double>();
+    }
+    if (!result["average"].empty()) columns["ruler_avg"] = sum / static_cast<double>(result["average"].size());
+  }
   if (spec.synthetic) {
     if (synthetic_data == nullptr) {
       throw ConfigError("", "$.eval.synthetic", "needs the synthetic data of a training run",

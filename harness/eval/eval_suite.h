@@ -4,7 +4,8 @@
 //
 // Outputs under out_dir: longbench/ (prediction files, result.json, summary.json),
 // longbench_v2/ (longbench_v2.jsonl, longbench_v2_result.json), niah/ (niah.json,
-// niah_cells.jsonl), heldout.json, zeroshot/ (samples_<task>.jsonl, results.json), and
+// niah_cells.jsonl), heldout.json, zeroshot/ (samples_<task>.jsonl, results.json), ruler/
+// (RULER's layout per length, ruler.json), and
 // eval_columns.json (atomically), the metric columns it returns, one flat JSON object
 // for report tables:
 //   longbench_avg                       overall average (mean of the six categories)
@@ -17,6 +18,8 @@
 //   zeroshot_avg                        zero-shot average: acc_norm where a task has it, else acc
 //   zeroshot_acc_avg                    the same over acc alone
 //   zeroshot_<task>                     the task's acc_norm (acc for boolq, winogrande)
+//   ruler_<L>                           RULER: mean task score at length L (percent)
+//   ruler_avg                           the mean of ruler_<L> over the lengths
 //   synthetic_loss, synthetic_token_accuracy, synthetic_exact_match   (synthetic.json;
 //   synthetic_dense_* the same with dense attention when dense_reference)
 // and coverage.json ({"after": routing_coverage of the model, "before": of the starting

@@ -96,6 +96,25 @@ TEST(EvalSpec, ZeroShotDefaultsToEveryTaskAndNamesAnUnknownOne) {
             std::string::npos);
 }
 
+TEST(EvalSpec, RulerDefaultsSkipQaWithoutItsFilesAndRoundTrip) {
+  const EvalSpec spec = parse(json::parse(R"({"ruler": {"lengths": [4096, 8192], "samples": 20}})"));
+  ASSERT_TRUE(spec.ruler);
+  EXPECT_EQ(spec.ruler->tasks.size(), 11u);  // the 13 but qa_1, qa_2
+  EXPECT_EQ(spec.ruler->seed, 42u);
+  const EvalSpec with_squad = parse(json::parse(R"({"ruler": {"squad": "squad.json", "haystack": "pg.json"}})"));
+  EXPECT_EQ(with_squad.ruler->tasks.back(), "qa_1");
+  EXPECT_EQ(with_squad.ruler->squad, std::filesystem::path("/base/squad.json"));
+  EXPECT_EQ(with_squad.ruler->haystack, "/base/pg.json");
+  const json resolved = eval_spec_to_json(with_squad);
+  EXPECT_EQ(eval_spec_to_json(parse(resolved)), resolved);
+  EXPECT_NE(error_path(json::parse(R"({"ruler": {"tasks": ["qa_2"]}})")).find("qa_2 needs its data file"),
+            std::string::npos);
+  EXPECT_EQ(error_path(json::parse(R"({"ruler": {"tasks": ["vt", "needle"]}})")).rfind("$.eval.ruler.tasks[1] | ", 0),
+            0u);
+  EXPECT_NE(error_path(json::parse(R"({"ruler": {"lengths": [100]}})")).find("$.eval.ruler.lengths"),
+            std::string::npos);
+}
+
 TEST(EvalSpec, HeldoutSlidingWindowsAndPositionBucketsRoundTrip) {
   const EvalSpec spec =
       parse(json::parse(R"({"heldout": {"data": "held.jsonl", "max_length": 64, "stride": 16, "bucket_tokens": 8}})"));

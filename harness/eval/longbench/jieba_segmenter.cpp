@@ -8,6 +8,7 @@
 #include "common/errors.h"
 #include "harness/common/atomic_file.h"
 #include "harness/eval/longbench/python_text.h"
+#include "harness/eval/python_package_dir.h"
 
 namespace sb {
 namespace {
@@ -34,27 +35,12 @@ std::string_view strip_ascii_space(std::string_view s) {
   return s;
 }
 
-std::string dist_info_version(const fs::path& jieba_dir) {
-  const fs::path site = jieba_dir.parent_path();
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(site, ec)) {
-    const std::string name = entry.path().filename().string();
-    const std::string prefix = "jieba-";
-    const std::string suffix = ".dist-info";
-    if (name.size() > prefix.size() + suffix.size() && name.rfind(prefix, 0) == 0 &&
-        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
-      return name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
-    }
-  }
-  return "";
-}
-
 }  // namespace
 
 JiebaSegmenter JiebaSegmenter::load(const fs::path& jieba_dir) {
   JiebaSegmenter seg;
   seg.dir_ = jieba_dir;
-  seg.version_ = dist_info_version(jieba_dir);
+  seg.version_ = installed_package_version(jieba_dir.parent_path(), "jieba");
   const fs::path dict = jieba_dir / "dict.txt";
   if (!fs::exists(dict)) throw std::runtime_error(dict.string() + " is missing (jieba's dictionary)");
   const std::string text = read_file(dict);
@@ -188,43 +174,14 @@ std::vector<std::string> JiebaSegmenter::cut_utf8(std::string_view text) const {
 }
 
 fs::path locate_jieba_dir(const std::string& explicit_dir, const std::string& flag) {
-  const std::string fix =
-      "install jieba 0.42.1 (pip install jieba==0.42.1; scripts/test.sh sets up the project's "
-      "environment with it) and pass " + flag + " <site-packages>/jieba or set SB_JIEBA_DIR";
-  auto usable = [](const fs::path& dir) { return fs::exists(dir / "dict.txt") && fs::is_directory(dir / "finalseg"); };
-  if (!explicit_dir.empty()) {
-    if (!usable(explicit_dir)) {
-      throw ConfigError(flag, "", explicit_dir + " is not jieba's package folder (no dict.txt and finalseg/)", fix);
-    }
-    return explicit_dir;
-  }
-  if (const char* env = std::getenv("SB_JIEBA_DIR"); env != nullptr && *env != '\0') {
-    if (!usable(env)) {
-      throw ConfigError("SB_JIEBA_DIR", "", std::string(env) + " is not jieba's package folder", fix);
-    }
-    return env;
-  }
-  fs::path cache;
-  if (const char* c = std::getenv("SB_CACHE_DIR"); c != nullptr && *c != '\0') {
-    cache = c;
-  } else if (const char* home = std::getenv("HOME"); home != nullptr) {
-    cache = fs::path(home) / ".cache" / "sparsebalance";
-  }
-  std::vector<fs::path> found;
-  std::error_code ec;
-  for (const auto& venv : fs::directory_iterator(cache, ec)) {
-    if (venv.path().filename().string().rfind("venv-", 0) != 0) continue;
-    for (const auto& python : fs::directory_iterator(venv.path() / "lib", ec)) {
-      const fs::path dir = python.path() / "site-packages" / "jieba";
-      if (usable(dir)) found.push_back(dir);
-    }
-  }
-  std::sort(found.begin(), found.end());
-  for (const fs::path& dir : found) {
-    if (dist_info_version(dir) == "0.42.1") return dir;
-  }
-  if (!found.empty()) return found.front();
-  throw ConfigError(flag, "", "jieba (needed to score the Chinese tasks) was not found", fix);
+  PythonPackageQuery query;
+  query.package = "jieba";
+  query.version = "0.42.1";
+  query.env_var = "SB_JIEBA_DIR";
+  query.flag = flag;
+  query.purpose = "to score the Chinese tasks";
+  query.usable = [](const fs::path& dir) { return fs::exists(dir / "dict.txt") && fs::is_directory(dir / "finalseg"); };
+  return locate_python_package_dir(query, explicit_dir);
 }
 
 }  // namespace sb

@@ -6,12 +6,36 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "models/tokenizer/utf8.h"
+
 namespace sb {
 namespace {
 
-void append_python_string(std::string& out, const std::string& s) {
+// ensure_ascii: every code point above U+007F as \uXXXX (lowercase hex; a surrogate pair
+// above U+FFFF), as Python's json.dumps does by default.
+void append_python_string(std::string& out, const std::string& s, bool ensure_ascii) {
   out.push_back('"');
-  for (unsigned char c : s) {
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (ensure_ascii && c == 0x7F) {  // outside " " .. "~": escaped too
+      out += "\\u007f";
+      ++i;
+      continue;
+    }
+    if (ensure_ascii && c >= 0x80) {
+      const char32_t cp = utf8::decode_next(s, i);
+      char buf[16];
+      if (cp >= 0x10000) {
+        const char32_t v = cp - 0x10000;
+        std::snprintf(buf, sizeof buf, "\\u%04x\\u%04x", static_cast<unsigned>(0xD800 + (v >> 10)),
+                      static_cast<unsigned>(0xDC00 + (v & 0x3FF)));
+      } else {
+        std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(cp));
+      }
+      out += buf;
+      continue;
+    }
+    ++i;
     switch (c) {
       case '"': out += "\\\""; break;
       case '\\': out += "\\\\"; break;
@@ -43,7 +67,7 @@ void append_float(std::string& out, double x) {
   }
 }
 
-void dump(std::string& out, const nlohmann::ordered_json& v, int indent, int level) {
+void dump(std::string& out, const nlohmann::ordered_json& v, int indent, int level, bool ensure_ascii) {
   using value_t = nlohmann::ordered_json::value_t;
   const bool pretty = indent >= 0;
   auto newline = [&](int lvl) {
@@ -56,7 +80,7 @@ void dump(std::string& out, const nlohmann::ordered_json& v, int indent, int lev
     case value_t::number_integer: out += std::to_string(v.get<int64_t>()); return;
     case value_t::number_unsigned: out += std::to_string(v.get<uint64_t>()); return;
     case value_t::number_float: append_float(out, v.get<double>()); return;
-    case value_t::string: append_python_string(out, v.get_ref<const std::string&>()); return;
+    case value_t::string: append_python_string(out, v.get_ref<const std::string&>(), ensure_ascii); return;
     case value_t::array: {
       if (v.empty()) {
         out += "[]";
@@ -68,7 +92,7 @@ void dump(std::string& out, const nlohmann::ordered_json& v, int indent, int lev
         if (!first) out += pretty ? "," : ", ";
         first = false;
         if (pretty) newline(level + 1);
-        dump(out, item, indent, level + 1);
+        dump(out, item, indent, level + 1, ensure_ascii);
       }
       if (pretty) newline(level);
       out.push_back(']');
@@ -85,9 +109,9 @@ void dump(std::string& out, const nlohmann::ordered_json& v, int indent, int lev
         if (!first) out += pretty ? "," : ", ";
         first = false;
         if (pretty) newline(level + 1);
-        append_python_string(out, it.key());
+        append_python_string(out, it.key(), ensure_ascii);
         out += ": ";
-        dump(out, it.value(), indent, level + 1);
+        dump(out, it.value(), indent, level + 1, ensure_ascii);
       }
       if (pretty) newline(level);
       out.push_back('}');
@@ -150,7 +174,13 @@ std::string python_float_repr(double x) {
 
 std::string python_json_dumps(const nlohmann::ordered_json& value, int indent) {
   std::string out;
-  dump(out, value, indent, 0);
+  dump(out, value, indent, 0, /*ensure_ascii=*/false);
+  return out;
+}
+
+std::string python_json_dumps_ascii(const nlohmann::ordered_json& value) {
+  std::string out;
+  dump(out, value, -1, 0, /*ensure_ascii=*/true);
   return out;
 }
 

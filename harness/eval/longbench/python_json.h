@@ -10,6 +10,8 @@
 //                            line with ", " and ": "; otherwise "," and ": " with i spaces
 //                            per level. NaN and infinities are written NaN / Infinity /
 //                            -Infinity, as Python's json module does (not strict JSON).
+//   python_json_dumps_ascii(v)  json.dumps(v): one line, ensure_ascii=True (non-ASCII as
+//                            \uXXXX escapes), what RULER's data and prediction files hold
 // Objects keep their order (nlohmann::ordered_json), as Python dicts do.
 
 #include <nlohmann/json.hpp>
@@ -21,5 +23,6 @@ namespace sb {
 double python_round(double x, int ndigits);
 std::string python_float_repr(double x);
 std::string python_json_dumps(const nlohmann::ordered_json& value, int indent = -1);
+std::string python_json_dumps_ascii(const nlohmann::ordered_json& value);
 
 }  // namespace sb

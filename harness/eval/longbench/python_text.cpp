@@ -170,4 +170,17 @@ std::u32string python_collapse_whitespace(std::u32string_view text) {
   return out;
 }
 
+std::string python_replace(const std::string& text, const std::string& from, const std::string& to) {
+  if (from.empty()) throw std::invalid_argument("python_replace: empty pattern");
+  std::string out;
+  size_t start = 0;
+  for (size_t hit = text.find(from); hit != std::string::npos; hit = text.find(from, start)) {
+    out.append(text, start, hit - start);
+    out += to;
+    start = hit + from.size();
+  }
+  out.append(text, start, std::string::npos);
+  return out;
+}
+
 }  // namespace sb

@@ -35,5 +35,8 @@ std::vector<std::u32string> python_split_on(std::u32string_view text, char32_t s
 std::u32string python_strip(std::u32string_view text);
 // " ".join(text.split()).
 std::u32string python_collapse_whitespace(std::u32string_view text);
+// str.replace(old, new) on UTF-8 text: every non-overlapping occurrence, left to right
+// (byte-wise, which on well-formed UTF-8 is character-wise); `from` must not be empty.
+std::string python_replace(const std::string& text, const std::string& from, const std::string& to);
 
 }  // namespace sb

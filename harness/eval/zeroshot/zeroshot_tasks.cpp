@@ -155,20 +155,6 @@ ZeroShotDoc winogrande_doc(const ordered_json& row, const std::string& where) {
   return doc;
 }
 
-// str.replace(old, new): non-overlapping occurrences, left to right.
-std::string python_replace(const std::string& text, const std::string& from, const std::string& to) {
-  std::string out;
-  for (size_t i = 0; i < text.size();) {
-    if (text.compare(i, from.size(), from) == 0) {
-      out += to;
-      i += from.size();
-    } else {
-      out += text[i++];
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 std::string hellaswag_preprocess(const std::string& raw) {
