@@ -2,11 +2,14 @@
 RULER's layout (the prompt sent is the sample's input + answer prefix), summary.csv and
 ruler.json recomputed here from the prediction lines with tests/python/ruler_reference.py
 (RULER's scoring rebuilt on Python's str), a rerun that generates and predicts nothing,
-a prediction file from other settings refused, and the same run from an eval spec (a
-manifest's `eval` block) giving the report columns ruler_<L> and ruler_avg."""
+samples drawn with other settings refused, and the same run from an eval spec (a
+manifest's `eval` block) giving the report columns ruler_<L> and ruler_avg; the heatmap
+script draws the run."""
 
 import json
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +20,7 @@ from longbench_oracle_client import BINARY  # noqa: E402
 from longbench_tiny_model import make_model  # noqa: E402
 from test_ruler_oracle import make_essay, make_ruler_tokenizer, wonderwords_assets  # noqa: E402
 
+PLOT = Path(__file__).resolve().parents[2] / "scripts" / "plot_ruler.py"
 LENGTH = 1536
 TASKS = ["niah_single_1", "vt", "fwe"]
 
@@ -55,6 +59,11 @@ def test_ruler_predicts_scores_and_resumes(tmp_path):
     assert {t: result["scores"][t][str(LENGTH)] for t in TASKS} == {t: s[0] for t, s in scores.items()}
     assert result["average"][str(LENGTH)] == pytest.approx(sum(s[0] for s in scores.values()) / len(TASKS))
     assert result["context"]["git_sha"]
+
+    plot = subprocess.run([sys.executable, str(PLOT), str(out / "ruler.json")], capture_output=True, text=True,
+                          timeout=120)
+    assert plot.returncode == 0, plot.stderr
+    assert (out / "ruler_heatmap.png").stat().st_size > 1000 and (out / "ruler_heatmap.pdf").exists()
 
     before = {p: p.read_bytes() for p in out.rglob("*.jsonl")}
     again = ruler(model, out, haystack, assets)

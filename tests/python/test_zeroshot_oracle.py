@@ -11,8 +11,8 @@ longer than the model's window. Then a rerun resumes without scoring again, and 
 unknown task or a missing file is refused with the file named."""
 
 import json
-import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +23,7 @@ transformers = pytest.importorskip("transformers")
 from longbench_oracle_client import BINARY  # noqa: E402
 from longbench_tiny_model import ENGLISH, make_model, make_tokenizer, sentence  # noqa: E402
 
+PLOT = Path(__file__).resolve().parents[2] / "scripts" / "plot_zeroshot.py"
 WINDOW = 96  # max_position_embeddings: BoolQ's long passage is cut from the left
 
 
@@ -136,6 +137,11 @@ def test_zeroshot_matches_lm_eval(tmp_path, monkeypatch):
     assert truncated  # BoolQ's long passage ran cut from the left in both
     primary = [ours["results"][t].get("acc_norm,none", ours["results"][t]["acc,none"]) for t in rows]
     assert ours["sparsebalance"]["average"] == pytest.approx(sum(primary) / len(primary), abs=1e-12)
+
+    plot = subprocess.run([sys.executable, str(PLOT), str(tmp_path / "out" / "results.json")], capture_output=True,
+                          text=True, timeout=120)
+    assert plot.returncode == 0, plot.stderr
+    assert (tmp_path / "out" / "zeroshot_bars.png").stat().st_size > 1000
 
     again = zeroshot(model_dir, data_dir, tmp_path / "out")
     assert again.returncode == 0, again.stderr
