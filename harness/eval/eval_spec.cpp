@@ -1,5 +1,7 @@
 #include "harness/eval/eval_spec.h"
 
+#include <algorithm>
+
 #include "harness/common/json_object_reader.h"
 #include "harness/eval/longbench/longbench_tasks.h"
 #include "harness/eval/ruler/ruler_tasks.h"
@@ -138,6 +140,9 @@ std::vector<std::string> read_task_names(JsonObjectReader& r, const std::string&
     } catch (const ConfigError& e) {
       throw ConfigError(file, where, e.problem(), e.fix());
     }
+    if (std::count(names.begin(), names.end(), name) > 1) {
+      throw ConfigError(file, where, "names " + name + " twice", "give each task once");
+    }
   }
   r.expect(!names.empty(), key, "is empty", "leave it out for every task");
   return names;
@@ -170,7 +175,7 @@ RulerOptions parse_ruler(const json& j, const std::string& path, const std::stri
   if (r.has("cwe_words")) o.cwe_words = resolve(base_dir, r.required<std::string>("cwe_words"));
   if (r.has("words_dir")) o.words_dir = resolve(base_dir, r.required<std::string>("words_dir")).string();
   const int64_t seed = r.optional<int64_t>("seed", static_cast<int64_t>(o.seed));
-  r.expect(seed >= 0, "seed", "must be >= 0", "RULER uses 42");
+  r.expect(seed >= 0 && seed <= 0xFFFFFFFFll, "seed", "must be in [0, 2^32) (numpy's seed range)", "RULER uses 42");
   o.seed = static_cast<uint64_t>(seed);
   r.finish();
   for (const std::string& name : o.tasks) {

@@ -27,6 +27,7 @@ TEST(ZeroShotText, CapitalizeTakesFullTitleCaseThenLowersTheRest) {
   EXPECT_EQ(capitalize("ǆemal"), "ǅemal");  // the title-case digraph, not "Ǆ"
   EXPECT_EQ(capitalize("1ABC"), "1abc");
   EXPECT_EQ(capitalize("ΣΑΣ ΟΔΟΣ"), "Σας οδος");  // final sigma in context
+  EXPECT_EQ(capitalize("AΣ"), "Aς");              // the context includes the first character
   EXPECT_EQ(capitalize(""), "");
 }
 

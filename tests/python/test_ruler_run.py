@@ -2,11 +2,12 @@
 RULER's layout (the prompt sent is the sample's input + answer prefix), summary.csv and
 ruler.json recomputed here from the prediction lines with tests/python/ruler_reference.py
 (RULER's scoring rebuilt on Python's str), a rerun that generates and predicts nothing,
-samples drawn with other settings refused, and the same run from an eval spec (a
+samples drawn with other settings and another model's folder refused, and the same run from an eval spec (a
 manifest's `eval` block) giving the report columns ruler_<L> and ruler_avg; the heatmap
 script draws the run."""
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -74,6 +75,13 @@ def test_ruler_predicts_scores_and_resumes(tmp_path):
     # Samples of another seed in the same folder are refused, naming the file.
     other = ruler(model, out, haystack, assets, "--seed", "7")
     assert other.returncode == 2 and "generation.json" in other.stderr and "other settings" in other.stderr
+
+    # Another model (here the same weights under another folder) in the same folder is refused.
+    shutil.copytree(model, tmp_path / "model2")
+    moved = subprocess.run([str(BINARY), "eval", "ruler", "--model", str(tmp_path / "model2"), "--out", str(out),
+                            "--lengths", str(LENGTH), "--samples", "2", "--tasks", ",".join(TASKS), "--haystack",
+                            str(haystack), "--words-dir", str(assets)], capture_output=True, text=True, timeout=600)
+    assert moved.returncode == 2 and "model.json" in moved.stderr, moved.stderr
 
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"ruler": {"lengths": [LENGTH], "samples": 2, "tasks": TASKS,

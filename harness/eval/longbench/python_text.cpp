@@ -126,7 +126,11 @@ std::u32string python_capitalize(std::u32string_view text) {
     if (U_FAILURE(status)) throw std::runtime_error(std::string("u_strToTitle: ") + u_errorName(status));
     out = from_utf16(titled.data(), n);
   }
-  out += python_lower(text.substr(1));
+  // lower() of the rest judges final sigma in the whole string's context, as CPython's
+  // do_capitalize does ("AΣ" -> "Aς"); the first character's own lower mapping (never a
+  // final sigma at position 0) is dropped.
+  const std::u32string lowered = python_lower(text);
+  out += lowered.substr(python_lower(text.substr(0, 1)).size());
   return out;
 }
 

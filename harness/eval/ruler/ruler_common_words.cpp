@@ -49,7 +49,11 @@ class CommonWordsGenerator {
       if (num_words > inputs_.cwe_fallback_words.size()) {
         throw std::runtime_error(task_.name + " at " + std::to_string(max_length_) + " tokens needs " +
                                  std::to_string(num_words) + " distinct words, more than wonderwords' " +
-                                 std::to_string(pool_.size()) + ": pass --cwe-words (RULER's english_words.json)");
+                                 std::to_string(pool_.size()) +
+                                 (inputs_.cwe_fallback_words.empty()
+                                      ? std::string(": pass --cwe-words (RULER's english_words.json)")
+                                      : " and the " + std::to_string(inputs_.cwe_fallback_words.size()) +
+                                            " of --cwe-words"));
       }
       source = &inputs_.cwe_fallback_words;
     }

@@ -7,11 +7,14 @@
 #include "harness/common/atomic_file.h"
 #include "harness/common/progress_eta.h"
 #include "harness/common/system_info.h"
+#include "harness/eval/eval_stamp.h"
 #include "harness/eval/json_records.h"
+#include "harness/eval/python_package_dir.h"
 #include "harness/eval/longbench/python_json.h"
 #include "harness/eval/resumable_jsonl.h"
 #include "harness/eval/ruler/ruler_generators.h"
 #include "harness/eval/ruler/ruler_score.h"
+#include "harness/eval/ruler/ruler_size_search.h"
 #include "models/qwen2/qwen2_generate.h"
 
 namespace sb {
@@ -32,12 +35,14 @@ std::vector<std::string> ruler_task_names(const RulerOptions& options) {
 
 namespace {
 
-RulerInputs load_inputs(const ModelFolder& model, const RulerOptions& options) {
+RulerInputs load_inputs(const ModelFolder& model, const RulerOptions& options, std::string* words_version) {
   RulerInputs inputs;
   const Tokenizer& tok = *model.tokenizer;
   inputs.count_tokens = [&tok](const std::string& text) { return static_cast<int64_t>(tok.encode(text).size()); };
   inputs.seed = options.seed;
   const fs::path words = locate_wonderwords_assets(options.words_dir, "--words-dir");
+  // assets/ sits in site-packages/wonderwords/; "" when no dist-info is beside it.
+  *words_version = installed_package_version(words.parent_path().parent_path(), "wonderwords");
   inputs.nouns = read_ruler_word_list(words / "nounlist.txt");
   inputs.adjectives = read_ruler_word_list(words / "adjectivelist.txt");
   inputs.verbs = read_ruler_word_list(words / "verblist.txt");
@@ -60,27 +65,35 @@ RulerInputs load_inputs(const ModelFolder& model, const RulerOptions& options) {
 
 // What a task's samples were drawn from: kept beside them, so that samples from other
 // settings are never reused.
-ordered_json generation_settings(const RulerTask& task, int64_t length, const RulerOptions& options) {
+// Only what the task reads counts, so adding --squad later keeps the other tasks' samples.
+ordered_json generation_settings(const RulerTask& task, int64_t length, const RulerOptions& options,
+                                 const ordered_json& model, const std::string& words_version) {
   ordered_json j = ordered_json::object();
   j["task"] = task.name;
   j["length"] = length;
   j["samples"] = options.samples;
   j["seed"] = options.seed;
-  j["haystack"] = options.haystack;
-  j["squad"] = options.squad.string();
-  j["hotpotqa"] = options.hotpotqa.string();
-  j["cwe_words"] = options.cwe_words.string();
+  j["tokenizer_fnv1a64"] = model["tokenizer_fnv1a64"];
+  if (task.family == RulerFamily::kNiah && task.needle_k == "words") j["wonderwords"] = words_version;
+  if (task.family == RulerFamily::kCommonWords) {
+    j["wonderwords"] = words_version;
+    j["cwe_words"] = options.cwe_words.string();
+  }
+  if (task.haystack == "essay") j["haystack"] = options.haystack;
+  if (task.dataset == "squad") j["squad"] = options.squad.string();
+  if (task.dataset == "hotpotqa") j["hotpotqa"] = options.hotpotqa.string();
   return j;
 }
 
 // <L>/data/<task>/validation.jsonl: kept when it holds `samples` records drawn with the
 // same settings (generation.json), else written anew; ConfigError for other settings.
 std::vector<RulerRecord> task_samples(const RulerTask& task, int64_t length, const RulerOptions& options,
-                                      RulerInputs& inputs, std::ostream& progress) {
+                                      RulerInputs& inputs, const ordered_json& model, const std::string& words_version,
+                                      std::ostream& progress) {
   const fs::path dir = options.out_dir / std::to_string(length) / "data" / task.name;
   const fs::path file = dir / "validation.jsonl";
   const fs::path stamp = dir / "generation.json";
-  const ordered_json settings = generation_settings(task, length, options);
+  const ordered_json settings = generation_settings(task, length, options, model, words_version);
   if (fs::exists(stamp)) {
     std::ifstream in(stamp);
     const ordered_json kept = ordered_json::parse(in, nullptr, /*allow_exceptions=*/false);
@@ -103,7 +116,7 @@ std::vector<RulerRecord> task_samples(const RulerTask& task, int64_t length, con
   std::vector<RulerRecord> records;
   try {
     records = generate_ruler_samples(task, length, options.samples, inputs);
-  } catch (const std::invalid_argument& e) {
+  } catch (const RulerTooShort& e) {
     throw ConfigError("--lengths", "", e.what(), "use a longer length");
   }
   std::string text;
@@ -163,6 +176,12 @@ ordered_json run_ruler(ModelFolder& model, const RulerOptions& options, std::ost
   if (!model.tokenizer) throw ConfigError(model.dir.string(), "", "has no tokenizer.json", "RULER needs it");
   if (options.lengths.empty()) throw ConfigError("--lengths", "", "needs at least one length");
   if (options.samples < 1) throw ConfigError("--samples", "", "must be >= 1");
+  if (options.seed > 0xFFFFFFFFull) {
+    throw ConfigError("--seed", "", "must be below 2^32 (numpy's seed range)", "RULER uses 42");
+  }
+  for (int64_t length : options.lengths) {
+    if (length < 256) throw ConfigError("--lengths", "", "lengths must be >= 256 tokens, got " + std::to_string(length));
+  }
   const int64_t positions = qwen2_position_limit(model.model->config());
   for (int64_t length : options.lengths) {
     if (length > positions) {
@@ -172,7 +191,11 @@ ordered_json run_ruler(ModelFolder& model, const RulerOptions& options, std::ost
   }
   std::vector<const RulerTask*> tasks;
   for (const std::string& name : ruler_task_names(options)) {
-    tasks.push_back(&ruler_task(name, "--tasks"));
+    const RulerTask* task = &ruler_task(name, "--tasks");
+    if (std::find(tasks.begin(), tasks.end(), task) != tasks.end()) {
+      throw ConfigError("--tasks", "", "names " + name + " twice", "give each task once");
+    }
+    tasks.push_back(task);
     if (tasks.back()->dataset == "squad" && options.squad.empty()) {
       throw ConfigError("--squad", "", "qa_1 needs SQuAD v2.0's dev-v2.0.json", "pass --squad FILE or drop qa_1");
     }
@@ -181,13 +204,16 @@ ordered_json run_ruler(ModelFolder& model, const RulerOptions& options, std::ost
                         "pass --hotpotqa FILE or drop qa_2");
     }
   }
-  RulerInputs inputs = load_inputs(model, options);
+  std::string words_version;
+  RulerInputs inputs = load_inputs(model, options, &words_version);
+  const ordered_json identity = eval_model_identity(model);
   ordered_json scores = ordered_json::object(), averages = ordered_json::object(), nulls = ordered_json::object();
   for (int64_t length : options.lengths) {
     std::vector<RulerTaskScore> at_length;
     for (const RulerTask* task : tasks) {
-      const std::vector<RulerRecord> records = task_samples(*task, length, options, inputs, progress);
+      const std::vector<RulerRecord> records = task_samples(*task, length, options, inputs, identity, words_version, progress);
       if (options.prepare_only) continue;
+      check_or_write_eval_stamp(options.out_dir / std::to_string(length) / "pred" / "model.json", identity);
       const auto lines = task_predictions(model, *task, length, records, options, progress);
       at_length.push_back(score_ruler_task(*task, lines, task->name));
       scores[task->name][std::to_string(length)] = at_length.back().score;
@@ -211,6 +237,8 @@ ordered_json run_ruler(ModelFolder& model, const RulerOptions& options, std::ost
   out["haystack"] = options.haystack;
   out["seed"] = options.seed;
   out["model_template"] = "base";
+  out["wonderwords"] = words_version;
+  out["model"] = identity;
   out["context"] = ordered_json::parse(collect_system_info().dump());
   if (!options.prepare_only) write_file_atomic(options.out_dir / "ruler.json", python_json_dumps(out, 2) + "\n");
   return out;

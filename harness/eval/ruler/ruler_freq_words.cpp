@@ -7,6 +7,7 @@
 
 #include "harness/eval/ruler/python_random.h"
 #include "harness/eval/ruler/ruler_generators.h"
+#include "harness/eval/ruler/ruler_size_search.h"
 
 namespace sb {
 namespace {
@@ -25,7 +26,7 @@ class FreqWordsGenerator {
     vocab_size_ = max_words_len_ / 50;
     incremental_ = max_words_len_ / 32;
     if (vocab_size_ < 4) {
-      throw std::invalid_argument(task.name + " needs at least 250 tokens (4 coded words), got " + std::to_string(max_length));
+      throw RulerTooShort(task.name + " needs at least 250 tokens (4 coded words), got " + std::to_string(max_length));
     }
   }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "common/errors.h"
 #include "harness/eval/longbench/python_text.h"
 #include "harness/eval/ruler/python_random.h"
 #include "harness/eval/ruler/ruler_generators.h"
@@ -164,7 +165,8 @@ class NiahGenerator {
 std::vector<RulerRecord> generate_niah(const RulerTask& task, int64_t max_length, int64_t num_samples,
                                        RulerInputs& inputs) {
   if (task.haystack == "essay" && (inputs.essay_words.empty() || inputs.essay_words == std::vector<std::string>{""})) {
-    throw std::invalid_argument(task.name + " needs an essay haystack with text");
+    throw ConfigError("--haystack", "", "has no words, and " + task.name + " needs an essay haystack",
+                      "give a text file, RULER's PaulGrahamEssays.json, or synthetic");
   }
   return NiahGenerator(task, max_length, inputs).samples(num_samples);
 }

@@ -152,6 +152,10 @@ class QaGenerator {
   }
 
   std::vector<RulerRecord> samples(int64_t num_samples) {
+    if (data_.docs.empty()) {
+      throw ConfigError(task_.dataset == "squad" ? "--squad" : "--hotpotqa", "", "has no documents",
+                        "give the dataset's dev file as published");
+    }
     if (static_cast<size_t>(num_samples) > data_.items.size()) {
       throw ConfigError(task_.dataset == "squad" ? "--squad" : "--hotpotqa", "",
                         "has " + std::to_string(data_.items.size()) + " answerable questions, fewer than the " +

@@ -42,7 +42,7 @@ std::vector<RulerDraw> ruler_draw_samples(int64_t num_samples, int64_t size, int
       if (n > incremental) {
         n -= incremental;
       } else if (++failures_at_floor >= 1000) {
-        throw std::invalid_argument(what + ": no sample fits in " + std::to_string(max_length) +
+        throw RulerTooShort(what + ": no sample fits in " + std::to_string(max_length) +
                                     " tokens even at the smallest haystack");
       }
     }

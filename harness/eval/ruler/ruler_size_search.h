@@ -21,6 +21,12 @@ class RulerRetry : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A length too short for a task's smallest prompt: the run names --lengths.
+class RulerTooShort : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
 // The largest n in [lower, upper] for which fits(n), probing as RULER's loop does
 // (mid = (lower + upper) / 2, up on success, down on failure); `fallback` when none fits.
 int64_t ruler_binary_search(int64_t lower, int64_t upper, int64_t fallback, const std::function<bool(int64_t)>& fits);
@@ -40,7 +46,7 @@ struct RulerDraw {
 // at size n; while its length exceeds max_length or draw throws RulerRetry, n shrinks by
 // `incremental` when above it, and the sample is drawn again from `size`'s next sample
 // on. RULER retries forever at the smallest size; this gives up after 1000 failures
-// there with std::invalid_argument naming `what`.
+// there with RulerTooShort naming `what`.
 std::vector<RulerDraw> ruler_draw_samples(int64_t num_samples, int64_t size, int64_t incremental, int64_t max_length,
                                           const std::string& what,
                                           const std::function<RulerDraw(int64_t index, int64_t n)>& draw);

@@ -1,5 +1,6 @@
 #include "harness/eval/zeroshot/zeroshot_eval.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -7,6 +8,7 @@
 #include "harness/common/atomic_file.h"
 #include "harness/common/progress_eta.h"
 #include "harness/common/system_info.h"
+#include "harness/eval/eval_stamp.h"
 #include "harness/eval/json_records.h"
 #include "harness/eval/longbench/python_json.h"
 #include "harness/eval/longbench/python_text.h"
@@ -110,9 +112,14 @@ ordered_json run_zeroshot(ModelFolder& model, const ZeroShotOptions& options, st
   std::vector<const ZeroShotTask*> tasks;
   std::vector<fs::path> files;
   for (const std::string& name : names) {  // every name and file checked before any scoring
-    tasks.push_back(&zeroshot_task(name, "--tasks"));
+    const ZeroShotTask* task = &zeroshot_task(name, "--tasks");
+    if (std::find(tasks.begin(), tasks.end(), task) != tasks.end()) {
+      throw ConfigError("--tasks", "", "names " + name + " twice", "give each task once");
+    }
+    tasks.push_back(task);
     files.push_back(task_file(options.data_dir, *tasks.back()));
   }
+  check_or_write_eval_stamp(options.out_dir / "model.json", eval_model_identity(model));
   ordered_json results = ordered_json::object(), group_subtasks = ordered_json::object(),
                configs = ordered_json::object(), versions = ordered_json::object(), n_shot = ordered_json::object(),
                higher = ordered_json::object(), n_samples = ordered_json::object();
