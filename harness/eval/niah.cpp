@@ -5,6 +5,7 @@
 
 #include "common/errors.h"
 #include "harness/common/atomic_file.h"
+#include "harness/common/progress_eta.h"
 #include "harness/data/deterministic_rng.h"
 #include "harness/eval/longbench/python_json.h"
 #include "harness/eval/resumable_jsonl.h"
@@ -150,6 +151,8 @@ ordered_json run_niah(ModelFolder& model, const NiahOptions& options, std::ostre
   generation.repetition_penalty = options.repetition_penalty;
   std::vector<std::vector<double>> sums(options.depths.size(), std::vector<double>(options.lengths.size(), 0.0));
   size_t index = 0;
+  const auto cell_count = static_cast<int64_t>(options.lengths.size() * options.depths.size()) * options.samples;
+  const ProgressEta eta(cell_count, std::min<int64_t>(cell_count, static_cast<int64_t>(cells.existing().size())));
   for (size_t li = 0; li < options.lengths.size(); ++li) {
     for (size_t di = 0; di < options.depths.size(); ++di) {
       for (int64_t s = 0; s < options.samples; ++s, ++index) {
@@ -181,7 +184,8 @@ ordered_json run_niah(ModelFolder& model, const NiahOptions& options, std::ostre
           cell["score"] = niah_score(answer, value);
           cells.append(cell);
           progress << "niah: length " << options.lengths[li] << ", depth " << format_depth(options.depths[di])
-                   << ", sample " << s << ": " << cell["score"].get<double>() << "\n";
+                   << ", sample " << s << ": " << cell["score"].get<double>() << " ("
+                   << eta.line(static_cast<int64_t>(index + 1)) << ")\n";
         }
         sums[di][li] += cell["score"].get<double>();
       }

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "common/errors.h"
+#include "harness/common/progress_eta.h"
 #include "harness/eval/json_records.h"
 #include "harness/eval/longbench/longbench_tasks.h"
 #include "harness/eval/resumable_jsonl.h"
@@ -97,6 +98,7 @@ LongBenchPredictCounts predict_longbench(ModelFolder& model, const LongBenchPred
     const GreedyOptions generation = generation_options(model, task, config.max_new_tokens.at(task),
                                                         options.repetition_penalty);
     const auto start = std::chrono::steady_clock::now();
+    const ProgressEta eta(static_cast<int64_t>(items.size()), static_cast<int64_t>(out.existing().size()));
     for (size_t i = out.existing().size(); i < items.size(); ++i) {
       const ordered_json& item = items[i];
       const std::string where = data_file.string() + ":" + std::to_string(i + 1);
@@ -120,6 +122,7 @@ LongBenchPredictCounts predict_longbench(ModelFolder& model, const LongBenchPred
       line["length"] = item["length"];
       out.append(line);
       ++counts.predicted;
+      if (eta.due(static_cast<int64_t>(i + 1))) progress << task << ": " << eta.line(static_cast<int64_t>(i + 1)) << "\n";
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     progress << task << ": done (" << items.size() - out.existing().size() << " predicted in " << seconds << " s)\n";

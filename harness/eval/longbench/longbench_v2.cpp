@@ -2,6 +2,7 @@
 
 #include "common/errors.h"
 #include "harness/common/atomic_file.h"
+#include "harness/common/progress_eta.h"
 #include "harness/eval/json_records.h"
 #include "harness/eval/longbench/python_json.h"
 #include "harness/eval/longbench/python_text.h"
@@ -104,6 +105,7 @@ ordered_json predict_longbench_v2(ModelFolder& model, const LongBenchV2Options& 
   generation.max_new_tokens = options.max_new_tokens;
   generation.stop_ids = model.generation_eos_token_ids;
   generation.repetition_penalty = options.repetition_penalty;
+  const ProgressEta eta(static_cast<int64_t>(items.size()), static_cast<int64_t>(out.existing().size()));
   for (size_t i = out.existing().size(); i < items.size(); ++i) {
     const ordered_json& item = items[i];
     const std::string where = options.data_file.string() + " item " + std::to_string(i + 1);
@@ -124,6 +126,7 @@ ordered_json predict_longbench_v2(ModelFolder& model, const LongBenchV2Options& 
     line["pred"] = pred ? ordered_json(*pred) : ordered_json(nullptr);
     line["judge"] = pred.has_value() && item.contains("answer") && item["answer"] == *pred;
     out.append(line);
+    if (eta.due(static_cast<int64_t>(i + 1))) progress << "longbench-v2: " << eta.line(static_cast<int64_t>(i + 1)) << "\n";
   }
   ordered_json result = score_longbench_v2_records(read_json_records(predictions), predictions.string());
   write_file_atomic(options.out_dir / "longbench_v2_result.json", python_json_dumps(result, 4) + "\n");
