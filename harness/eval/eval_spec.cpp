@@ -154,6 +154,8 @@ ZeroShotOptions parse_zeroshot(const json& j, const std::string& path, const std
   ZeroShotOptions o;
   o.data_dir = resolve(base_dir, r.required<std::string>("data"));
   o.tasks = read_task_names(r, "tasks", file, zeroshot_task);
+  o.batch_tokens = r.optional<int64_t>("batch_tokens", 0);
+  r.expect(o.batch_tokens >= 0, "batch_tokens", "must be >= 0", "0 scores one document at a time");
   o.tasks = zeroshot_task_names(o);
   o.limit = read_limit(r);
   r.finish();
@@ -285,7 +287,8 @@ json eval_spec_to_json(const EvalSpec& spec) {
                     {"stride", o->stride},         {"bucket_tokens", o->bucket_tokens}};
   }
   if (const auto& o = spec.zeroshot) {
-    j["zeroshot"] = {{"data", o->data_dir.string()}, {"tasks", o->tasks}, {"limit", o->limit}};
+    j["zeroshot"] = {{"data", o->data_dir.string()}, {"tasks", o->tasks}, {"limit", o->limit},
+                     {"batch_tokens", o->batch_tokens}};
   }
   if (const auto& o = spec.ruler) {
     j["ruler"] = {{"lengths", o->lengths}, {"samples", o->samples}, {"tasks", o->tasks}, {"haystack", o->haystack},

@@ -62,6 +62,20 @@ void Qwen2ForCausalLMImpl::set_attention_backend(std::shared_ptr<AttentionBacken
 
 at::Tensor Qwen2ForCausalLMImpl::forward(const at::Tensor& tokens, const at::Tensor& position_ids,
                                          const PackedSequences& sequences) {
+  Qwen2AutocastGuard autocast(tokens.device().type(), precision_);  // the head runs under it too
+  return logits_from_hidden(hidden_states(tokens, position_ids, sequences));
+}
+
+at::Tensor Qwen2ForCausalLMImpl::forward_rows(const at::Tensor& tokens, const at::Tensor& position_ids,
+                                              const PackedSequences& sequences, const at::Tensor& rows) {
+  TORCH_CHECK(rows.dim() == 1 && rows.scalar_type() == at::kLong, "Qwen2ForCausalLM: rows must be [R] int64, got ",
+              rows.sizes(), " ", rows.scalar_type());
+  Qwen2AutocastGuard autocast(tokens.device().type(), precision_);
+  return logits_from_hidden(hidden_states(tokens, position_ids, sequences).index_select(0, rows.to(tokens.device())));
+}
+
+at::Tensor Qwen2ForCausalLMImpl::hidden_states(const at::Tensor& tokens, const at::Tensor& position_ids,
+                                               const PackedSequences& sequences) {
   TORCH_CHECK(tokens.dim() == 1 && tokens.scalar_type() == at::kLong,
               "Qwen2ForCausalLM: tokens must be [T] int64, got ", tokens.sizes(), " ",
               tokens.scalar_type());
@@ -78,7 +92,7 @@ at::Tensor Qwen2ForCausalLMImpl::forward(const at::Tensor& tokens, const at::Ten
   for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
     h = forward_layer(i, h, cos, sin, sequences);
   }
-  return logits_from_hidden(h);
+  return h;
 }
 
 at::Tensor Qwen2ForCausalLMImpl::forward_layer(int64_t index, const at::Tensor& h,

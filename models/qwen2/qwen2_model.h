@@ -87,6 +87,11 @@ class Qwen2ForCausalLMImpl : public torch::nn::Module {
   // -> logits [T, vocab_size] in float32. Runs under the model's precision.
   at::Tensor forward(const at::Tensor& tokens, const at::Tensor& position_ids,
                      const PackedSequences& sequences);
+  // The same, but logits only for the token rows `rows` ([R] int64 indices into T)
+  // -> [R, vocab_size] float32: scoring a few positions of a long packed batch without
+  // a [T, V] matrix.
+  at::Tensor forward_rows(const at::Tensor& tokens, const at::Tensor& position_ids,
+                          const PackedSequences& sequences, const at::Tensor& rows);
 
   // Decoder layer `index` on h [T, H] -> [T, H]: checkpointed when activation
   // checkpointing is on and grad mode is enabled, plain otherwise. Code that runs
@@ -122,6 +127,8 @@ class Qwen2ForCausalLMImpl : public torch::nn::Module {
  private:
   // h [T, H] -> logits [T, V] float32: final norm, then the (tied or own) head.
   at::Tensor logits_from_hidden(const at::Tensor& h);
+  // The decoder layers' output [T, H] before the final norm (inside forward's autocast).
+  at::Tensor hidden_states(const at::Tensor& tokens, const at::Tensor& position_ids, const PackedSequences& sequences);
 
   Qwen2Config config_;
   std::shared_ptr<AttentionBackend> backend_;

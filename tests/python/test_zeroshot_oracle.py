@@ -7,7 +7,8 @@ and per task (with their standard errors) equal. The documents exercise each tas
 preprocessing: HellaSwag's bracket removal, " [title]", double spaces and capitalize()
 (non-ASCII included), WinoGrande's partial scoring, OpenBookQA's answerKey.lstrip(),
 ARC's numeric labels, a context with trailing whitespace, and left truncation of inputs
-longer than the model's window. Then a rerun resumes without scoring again, and an
+longer than the model's window; the same with documents packed into batches
+(--batch-tokens). Then a rerun resumes without scoring again, and an
 unknown task or a missing file is refused with the file named."""
 
 import json
@@ -135,6 +136,18 @@ def test_zeroshot_matches_lm_eval(tmp_path, monkeypatch):
         assert ours["versions"][task] == oracle["versions"][f"oracle_{task}"]
         assert ours["higher_is_better"][task] == oracle["higher_is_better"][f"oracle_{task}"]
     assert truncated  # BoolQ's long passage ran cut from the left in both
+
+    # Packed batches across documents (no shared prefix) give the same scores.
+    packed = zeroshot(model_dir, data_dir, tmp_path / "packed", "--batch-tokens", "200")
+    assert packed.returncode == 0, packed.stderr
+    for task in rows:
+        theirs = sorted(oracle["samples"][f"oracle_{task}"], key=lambda x: x["doc_id"])
+        mine = [json.loads(line) for line in (tmp_path / "packed" / f"samples_{task}.jsonl").read_text().splitlines()]
+        for a, b in zip(mine, theirs, strict=True):
+            for (ll, greedy), (ll_ref, greedy_ref) in zip(a["filtered_resps"], b["filtered_resps"], strict=True):
+                assert ll == pytest.approx(ll_ref, abs=1e-4), (task, a["doc_id"])
+                assert greedy == greedy_ref
+            assert a.get("acc") == b.get("acc") and a.get("acc_norm") == b.get("acc_norm")
     primary = [ours["results"][t].get("acc_norm,none", ours["results"][t]["acc,none"]) for t in rows]
     assert ours["sparsebalance"]["average"] == pytest.approx(sum(primary) / len(primary), abs=1e-12)
 

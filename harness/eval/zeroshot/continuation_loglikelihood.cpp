@@ -31,13 +31,17 @@ EncodedRequest encode_request(const Tokenizer& tokenizer, const std::string& con
   return out;
 }
 
-std::vector<ContinuationScore> score_continuations(Qwen2ForCausalLM& model, const std::vector<EncodedRequest>& requests,
-                                                   int64_t max_length) {
-  if (requests.empty()) return {};
-  // Per request: the model's input (context + continuation)[-(max_length + 1):][:-1] and
-  // the index of the logit row that predicts the first continuation token.
+namespace {
+
+// Per request: the model's input (context + continuation)[-(max_length + 1):][:-1] and
+// the index of the logit row that predicts the first continuation token.
+struct ModelInputs {
   std::vector<std::vector<int64_t>> inputs;
   std::vector<size_t> first_scored;
+};
+
+ModelInputs model_inputs(const std::vector<EncodedRequest>& requests, int64_t max_length) {
+  ModelInputs out;
   for (const EncodedRequest& r : requests) {
     if (r.context.empty()) throw std::invalid_argument("a loglikelihood request needs context tokens");
     if (static_cast<int64_t>(r.continuation.size()) > max_length) {
@@ -48,9 +52,33 @@ std::vector<ContinuationScore> score_continuations(Qwen2ForCausalLM& model, cons
     full.insert(full.end(), r.continuation.begin(), r.continuation.end());
     if (static_cast<int64_t>(full.size()) > max_length + 1) full.erase(full.begin(), full.end() - (max_length + 1));
     full.pop_back();
-    first_scored.push_back(full.size() - r.continuation.size());
-    inputs.push_back(std::move(full));
+    out.first_scored.push_back(full.size() - r.continuation.size());
+    out.inputs.push_back(std::move(full));
   }
+  return out;
+}
+
+// Sum of log-probabilities and greediness of `continuation` under rows [n, V].
+ContinuationScore score_rows(const at::Tensor& rows, const std::vector<int64_t>& continuation) {
+  const auto n = static_cast<int64_t>(continuation.size());
+  const at::Tensor targets = at::tensor(continuation, at::kLong).to(rows.device());  // [n]
+  const at::Tensor logprobs = at::log_softmax(rows.to(at::kFloat), -1).gather(1, targets.unsqueeze(1)).squeeze(1);
+  ContinuationScore score;
+  score.tokens = n;
+  score.is_greedy = at::equal(rows.argmax(-1), targets);
+  const at::Tensor lp = logprobs.to(at::kDouble).cpu();
+  for (int64_t t = 0; t < n; ++t) score.loglikelihood += lp.const_data_ptr<double>()[t];
+  return score;
+}
+
+}  // namespace
+
+std::vector<ContinuationScore> score_continuations(Qwen2ForCausalLM& model, const std::vector<EncodedRequest>& requests,
+                                                   int64_t max_length) {
+  if (requests.empty()) return {};
+  const ModelInputs prepared = model_inputs(requests, max_length);
+  const auto& inputs = prepared.inputs;
+  const auto& first_scored = prepared.first_scored;
   // The shared prefix, cut before the first position any request scores.
   size_t prefix = *std::min_element(first_scored.begin(), first_scored.end());
   for (const auto& input : inputs) {
@@ -72,16 +100,50 @@ std::vector<ContinuationScore> score_continuations(Qwen2ForCausalLM& model, cons
     Qwen2KVCache cache = shared;  // the layers append by concatenation: the prefix stays intact
     const at::Tensor logits = model->forward_cached(as_tensor(inputs[i], prefix), cache);  // [tail, V]
     const auto& continuation = requests[i].continuation;
-    const auto n = static_cast<int64_t>(continuation.size());
-    const at::Tensor rows = logits.narrow(0, static_cast<int64_t>(first_scored[i] - prefix), n);  // [n, V]
-    const at::Tensor targets = at::tensor(continuation, at::kLong).to(rows.device());            // [n]
-    const at::Tensor logprobs = at::log_softmax(rows.to(at::kFloat), -1).gather(1, targets.unsqueeze(1)).squeeze(1);
-    ContinuationScore score;
-    score.tokens = n;
-    score.is_greedy = at::equal(rows.argmax(-1), targets);
-    const at::Tensor lp = logprobs.to(at::kDouble).cpu();
-    for (int64_t t = 0; t < n; ++t) score.loglikelihood += lp.const_data_ptr<double>()[t];
+    const at::Tensor rows =
+        logits.narrow(0, static_cast<int64_t>(first_scored[i] - prefix), static_cast<int64_t>(continuation.size()));
+    const ContinuationScore score = score_rows(rows, continuation);
     scores.push_back(score);
+  }
+  return scores;
+}
+
+std::vector<ContinuationScore> score_continuations_packed(Qwen2ForCausalLM& model,
+                                                          const std::vector<EncodedRequest>& requests,
+                                                          int64_t max_length, int64_t batch_tokens) {
+  const ModelInputs prepared = model_inputs(requests, max_length);
+  c10::NoGradGuard no_grad;
+  const auto device = model->parameters().front().device();
+  std::vector<ContinuationScore> scores;
+  for (size_t begin = 0; begin < requests.size();) {
+    // One batch: requests [begin, end) whose inputs add up to at most batch_tokens.
+    size_t end = begin;
+    int64_t tokens = 0;
+    while (end < requests.size() &&
+           (end == begin || tokens + static_cast<int64_t>(prepared.inputs[end].size()) <= batch_tokens)) {
+      tokens += static_cast<int64_t>(prepared.inputs[end++].size());
+    }
+    std::vector<int64_t> ids, positions, lengths, rows;
+    for (size_t i = begin; i < end; ++i) {
+      const auto offset = static_cast<int64_t>(ids.size());
+      const auto& input = prepared.inputs[i];
+      ids.insert(ids.end(), input.begin(), input.end());
+      for (size_t p = 0; p < input.size(); ++p) positions.push_back(static_cast<int64_t>(p));
+      lengths.push_back(static_cast<int64_t>(input.size()));
+      for (size_t t = 0; t < requests[i].continuation.size(); ++t) {
+        rows.push_back(offset + static_cast<int64_t>(prepared.first_scored[i] + t));
+      }
+    }
+    const at::Tensor logits =
+        model->forward_rows(at::tensor(ids, at::kLong).to(device), at::tensor(positions, at::kLong).to(device),
+                            PackedSequences::from_lengths(lengths), at::tensor(rows, at::kLong));  // [R, V]
+    int64_t row = 0;
+    for (size_t i = begin; i < end; ++i) {
+      const auto n = static_cast<int64_t>(requests[i].continuation.size());
+      scores.push_back(score_rows(logits.narrow(0, row, n), requests[i].continuation));
+      row += n;
+    }
+    begin = end;
   }
   return scores;
 }

@@ -9,7 +9,7 @@
 //     continuation's log-probabilities (float32 log-softmax) are summed; is_greedy says
 //     whether every continuation token is its position's argmax.
 //
-// The requests of one document are scored together: their longest common token prefix
+// score_continuations scores the requests of one document together: their longest common token prefix
 // (up to the first scored position) runs once into a KV cache, and each request runs
 // only its own tail on top of it, so logits exist only for the tail's positions
 // (mostly the scored ones) and a question's choices share the prefix's work.
@@ -44,5 +44,13 @@ EncodedRequest encode_request(const Tokenizer& tokenizer, const std::string& con
 // continuation longer than the window.
 std::vector<ContinuationScore> score_continuations(Qwen2ForCausalLM& model, const std::vector<EncodedRequest>& requests,
                                                    int64_t max_length);
+
+// The same for requests of many documents, in packed batches of at most `batch_tokens`
+// input tokens (a longer request runs alone): every request's whole input is one packed
+// sequence (no shared prefix), and logits are taken only at its continuation's rows.
+// Fewer, larger forwards: what a GPU wants.
+std::vector<ContinuationScore> score_continuations_packed(Qwen2ForCausalLM& model,
+                                                          const std::vector<EncodedRequest>& requests,
+                                                          int64_t max_length, int64_t batch_tokens);
 
 }  // namespace sb

@@ -44,19 +44,15 @@ size_t first_argmax(const std::vector<double>& values) {
   return best;
 }
 
-// One scored document as lm-eval logs a sample (tuples as JSON arrays).
-ordered_json score_doc(ModelFolder& model, const ZeroShotTask& task, const ZeroShotDoc& doc, const ordered_json& row,
-                       size_t doc_id, int64_t max_length) {
-  std::vector<EncodedRequest> encoded;
+// One scored document as lm-eval logs a sample (tuples as JSON arrays); scores[i] is
+// the score of doc.requests[i].
+ordered_json make_sample(const ZeroShotTask& task, const ZeroShotDoc& doc, const ordered_json& row, size_t doc_id,
+                         const ContinuationScore* scores) {
   ordered_json arguments = ordered_json::array();
-  for (const ZeroShotRequest& r : doc.requests) {
-    encoded.push_back(encode_request(*model.tokenizer, r.context, r.continuation));
-    arguments.push_back(ordered_json::array({r.context, r.continuation}));
-  }
-  const std::vector<ContinuationScore> scores = score_continuations(model.model, encoded, max_length);
+  for (const ZeroShotRequest& r : doc.requests) arguments.push_back(ordered_json::array({r.context, r.continuation}));
   std::vector<double> lls, normalized;
   ordered_json resps = ordered_json::array(), filtered = ordered_json::array(), tokens = ordered_json::array();
-  for (size_t i = 0; i < scores.size(); ++i) {
+  for (size_t i = 0; i < doc.requests.size(); ++i) {
     lls.push_back(scores[i].loglikelihood);
     normalized.push_back(scores[i].loglikelihood /
                          static_cast<double>(utf8_to_u32(doc.choices[i], task.name + " choice").size()));
@@ -135,29 +131,59 @@ ordered_json run_zeroshot(ModelFolder& model, const ZeroShotOptions& options, st
       throw ConfigError(samples.path().string(), "", "has more samples than the " + std::to_string(rows.size()) +
                                                      " documents asked for", "use a fresh output folder or a larger --limit");
     }
-    ProgressEta eta(static_cast<int64_t>(rows.size()), static_cast<int64_t>(samples.existing().size()));
-    std::vector<double> acc, acc_norm;
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const std::string where = files[t].string() + ":" + std::to_string(i + 1);
-      ordered_json sample;
-      if (i < samples.existing().size()) {
-        sample = samples.existing()[i];
-        if (sample.value("doc_id", size_t{0}) != i || !sample.contains("doc") || sample["doc"] != rows[i]) {
-          throw ConfigError(samples.path().string() + ":" + std::to_string(i + 1), "",
-                            "scored another document than " + where, "use a fresh output folder for other data");
-        }
-      } else {
-        const ZeroShotDoc doc = task.make_doc(rows[i], where);
+    const auto where = [&](size_t i) { return files[t].string() + ":" + std::to_string(i + 1); };
+    std::vector<ordered_json> scored = samples.existing();
+    for (size_t i = 0; i < scored.size(); ++i) {
+      if (scored[i].value("doc_id", size_t{0}) != i || !scored[i].contains("doc") || scored[i]["doc"] != rows[i]) {
+        throw ConfigError(samples.path().string() + ":" + std::to_string(i + 1), "",
+                          "scored another document than " + where(i), "use a fresh output folder for other data");
+      }
+    }
+    const ProgressEta eta(static_cast<int64_t>(rows.size()), static_cast<int64_t>(scored.size()));
+    // The rest in chunks: one document (its choices share a prefix cache), or with
+    // batch_tokens as many documents as fill one packed batch.
+    while (scored.size() < rows.size()) {
+      std::vector<ZeroShotDoc> docs;
+      std::vector<EncodedRequest> encoded;
+      int64_t tokens = 0;
+      for (size_t i = scored.size(); i < rows.size(); ++i) {
+        ZeroShotDoc doc = task.make_doc(rows[i], where(i));
+        std::vector<EncodedRequest> requests;
+        int64_t doc_tokens = 0;
         try {
-          sample = score_doc(model, task, doc, rows[i], i, max_length);
+          for (const ZeroShotRequest& r : doc.requests) {
+            requests.push_back(encode_request(*model.tokenizer, r.context, r.continuation));
+            doc_tokens += static_cast<int64_t>(requests.back().context.size() + requests.back().continuation.size());
+          }
         } catch (const std::invalid_argument& e) {
-          throw ConfigError(where, "", e.what());
+          throw ConfigError(where(i), "", e.what());
         }
-        samples.append(sample);
+        if (!docs.empty() && (options.batch_tokens <= 0 || tokens + doc_tokens > options.batch_tokens)) break;
+        tokens += doc_tokens;
+        docs.push_back(std::move(doc));
+        encoded.insert(encoded.end(), requests.begin(), requests.end());
+      }
+      std::vector<ContinuationScore> scores;
+      try {
+        scores = options.batch_tokens > 0
+                     ? score_continuations_packed(model.model, encoded, max_length, options.batch_tokens)
+                     : score_continuations(model.model, encoded, max_length);
+      } catch (const std::invalid_argument& e) {
+        throw ConfigError(where(scored.size()), "", e.what());
+      }
+      size_t offset = 0;
+      for (const ZeroShotDoc& doc : docs) {
+        const size_t i = scored.size();
+        scored.push_back(make_sample(task, doc, rows[i], i, scores.data() + offset));
+        offset += doc.requests.size();
+        samples.append(scored.back());
         if (eta.due(static_cast<int64_t>(i + 1))) {
           progress << "zeroshot " << task.name << ": " << eta.line(static_cast<int64_t>(i + 1)) << "\n";
         }
       }
+    }
+    std::vector<double> acc, acc_norm;
+    for (const ordered_json& sample : scored) {
       acc.push_back(sample.at("acc").get<double>());
       if (task.has_acc_norm) acc_norm.push_back(sample.at("acc_norm").get<double>());
     }
@@ -203,7 +229,8 @@ ordered_json run_zeroshot(ModelFolder& model, const ZeroShotOptions& options, st
                    {"model_args", options.model_args},
                    {"limit", options.limit > 0 ? ordered_json(options.limit) : ordered_json(nullptr)},
                    {"bootstrap_iters", 0},
-                   {"max_length", max_length}};
+                   {"max_length", max_length},
+                   {"batch_tokens", options.batch_tokens}};
   const double n = static_cast<double>(tasks.size());
   out["sparsebalance"] = {{"average", average / n},
                           {"average_rule", kZeroShotAverageRule},

@@ -34,6 +34,10 @@ struct ZeroShotOptions {
   std::filesystem::path data_dir;
   std::vector<std::string> tasks;  // empty: every task of zeroshot_tasks()
   int64_t limit = 0;               // only the first N documents of each task (0: all)
+  // 0: one document at a time, its choices sharing their prefix in a KV cache; N > 0:
+  // documents packed into batches of up to N input tokens (no shared prefix), fewer and
+  // larger forwards for a GPU. The scores agree to float rounding either way.
+  int64_t batch_tokens = 0;
   std::filesystem::path out_dir;
   std::string model_args;          // how the model was loaded, for results.json's config
 };
