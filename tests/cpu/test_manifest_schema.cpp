@@ -132,6 +132,10 @@ std::vector<json> variant_manifests(const fs::path& dir) {
     "longbench_v2": {"data": "/v2.json", "config": "/cfg", "max_length": 100, "max_new_tokens": 8, "limit": 1},
     "niah": {"haystack": "synthetic", "lengths": [64], "depths": [50], "samples": 1, "max_new_tokens": 4, "seed": 1},
     "heldout": {"data": "/h.jsonl", "max_length": 64, "limit": 1, "stride": 32, "bucket_tokens": 16},
+    "zeroshot": {"data": "/zs", "tasks": ["piqa"], "limit": 2, "batch_tokens": 512},
+    "ruler": {"lengths": [4096], "samples": 2, "tasks": ["niah_single_1", "cwe", "qa_1", "qa_2"],
+              "haystack": "/pg.json", "squad": "/squad.json", "hotpotqa": "/hotpot.json", "cwe_words": "/ew.json",
+              "words_dir": "/ww", "seed": 42},
     "synthetic": {"samples": 4, "dense_reference": false},
     "coverage": {"samples": 2, "block_size": 16, "top_k": 2, "k_max": 4, "p": [0.1], "before": false}})");
   variants.push_back(evaluated);
