@@ -8,7 +8,6 @@ its samples, 0..1) as colour and number. Writes PREFIX.png and PREFIX.pdf.
 PREFIX defaults to niah_heatmap next to the JSON file.
 """
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -18,6 +17,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.colors import LinearSegmentedColormap  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "plots"))
+import sb_plotting  # noqa: E402
 
 
 def load_grid(path):
@@ -35,7 +37,7 @@ def length_label(tokens):
     return f"{tokens // 1024}K" if tokens >= 1024 and tokens % 1024 == 0 else str(tokens)
 
 
-def plot(grid, prefix, title):
+def plot(grid, title):
     lengths, depths, scores = grid["lengths"], grid["depths"], grid["scores"]
     cmap = LinearSegmentedColormap.from_list("niah", ["#d7301f", "#fdd49e", "#1a9850"])
     fig, ax = plt.subplots(figsize=(max(4.0, 0.9 * len(lengths) + 2.5), max(3.0, 0.45 * len(depths) + 1.8)))
@@ -52,21 +54,11 @@ def plot(grid, prefix, title):
     ax.set_title(title or (f"needle in a haystack (mean {mean:.3f})" if mean is not None else "needle in a haystack"))
     fig.colorbar(image, ax=ax, label="score")
     fig.tight_layout()
-    for suffix in (".png", ".pdf"):
-        fig.savefig(str(prefix) + suffix, dpi=150)
-    plt.close(fig)
+    return fig
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("grid", help="niah.json written by `sparsebalance eval niah`")
-    parser.add_argument("--out", help="output prefix (default: niah_heatmap next to the JSON)")
-    parser.add_argument("--title", help="plot title")
-    args = parser.parse_args()
-    grid = load_grid(args.grid)
-    prefix = Path(args.out) if args.out else Path(args.grid).with_name("niah_heatmap")
-    plot(grid, prefix, args.title)
-    print(f"wrote {prefix}.png and {prefix}.pdf")
+    sb_plotting.json_file_main(__doc__, "niah_heatmap", load_grid, plot)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,6 @@ number, and a last row with the mean over the tasks. Writes PREFIX.png and PREFI
 PREFIX defaults to ruler_heatmap next to the JSON file.
 """
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -17,6 +16,9 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "plots"))
+import sb_plotting  # noqa: E402
 from matplotlib.colors import LinearSegmentedColormap  # noqa: E402
 
 
@@ -32,7 +34,7 @@ def length_label(tokens):
     return f"{tokens // 1024}K" if tokens >= 1024 and tokens % 1024 == 0 else str(tokens)
 
 
-def plot(data, prefix, title):
+def plot(data, title):
     lengths = [str(l) for l in data["lengths"]]
     tasks = [t for t in data["tasks"] if t in data["scores"]]
     rows = [[data["scores"][t].get(l, float("nan")) for l in lengths] for t in tasks]
@@ -52,22 +54,11 @@ def plot(data, prefix, title):
     ax.set_title(title or f"RULER ({data.get('samples', '?')} samples per task and length)")
     fig.colorbar(image, ax=ax, label="score (%)")
     fig.tight_layout()
-    for suffix in (".png", ".pdf"):
-        fig.savefig(str(prefix) + suffix, dpi=150)
-    plt.close(fig)
+    return fig
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("ruler_json", type=Path)
-    parser.add_argument("--out", type=Path, help="output prefix (default: ruler_heatmap next to the JSON)")
-    parser.add_argument("--title", default="")
-    args = parser.parse_args()
-    if not args.ruler_json.is_file():
-        sys.exit(f"error: {args.ruler_json} does not exist")
-    prefix = args.out or args.ruler_json.parent / "ruler_heatmap"
-    plot(load(args.ruler_json), prefix, args.title)
-    print(f"{prefix}.png, {prefix}.pdf")
+    sb_plotting.json_file_main(__doc__, "ruler_heatmap", load, plot)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,6 @@ and PREFIX.pdf.
 PREFIX defaults to zeroshot_bars next to the JSON file.
 """
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -18,6 +17,9 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "plots"))
+import sb_plotting  # noqa: E402
 
 
 def load(path):
@@ -31,7 +33,7 @@ def stderr(value):
     return value if isinstance(value, (int, float)) else 0.0  # "N/A" for one document
 
 
-def plot(data, prefix, title):
+def plot(data, title):
     tasks = list(data["results"])
     fig, ax = plt.subplots(figsize=(max(4.5, 1.1 * len(tasks) + 2.0), 3.6))
     width = 0.38
@@ -53,22 +55,11 @@ def plot(data, prefix, title):
     ax.legend(fontsize=8)
     ax.set_title(title or "zero-shot multiple choice (lm-evaluation-harness rules)")
     fig.tight_layout()
-    for suffix in (".png", ".pdf"):
-        fig.savefig(str(prefix) + suffix, dpi=150)
-    plt.close(fig)
+    return fig
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("results_json", type=Path)
-    parser.add_argument("--out", type=Path, help="output prefix (default: zeroshot_bars next to the JSON)")
-    parser.add_argument("--title", default="")
-    args = parser.parse_args()
-    if not args.results_json.is_file():
-        sys.exit(f"error: {args.results_json} does not exist")
-    prefix = args.out or args.results_json.parent / "zeroshot_bars"
-    plot(load(args.results_json), prefix, args.title)
-    print(f"{prefix}.png, {prefix}.pdf")
+    sb_plotting.json_file_main(__doc__, "zeroshot_bars", load, plot)
 
 
 if __name__ == "__main__":

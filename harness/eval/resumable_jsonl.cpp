@@ -21,7 +21,8 @@ namespace {
 
 }  // namespace
 
-ResumableJsonl::ResumableJsonl(const std::filesystem::path& path) : path_(path) {
+ResumableJsonl::ResumableJsonl(const std::filesystem::path& path, bool ensure_ascii)
+    : path_(path), ensure_ascii_(ensure_ascii) {
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
   const std::string text = std::filesystem::exists(path) ? read_file(path) : std::string();
   // The unfinished last line (no newline: the process was killed while writing it) is cut.
@@ -47,7 +48,7 @@ ResumableJsonl::~ResumableJsonl() {
 }
 
 void ResumableJsonl::append(const nlohmann::ordered_json& line) {
-  const std::string text = python_json_dumps(line) + "\n";
+  const std::string text = (ensure_ascii_ ? python_json_dumps_ascii(line) : python_json_dumps(line)) + "\n";
   size_t written = 0;
   while (written < text.size()) {
     const ssize_t n = ::write(fd_, text.data() + written, text.size() - written);

@@ -4,7 +4,7 @@
 // an interrupted run leaves complete lines and at most one unfinished last line. On
 // opening, the complete lines are read back and an unfinished last line (no newline at
 // its end) is cut off, to be predicted again. Lines are written as Python's json.dumps
-// (ensure_ascii=False) writes them, as upstream's pred.py does.
+// writes them (ensure_ascii off unless asked for).
 
 #include <nlohmann/json.hpp>
 
@@ -17,7 +17,9 @@ class ResumableJsonl {
  public:
   // Creates the file (and its folder) when missing. ConfigError naming path:line when a
   // complete line is not a JSON object (the file is not one this program wrote).
-  explicit ResumableJsonl(const std::filesystem::path& path);
+  // ensure_ascii: lines as json.dumps writes them by default (non-ASCII escaped), as
+  // RULER's prediction files; otherwise ensure_ascii=False, as LongBench's pred.py.
+  explicit ResumableJsonl(const std::filesystem::path& path, bool ensure_ascii = false);
   ~ResumableJsonl();
   ResumableJsonl(const ResumableJsonl&) = delete;
   ResumableJsonl& operator=(const ResumableJsonl&) = delete;
@@ -31,6 +33,7 @@ class ResumableJsonl {
 
  private:
   std::filesystem::path path_;
+  bool ensure_ascii_ = false;
   int fd_ = -1;
   std::vector<nlohmann::ordered_json> existing_;
   size_t cut_bytes_ = 0;

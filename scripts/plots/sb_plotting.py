@@ -49,6 +49,25 @@ def save(fig, out_base):
     return paths
 
 
+def json_file_main(doc, default_name, load, plot):
+    """The command line of a script that draws one JSON file written by an eval:
+    FILE [--out PREFIX] [--title TEXT]; PREFIX defaults to default_name next to FILE.
+    load(path) returns the data (exiting with a message naming the file when it is not
+    the expected one); plot(data, title) returns the figure, written as PREFIX.png/.pdf."""
+    import argparse
+    import sys
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("file", type=Path)
+    parser.add_argument("--out", type=Path, help=f"output prefix (default: {default_name} next to the file)")
+    parser.add_argument("--title", default="", help="plot title")
+    args = parser.parse_args()
+    if not args.file.is_file():
+        sys.exit(f"error: {args.file} does not exist")
+    prefix = args.out or args.file.parent / default_name
+    png, pdf = save(plot(load(args.file), args.title), prefix)
+    print(f"wrote {png} and {pdf}")
+
+
 def read_jsonl(path):
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]

@@ -8,6 +8,7 @@
 #include "common/errors.h"
 #include "harness/common/progress_eta.h"
 #include "harness/eval/longbench/python_text.h"
+#include "harness/eval/zeroshot/zeroshot_eval.h"
 #include "harness/eval/zeroshot/zeroshot_tasks.h"
 
 namespace sb {
@@ -110,6 +111,14 @@ TEST(ZeroShotTasks, BadRowsNameTheLineAndTheField) {
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("arc_challenge"), std::string::npos);
   }
+}
+
+TEST(ZeroShotMetrics, AccNormDividesByCharactersAndTiesGoToTheFirstChoice) {
+  // -6 / 3 characters = -2 < -5 / 3 = -1.67: "abc" wins; by bytes (-6 / 6 = -1) it would be "ééé".
+  EXPECT_EQ(zeroshot_choice_normalized({-6.0, -5.0}, {"ééé", "abc"}), 1u);
+  EXPECT_EQ(zeroshot_choice({-6.0, -5.0}), 1u);
+  EXPECT_EQ(zeroshot_choice({-2.0, -1.0, -1.0}), 1u);  // np.argmax keeps the first maximum
+  EXPECT_EQ(zeroshot_choice_normalized({-4.0, -2.0}, {"abcd", "ab"}), 0u);  // -1 == -1: the first
 }
 
 TEST(ProgressEta, FormatsDurationsAndCountsResumedItemsTowardTheFraction) {

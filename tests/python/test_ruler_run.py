@@ -45,7 +45,9 @@ def test_ruler_predicts_scores_and_resumes(tmp_path):
     scores = {}
     for task in TASKS:
         data = [json.loads(x) for x in (out / str(LENGTH) / "data" / task / "validation.jsonl").read_text().splitlines()]
-        lines = [json.loads(x) for x in (out / str(LENGTH) / "pred" / f"{task}.jsonl").read_text().splitlines()]
+        raw = (out / str(LENGTH) / "pred" / f"{task}.jsonl").read_text().splitlines()
+        lines = [json.loads(x) for x in raw]
+        assert raw == [json.dumps(p) for p in lines]  # json.dumps' default bytes, as RULER's call_api.py
         assert len(lines) == len(data) == 2
         for d, p in zip(data, lines):
             assert list(p) == ["index", "pred", "input", "outputs", "others", "truncation", "length"]

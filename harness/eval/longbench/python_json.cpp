@@ -11,8 +11,9 @@
 namespace sb {
 namespace {
 
-// ensure_ascii: every code point above U+007F as \uXXXX (lowercase hex; a surrogate pair
-// above U+FFFF), as Python's json.dumps does by default.
+// ensure_ascii: every code point from U+007F on as a backslash-u escape of four lowercase
+// hex digits ("é" -> \u00e9; a surrogate pair above U+FFFF), as Python's json.dumps does
+// by default.
 void append_python_string(std::string& out, const std::string& s, bool ensure_ascii) {
   out.push_back('"');
   for (size_t i = 0; i < s.size();) {

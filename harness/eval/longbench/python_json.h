@@ -10,8 +10,8 @@
 //                            line with ", " and ": "; otherwise "," and ": " with i spaces
 //                            per level. NaN and infinities are written NaN / Infinity /
 //                            -Infinity, as Python's json module does (not strict JSON).
-//   python_json_dumps_ascii(v)  json.dumps(v): one line, ensure_ascii=True (non-ASCII as
-//                            \uXXXX escapes), what RULER's data and prediction files hold
+//   python_json_dumps_ascii(v)  json.dumps(v): one line, ensure_ascii=True ("é" written
+//                            as the six characters \u00e9), what RULER's files hold
 // Objects keep their order (nlohmann::ordered_json), as Python dicts do.
 
 #include <nlohmann/json.hpp>

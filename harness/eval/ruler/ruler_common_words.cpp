@@ -84,16 +84,12 @@ class CommonWordsGenerator {
     const int64_t incremental = 10;
     const double per_word = static_cast<double>(inputs_.count_tokens(generate(4096).prompt)) / 4096.0;
     const auto estimate = static_cast<int64_t>(python_floor_divide(static_cast<double>(max_length_), per_word)) * 2;
-    const int64_t size = ruler_binary_search(incremental, std::max(estimate, incremental * 2), incremental, [&](int64_t n) {
-      return inputs_.count_tokens(generate(static_cast<size_t>(n)).prompt) + budget <= max_length_;
-    });
-    const auto draw = [&](int64_t, int64_t n) {
-      RulerDraw d = generate(static_cast<size_t>(n));
-      d.length = inputs_.count_tokens(d.prompt) + budget;
-      return d;
-    };
+    const RulerSizing sizing{incremental, std::max(estimate, incremental * 2), max_length_, budget, 0, task_.name};
     std::vector<RulerRecord> records;
-    for (RulerDraw& d : ruler_draw_samples(num_samples, size, incremental, max_length_, task_.name, draw)) {
+    for (RulerDraw& d : ruler_sized_samples(
+             num_samples, sizing, inputs_.count_tokens,
+             [&](int64_t n) { return generate(static_cast<size_t>(n)).prompt; },
+             [&](int64_t, int64_t n) { return generate(static_cast<size_t>(n)); })) {
       records.push_back(split_ruler_prompt(RulerFamily::kCommonWords, d.prompt, static_cast<int64_t>(records.size()),
                                            d.outputs, d.length));
     }

@@ -130,7 +130,7 @@ std::vector<RulerRecord> task_samples(const RulerTask& task, int64_t length, con
 std::vector<ordered_json> task_predictions(ModelFolder& model, const RulerTask& task, int64_t length,
                                            const std::vector<RulerRecord>& records, const RulerOptions& options,
                                            std::ostream& progress) {
-  ResumableJsonl file(options.out_dir / std::to_string(length) / "pred" / (task.name + ".jsonl"));
+  ResumableJsonl file(options.out_dir / std::to_string(length) / "pred" / (task.name + ".jsonl"), /*ensure_ascii=*/true);
   if (file.existing().size() > records.size()) {
     throw ConfigError(file.path().string(), "", "has more predictions than the " + std::to_string(records.size()) +
                                                     " samples", "use a fresh output folder or more --samples");

@@ -123,16 +123,11 @@ class NiahGenerator {
     int64_t incremental = task_.haystack == "essay" ? 500 : 25;
     if (task_.haystack != "essay" && max_length_ < 4096) incremental = 5;
     const int64_t upper = ruler_search_upper(max_length_, inputs_.count_tokens(generate(incremental).prompt), incremental);
-    const int64_t size = ruler_binary_search(incremental, upper, incremental, [&](int64_t n) {
-      return inputs_.count_tokens(generate(n).prompt) + budget <= max_length_;
-    });
-    const auto draw = [&](int64_t, int64_t n) {
-      RulerDraw d = generate(n);
-      d.length = inputs_.count_tokens(d.prompt) + budget;
-      return d;
-    };
+    const RulerSizing sizing{incremental, upper, max_length_, budget, 0, task_.name};
     std::vector<RulerRecord> records;
-    for (RulerDraw& d : ruler_draw_samples(num_samples, size, incremental, max_length_, task_.name, draw)) {
+    for (RulerDraw& d : ruler_sized_samples(
+             num_samples, sizing, inputs_.count_tokens, [&](int64_t n) { return generate(n).prompt; },
+             [&](int64_t, int64_t n) { return generate(n); })) {
       RulerRecord record =
           split_ruler_prompt(RulerFamily::kNiah, d.prompt, static_cast<int64_t>(records.size()), d.outputs, d.length);
       // Tokens before the first answer (input[:input.find(answer)]; Python's -1 when

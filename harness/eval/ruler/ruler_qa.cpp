@@ -165,16 +165,11 @@ class QaGenerator {
     const int64_t budget = ruler_template(RulerFamily::kQa).tokens_to_generate;
     const int64_t incremental = 10;
     const int64_t upper = ruler_search_upper(max_length_, inputs_.count_tokens(generate(0, incremental).prompt), incremental);
-    const int64_t size = ruler_binary_search(incremental, upper, incremental, [&](int64_t n) {
-      return inputs_.count_tokens(generate(0, n).prompt) + budget <= max_length_;
-    });
-    const auto draw = [&](int64_t index, int64_t n) {
-      RulerDraw d = generate(static_cast<size_t>(index), n);
-      d.length = inputs_.count_tokens(d.prompt) + budget;
-      return d;
-    };
+    const RulerSizing sizing{incremental, upper, max_length_, budget, 0, task_.name};
     std::vector<RulerRecord> records;
-    for (RulerDraw& d : ruler_draw_samples(num_samples, size, incremental, max_length_, task_.name, draw)) {
+    for (RulerDraw& d : ruler_sized_samples(
+             num_samples, sizing, inputs_.count_tokens, [&](int64_t n) { return generate(0, n).prompt; },
+             [&](int64_t index, int64_t n) { return generate(static_cast<size_t>(index), n); })) {
       records.push_back(
           split_ruler_prompt(RulerFamily::kQa, d.prompt, static_cast<int64_t>(records.size()), d.outputs, d.length));
     }

@@ -97,20 +97,18 @@ class VariableTrackingGenerator {
     const int64_t example_tokens = with_icl ? inputs_.count_tokens(icl) : 0;
     const bool is_icl = !with_icl;
     const int64_t upper = ruler_search_upper(max_length, inputs_.count_tokens(generate(incremental, is_icl).prompt), incremental);
-    const int64_t size = ruler_binary_search(incremental, upper, incremental, [&](int64_t n) {
-      return inputs_.count_tokens(generate(n, is_icl).prompt) + example_tokens + budget <= max_length;
-    });
+    const RulerSizing sizing{incremental, upper, max_length, budget, example_tokens, task_.name};
     const auto draw = [&](int64_t, int64_t n) {
       RulerDraw d = generate(n, is_icl);
       if (with_icl) {
         const size_t cutoff = d.prompt.find(template_.substr(0, 20));
         d.prompt = d.prompt.substr(0, cutoff) + randomized(icl) + "\n" + d.prompt.substr(cutoff);
       }
-      d.length = inputs_.count_tokens(d.prompt) + budget;
       return d;
     };
     std::vector<RulerRecord> records;
-    for (RulerDraw& d : ruler_draw_samples(num_samples, size, incremental, max_length, task_.name, draw)) {
+    for (RulerDraw& d : ruler_sized_samples(num_samples, sizing, inputs_.count_tokens,
+                                            [&](int64_t n) { return generate(n, is_icl).prompt; }, draw)) {
       const auto index = static_cast<int64_t>(records.size());
       if (with_icl) {
         records.push_back(split_ruler_prompt(RulerFamily::kVariableTracking, d.prompt, index, d.outputs, d.length));

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 
 #include "common/errors.h"
 #include "harness/common/atomic_file.h"
@@ -35,27 +36,16 @@ fs::path task_file(const fs::path& data_dir, const ZeroShotTask& task) {
                         task.name + " FILE.parquet " + data_dir.string() + " converts the published parquet file)");
 }
 
-// np.argmax: the first index of the largest value.
-size_t first_argmax(const std::vector<double>& values) {
-  size_t best = 0;
-  for (size_t i = 1; i < values.size(); ++i) {
-    if (values[i] > values[best]) best = i;
-  }
-  return best;
-}
-
 // One scored document as lm-eval logs a sample (tuples as JSON arrays); scores[i] is
 // the score of doc.requests[i].
 ordered_json make_sample(const ZeroShotTask& task, const ZeroShotDoc& doc, const ordered_json& row, size_t doc_id,
                          const ContinuationScore* scores) {
   ordered_json arguments = ordered_json::array();
   for (const ZeroShotRequest& r : doc.requests) arguments.push_back(ordered_json::array({r.context, r.continuation}));
-  std::vector<double> lls, normalized;
+  std::vector<double> lls;
   ordered_json resps = ordered_json::array(), filtered = ordered_json::array(), tokens = ordered_json::array();
   for (size_t i = 0; i < doc.requests.size(); ++i) {
     lls.push_back(scores[i].loglikelihood);
-    normalized.push_back(scores[i].loglikelihood /
-                         static_cast<double>(utf8_to_u32(doc.choices[i], task.name + " choice").size()));
     filtered.push_back(ordered_json::array({scores[i].loglikelihood, scores[i].is_greedy}));
     resps.push_back(ordered_json::array({filtered.back()}));
     tokens.push_back(scores[i].tokens);
@@ -69,8 +59,10 @@ ordered_json make_sample(const ZeroShotTask& task, const ZeroShotDoc& doc, const
   sample["filtered_resps"] = filtered;
   sample["filter"] = "none";
   sample["metrics"] = task.has_acc_norm ? ordered_json::array({"acc", "acc_norm"}) : ordered_json::array({"acc"});
-  sample["acc"] = first_argmax(lls) == static_cast<size_t>(doc.gold) ? 1.0 : 0.0;
-  if (task.has_acc_norm) sample["acc_norm"] = first_argmax(normalized) == static_cast<size_t>(doc.gold) ? 1.0 : 0.0;
+  sample["acc"] = zeroshot_choice(lls) == static_cast<size_t>(doc.gold) ? 1.0 : 0.0;
+  if (task.has_acc_norm) {
+    sample["acc_norm"] = zeroshot_choice_normalized(lls, doc.choices) == static_cast<size_t>(doc.gold) ? 1.0 : 0.0;
+  }
   sample["continuation_tokens"] = tokens;
   return sample;
 }
@@ -92,6 +84,22 @@ void add_metric(ordered_json& result, const std::string& metric, const std::vect
 }
 
 }  // namespace
+
+size_t zeroshot_choice(const std::vector<double>& loglikelihoods) {
+  size_t best = 0;  // np.argmax: the first index of the largest value
+  for (size_t i = 1; i < loglikelihoods.size(); ++i) {
+    if (loglikelihoods[i] > loglikelihoods[best]) best = i;
+  }
+  return best;
+}
+
+size_t zeroshot_choice_normalized(const std::vector<double>& loglikelihoods, const std::vector<std::string>& choices) {
+  std::vector<double> normalized;
+  for (size_t i = 0; i < loglikelihoods.size(); ++i) {
+    normalized.push_back(loglikelihoods[i] / static_cast<double>(utf8_to_u32(choices.at(i), "a choice").size()));
+  }
+  return zeroshot_choice(normalized);
+}
 
 std::vector<std::string> zeroshot_task_names(const ZeroShotOptions& options) {
   if (!options.tasks.empty()) return options.tasks;
@@ -142,26 +150,38 @@ ordered_json run_zeroshot(ModelFolder& model, const ZeroShotOptions& options, st
     const ProgressEta eta(static_cast<int64_t>(rows.size()), static_cast<int64_t>(scored.size()));
     // The rest in chunks: one document (its choices share a prefix cache), or with
     // batch_tokens as many documents as fill one packed batch.
+    struct Encoded {
+      ZeroShotDoc doc;
+      std::vector<EncodedRequest> requests;
+      int64_t tokens = 0;
+    };
+    const auto encode = [&](size_t i) {
+      Encoded e{task.make_doc(rows[i], where(i)), {}, 0};
+      try {
+        for (const ZeroShotRequest& r : e.doc.requests) {
+          e.requests.push_back(encode_request(*model.tokenizer, r.context, r.continuation));
+          e.tokens += static_cast<int64_t>(e.requests.back().context.size() + e.requests.back().continuation.size());
+        }
+      } catch (const std::invalid_argument& error) {
+        throw ConfigError(where(i), "", error.what());
+      }
+      return e;
+    };
+    std::optional<Encoded> next;  // encoded, but past the previous batch
     while (scored.size() < rows.size()) {
       std::vector<ZeroShotDoc> docs;
       std::vector<EncodedRequest> encoded;
       int64_t tokens = 0;
       for (size_t i = scored.size(); i < rows.size(); ++i) {
-        ZeroShotDoc doc = task.make_doc(rows[i], where(i));
-        std::vector<EncodedRequest> requests;
-        int64_t doc_tokens = 0;
-        try {
-          for (const ZeroShotRequest& r : doc.requests) {
-            requests.push_back(encode_request(*model.tokenizer, r.context, r.continuation));
-            doc_tokens += static_cast<int64_t>(requests.back().context.size() + requests.back().continuation.size());
-          }
-        } catch (const std::invalid_argument& e) {
-          throw ConfigError(where(i), "", e.what());
+        Encoded e = next ? std::move(*next) : encode(i);
+        next.reset();
+        if (!docs.empty() && (options.batch_tokens <= 0 || tokens + e.tokens > options.batch_tokens)) {
+          next = std::move(e);
+          break;
         }
-        if (!docs.empty() && (options.batch_tokens <= 0 || tokens + doc_tokens > options.batch_tokens)) break;
-        tokens += doc_tokens;
-        docs.push_back(std::move(doc));
-        encoded.insert(encoded.end(), requests.begin(), requests.end());
+        tokens += e.tokens;
+        docs.push_back(std::move(e.doc));
+        encoded.insert(encoded.end(), e.requests.begin(), e.requests.end());
       }
       std::vector<ContinuationScore> scores;
       try {

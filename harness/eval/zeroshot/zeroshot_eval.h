@@ -42,6 +42,12 @@ struct ZeroShotOptions {
   std::string model_args;          // how the model was loaded, for results.json's config
 };
 
+// lm-eval's predictions: the first choice with the largest log-likelihood (acc), or with
+// the largest log-likelihood per character of the choice (acc_norm; code points, not
+// bytes: lm-eval's byte variant is acc_bytes).
+size_t zeroshot_choice(const std::vector<double>& loglikelihoods);
+size_t zeroshot_choice_normalized(const std::vector<double>& loglikelihoods, const std::vector<std::string>& choices);
+
 // The task names a run scores: options.tasks, or all of them.
 std::vector<std::string> zeroshot_task_names(const ZeroShotOptions& options);
 
