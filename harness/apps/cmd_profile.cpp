@@ -30,6 +30,7 @@ struct ProfileFlags {
   std::string device = "cpu";
   std::string precision = "fp32";
   bool activation_checkpointing = false;
+  int64_t tensor_parallel = 1;
   int64_t lora_rank = 0;  // 0: full fine-tuning
   double lora_alpha = 0;
   double lora_dropout = 0;
@@ -93,6 +94,8 @@ LatencyProfileTraining training_of(const ProfileFlags& f) {
     throw ConfigError("--precision", "", e.what(), "use fp32 or bf16-mixed");
   }
   training.activation_checkpointing = f.activation_checkpointing;
+  if (f.tensor_parallel < 1) throw ConfigError("--tensor-parallel", "", "must be >= 1", "use the run's parallelism.tp");
+  training.tensor_parallel = f.tensor_parallel;
   const bool lora_flags = f.lora_alpha != 0 || f.lora_dropout != 0 || !f.lora_targets.empty();
   if (f.lora_rank == 0) {
     if (lora_flags) {
@@ -187,7 +190,9 @@ Command register_profile(CLI::App& app) {
       "layer's non-attention work, the head, the whole model per length and one layer over 4 packed "
       "sequences of the shortest length, with the machine's context and this command, and writes --out. "
       "The layer trains as the run the profile is for trains: --precision, --activation-checkpointing, "
-      "and LoRA (--lora-rank, --lora-alpha, --lora-targets: adapters trained, the base frozen). "
+      "and LoRA (--lora-rank, --lora-alpha, --lora-targets: adapters trained, the base frozen); "
+      "--tensor-parallel N times one TP rank's share of it (heads, MLP columns and vocabulary / N, "
+      "without the TP collectives). "
       "--check FILE re-measures the points halfway between grid points, and micro-batches packed from "
       "three sequences, and prints the predictor's error (MAPE) on each. Example:\n"
       "  sparsebalance profile --model qwen2-tiny --attention moba --block 64 "
@@ -210,6 +215,9 @@ Command register_profile(CLI::App& app) {
   sub->add_option("--precision", f->precision, "fp32 | bf16-mixed")->capture_default_str();
   sub->add_flag("--activation-checkpointing", f->activation_checkpointing,
                 "Run each layer with activation checkpointing (its forward again in the backward)");
+  sub->add_option("--tensor-parallel", f->tensor_parallel,
+                  "The run's parallelism.tp: time one tensor-parallel rank's share of the layer")
+      ->capture_default_str();
   sub->add_option("--lora-rank", f->lora_rank, "LoRA rank: time LoRA training (base frozen, adapters trained)");
   sub->add_option("--lora-alpha", f->lora_alpha, "LoRA alpha (with --lora-rank)");
   sub->add_option("--lora-dropout", f->lora_dropout, "LoRA dropout (with --lora-rank)")->capture_default_str();

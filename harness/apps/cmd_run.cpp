@@ -99,7 +99,7 @@ int launch(const Manifest& manifest, const RunFlags& flags, const RunManifestOpt
   launch.arguments = {current_executable(), "run", flags.manifest, "--plan", plan_file.string(), "--progress-every",
                       std::to_string(flags.progress_every)};
   std::cerr << "starting " << launch.world_size << " ranks (dp " << layout.dp() << " x pp " << layout.pp()
-            << ") on this machine\n";
+            << " x cp " << layout.cp() << " x tp " << layout.tp() << ") on this machine\n";
   // The ranks read the runs from the plan; the --set arguments only go into their
   // recorded command line.
   for (const std::string& set : flags.sets) {
@@ -176,7 +176,7 @@ Command register_run(CLI::App& app) {
     options.force = flags->force;
     options.progress_every = flags->progress_every;
     options.command_line = manifest_command_line("run", flags->manifest, flags->sets);
-    if (!as_rank && manifest.parallelism.dp * manifest.parallelism.pp * manifest.parallelism.cp > 1) {
+    if (!as_rank && parallel_layout_of(manifest).world_size() > 1) {
       return launch(manifest, *flags, options);
     }
     RunManifestResult result;

@@ -34,7 +34,7 @@ const OptionNames<TrainDevice>& train_device_options() {
 
 ParallelLayout parallel_layout_of(const Manifest& m) {
   return ParallelLayout(m.parallelism.dp, m.parallelism.pp, m.model.config.num_hidden_layers,
-                        m.parallelism.stage_layers, m.parallelism.cp);
+                        m.parallelism.stage_layers, m.parallelism.cp, m.parallelism.tp);
 }
 
 namespace {
@@ -439,16 +439,57 @@ void check_cuda_training(const Manifest& m) {
 #endif
 }
 
+// What tensor parallelism needs of the model and the run (docs/tensor_parallel.md).
+void check_tensor_parallel_training(const Manifest& m) {
+  const int64_t tp = m.parallelism.tp;
+  const Qwen2Config& c = m.model.config;
+  const std::string tp_text = std::to_string(tp);
+  if (c.num_key_value_heads % tp != 0) {
+    throw ConfigError(m.file, "$.parallelism.tp",
+                      "is " + tp_text + " but the model's " + std::to_string(c.num_key_value_heads) +
+                          " key/value heads do not divide by it (each TP rank keeps whole GQA groups)",
+                      "use a tp that divides num_key_value_heads");
+  }
+  if (c.intermediate_size % tp != 0) {
+    throw ConfigError(m.file, "$.parallelism.tp",
+                      "is " + tp_text + " but the model's intermediate_size " + std::to_string(c.intermediate_size) +
+                          " does not divide by it",
+                      "use a tp that divides intermediate_size");
+  }
+  if (c.vocab_size < tp) {
+    throw ConfigError(m.file, "$.parallelism.tp", "is larger than the vocabulary (" + std::to_string(c.vocab_size) + ")",
+                      "lower tp");
+  }
+  if (m.train.lora && m.train.lora->dropout > 0.0) {
+    // Dropout on a row-parallel adapter's input draws from each rank's generator, and the
+    // ranks' generators drift apart when some hold no rows of a micro-batch (fewer tokens
+    // than tp): the column-parallel masks, which must agree, would then differ.
+    throw ConfigError(m.file, "$.train.lora.dropout",
+                      "is " + std::to_string(m.train.lora->dropout) + " with tp " + tp_text +
+                          ": LoRA dropout under tensor parallelism is not implemented (the TP ranks' dropout "
+                          "masks are not kept consistent yet)",
+                      "set train.lora.dropout to 0, or tp to 1");
+  }
+  if (m.parallelism.cp > 1) {
+    throw ConfigError(m.file, "$.parallelism.cp",
+                      "is " + std::to_string(m.parallelism.cp) + " with tp " + tp_text +
+                          ": context and tensor parallelism together are not implemented in the trainer",
+                      "set cp or tp to 1");
+  }
+  for (size_t i = 0; i < m.methods.size(); ++i) {
+    if (m.methods[i].attention.is_vertical_slash()) {
+      throw ConfigError(m.file, "$.methods[" + std::to_string(i) + "].attention",
+                        "is vertical_slash with parallelism.tp " + tp_text +
+                            ": its index and budgets are not split by heads across TP ranks yet",
+                        "use dense or moba attention under tensor parallelism, or tp 1");
+    }
+  }
+}
+
 }  // namespace
 
 void check_runnable_by_trainer(const Manifest& m) {
-  if (m.parallelism.tp != 1) {
-    throw ConfigError(m.file, "$.parallelism.tp",
-                      "is " + std::to_string(m.parallelism.tp) +
-                          ": tensor parallelism is not implemented by the trainer; only `sparsebalance "
-                          "simulate` supports tp > 1",
-                      "set tp to 1 (or remove it) for `sparsebalance run`, or use `sparsebalance simulate`");
-  }
+  if (m.parallelism.tp > 1) check_tensor_parallel_training(m);
   if (m.train.on_cuda()) check_cuda_training(m);
   if (m.parallelism.cp > 1 && m.train.on_cuda()) {
     throw ConfigError(m.file, "$.parallelism.cp",

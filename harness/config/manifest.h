@@ -52,8 +52,9 @@ struct ModelSection {
 struct ParallelismSection {
   int64_t dp = 1;
   int64_t pp = 1;
-  // Tensor parallelism: only `sparsebalance simulate` models it (harness/sim); `run`
-  // rejects tp > 1 (check_runnable_by_trainer).
+  // Tensor parallelism with sequence parallelism (docs/tensor_parallel.md): each layer's
+  // heads, MLP columns and vocabulary split over tp ranks; check_runnable_by_trainer says
+  // what the model must divide.
   int64_t tp = 1;
   // Context parallelism (docs/context_parallel.md): each micro-batch's tokens are dealt
   // to cp ranks by cp_layout, and attention runs as a ring over them; cp_inner ranks per
@@ -179,7 +180,7 @@ std::vector<RunSpec> expand_runs(const Manifest& manifest);
 // The limits the manifest's model and micro-batch capacity put on its data.
 DatasetLimits dataset_limits(const Manifest& manifest);
 
-// What the real trainer cannot run (tp > 1): ConfigError naming $.parallelism.tp.
+// What the real trainer cannot run (a tp the model does not divide, cp with tp, ...): ConfigError naming the JSON path.
 void check_runnable_by_trainer(const Manifest& manifest);
 
 

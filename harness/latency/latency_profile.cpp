@@ -123,7 +123,8 @@ std::string latency_profile_lora_text(const std::optional<Qwen2LoraOptions>& lor
 std::string latency_profile_training_text(const LatencyProfileTraining& training) {
   return qwen2_precision_name(training.precision) + ", " +
          (training.activation_checkpointing ? "activation checkpointing" : "no activation checkpointing") + ", " +
-         latency_profile_lora_text(training.lora);
+         latency_profile_lora_text(training.lora) +
+         (training.tensor_parallel > 1 ? ", one of " + std::to_string(training.tensor_parallel) + " TP ranks" : "");
 }
 
 nlohmann::json latency_profile_training_to_json(const LatencyProfileTraining& training) {
@@ -134,9 +135,11 @@ nlohmann::json latency_profile_training_to_json(const LatencyProfileTraining& tr
             {"dropout", training.lora->dropout},
             {"target_modules", training.lora->target_modules}};
   }
-  return {{"precision", qwen2_precision_name(training.precision)},
-          {"activation_checkpointing", training.activation_checkpointing},
-          {"lora", lora}};
+  nlohmann::json j = {{"precision", qwen2_precision_name(training.precision)},
+                      {"activation_checkpointing", training.activation_checkpointing},
+                      {"lora", lora}};
+  if (training.tensor_parallel > 1) j["tensor_parallel"] = training.tensor_parallel;
+  return j;
 }
 
 LatencyProfileTraining latency_profile_training_from_json(const nlohmann::json& json, const std::string& path,
@@ -146,8 +149,10 @@ LatencyProfileTraining latency_profile_training_from_json(const nlohmann::json& 
   training.precision = qwen2_precision_from_name(
       r.optional_choice("precision", qwen2_precision_name(training.precision), qwen2_precision_names()));
   training.activation_checkpointing = r.optional<bool>("activation_checkpointing", false);
+  training.tensor_parallel = r.optional<int64_t>("tensor_parallel", 1);
   const nlohmann::json* lora = r.optional_value("lora");
   r.finish();
+  r.expect(training.tensor_parallel >= 1, "tensor_parallel", "must be >= 1", "regenerate the profile with `sparsebalance profile`");
   if (lora == nullptr || lora->is_null()) return training;
   JsonObjectReader l(*lora, r.child_path("lora"), file);
   Qwen2LoraOptions options;

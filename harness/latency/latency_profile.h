@@ -28,7 +28,8 @@
 //                  "sink_tokens", "local_window", "max_verticals", "max_slashes"},
 //    "device": "cpu" | "cuda",
 //    "training": {"precision": "fp32" | "bf16-mixed", "activation_checkpointing": bool,
-//                 "lora": null | {"rank": r, "alpha": a, "dropout": p, "target_modules": [...]}},
+//                 "lora": null | {"rank": r, "alpha": a, "dropout": p, "target_modules": [...]},
+//                 "tensor_parallel": tp (only when > 1)},
 //    "warmup": n, "repetitions": n,
 //    "seq_lens": [ascending], "budgets": [ascending; [0] for dense attention; vertical-slash:
 //                kept keys per query (docs/vertical_slash.md "Budgets")],
@@ -86,6 +87,10 @@ struct LatencyProfileTraining {
   Qwen2Precision precision = Qwen2Precision::kFloat32;
   bool activation_checkpointing = false;
   std::optional<Qwen2LoraOptions> lora;  // absent: full fine-tuning
+  // Tensor parallelism: the timed layer is one TP rank's share of it
+  // (qwen2_tensor_parallel_rank_config: heads, MLP columns and vocabulary / tp), without
+  // the TP collectives. 1: the whole layer.
+  int64_t tensor_parallel = 1;
 };
 
 // "fp32, no activation checkpointing, full fine-tuning" and the like, for messages.

@@ -57,7 +57,7 @@ class PassThroughAttention : public AttentionBackend {
 class LayerBench {
  public:
   explicit LayerBench(const ProfileRequest& request)
-      : config_(request.config),
+      : config_(qwen2_tensor_parallel_rank_config(request.config, request.training.tensor_parallel)),
         device_(request.device == "cuda" ? c10::Device(c10::kCUDA) : c10::Device(c10::kCPU)),
         training_(request.training) {
     at::manual_seed(request.seed);

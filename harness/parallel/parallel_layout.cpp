@@ -16,9 +16,9 @@ std::vector<int64_t> even_stage_split(int64_t num_layers, int64_t pp) {
 }
 
 ParallelLayout::ParallelLayout(int64_t dp, int64_t pp, int64_t num_layers,
-                               std::vector<int64_t> stage_layers, int64_t cp)
-    : dp_(dp), pp_(pp), cp_(cp) {
-  if (dp < 1 || pp < 1 || cp < 1) throw std::invalid_argument("dp, pp and cp must be >= 1");
+                               std::vector<int64_t> stage_layers, int64_t cp, int64_t tp)
+    : dp_(dp), pp_(pp), cp_(cp), tp_(tp) {
+  if (dp < 1 || pp < 1 || cp < 1 || tp < 1) throw std::invalid_argument("dp, pp, cp and tp must be >= 1");
   if (stage_layers.empty()) {
     stage_layer_counts_ = even_stage_split(num_layers, pp);
     return;
@@ -45,27 +45,33 @@ void ParallelLayout::check_rank(int64_t rank) const {
   }
 }
 
-int64_t ParallelLayout::rank_of(int64_t dp_rank, int64_t stage, int64_t cp_rank) const {
-  if (dp_rank < 0 || dp_rank >= dp_ || stage < 0 || stage >= pp_ || cp_rank < 0 || cp_rank >= cp_) {
+int64_t ParallelLayout::rank_of(int64_t dp_rank, int64_t stage, int64_t cp_rank, int64_t tp_rank) const {
+  if (dp_rank < 0 || dp_rank >= dp_ || stage < 0 || stage >= pp_ || cp_rank < 0 || cp_rank >= cp_ || tp_rank < 0 ||
+      tp_rank >= tp_) {
     throw std::out_of_range("no rank at dp " + std::to_string(dp_rank) + ", stage " + std::to_string(stage) +
-                            ", cp " + std::to_string(cp_rank));
+                            ", cp " + std::to_string(cp_rank) + ", tp " + std::to_string(tp_rank));
   }
-  return (dp_rank * pp_ + stage) * cp_ + cp_rank;
+  return ((dp_rank * pp_ + stage) * cp_ + cp_rank) * tp_ + tp_rank;
 }
 
 int64_t ParallelLayout::dp_rank_of(int64_t rank) const {
   check_rank(rank);
-  return rank / cp_ / pp_;
+  return rank / tp_ / cp_ / pp_;
 }
 
 int64_t ParallelLayout::stage_of(int64_t rank) const {
   check_rank(rank);
-  return rank / cp_ % pp_;
+  return rank / tp_ / cp_ % pp_;
 }
 
 int64_t ParallelLayout::cp_rank_of(int64_t rank) const {
   check_rank(rank);
-  return rank % cp_;
+  return rank / tp_ % cp_;
+}
+
+int64_t ParallelLayout::tp_rank_of(int64_t rank) const {
+  check_rank(rank);
+  return rank % tp_;
 }
 
 StageLayers ParallelLayout::layers_of_stage(int64_t stage) const {
@@ -76,34 +82,41 @@ StageLayers ParallelLayout::layers_of_stage(int64_t stage) const {
   return layers;
 }
 
-std::vector<int64_t> ParallelLayout::pipeline_group(int64_t dp_rank, int64_t cp_rank) const {
+std::vector<int64_t> ParallelLayout::pipeline_group(int64_t dp_rank, int64_t cp_rank, int64_t tp_rank) const {
   std::vector<int64_t> ranks;
-  for (int64_t s = 0; s < pp_; ++s) ranks.push_back(rank_of(dp_rank, s, cp_rank));
+  for (int64_t s = 0; s < pp_; ++s) ranks.push_back(rank_of(dp_rank, s, cp_rank, tp_rank));
   return ranks;
 }
 
-std::vector<int64_t> ParallelLayout::data_parallel_group(int64_t stage) const {
+std::vector<int64_t> ParallelLayout::data_parallel_group(int64_t stage, int64_t tp_rank) const {
   std::vector<int64_t> ranks;
   for (int64_t d = 0; d < dp_; ++d) {
-    for (int64_t c = 0; c < cp_; ++c) ranks.push_back(rank_of(d, stage, c));
+    for (int64_t c = 0; c < cp_; ++c) ranks.push_back(rank_of(d, stage, c, tp_rank));
   }
   return ranks;
 }
 
-std::vector<int64_t> ParallelLayout::context_parallel_group(int64_t dp_rank, int64_t stage) const {
+std::vector<int64_t> ParallelLayout::context_parallel_group(int64_t dp_rank, int64_t stage, int64_t tp_rank) const {
   std::vector<int64_t> ranks;
-  for (int64_t c = 0; c < cp_; ++c) ranks.push_back(rank_of(dp_rank, stage, c));
+  for (int64_t c = 0; c < cp_; ++c) ranks.push_back(rank_of(dp_rank, stage, c, tp_rank));
   return ranks;
 }
 
-std::vector<int64_t> ParallelLayout::embedding_group(int64_t dp_rank, int64_t cp_rank) const {
+std::vector<int64_t> ParallelLayout::tensor_parallel_group(int64_t dp_rank, int64_t stage, int64_t cp_rank) const {
+  std::vector<int64_t> ranks;
+  for (int64_t t = 0; t < tp_; ++t) ranks.push_back(rank_of(dp_rank, stage, cp_rank, t));
+  return ranks;
+}
+
+std::vector<int64_t> ParallelLayout::embedding_group(int64_t dp_rank, int64_t cp_rank, int64_t tp_rank) const {
   if (pp_ < 2) throw std::logic_error("an embedding group needs two pipeline stages");
-  return {rank_of(dp_rank, 0, cp_rank), rank_of(dp_rank, pp_ - 1, cp_rank)};
+  return {rank_of(dp_rank, 0, cp_rank, tp_rank), rank_of(dp_rank, pp_ - 1, cp_rank, tp_rank)};
 }
 
 std::string ParallelLayout::describe_rank(int64_t rank) const {
   return "rank " + std::to_string(rank) + " (dp " + std::to_string(dp_rank_of(rank)) + ", stage " +
-         std::to_string(stage_of(rank)) + (cp_ > 1 ? ", cp " + std::to_string(cp_rank_of(rank)) : "") + ")";
+         std::to_string(stage_of(rank)) + (cp_ > 1 ? ", cp " + std::to_string(cp_rank_of(rank)) : "") +
+         (tp_ > 1 ? ", tp " + std::to_string(tp_rank_of(rank)) : "") + ")";
 }
 
 }  // namespace sb

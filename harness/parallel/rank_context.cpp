@@ -31,7 +31,7 @@ int index_in(const std::vector<int64_t>& members, int64_t rank) {
 
 RankContext RankContext::single_process(ParallelLayout layout, c10::Device device) {
   if (layout.world_size() != 1) {
-    throw std::invalid_argument("RankContext::single_process needs dp = pp = cp = 1");
+    throw std::invalid_argument("RankContext::single_process needs dp = pp = cp = tp = 1");
   }
   RankContext c;
   c.layout = std::move(layout);
@@ -45,7 +45,7 @@ RankContext RankContext::connect(const DistEnv& env, ParallelLayout layout,
                                  const c10::intrusive_ptr<c10d::Store>& store, const std::string& prefix,
                                  c10::Device device, bool tied_embeddings, std::chrono::milliseconds timeout) {
   if (layout.world_size() != env.world_size) {
-    throw std::invalid_argument("the job has " + std::to_string(env.world_size) + " ranks but dp x pp x cp = " +
+    throw std::invalid_argument("the job has " + std::to_string(env.world_size) + " ranks but dp x pp x cp x tp = " +
                                 std::to_string(layout.world_size()));
   }
   RankContext c;
@@ -86,14 +86,19 @@ RankContext RankContext::connect(const DistEnv& env, ParallelLayout layout,
   std::vector<int64_t> everyone;
   for (int64_t r = 0; r < c.layout.world_size(); ++r) everyone.push_back(r);
   c.world = group("world", everyone, CollectiveBackend::kGloo);
-  const int64_t d = c.dp_rank(), s = c.stage(), cp = c.cp_rank();
-  const std::string pipeline_id = std::to_string(d) + (c.layout.cp() > 1 ? "." + std::to_string(cp) : "");
-  c.pipeline = group("pipeline" + pipeline_id, c.layout.pipeline_group(d, cp), data_backend);
-  c.data_parallel = group("data_parallel" + std::to_string(s), c.layout.data_parallel_group(s), data_backend);
-  c.context_parallel = group("context_parallel" + std::to_string(d) + "." + std::to_string(s),
-                             c.layout.context_parallel_group(d, s), data_backend);
+  const int64_t d = c.dp_rank(), s = c.stage(), cp = c.cp_rank(), tp = c.tp_rank();
+  // Group names: one per group of each kind, from the coordinates that tell them apart.
+  const auto suffix = [&](int64_t value, int64_t size) { return size > 1 ? "." + std::to_string(value) : std::string(); };
+  const std::string pipeline_id = std::to_string(d) + suffix(cp, c.layout.cp()) + suffix(tp, c.layout.tp());
+  c.pipeline = group("pipeline" + pipeline_id, c.layout.pipeline_group(d, cp, tp), data_backend);
+  c.data_parallel = group("data_parallel" + std::to_string(s) + suffix(tp, c.layout.tp()),
+                          c.layout.data_parallel_group(s, tp), data_backend);
+  c.context_parallel = group("context_parallel" + std::to_string(d) + "." + std::to_string(s) + suffix(tp, c.layout.tp()),
+                             c.layout.context_parallel_group(d, s, tp), data_backend);
+  c.tensor_parallel = group("tensor_parallel" + std::to_string(d) + "." + std::to_string(s) + "." + std::to_string(cp),
+                            c.layout.tensor_parallel_group(d, s, cp), data_backend);
   if (tied_embeddings && c.layout.pp() > 1 && (c.layout.is_first_stage(c.rank) || c.layout.is_last_stage(c.rank))) {
-    c.embedding = group("embedding" + pipeline_id, c.layout.embedding_group(d, cp), data_backend);
+    c.embedding = group("embedding" + pipeline_id, c.layout.embedding_group(d, cp, tp), data_backend);
   }
   if (c.world) {
     c.clock = CommonClock(estimate_clock_offset_ms(*c.world));

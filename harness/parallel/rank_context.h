@@ -10,8 +10,10 @@
 //                  dp rank * cp + cp rank): gradients
 //   context_parallel  the CP ranks sharing this rank's micro-batches (group rank = cp
 //                  rank): the ring attention
+//   tensor_parallel  the TP ranks sharing this rank's layers (group rank = tp rank): the
+//                  sequence-parallel all-gathers and reduce-scatters of every layer
 //   embedding      first and last stage of this pipeline (tied embeddings, pp > 1)
-// The last four use NCCL when the device is a GPU and Gloo on the CPU.
+// The others use NCCL when the device is a GPU and Gloo on the CPU.
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -34,13 +36,14 @@ struct RankContext {
   std::chrono::milliseconds timeout{60000};
   CommonClock clock;
   double origin_unix_ms = 0;  // Unix time of common-clock 0 (rank 0's reading)
-  c10::intrusive_ptr<c10d::Backend> world, pipeline, data_parallel, context_parallel, embedding;
+  c10::intrusive_ptr<c10d::Backend> world, pipeline, data_parallel, context_parallel, tensor_parallel, embedding;
   c10::intrusive_ptr<c10d::Store> store;  // the job's store (null alone)
   std::string store_prefix;               // this run's keys
 
   int64_t dp_rank() const { return layout.dp_rank_of(rank); }
   int64_t stage() const { return layout.stage_of(rank); }
   int64_t cp_rank() const { return layout.cp_rank_of(rank); }
+  int64_t tp_rank() const { return layout.tp_rank_of(rank); }
   std::string describe() const { return layout.describe_rank(rank); }
 
   // One process, one stage, no groups.

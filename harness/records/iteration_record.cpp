@@ -72,6 +72,7 @@ nlohmann::json iteration_record_to_json(const IterationRecord& r) {
   if (!r.microbatch_lengths.empty()) j["microbatch_lengths"] = r.microbatch_lengths;
   if (!r.runqueue_wait_ms.empty()) j["runqueue_wait_ms"] = r.runqueue_wait_ms;
   if (!r.cp_attention_ms.empty()) j["cp_attention_ms"] = r.cp_attention_ms;
+  if (!r.tp_comm_ms.empty()) j["tp_comm_ms"] = r.tp_comm_ms;
   if (!r.cp_kept_pairs.empty()) j["cp_kept_pairs"] = r.cp_kept_pairs;
   if (!r.cp_worker_imbalance.empty()) j["cp_worker_imbalance"] = r.cp_worker_imbalance;
   if (!r.cp_work_imbalance.empty()) j["cp_work_imbalance"] = r.cp_work_imbalance;
@@ -116,6 +117,7 @@ IterationRecord iteration_record_from_json(const nlohmann::json& j) {
   r.microbatch_lengths = j.value("microbatch_lengths", std::vector<std::vector<int64_t>>{});
   r.runqueue_wait_ms = j.value("runqueue_wait_ms", std::vector<double>{});
   r.cp_attention_ms = j.value("cp_attention_ms", std::vector<std::vector<double>>{});
+  r.tp_comm_ms = j.value("tp_comm_ms", std::vector<std::vector<double>>{});
   r.cp_kept_pairs = j.value("cp_kept_pairs", std::vector<std::vector<int64_t>>{});
   r.cp_worker_imbalance = j.value("cp_worker_imbalance", std::vector<double>{});
   r.cp_work_imbalance = j.value("cp_work_imbalance", std::vector<double>{});

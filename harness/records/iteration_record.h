@@ -51,6 +51,9 @@
 //   cp_worker_imbalance[k] max / mean over c of cp_attention_ms[k][c]
 //   cp_work_imbalance[k] max / mean over c of cp_kept_pairs[k][c] (the same, by work)
 //                        (docs/context_parallel.md, "Worker imbalance"); all only with cp > 1
+//   tp_comm_ms[k][t]     tensor parallelism: TP rank t's time in its TP collectives during
+//                        micro-batch k's forwards and backwards, summed over the stages
+//                        (docs/tensor_parallel.md); only with tp > 1
 
 #include <nlohmann/json.hpp>
 
@@ -103,6 +106,7 @@ struct IterationRecord {
   std::vector<std::vector<int64_t>> cp_kept_pairs;
   std::vector<double> cp_worker_imbalance;
   std::vector<double> cp_work_imbalance;
+  std::vector<std::vector<double>> tp_comm_ms;
 
   // Fills imbalance, per-stage busy/idle and bubble fractions from iter_ms and
   // microbatch_ms for one process running one pipeline stage.

@@ -75,6 +75,8 @@ std::string kept_keys_text(const RunSummary& r) {
 void write_runs_table(const Report& report, std::ostringstream& out) {
   // Context-parallel runs add their CP degree and layout and the worker imbalance.
   const bool any_cp = std::any_of(report.runs.begin(), report.runs.end(), [](const RunSummary& r) { return r.cp > 1; });
+  // Tensor-parallel runs add their TP degree to the layout.
+  const bool any_tp = std::any_of(report.runs.begin(), report.runs.end(), [](const RunSummary& r) { return r.tp > 1; });
   // Runs on several DP ranks add the imbalance between them (docs/metrics.md).
   const bool any_dp = std::any_of(report.runs.begin(), report.runs.end(), [](const RunSummary& r) { return r.dp > 1; });
   // Vertical-slash runs add the keys their layers kept per query (effective_budget_mean),
@@ -83,7 +85,8 @@ void write_runs_table(const Report& report, std::ostringstream& out) {
   const bool any_vs = std::any_of(report.runs.begin(), report.runs.end(),
                                   [](const RunSummary& r) { return r.attention == "vertical_slash"; });
   out << "## Runs\n\n"
-      << "| config | budget | " << (any_cp ? "dp x pp x cp" : "dp x pp") << " | state | imbalance | "
+      << "| config | budget | " << (any_cp ? "dp x pp x cp" : "dp x pp") << (any_tp ? " x tp" : "")
+      << " | state | imbalance | "
       << (any_dp ? "DP / slot imbalance | " : "")
       << (any_cp ? "worker imbalance (time / work) | " : "")
       << (any_vs ? "kept keys per query / coverage | " : "")
@@ -103,7 +106,8 @@ void write_runs_table(const Report& report, std::ostringstream& out) {
     std::string bubble = "-";
     if (r.bubble_fraction_mean) bubble = format("%.3f", *r.bubble_fraction_mean) + " / " + md(r.bubble_fraction_max, "%.3f");
     const std::string layout = std::to_string(r.dp) + " x " + std::to_string(r.pp) +
-                               (any_cp ? " x " + std::to_string(r.cp) + (r.cp > 1 ? " " + r.cp_layout : "") : "");
+                               (any_cp ? " x " + std::to_string(r.cp) + (r.cp > 1 ? " " + r.cp_layout : "") : "") +
+                               (any_tp ? " x " + std::to_string(r.tp) : "");
     out << "| " << config_of(r) << " | " << r.budget_text() << " | " << layout << " | " << r.state << " | "
         << md(median_field(r.imbalance), "%.3f") << " | "
         << (any_dp ? md(median_field(r.dp_imbalance), "%.3f") + " / " + md(median_field(r.slot_imbalance), "%.3f") + " | "
@@ -249,6 +253,7 @@ json run_summary_to_json(const RunSummary& r) {
           {"dp", r.dp},
           {"pp", r.pp},
           {"cp", r.cp},
+          {"tp", r.tp},
           {"cp_layout", r.cp_layout.empty() ? json(nullptr) : json(r.cp_layout)},
           {"state", r.state},
           {"simulated", r.simulated},
@@ -350,6 +355,7 @@ std::string report_to_csv(const Report& report) {
       {"dp", [](const RunSummary& r) { return std::to_string(r.dp); }},
       {"pp", [](const RunSummary& r) { return std::to_string(r.pp); }},
       {"cp", [](const RunSummary& r) { return std::to_string(r.cp); }},
+      {"tp", [](const RunSummary& r) { return std::to_string(r.tp); }},
       {"cp_layout", [](const RunSummary& r) { return r.cp_layout; }},
       {"seed", [](const RunSummary& r) { return r.seed ? std::to_string(*r.seed) : std::string(); }},
       {"state", [](const RunSummary& r) { return r.state; }},

@@ -74,6 +74,7 @@ void read_manifest(const fs::path& file, RunSummary& s, int64_t& default_budget)
       s.dp = manifest["parallelism"].value("dp", int64_t{1});
       s.pp = manifest["parallelism"].value("pp", int64_t{1});
       s.cp = manifest["parallelism"].value("cp", int64_t{1});
+      s.tp = manifest["parallelism"].value("tp", int64_t{1});
       if (s.cp > 1) s.cp_layout = manifest["parallelism"].value("cp_layout", std::string());
     }
   } catch (const json::exception& e) {

@@ -81,6 +81,7 @@ struct RunSummary {
   int64_t dp = 1;
   int64_t pp = 1;
   int64_t cp = 1;
+  int64_t tp = 1;
   std::string cp_layout;  // context parallelism's layout; empty without CP
   std::string state = "incomplete";  // "complete" | "incomplete"
   // From records.jsonl.

@@ -42,10 +42,11 @@ json run_context(const RunSpec& run, const RunManifestOptions& options, const Di
                            {"sweep_point", run.sweep_point},
                            {"simulated", false}};
   const ParallelismSection& p = run.manifest.parallelism;
-  context["world"] = {{"world_size", p.dp * p.pp * p.cp},
+  context["world"] = {{"world_size", p.dp * p.pp * p.cp * p.tp},
                       {"dp", p.dp},
                       {"pp", p.pp},
                       {"cp", p.cp},
+                      {"tp", p.tp},
                       {"stage_layers", p.stage_layers},
                       {"device", run.manifest.train.device_name()},
                       {"collective_backend", run.manifest.train.on_cuda() ? "nccl" : "gloo"},
@@ -163,9 +164,9 @@ std::unique_ptr<JobSession> open_session(int64_t world, const ParallelLayout& la
     const DistEnv env = DistEnv::from_environment();
     if (env.world_size != world) {
       throw ConfigError(manifest_file, "$.parallelism",
-                        "needs dp x pp = " + std::to_string(world) + " ranks but " + env.source + " started " +
+                        "needs dp x pp x cp x tp = " + std::to_string(world) + " ranks but " + env.source + " started " +
                             std::to_string(env.world_size),
-                        "start " + std::to_string(world) + " ranks, or change dp and pp");
+                        "start " + std::to_string(world) + " ranks, or change dp, pp, cp or tp");
     }
     const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
     return JobSession::connect(env, timeout, [layout](int r) { return layout.describe_rank(r); });
@@ -239,7 +240,7 @@ RunManifestResult run_job(JobSession& session, const std::function<RunPlan()>& p
 RunManifestResult run_manifest(const Manifest& manifest, const RunManifestOptions& options, std::ostream& log) {
   check_runnable_by_trainer(manifest);
   const std::unique_ptr<JobSession> session =
-      open_session(manifest.parallelism.dp * manifest.parallelism.pp * manifest.parallelism.cp, parallel_layout_of(manifest),
+      open_session(parallel_layout_of(manifest).world_size(), parallel_layout_of(manifest),
                    manifest.parallelism.timeout_s, options.manifest_file.string());
   // Alone, this process plans; as a rank of torchrun or srun, rank 0 plans and sends it.
   const auto plan_of_this_rank = [&]() -> RunPlan {

@@ -104,7 +104,7 @@ int64_t default_max_local_ranks(const Manifest& manifest) {
 }
 
 void check_local_world_fits(const Manifest& manifest, int64_t max_local_ranks) {
-  const int64_t world = manifest.parallelism.dp * manifest.parallelism.pp * manifest.parallelism.cp;
+  const int64_t world = parallel_layout_of(manifest).world_size();
   const bool cuda = manifest.train.on_cuda();
   const bool user_limit = max_local_ranks > 0;
   const int64_t limit = user_limit ? max_local_ranks : default_max_local_ranks(manifest);
@@ -118,7 +118,7 @@ void check_local_world_fits(const Manifest& manifest, int64_t max_local_ranks) {
     source = std::to_string(kLocalRanksPerCore) + " ranks per CPU core x " + std::to_string(cpu_core_count()) + " cores";
   }
   throw ConfigError(manifest.file, "$.parallelism",
-                    "dp x pp = " + std::to_string(world) + " ranks do not fit on this machine (at most " +
+                    "dp x pp x cp x tp = " + std::to_string(world) + " ranks do not fit on this machine (at most " +
                         std::to_string(limit) + ": " + source + ")",
                     "lower parallelism.dp or .pp, run the ranks under torchrun or srun across machines, or raise "
                     "the limit with --max-local-ranks N");

@@ -95,6 +95,16 @@ RunSimulator::RunSimulator(const Manifest& m, SimProfile profile, ClusterSection
                           ": the simulator does not model tensor and context parallelism together",
                       "set tp to 1 (context parallelism) or cp to 1 (tensor parallelism)");
   }
+  // A profile times either the whole layer (scaled by 1 / tp below) or one TP rank's share
+  // measured for this tp (docs/tensor_parallel.md, "Latency profiles").
+  const int64_t profiled_tp = profile_.predictor->profile().training.tensor_parallel;
+  if (profiled_tp != 1 && profiled_tp != m.parallelism.tp) {
+    throw ConfigError(m.file, "$.simulation.profile",
+                      "was measured for tensor parallelism " + std::to_string(profiled_tp) + ", the run has tp " +
+                          std::to_string(m.parallelism.tp),
+                      "measure a profile for tp " + std::to_string(m.parallelism.tp) +
+                          " (sparsebalance profile --tensor-parallel), or one without tensor parallelism");
+  }
   if (m.parallelism.cp > 1) cp_spec_ = cp_compute_spec(m);
   dataset_ = make_dataset(m.data, m.seed, dataset_limits(m));
   planner_ = std::make_unique<BatchPlanner>(method_planner_options(m, m.parallelism.dp), profile_.predictor);
@@ -242,7 +252,9 @@ SimulatedIteration RunSimulator::simulate_iteration(int64_t iteration) {
         if (s == pp - 1 && predictor.options().include_head) compute += predictor.head_ms(mb.tokens);
         // The stage's share of the (signed) overhead; a stage never computes for less than 0 ms.
         compute = std::max(0.0, compute + predictor.microbatch_overhead_share_ms(mb.tokens, s, pp));
-        compute *= noise / static_cast<double>(tp);
+        // One TP rank's share: measured so, or the whole layer's split evenly.
+        const bool share_profiled = predictor.profile().training.tensor_parallel == tp;
+        compute *= noise / (share_profiled ? 1.0 : static_cast<double>(tp));
         const double tp_allreduce =
             tp > 1 ? layers * 2.0 * ring_allreduce_ms(cluster_.tensor_parallel_link(d, s), tp, tokens_bytes) : 0.0;
         in.forward_ms[static_cast<size_t>(d)][static_cast<size_t>(s)].push_back(f * compute + tp_allreduce);

@@ -18,6 +18,7 @@ std::string event_name(const TimelineEvent& e) {
       return e.microbatch >= 0 ? "recv_wait " + std::to_string(e.microbatch) : "recv_wait";
     case EventKind::kRingCompute:
     case EventKind::kRingWait:
+    case EventKind::kTensorParallel:
       return event_kind_name(e.kind) + " " + std::to_string(e.microbatch);
     case EventKind::kData:
     case EventKind::kPlan:

@@ -18,6 +18,7 @@ constexpr KindName kKindNames[] = {
     {EventKind::kRecvWait, "recv_wait"},  {EventKind::kSendWait, "send_wait"},
     {EventKind::kAllReduce, "allreduce"}, {EventKind::kOptimizer, "optimizer"},
     {EventKind::kRingCompute, "ring_compute"}, {EventKind::kRingWait, "ring_wait"},
+    {EventKind::kTensorParallel, "tp_comm"},
 };
 
 }  // namespace

@@ -28,6 +28,10 @@ enum class EventKind {
   // nothing that sums busy time counts them again.
   kRingCompute,
   kRingWait,
+  // Tensor parallelism: one collective of the TP group (sequence-parallel all-gather or
+  // reduce-scatter, the vocabulary-parallel loss's all-reduces), inside the micro-batch's
+  // forward or backward event like the ring's.
+  kTensorParallel,
 };
 
 std::string event_kind_name(EventKind kind);  // "forward", "recv_wait", ...

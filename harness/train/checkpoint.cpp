@@ -16,6 +16,7 @@
 #include <map>
 
 #include "harness/common/atomic_file.h"
+#include "harness/parallel/tensor_parallel/tensor_parallel_sharding.h"
 #include "harness/train/saved_model_files.h"
 #include "models/qwen2/qwen2_hf_checkpoint.h"
 #include "models/qwen2/qwen2_hf_config.h"
@@ -60,8 +61,10 @@ void fsync_directory(const fs::path& dir) {
 }
 
 json layout_json(const RankContext& context) {
-  return {{"dp", context.layout.dp()}, {"pp", context.layout.pp()},
-          {"stage_layers", context.layout.stage_layer_counts()}};
+  json layout = {{"dp", context.layout.dp()}, {"pp", context.layout.pp()},
+                 {"stage_layers", context.layout.stage_layer_counts()}};
+  if (context.layout.tp() > 1) layout["tp"] = context.layout.tp();  // older checkpoints: tp 1, no key
+  return layout;
 }
 
 // What the weights a resume rebuilds depend on beyond the model section: the seed (the
@@ -201,22 +204,31 @@ void save_checkpoint(const fs::path& run_dir, int64_t iterations_done, const Run
 
   const int64_t pp = context.layout.pp();
   if (context.dp_rank() == 0 && context.cp_rank() == 0) {  // one copy of each stage's state
+    // Under TP every TP rank of the stage takes part in gathering the whole tensors
+    // (full_tensor, in the same order on each) and TP rank 0 writes them: checkpoints are
+    // unsharded, HF layout, whatever the TP degree.
     std::vector<std::pair<std::string, at::Tensor>> weights, moments, adapters;
-    for (auto& [name, tensor] : stage.merged_weights()) weights.emplace_back(qwen2_hf_tensor_name(name), tensor);
+    for (auto& [name, tensor] : stage.merged_weights()) {
+      weights.emplace_back(qwen2_hf_tensor_name(name), stage.full_tensor(name, tensor));
+    }
     for (const StageParameter& p : stage.parameters()) {
       if (p.tied_copy) continue;
       const std::string hf = qwen2_hf_tensor_name(p.name);
-      if (qwen2_is_lora_parameter(p.name)) adapters.emplace_back(qwen2_peft_tensor_name(p.name), p.tensor.detach());
+      if (qwen2_is_lora_parameter(p.name)) {
+        adapters.emplace_back(qwen2_peft_tensor_name(p.name), stage.full_tensor(p.name, p.tensor.detach()));
+      }
       auto it = optimizer.state().find(p.tensor.unsafeGetTensorImpl());
-      if (it == optimizer.state().end()) continue;  // no step taken yet
+      if (it == optimizer.state().end()) continue;  // no step taken yet (on every TP rank alike)
       const auto& state = static_cast<const torch::optim::AdamWParamState&>(*it->second);
-      moments.emplace_back(hf + ".exp_avg", state.exp_avg());
-      moments.emplace_back(hf + ".exp_avg_sq", state.exp_avg_sq());
+      moments.emplace_back(hf + ".exp_avg", stage.full_tensor(p.name, state.exp_avg()));
+      moments.emplace_back(hf + ".exp_avg_sq", stage.full_tensor(p.name, state.exp_avg_sq()));
       moments.emplace_back(hf + ".step", at::full({1}, state.step(), at::kLong));
     }
-    write_safetensors(partial / numbered("model", context.stage(), pp), weights);
-    write_safetensors(partial / numbered("optimizer", context.stage(), pp), moments);
-    if (run.manifest.train.lora) write_safetensors(partial / numbered("adapter", context.stage(), pp), adapters);
+    if (context.tp_rank() == 0) {
+      write_safetensors(partial / numbered("model", context.stage(), pp), weights);
+      write_safetensors(partial / numbered("optimizer", context.stage(), pp), moments);
+      if (run.manifest.train.lora) write_safetensors(partial / numbered("adapter", context.stage(), pp), adapters);
+    }
   }
   write_safetensors(partial / rng_file(context.rank), generator_states());
   context.wait_for_all(name + "/written", limit);
@@ -279,10 +291,15 @@ CheckpointState load_checkpoint(const fs::path& dir, const RunSpec& run, const R
     return nullptr;
   };
   c10::NoGradGuard no_grad;
+  // Unsharded tensors: this TP rank keeps its part of each (tensor_parallel_sharding.h).
+  const int64_t tp = context.layout.tp(), tp_rank = context.tp_rank();
+  const auto mine = [&](const std::string& name, const at::Tensor& full) {
+    return tensor_parallel_shard(name, full, tp, tp_rank);
+  };
   for (const StageParameter& p : stage.parameters()) {
     const std::string hf = qwen2_hf_tensor_name(p.name);
     if (lora && !qwen2_is_lora_parameter(p.name)) continue;
-    const at::Tensor saved = lora ? adapter->tensor(qwen2_peft_tensor_name(p.name)) : weights.tensor(hf);
+    const at::Tensor saved = mine(p.name, lora ? adapter->tensor(qwen2_peft_tensor_name(p.name)) : weights.tensor(hf));
     if (saved.sizes() != p.tensor.sizes()) {
       throw std::runtime_error(dir.string() + ": " + hf + " has shape " + c10::str(saved.sizes()) +
                                ", the model needs " + c10::str(p.tensor.sizes()));
@@ -291,8 +308,8 @@ CheckpointState load_checkpoint(const fs::path& dir, const RunSpec& run, const R
     const SafetensorsFile* moments = find_moment(hf + ".exp_avg");
     if (moments == nullptr) continue;  // saved before the first optimizer step
     auto adam = std::make_unique<torch::optim::AdamWParamState>();
-    adam->exp_avg(moments->tensor(hf + ".exp_avg").to(p.tensor.device()));
-    adam->exp_avg_sq(moments->tensor(hf + ".exp_avg_sq").to(p.tensor.device()));
+    adam->exp_avg(mine(p.name, moments->tensor(hf + ".exp_avg")).to(p.tensor.device()));
+    adam->exp_avg_sq(mine(p.name, moments->tensor(hf + ".exp_avg_sq")).to(p.tensor.device()));
     adam->step(moments->tensor(hf + ".step").item<int64_t>());
     optimizer.state()[p.tensor.unsafeGetTensorImpl()] = std::move(adam);
   }

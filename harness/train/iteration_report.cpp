@@ -50,6 +50,7 @@ std::string rank_iteration_report_to_json(const RankIterationReport& r) {
               {"runqueue_wait_ms", r.runqueue_wait_ms},
               {"layer_stats", stats},
               {"cp_attention_ms", r.cp_attention_ms},
+              {"tp_comm_ms", r.tp_comm_ms},
               {"cp_kept_pairs", r.cp_kept_pairs}}
       .dump();
 }
@@ -63,6 +64,7 @@ RankIterationReport rank_iteration_report_from_json(const std::string& text) {
   r.allreduce_ms = j.at("allreduce_ms").get<double>();
   r.runqueue_wait_ms = j.at("runqueue_wait_ms").get<double>();
   r.cp_attention_ms = j.at("cp_attention_ms").get<std::vector<double>>();
+  r.tp_comm_ms = j.at("tp_comm_ms").get<std::vector<double>>();
   r.cp_kept_pairs = j.at("cp_kept_pairs").get<std::vector<int64_t>>();
   for (const auto& mb : j.at("layer_stats")) {
     std::vector<AttentionLayerStats> layers;
@@ -72,14 +74,40 @@ RankIterationReport rank_iteration_report_from_json(const std::string& text) {
   return r;
 }
 
+namespace {
+
+// A layer's coverage over all its heads: the mean of its TP ranks' coverage (each over an
+// equal share of the heads). `first` is TP rank 0's statistics of the layer.
+double tp_mean_coverage(const std::vector<RankIterationReport>& reports, const ParallelLayout& layout, int64_t d,
+                        int64_t s, size_t j, const AttentionLayerStats& first) {
+  double sum = first.coverage_mean;
+  for (int64_t t = 1; t < layout.tp(); ++t) {
+    const auto& stats = reports[static_cast<size_t>(layout.rank_of(d, s, 0, t))].layer_stats;
+    bool found = false;
+    for (const AttentionLayerStats& layer : j < stats.size() ? stats[j] : std::vector<AttentionLayerStats>{}) {
+      if (layer.layer != first.layer) continue;
+      sum += layer.coverage_mean;
+      found = true;
+    }
+    if (!found) {
+      throw std::invalid_argument("iteration record: TP rank " + std::to_string(t) + " reported no statistics for layer " +
+                                  std::to_string(first.layer) + " where TP rank 0 did");
+    }
+  }
+  return sum / static_cast<double>(layout.tp());
+}
+
+}  // namespace
+
 void assemble_iteration_record(const std::vector<RankIterationReport>& reports,
                                const GlobalBatchPlan& plan, const ParallelLayout& layout,
                                int64_t num_layers, IterationRecord& record) {
   if (static_cast<int64_t>(reports.size()) != layout.world_size() || plan.dp() != layout.dp()) {
     throw std::invalid_argument("iteration record: " + std::to_string(reports.size()) +
                                 " rank reports and a plan for " + std::to_string(plan.dp()) +
-                                " DP ranks do not fit dp x pp x cp = " + std::to_string(layout.dp()) + " x " +
-                                std::to_string(layout.pp()) + " x " + std::to_string(layout.cp()));
+                                " DP ranks do not fit dp x pp x cp x tp = " + std::to_string(layout.dp()) + " x " +
+                                std::to_string(layout.pp()) + " x " + std::to_string(layout.cp()) + " x " +
+                                std::to_string(layout.tp()));
   }
   std::vector<RankTimeline> timelines;
   std::vector<int64_t> counts;
@@ -87,9 +115,13 @@ void assemble_iteration_record(const std::vector<RankIterationReport>& reports,
   record.balance_overhead_ms = 0;
   record.allreduce_ms = 0;
   for (size_t r = 0; r < reports.size(); ++r) {
-    // One lane per (dp rank, stage): the CP ranks of a stage run its micro-batches together.
-    if (layout.cp_rank_of(static_cast<int64_t>(r)) == 0) timelines.push_back(reports[r].timeline);
-    if (layout.is_last_stage(static_cast<int64_t>(r))) loss_sum += reports[r].loss_sum;
+    // One lane per (dp rank, stage): the CP and TP ranks of a stage run its micro-batches
+    // together. Every TP rank of a last stage holds the same loss; CP ranks their shares.
+    const bool lane = layout.cp_rank_of(static_cast<int64_t>(r)) == 0 && layout.tp_rank_of(static_cast<int64_t>(r)) == 0;
+    if (lane) timelines.push_back(reports[r].timeline);
+    if (layout.is_last_stage(static_cast<int64_t>(r)) && layout.tp_rank_of(static_cast<int64_t>(r)) == 0) {
+      loss_sum += reports[r].loss_sum;
+    }
     record.balance_overhead_ms = std::max(record.balance_overhead_ms, reports[r].balance_ms);
     record.allreduce_ms = std::max(record.allreduce_ms, reports[r].allreduce_ms);
   }
@@ -144,6 +176,23 @@ void assemble_iteration_record(const std::vector<RankIterationReport>& reports,
     }
   }
 
+  // TP communication: per global micro-batch, each TP rank's collectives summed over the stages.
+  record.tp_comm_ms.clear();
+  if (layout.tp() > 1) {
+    for (int64_t d = 0; d < layout.dp(); ++d) {
+      for (size_t j = 0; j < plan.ranks[static_cast<size_t>(d)].size(); ++j) {
+        std::vector<double> per_tp_rank(static_cast<size_t>(layout.tp()), 0.0);
+        for (int64_t t = 0; t < layout.tp(); ++t) {
+          for (int64_t s = 0; s < layout.pp(); ++s) {
+            const RankIterationReport& report = reports[static_cast<size_t>(layout.rank_of(d, s, 0, t))];
+            if (j < report.tp_comm_ms.size()) per_tp_rank[static_cast<size_t>(t)] += report.tp_comm_ms[j];
+          }
+        }
+        record.tp_comm_ms.push_back(std::move(per_tp_rank));
+      }
+    }
+  }
+
   // Attention statistics: per global micro-batch, the layers of every stage of its pipeline.
   record.budgets.clear();
   record.coverage.clear();
@@ -176,7 +225,7 @@ void assemble_iteration_record(const std::vector<RankIterationReport>& reports,
                                         " in a model of " + std::to_string(num_layers) + " layers");
           }
           budgets[static_cast<size_t>(layer.layer)] = mean_of(layer.top_k);
-          coverage[static_cast<size_t>(layer.layer)] = layer.coverage_mean;
+          coverage[static_cast<size_t>(layer.layer)] = tp_mean_coverage(reports, layout, d, s, j, layer);
           floors[static_cast<size_t>(layer.layer)] = layer.k_floor;
           any_floor = any_floor || layer.k_floor > 0;
           if (!layer.reference_top_k.empty()) {

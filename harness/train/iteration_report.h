@@ -29,6 +29,8 @@ struct RankIterationReport {
   // (forward and backward steps), ms; empty without CP.
   std::vector<double> cp_attention_ms;
   std::vector<int64_t> cp_kept_pairs;  // the same steps' kept (query, key) pairs
+  // Under TP: [micro-batch of this rank's pipeline] time in TP collectives, ms; empty without TP.
+  std::vector<double> tp_comm_ms;
 };
 
 std::string rank_iteration_report_to_json(const RankIterationReport& report);
@@ -41,7 +43,10 @@ RankIterationReport rank_iteration_report_from_json(const std::string& json);
 // has a prediction), runqueue_wait_ms (per world rank, when every rank read it), and
 // budgets / coverage / layer_budgets / layer_coverage (when
 // any stage reported statistics; then every layer of every micro-batch must have), and
-// layer_floors (when any layer applied DST's coverage floor).
+// layer_floors (when any layer applied DST's coverage floor), tp_comm_ms (tp > 1).
+// Under TP the loss and the attention statistics of a stage come from its TP rank 0
+// (every TP rank computes the same loss), except the coverage, which is the mean over
+// the TP ranks: each computes its own share of the heads, all shares the same size.
 // `record` arrives with iteration, warmup, loss_tokens, tokens, sequences, lr and
 // grad_norm set. Throws std::invalid_argument when the reports do not fit the plan.
 void assemble_iteration_record(const std::vector<RankIterationReport>& reports,

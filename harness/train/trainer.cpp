@@ -176,14 +176,28 @@ Trainer::Trainer(const RunSpec& run, const RankContext& context, TrainerOptions 
   const std::vector<at::Tensor> trainable = apply_model_training_options(model, m.train);
   stage_ = std::make_unique<PipelineStage>(model, stage, context_.layout.pp(), context_.layout.layers_of_stage(stage),
                                            backend);
+  if (context_.layout.tp() > 1) {
+    // This TP rank's shards, cut on the CPU before the move (docs/tensor_parallel.md).
+    tensor_parallel_ = std::make_shared<TensorParallelGroup>(context_.tensor_parallel, context_.layout.tp(),
+                                                             context_.tp_rank(), context_.timeout, context_.describe());
+    stage_->enable_tensor_parallelism(tensor_parallel_);
+    const c10::Device device = context_.device;
+    backend->set_head_shard_sum([group = tensor_parallel_, device](std::vector<double>& values) {
+      at::Tensor sums = at::tensor(values, at::kDouble).to(device);
+      group->all_reduce(sums);
+      sums = sums.cpu();
+      std::copy(sums.data_ptr<double>(), sums.data_ptr<double>() + sums.numel(), values.begin());
+    });
+  }
   stage_->move_to(context_.device);
   stage_->set_training(true);
   if (context_.pipeline) {
     const ParallelLayout& layout = context_.layout;
-    const int64_t dp_rank = context_.dp_rank(), cp_rank = context_.cp_rank();
+    const int64_t dp_rank = context_.dp_rank(), cp_rank = context_.cp_rank(), tp_rank = context_.tp_rank();
     channel_ = std::make_unique<PipelineChannel>(
-        context_.pipeline, stage, context_.timeout,
-        [layout, dp_rank, cp_rank](int64_t s) { return layout.describe_rank(layout.rank_of(dp_rank, s, cp_rank)); });
+        context_.pipeline, stage, context_.timeout, [layout, dp_rank, cp_rank, tp_rank](int64_t s) {
+          return layout.describe_rank(layout.rank_of(dp_rank, s, cp_rank, tp_rank));
+        });
   }
   // Only what trains has gradients to sum and an optimizer state (LoRA freezes the rest).
   std::set<const c10::TensorImpl*> trains;
@@ -192,8 +206,14 @@ Trainer::Trainer(const RunSpec& run, const RankContext& context, TrainerOptions 
     if (trains.count(p.tensor.unsafeGetTensorImpl()) != 0) trained_.push_back(p);
   }
   const auto bucket_bytes = static_cast<int64_t>(m.parallelism.bucket_mb * 1024 * 1024);
+  // The tied embedding's two copies (first and last stage) sum their gradients only when it
+  // trains: under LoRA it is frozen on both, and neither joins the embedding group's sum.
+  const bool embedding_trains = std::any_of(trained_.begin(), trained_.end(), [](const StageParameter& p) {
+    return p.name == "embed_tokens.weight";
+  });
   gradients_ = std::make_unique<GradientSync>(trained_, std::max<int64_t>(1, bucket_bytes), context_.data_parallel,
-                                              context_.embedding, context_.timeout, context_.describe());
+                                              embedding_trains ? context_.embedding : nullptr, context_.timeout,
+                                              context_.describe(), context_.tensor_parallel);
   std::vector<at::Tensor> params;
   for (const StageParameter& p : trained_) params.push_back(p.tensor);
   torch::optim::AdamWOptions adam(m.train.lr);
@@ -247,6 +267,7 @@ GradientPass Trainer::compute_gradients(int64_t iteration) {
                                                    static_cast<double>(pass.loss_tokens), timeline_);
   pass.report.loss_sum = result.loss_sum;
   pass.report.layer_stats = std::move(result.layer_stats);
+  pass.report.tp_comm_ms = std::move(result.tp_comm_ms);
   if (ring_backend_) {
     const auto work = ring_backend_->take_work();
     for (size_t j = 0; j < mine.size(); ++j) {
@@ -278,10 +299,14 @@ GradientPass Trainer::compute_gradients(int64_t iteration) {
 
 double Trainer::global_grad_norm() {
   // Squared norms of this stage's parameters (the tied copy counted once, on the first
-  // stage), summed over the pipeline; DP ranks hold identical gradients by now.
+  // stage), summed over the pipeline; DP ranks hold identical gradients by now. Under TP
+  // the split tensors' shards are summed over the TP ranks and the tensors every TP rank
+  // holds whole (identical gradients after GradientSync) are counted on TP rank 0 only.
   std::vector<at::Tensor> norms;
   for (const StageParameter& p : trained_) {
-    if (!p.tied_copy) norms.push_back(p.tensor.grad().norm(2));
+    if (p.tied_copy) continue;
+    if (p.tp_split_dim < 0 && context_.tp_rank() != 0) continue;
+    norms.push_back(p.tensor.grad().norm(2));
   }
   if (norms.empty()) norms.push_back(at::zeros({}, at::kDouble));  // a stage with nothing to train
   at::Tensor squared = at::stack(norms).to(at::kDouble).square().sum().reshape({1});  // [1]
@@ -295,6 +320,12 @@ double Trainer::global_grad_norm() {
       throw std::runtime_error(context_.describe() + ": summing the gradient norm over the pipeline failed: " +
                                error_text(e));
     }
+  }
+  if (tensor_parallel_) {
+    at::Tensor on_device = squared.to(context_.device);
+    tensor_parallel_->all_reduce(on_device);
+    tensor_parallel_->take_intervals();  // outside any micro-batch: part of the optimizer event
+    squared = on_device.cpu();
   }
   return std::sqrt(squared.item<double>());
 }

@@ -26,6 +26,7 @@
 #include "harness/parallel/pipeline/pipeline_channel.h"
 #include "harness/parallel/pipeline/pipeline_stage.h"
 #include "harness/parallel/rank_context.h"
+#include "harness/parallel/tensor_parallel/tensor_parallel_group.h"
 #include "harness/records/iteration_record.h"
 #include "harness/trace/timeline.h"
 #include "harness/train/iteration_report.h"
@@ -98,6 +99,7 @@ class Trainer {
   std::unique_ptr<PipelineStage> stage_;
   std::unique_ptr<PipelineChannel> channel_;
   std::shared_ptr<RingAttentionBackend> ring_backend_;  // cp > 1: the stage's backend
+  std::shared_ptr<TensorParallelGroup> tensor_parallel_;  // tp > 1: this stage's TP group
   std::unique_ptr<GradientSync> gradients_;
   std::vector<StageParameter> trained_;  // this stage's parameters that train (all, or LoRA's)
   std::unique_ptr<torch::optim::AdamW> optimizer_;

@@ -5,6 +5,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -74,6 +75,11 @@ class AttentionBackend {
   // is dealt over the CP ranks (null: whole micro-batches). Backends that do not run
   // under CP throw std::logic_error for a non-null sharding.
   virtual void set_context_parallel_sharding(std::shared_ptr<const CpSharding> sharding);
+  // Under tensor parallelism each rank computes a share of every layer's heads: `sum`
+  // adds a float64 host vector (the same length on every rank) over those ranks, so a
+  // budget rule that reads the whole layer (DST's coverage floor) sees every head.
+  // Backends without such a rule ignore it. Null: this rank holds all heads.
+  virtual void set_head_shard_sum(std::function<void(std::vector<double>&)> /*sum*/) {}
   // The statistics of the layers run since the last call, ordered by layer; empty for
   // backends without a budget.
   virtual std::vector<AttentionLayerStats> take_layer_stats() { return {}; }

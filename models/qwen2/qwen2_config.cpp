@@ -94,6 +94,21 @@ std::vector<Qwen2Config> qwen2_make_presets() {
   c.tie_word_embeddings = false;
   presets.push_back(c);
 
+  // Tensor-parallel test model: 4 key/value heads (GQA 8:4, so tp 2 and 4 divide them),
+  // a vocabulary of 125 that no tp > 1 divides (uneven vocabulary shards), tied head.
+  c = Qwen2Config{};
+  c.name = "qwen2-test-kv4";
+  c.vocab_size = 125;
+  c.hidden_size = 32;
+  c.intermediate_size = 64;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 8;
+  c.num_key_value_heads = 4;
+  c.head_dim = 8;
+  c.max_position_embeddings = 1024;
+  c.tie_word_embeddings = true;
+  presets.push_back(c);
+
   return presets;
 }
 
@@ -188,6 +203,22 @@ int64_t qwen2_parameter_count(const Qwen2Config& config) {
   const int64_t lm_head = config.tie_word_embeddings ? 0 : config.vocab_size * h;
   return embedding + config.num_hidden_layers * (attention + mlp + norms) + h /* final norm */ +
          lm_head;
+}
+
+Qwen2Config qwen2_tensor_parallel_rank_config(const Qwen2Config& config, int64_t tp) {
+  if (tp < 1 || config.num_key_value_heads % tp != 0 || config.intermediate_size % tp != 0 || config.vocab_size < tp) {
+    throw std::invalid_argument("tensor parallelism " + std::to_string(tp) + " needs the key/value heads (" +
+                                std::to_string(config.num_key_value_heads) + ") and the intermediate size (" +
+                                std::to_string(config.intermediate_size) + ") of \"" + config.name +
+                                "\" to divide by it");
+  }
+  if (tp == 1) return config;
+  Qwen2Config rank = config;
+  rank.num_attention_heads /= tp;
+  rank.num_key_value_heads /= tp;
+  rank.intermediate_size /= tp;
+  rank.vocab_size = (config.vocab_size + tp - 1) / tp;
+  return rank;
 }
 
 }  // namespace sb

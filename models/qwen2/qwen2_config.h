@@ -57,4 +57,11 @@ std::vector<std::string> qwen2_preset_names();
 // Number of parameters of the model built from this config (tied lm_head counted once).
 int64_t qwen2_parameter_count(const Qwen2Config& config);
 
+// The architecture one of tp tensor-parallel ranks computes (Megatron's split, see
+// harness/parallel/tensor_parallel/tensor_parallel_sharding.h): Hq / tp query and Hkv / tp
+// key/value heads, intermediate_size / tp, the widest vocabulary shard ceil(V / tp); hidden
+// size, layers and the rest unchanged. Throws std::invalid_argument when tp does not
+// divide the key/value heads and the intermediate size. tp 1: the config itself.
+Qwen2Config qwen2_tensor_parallel_rank_config(const Qwen2Config& config, int64_t tp);
+
 }  // namespace sb

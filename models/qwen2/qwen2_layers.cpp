@@ -35,15 +35,17 @@ Qwen2AttentionImpl::Qwen2AttentionImpl(const Qwen2Config& config, int64_t layer_
 at::Tensor Qwen2AttentionImpl::forward(const at::Tensor& x, const at::Tensor& cos,
                                        const at::Tensor& sin, const PackedSequences& sequences,
                                        AttentionBackend& backend) {
+  // Head counts from the projections: under tensor parallelism they hold this rank's
+  // heads only (Hq / tp and Hkv / tp), and o_proj then returns partial sums.
   const int64_t tokens = x.size(0);
-  const at::Tensor q = q_proj->forward(x).view({tokens, num_heads_, head_dim_});     // [T, Hq, D]
-  const at::Tensor k = k_proj->forward(x).view({tokens, num_kv_heads_, head_dim_});  // [T, Hkv, D]
-  const at::Tensor v = v_proj->forward(x).view({tokens, num_kv_heads_, head_dim_});  // [T, Hkv, D]
+  const at::Tensor q = q_proj->forward(x).view({tokens, -1, head_dim_});  // [T, Hq, D]
+  const at::Tensor k = k_proj->forward(x).view({tokens, -1, head_dim_});  // [T, Hkv, D]
+  const at::Tensor v = v_proj->forward(x).view({tokens, -1, head_dim_});  // [T, Hkv, D]
   const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
   const at::Tensor attended =
       backend.forward(qwen2_apply_rotary(q, cos, sin), qwen2_apply_rotary(k, cos, sin), v,
                       sequences, scale, layer_index_);  // [T, Hq, D]
-  return o_proj->forward(attended.reshape({tokens, num_heads_ * head_dim_}));  // [T, H]
+  return o_proj->forward(attended.reshape({tokens, -1}));  // [T, H]
 }
 
 at::Tensor Qwen2AttentionImpl::forward_cached(const at::Tensor& x, const at::Tensor& cos,
@@ -86,6 +88,15 @@ Qwen2DecoderLayerImpl::Qwen2DecoderLayerImpl(const Qwen2Config& config, int64_t 
 at::Tensor Qwen2DecoderLayerImpl::forward(const at::Tensor& x, const at::Tensor& cos,
                                           const at::Tensor& sin, const PackedSequences& sequences,
                                           AttentionBackend& backend) {
+  if (sequence_parallel_) {
+    // x [L, H]: this rank's rows of the stream; cos has a row per token of the whole batch.
+    Qwen2SequenceParallel& sp = *sequence_parallel_;
+    const int64_t tokens = cos.size(0);
+    const at::Tensor attended =
+        self_attn->forward(sp.gather(input_layernorm->forward(x), tokens), cos, sin, sequences, backend);  // [T, H]
+    const at::Tensor h = x + sp.scatter(attended);                                                      // [L, H]
+    return h + sp.scatter(mlp->forward(sp.gather(post_attention_layernorm->forward(h), tokens)));     // [L, H]
+  }
   const at::Tensor h =
       x + self_attn->forward(input_layernorm->forward(x), cos, sin, sequences, backend);  // [T, H]
   return h + mlp->forward(post_attention_layernorm->forward(h));                          // [T, H]

@@ -15,6 +15,7 @@
 #include "models/qwen2/qwen2_config.h"
 #include "models/qwen2/qwen2_linear.h"
 #include "models/qwen2/qwen2_precision.h"
+#include "models/qwen2/qwen2_sequence_parallel.h"
 
 namespace sb {
 
@@ -67,6 +68,9 @@ TORCH_MODULE(Qwen2MLP);
 class Qwen2DecoderLayerImpl : public torch::nn::Module {
  public:
   Qwen2DecoderLayerImpl(const Qwen2Config& config, int64_t layer_index);
+  // x [T, H] -> [T, H]; under sequence parallelism (set_sequence_parallel) x and the
+  // result are this rank's rows [L, H] of the stream (qwen2_sequence_parallel.h), while
+  // cos and sin keep a row per token of the whole micro-batch.
   at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
                      const PackedSequences& sequences, AttentionBackend& backend);
   at::Tensor forward_cached(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
@@ -74,6 +78,14 @@ class Qwen2DecoderLayerImpl : public torch::nn::Module {
   Qwen2RMSNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
   Qwen2Attention self_attn{nullptr};
   Qwen2MLP mlp{nullptr};
+
+  // Tensor parallelism: the layer's projections hold this rank's shards
+  // (harness/parallel/tensor_parallel/tensor_parallel_sharding.h) and `sp` joins them.
+  void set_sequence_parallel(std::shared_ptr<Qwen2SequenceParallel> sp) { sequence_parallel_ = std::move(sp); }
+  const std::shared_ptr<Qwen2SequenceParallel>& sequence_parallel() const { return sequence_parallel_; }
+
+ private:
+  std::shared_ptr<Qwen2SequenceParallel> sequence_parallel_;
 };
 TORCH_MODULE(Qwen2DecoderLayer);
 

@@ -183,6 +183,22 @@ TEST(ProfileModel, IsAPresetOrAFolderWithConfigJson) {
   fs::remove_all(dir.parent_path());
 }
 
+// Tensor parallelism: the profile times one TP rank's share of a layer (half the heads
+// and MLP columns at tp 2), the parameters the timed layer reports say so, and the
+// profile records the degree.
+TEST(ProfileLayerBench, TensorParallelRequestTimesOneRanksShareOfTheLayer) {
+  const Qwen2Config& config = qwen2_preset("qwen2-test-kv4");
+  Qwen2DecoderLayer share(qwen2_tensor_parallel_rank_config(config, 2), 0);
+  Qwen2DecoderLayer whole(config, 0);
+  ProfileRequest request = tiny_request("qwen2-test-kv4");
+  request.training.tensor_parallel = 2;
+  const LatencyProfile profile = measure_latency_profile(request);
+  EXPECT_EQ(profile.context["timed_layer"]["parameters"], parameter_count(*share));
+  EXPECT_LT(parameter_count(*share), parameter_count(*whole));  // non-vacuous
+  EXPECT_EQ(profile.training.tensor_parallel, 2);
+  EXPECT_EQ(latency_profile_to_json(profile)["training"]["tensor_parallel"], 2);
+}
+
 // The profile says what it timed, read from the timed layer itself: with LoRA, adapters
 // on the target projections are the layer's only trainable parameters.
 TEST(ProfileLayerBench, LoraRequestTimesALayerWithAdaptersOnTheTargets) {

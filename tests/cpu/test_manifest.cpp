@@ -450,7 +450,8 @@ TEST(Manifest, CheckedInManifestsParse) {
     }
     EXPECT_NO_THROW(load_manifest(entry.path()));
   }
-  EXPECT_EQ(paper, 6) << "experiments/paper/ holds the paper's six end-to-end rows";
+  EXPECT_EQ(paper, 7) << "experiments/paper/ holds the paper's six end-to-end rows and its 32-GPU layout "
+                         "(paper-3b-chatqa2-32gpu.json)";
   EXPECT_EQ(later, 1) << "dst-ablation.json fine-tunes dst-ablation-base.json's checkpoint";
   EXPECT_GE(profiles, 1) << "experiments/profiles/gpu/ holds the H100 profile table1-gpu1.json names";
   EXPECT_GE(measured, 4 + 12 + 12) << "experiments/measured/ holds table1-gpu1's runs (h100/) and two invocations of "

@@ -221,6 +221,44 @@ TEST(MethodProfiles, TrainingOptionsOfAnotherSetupAreRefusedNamingBothValuesAndT
   expect_refused(refusal_of(lora_profile, more_targets), {"trains LoRA rank 8 on q_proj, k_proj, v_proj, o_proj"});
 }
 
+// Tensor parallelism: a TP run predicts with a profile of one TP rank's share of a layer,
+// measured for its TP degree; the key round-trips and is left out at tp 1 (older files).
+TEST(MethodProfiles, TensorParallelRunNeedsAProfileOfItsTpDegree) {
+  const Manifest tp1 = manifest_with("fixed", "/tmp/p.json");
+  Manifest tp2 = tp1;
+  tp2.parallelism.tp = 2;
+  LatencyProfile profile = analytic_for("qwen2-test", 32);
+  profile.device = "cpu";
+  ASSERT_EQ(refusal_of(profile, tp1), "");
+  const std::string refused = refusal_of(profile, tp2);
+  EXPECT_NE(refused.find("measured for one of 1 tensor-parallel ranks, but the run has tp 2 ($.parallelism.tp)"),
+            std::string::npos) << refused;
+  LatencyProfile rank_share = profile;
+  rank_share.training.tensor_parallel = 2;
+  EXPECT_EQ(refusal_of(rank_share, tp2), "");
+  EXPECT_NE(refusal_of(rank_share, tp1), "");
+  // The request `run` measures on first use, and its command line, carry the degree.
+  const ProfileRequest request = default_profile_request(tp2, tp2.methods[0], 500);
+  EXPECT_EQ(request.training.tensor_parallel, 2);
+  EXPECT_NE(profile_command_line(request, "/tmp/p.json").find(" --tensor-parallel 2 "), std::string::npos);
+  EXPECT_EQ(profile_command_line(default_profile_request(tp1, tp1.methods[0], 500), "/tmp/p.json").find("--tensor-parallel"),
+            std::string::npos);
+  // The JSON key: written only above 1, read back.
+  EXPECT_EQ(latency_profile_training_to_json(rank_share.training).at("tensor_parallel"), 2);
+  EXPECT_FALSE(latency_profile_training_to_json(profile.training).contains("tensor_parallel"));
+  EXPECT_EQ(latency_profile_training_from_json(latency_profile_training_to_json(rank_share.training), "$.training", "f")
+                .tensor_parallel,
+            2);
+  // One TP rank's share of the architecture: heads, MLP columns and vocabulary / tp.
+  const Qwen2Config share = qwen2_tensor_parallel_rank_config(qwen2_preset("qwen2-test-kv4"), 4);
+  EXPECT_EQ(share.num_attention_heads, 2);
+  EXPECT_EQ(share.num_key_value_heads, 1);
+  EXPECT_EQ(share.intermediate_size, 16);
+  EXPECT_EQ(share.vocab_size, 32);  // ceil(125 / 4): the widest shard
+  EXPECT_EQ(share.hidden_size, 32);
+  EXPECT_THROW(qwen2_tensor_parallel_rank_config(qwen2_preset("qwen2-test"), 4), std::invalid_argument);  // 2 KV heads
+}
+
 TEST(MethodProfiles, ProfileWithoutTrainingKeyServesFullFineTuningAtItsPrecisionOnly) {
   LatencyProfile measured = analytic_for("qwen2-test", 32);
   measured.device = "cpu";

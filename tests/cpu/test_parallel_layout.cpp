@@ -25,6 +25,29 @@ TEST(ParallelLayout, RanksGroupsAndStageLayers) {
   EXPECT_THROW(layout.stage_of(6), std::out_of_range);
 }
 
+TEST(ParallelLayout, TensorParallelRanksAreInnermostThenContextParallel) {
+  // dp 2 x pp 2 x cp 1 x tp 2: rank = ((dp * pp + stage) * cp + cp_rank) * tp + tp_rank.
+  const ParallelLayout layout(2, 2, 4, {}, 1, 2);
+  EXPECT_EQ(layout.world_size(), 8);
+  EXPECT_EQ(layout.rank_of(1, 0, 0, 1), 5);
+  EXPECT_EQ(layout.dp_rank_of(5), 1);
+  EXPECT_EQ(layout.stage_of(5), 0);
+  EXPECT_EQ(layout.tp_rank_of(5), 1);
+  EXPECT_EQ(layout.cp_rank_of(5), 0);
+  EXPECT_EQ(layout.tensor_parallel_group(1, 1), (std::vector<int64_t>{6, 7}));  // neighbours, on one node
+  EXPECT_EQ(layout.pipeline_group(1, 0, 1), (std::vector<int64_t>{5, 7}));
+  EXPECT_EQ(layout.data_parallel_group(1, 0), (std::vector<int64_t>{2, 6}));  // the same shard of stage 1
+  EXPECT_EQ(layout.data_parallel_group(1, 1), (std::vector<int64_t>{3, 7}));
+  EXPECT_EQ(layout.embedding_group(0, 0, 1), (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(layout.describe_rank(7), "rank 7 (dp 1, stage 1, tp 1)");
+  // With cp as well: cp 2 x tp 2 inside one stage.
+  const ParallelLayout both(1, 1, 4, {}, 2, 2);
+  EXPECT_EQ(both.rank_of(0, 0, 1, 0), 2);
+  EXPECT_EQ(both.context_parallel_group(0, 0, 1), (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(both.tensor_parallel_group(0, 0, 1), (std::vector<int64_t>{2, 3}));
+  EXPECT_THROW(ParallelLayout(1, 1, 4, {}, 1, 0), std::invalid_argument);
+}
+
 TEST(ParallelLayout, ContextParallelRanksAreInnermost) {
   // dp 2 x pp 2 x cp 2: rank = (dp * pp + stage) * cp + cp_rank.
   const ParallelLayout layout(2, 2, 4, {}, 2);

@@ -259,22 +259,22 @@ TEST_F(ReportFixture, JsonCarriesRunsMethodsAblationAndContext) {
 TEST_F(ReportFixture, CsvHeaderAndRow) {
   const std::string csv = report_to_csv(*report_);
   const std::string header =
-      "run,method,attention,batching,budget,dst_anchor,dst_p,dst_raise,dp,pp,cp,cp_layout,seed,state,simulated,profile_kind,"
+      "run,method,attention,batching,budget,dst_anchor,dst_p,dst_raise,dp,pp,cp,tp,cp_layout,seed,state,simulated,profile_kind,"
       "iterations_recorded,iterations_measured,iter_ms_median,iter_ms_min,iter_ms_max,iter_ms_p25,iter_ms_p75,"
       "speedup,speedup_baseline_run,imbalance_median,imbalance_min,imbalance_max,imbalance_p25,imbalance_p75,"
       "dp_imbalance_median,slot_imbalance_median,cp_worker_imbalance_median,cp_work_imbalance_median,bubble_fraction_mean,bubble_fraction_max,overhead_ms,overhead_pct,allreduce_ms,tokens_per_s,loss_first,"
       "loss_final,coverage_mean,budget_mean,effective_budget_mean,reference_budget_mean,prediction_mape,runqueue_wait_pct,git_sha,"
       "longbench_avg,niah_score\n";
   ASSERT_EQ(csv.substr(0, header.size()), header);
-  EXPECT_NE(csv.find("\nbase__seed=1,base,moba,sequential,fixed,,,,2,2,1,,1,complete,false,none,4,3,400,390,430,395,415,"
+  EXPECT_NE(csv.find("\nbase__seed=1,base,moba,sequential,fixed,,,,2,2,1,1,,1,complete,false,none,4,3,400,390,430,395,415,"
                      "1,base__seed=1,1.2,1.1,1.5,1.15,1.35,,,,,0.2,0.5,2,0.5,4,4918.032787,5,2,,,,,,,aaa111,40,0.95\n"),
             std::string::npos)
       << csv;
-  EXPECT_NE(csv.find("\nsab__seed=1,sab,moba,sab,fixed,,,,2,2,1,,1,complete,false,none,4,3,320,310,350,315,335,1.25,"),
+  EXPECT_NE(csv.find("\nsab__seed=1,sab,moba,sab,fixed,,,,2,2,1,1,,1,complete,false,none,4,3,320,310,350,315,335,1.25,"),
             std::string::npos);
   EXPECT_NE(csv.find(",0.2,0.5,2,0.625,4,6122.44898,5,2,,,,,14,13.65671642,aaa111,,\n"), std::string::npos)
       << csv;  // sab seed 1
-  EXPECT_NE(csv.find("\nsim_sab__seed=3,sim_sab,moba,sequential,fixed,,,,2,2,1,,3,complete,true,"), std::string::npos);
+  EXPECT_NE(csv.find("\nsim_sab__seed=3,sim_sab,moba,sequential,fixed,,,,2,2,1,1,,3,complete,true,"), std::string::npos);
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 15);
 }
 

@@ -8,6 +8,8 @@
 #include "common/errors.h"
 #include "harness/config/manifest.h"
 #include "harness/latency/analytic_profile.h"
+#include "harness/latency/latency_predictor.h"
+#include "harness/latency/run_profiles/sim_profile.h"
 #include "harness/sim/cluster_model.h"
 #include "harness/sim/coverage_model.h"
 #include "harness/sim/fit/coverage_fit.h"
@@ -363,33 +365,81 @@ TEST(SimulationManifest, ClusterBlockErrorsNameTheJsonPath) {
   EXPECT_EQ(manifest_to_json(parse_manifest(manifest_to_json(m), "m.json")), manifest_to_json(m));
 }
 
-TEST(SimulationManifest, TpIsAcceptedButTheTrainerRejectsIt) {
+// The trainer runs tp where it splits the model (qwen2-test: 2 key/value heads,
+// intermediate size 64): tp 2 passes, tp 4 is refused naming the heads; tp 0 is malformed.
+TEST(SimulationManifest, TrainerTakesTpThatSplitsTheModelsKeyValueHeads) {
   json j = tiny_manifest_json();
+  j["methods"] = json::array({{{"name", "x"}, {"preset", "baseline"}}});  // no profile needed
   j["parallelism"]["tp"] = 2;
   const Manifest m = parse_manifest(j, "m.json");
   EXPECT_EQ(m.parallelism.tp, 2);
+  EXPECT_NO_THROW(check_runnable_by_trainer(m));
+  j["parallelism"]["tp"] = 4;
   try {
-    check_runnable_by_trainer(m);
-    ADD_FAILURE() << "tp 2 accepted by the trainer";
+    check_runnable_by_trainer(parse_manifest(j, "m.json"));
+    ADD_FAILURE() << "tp 4 accepted with 2 key/value heads";
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.json_path(), "$.parallelism.tp");
-    EXPECT_NE(e.problem().find("simulate"), std::string::npos);
+    EXPECT_NE(e.problem().find("key/value heads"), std::string::npos) << e.problem();
   }
   j["parallelism"]["tp"] = 0;
   EXPECT_EQ(test::manifest_error_path(j), "$.parallelism.tp");
 }
 
-TEST(SimulationManifest, RunCommandRejectsTp) {
+// A profile measured for the run's tp times one TP rank's share of a layer, so the
+// simulator takes its compute as it is; a whole layer's profile it divides by tp. At tp 2,
+// per micro-batch: share - divided = (the tp 1 run's time) / 2, the TP all-reduces being
+// the same in both. A profile of another tp is refused.
+TEST(SimulationManifest, ATpShareProfileIsNotDividedAgain) {
+  json j = tiny_manifest_json();
+  j["methods"] = json::array({{{"name", "x"}, {"preset", "baseline"}}});
+  const Manifest one = tiny_run(j);
+  j["parallelism"]["tp"] = 2;
+  const Manifest two = tiny_run(j);
+  const SimProfile whole = load_sim_profile(two, 64, std::nullopt);
+  const auto profiled_for = [&](int64_t tp) {
+    LatencyProfile profile = whole.predictor->profile();
+    profile.training.tensor_parallel = tp;
+    SimProfile s = whole;
+    s.predictor = std::make_shared<const LatencyPredictor>(profile, whole.predictor->options());
+    return s;
+  };
+  RunSimulatorOptions options;
+  options.fixed_plan_ms = 0;
+  const auto microbatch_ms = [&](const Manifest& m, const SimProfile& profile) {
+    RunSimulator simulator(m, profile, simulation_cluster(m), options);
+    return simulator.simulate_iteration(0).record.microbatch_ms;
+  };
+  const std::vector<double> base = microbatch_ms(one, whole);
+  const std::vector<double> divided = microbatch_ms(two, whole);
+  const std::vector<double> share = microbatch_ms(two, profiled_for(2));
+  ASSERT_FALSE(base.empty());
+  ASSERT_EQ(share.size(), base.size());
+  ASSERT_EQ(divided.size(), base.size());
+  for (size_t i = 0; i < base.size(); ++i) {
+    EXPECT_GT(divided[i], base[i] / 2) << "the TP all-reduces are in the tp 2 times";
+    EXPECT_NEAR(share[i] - divided[i], base[i] / 2, 1e-9 * base[i]) << "micro-batch " << i;
+  }
+  try {
+    RunSimulator simulator(two, profiled_for(3), simulation_cluster(two), options);
+    ADD_FAILURE() << "a profile measured for tp 3 accepted for tp 2";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.json_path(), "$.simulation.profile");
+  }
+}
+
+// `run` refuses a tp the model cannot split before any rank starts; `simulate` models it
+// (the simulator's TP rule needs no split of real heads).
+TEST(SimulationManifest, RunCommandRefusesATpTheModelCannotSplit) {
   const auto dir = test::fresh_temp_dir("sim_tp");
   json j = tiny_manifest_json();
-  j["parallelism"]["tp"] = 2;
+  j["parallelism"]["tp"] = 4;
   j["methods"] = json::array({{{"name", "x"}, {"preset", "baseline"}}});
   std::ofstream(dir / "m.json") << j.dump();
   const test::CommandResult r = test::run_command(test::sparsebalance_binary() + " run " + (dir / "m.json").string() +
                                                   " --results " + (dir / "results").string());
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("$.parallelism.tp"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("simulate"), std::string::npos) << r.output;
   const test::CommandResult s = test::run_command(test::sparsebalance_binary() + " simulate " +
                                                   (dir / "m.json").string() + " --results " + (dir / "results").string());
   EXPECT_EQ(s.exit_code, 0) << s.output;

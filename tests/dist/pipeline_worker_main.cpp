@@ -1,7 +1,11 @@
 // One rank of the DP x PP tests, started by test_pipeline_parallel.cpp with torchrun's
 // variables. Usage:
 //   sb_pipeline_worker gradients MANIFEST OUT_DIR   iteration 0's gradients (summed over
-//       DP, before clipping) and loss sum -> OUT_DIR/rank<r>.safetensors
+//       DP, before clipping; this TP rank's shards) and loss sum -> OUT_DIR/rank<r>.safetensors
+//   sb_pipeline_worker checkpoint MANIFEST OUT_DIR  one training iteration, a checkpoint of
+//       it under OUT_DIR/run/checkpoints/ (pp = 1), then every rank's logits of the trained
+//       model on iteration 1's global batch packed as one micro-batch (under TP: this
+//       rank's vocabulary columns) -> OUT_DIR/logits-rank<r>.safetensors
 //   sb_pipeline_worker record MANIFEST OUT_DIR      one training iteration with the
 //       recording attention backend and budgeting batching; rank 0 writes the record
 //       to OUT_DIR/record.json, every rank its budget requests to requests-rank<r>.json
@@ -17,6 +21,9 @@
 #include "harness/config/manifest.h"
 #include "harness/parallel/process_group.h"
 #include "harness/parallel/rank_context.h"
+#include "harness/data/packed_microbatch.h"
+#include "harness/data/synthetic_dataset.h"
+#include "harness/train/checkpoint.h"
 #include "harness/train/trainer.h"
 #include "models/safetensors/safetensors_writer.h"
 #include "tests/support/recording_attention_backend.h"
@@ -29,6 +36,7 @@ int write_gradients(sb::Trainer& trainer, const std::filesystem::path& out, int 
   const sb::GradientPass pass = trainer.compute_gradients(0);
   std::vector<std::pair<std::string, at::Tensor>> grads;
   for (const sb::StageParameter& p : trainer.stage().parameters()) {
+    if (!p.tensor.grad().defined()) continue;  // frozen under LoRA
     grads.emplace_back(p.tied_copy ? p.name + "@tied_copy" : p.name, p.tensor.grad());
   }
   char loss[64];
@@ -39,7 +47,26 @@ int write_gradients(sb::Trainer& trainer, const std::filesystem::path& out, int 
                          {"stage", std::to_string(trainer.context().stage())},
                          {"dp_rank", std::to_string(trainer.context().dp_rank())},
                          {"cp_rank", std::to_string(trainer.context().cp_rank())},
+                         {"tp_rank", std::to_string(trainer.context().tp_rank())},
                          {"microbatches", std::to_string(pass.plan.ranks[trainer.context().dp_rank()].size())}});
+  return 0;
+}
+
+// The `checkpoint` mode (see the usage above).
+int checkpoint_and_logits(sb::Trainer& trainer, const std::filesystem::path& out, int rank) {
+  trainer.train_iteration(0);
+  sb::save_checkpoint(out / "run", 1, trainer.run(), trainer.context(), trainer.stage(), trainer.optimizer());
+  const sb::Manifest& m = trainer.run().manifest;
+  const sb::SyntheticDataset data(m.data.synthetic, m.seed);
+  const std::vector<sb::Sample> batch = data.global_batch(1, m.train.global_batch_size);
+  std::vector<const sb::Sample*> all;
+  for (const sb::Sample& s : batch) all.push_back(&s);
+  const sb::PackedMicroBatch packed = sb::pack_microbatch(all);
+  c10::NoGradGuard no_grad;
+  trainer.stage().set_training(false);
+  const at::Tensor logits = trainer.stage().forward(packed.tokens, packed.position_ids, packed.sequences);
+  sb::write_safetensors(out / ("logits-rank" + std::to_string(rank) + ".safetensors"), {{"logits", logits}},
+                        {{"tp_rank", std::to_string(trainer.context().tp_rank())}});
   return 0;
 }
 
@@ -47,7 +74,7 @@ int write_gradients(sb::Trainer& trainer, const std::filesystem::path& out, int 
 
 int main(int argc, char** argv) {
   if (argc != 4) {
-    std::cerr << "usage: sb_pipeline_worker gradients|record MANIFEST OUT_DIR\n";
+    std::cerr << "usage: sb_pipeline_worker gradients|checkpoint|record MANIFEST OUT_DIR\n";
     return 2;
   }
   const std::string mode = argv[1];
@@ -73,6 +100,7 @@ int main(int argc, char** argv) {
     }
     sb::Trainer trainer(run, context, options);
     if (mode == "gradients") return write_gradients(trainer, out, env.rank);
+    if (mode == "checkpoint") return checkpoint_and_logits(trainer, out, env.rank);
     if (mode != "record") {
       std::cerr << "unknown mode " << mode << "\n";
       return 2;

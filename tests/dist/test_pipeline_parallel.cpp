@@ -21,6 +21,7 @@
 #include "harness/config/manifest.h"
 #include "harness/data/packed_microbatch.h"
 #include "harness/data/synthetic_dataset.h"
+#include "models/qwen2/qwen2_hf_checkpoint.h"
 #include "models/qwen2/qwen2_model.h"
 #include "models/safetensors/safetensors_file.h"
 #include "tests/support/free_tcp_port.h"
@@ -44,13 +45,25 @@ struct Case {
   int64_t cp = 1;                     // context parallelism: the ring over cp ranks
   std::string cp_layout = "striped";
   int64_t cp_inner = 0;               // 0: a flat ring
+  int64_t tp = 1;                     // tensor parallelism with sequence parallelism
+  std::string attention = "dense";    // "moba": block 8, top-k 2
+  bool lora = false;                  // LoRA r 4 on every projection, the rest frozen
 };
+
+// The same case on one process: dp = pp = cp = tp = 1.
+Case one_process_case(Case c) {
+  c.name += "_one_process";
+  c.dp = c.pp = c.cp = c.tp = 1;
+  c.stage_layers.clear();
+  return c;
+}
 
 json case_manifest(const Case& c) {
   json j = json::parse(R"({
     "seed": 11,
     "data": {"synthetic": {"length_mixture": [{"min_tokens": 8, "max_tokens": 60}]}},
-    "train": {"iterations": 1, "warmup_iterations": 0, "max_tokens_per_microbatch": 64},
+    "train": {"iterations": 1, "warmup_iterations": 0, "max_tokens_per_microbatch": 64, "lr": 0.01,
+              "lr_warmup_fraction": 0},
     "methods": [{"name": "dense"}]
   })");
   j["name"] = c.name;
@@ -64,6 +77,14 @@ json case_manifest(const Case& c) {
     j["parallelism"]["cp_inner"] = c.cp_inner;
   }
   if (!c.stage_layers.empty()) j["parallelism"]["stage_layers"] = c.stage_layers;
+  if (c.tp > 1) j["parallelism"]["tp"] = c.tp;
+  if (c.attention == "moba") {
+    j["methods"] = json::parse(R"([{"name": "moba", "attention": {"name": "moba", "block_size": 8, "top_k": 2}}])");
+  }
+  if (c.lora) {
+    j["train"]["lora"] = {{"rank", 4}, {"alpha", 8.0}, {"dropout", 0.0},
+                          {"target_modules", {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}}};
+  }
   return j;
 }
 
@@ -71,7 +92,7 @@ json case_manifest(const Case& c) {
 void run_workers(const std::string& mode, const Case& c, const fs::path& dir) {
   const fs::path manifest = dir / "manifest.json";
   std::ofstream(manifest) << case_manifest(c).dump(2);
-  const int world = static_cast<int>(c.dp * c.pp * c.cp);
+  const int world = static_cast<int>(c.dp * c.pp * c.cp * c.tp);
   const int port = test::free_tcp_port();
   std::vector<test::Worker> workers;
   for (int rank = 0; rank < world; ++rank) {
@@ -126,6 +147,37 @@ std::vector<int64_t> microbatch_counts(const GlobalBatchPlan& plan) {
   return counts;
 }
 
+// The one-process trainer's gradients (a worker run alone): the oracle where the plain
+// model cannot be one (MoBA's budgets come through the trainer, LoRA freezes the base).
+Oracle one_process_worker_oracle(const Case& c) {
+  const Case alone = one_process_case(c);
+  Oracle o;
+  o.plan = one_process_oracle(c).plan;  // the plan the layout's ranks compute
+  const fs::path dir = test::fresh_temp_dir("pp_" + alone.name);
+  run_workers("gradients", alone, dir);
+  const SafetensorsFile file = SafetensorsFile::open(dir / "rank0.safetensors");
+  o.loss = std::stod(file.metadata().at("loss_sum")) / std::stod(file.metadata().at("loss_tokens"));
+  for (const std::string& name : file.names()) o.grads[name] = file.tensor(name);
+  fs::remove_all(dir);
+  return o;
+}
+
+// A gradient whole again from its TP shards (in TP rank order): a tensor held whole has
+// the reference's shape on every rank and must be the same on all; a split one differs
+// from the reference in one dimension, along which the shards are put together.
+at::Tensor from_tensor_parallel_shards(const std::vector<at::Tensor>& shards, const at::Tensor& reference,
+                                       const std::string& name) {
+  if (shards.front().sizes() == reference.sizes()) {
+    for (const at::Tensor& s : shards) EXPECT_TRUE(at::equal(s, shards.front())) << name << " differs between TP ranks";
+    return shards.front();
+  }
+  for (int64_t d = 0; d < reference.dim(); ++d) {
+    if (shards.front().size(d) != reference.size(d)) return at::cat(shards, d);
+  }
+  ADD_FAILURE() << name;
+  return shards.front();
+}
+
 // Compares every worker's gradients and the summed loss with the oracle.
 void expect_equal_to_one_process(const Case& c, const fs::path& dir, const Oracle& oracle) {
   double loss_sum = 0;
@@ -133,20 +185,30 @@ void expect_equal_to_one_process(const Case& c, const fs::path& dir, const Oracl
   std::set<std::string> covered;
   double worst = 0;
   std::string worst_name;
-  for (int64_t rank = 0; rank < c.dp * c.pp * c.cp; ++rank) {
+  // (first rank of the TP group, name) -> shards in TP rank order
+  std::map<std::pair<int64_t, std::string>, std::vector<at::Tensor>> shards;
+  for (int64_t rank = 0; rank < c.dp * c.pp * c.cp * c.tp; ++rank) {
     const SafetensorsFile file = SafetensorsFile::open(dir / ("rank" + std::to_string(rank) + ".safetensors"));
     const auto& meta = file.metadata();
     const int64_t stage = std::stoll(meta.at("stage")), dp_rank = std::stoll(meta.at("dp_rank"));
-    EXPECT_EQ(std::stoll(meta.at("cp_rank")), rank % c.cp);
-    EXPECT_EQ(stage, rank / c.cp % c.pp);
-    EXPECT_EQ(dp_rank, rank / c.cp / c.pp);
+    EXPECT_EQ(std::stoll(meta.at("tp_rank")), rank % c.tp);
+    EXPECT_EQ(std::stoll(meta.at("cp_rank")), rank / c.tp % c.cp);
+    EXPECT_EQ(stage, rank / c.tp / c.cp % c.pp);
+    EXPECT_EQ(dp_rank, rank / c.tp / c.cp / c.pp);
     EXPECT_EQ(std::stoll(meta.at("microbatches")), microbatch_counts(oracle.plan)[static_cast<size_t>(dp_rank)]);
-    if (stage == c.pp - 1) loss_sum += std::stod(meta.at("loss_sum"));
+    // Every TP rank of a last stage computes the whole loss: count TP rank 0's.
+    if (stage == c.pp - 1 && rank % c.tp == 0) loss_sum += std::stod(meta.at("loss_sum"));
     loss_tokens = std::stoll(meta.at("loss_tokens"));
-    for (const std::string& name : file.names()) {
+    for (const std::string& name : file.names()) shards[{rank - rank % c.tp, name}].push_back(file.tensor(name));
+  }
+  for (const auto& [key, parts] : shards) {
+    const auto& [rank, name] = key;
+    {
       const std::string module_path = name.substr(0, name.find('@'));
       ASSERT_TRUE(oracle.grads.count(module_path)) << name;
-      const at::Tensor mine = file.tensor(name), reference = oracle.grads.at(module_path);
+      ASSERT_EQ(static_cast<int64_t>(parts.size()), c.tp) << name;
+      const at::Tensor reference = oracle.grads.at(module_path);
+      const at::Tensor mine = from_tensor_parallel_shards(parts, reference, name);
       ASSERT_EQ(mine.sizes(), reference.sizes()) << name;
       const double diff = (mine.to(at::kDouble) - reference.to(at::kDouble)).abs().max().item<double>();
       if (diff > worst) {
@@ -158,6 +220,11 @@ void expect_equal_to_one_process(const Case& c, const fs::path& dir, const Oracl
       if (name.find('@') == std::string::npos) covered.insert(module_path);
     }
   }
+  if (c.lora) {
+    for (const auto& item : oracle.grads) {
+      EXPECT_NE(item.first.find(".lora_"), std::string::npos) << "LoRA trains the adapters only: " << item.first;
+    }
+  }
   std::cout << "[" << c.name << "] loss " << loss_sum / static_cast<double>(loss_tokens) << " vs one process "
             << oracle.loss << "; largest gradient difference " << worst << " (" << worst_name << ")\n";
   EXPECT_NEAR(loss_sum / static_cast<double>(loss_tokens), oracle.loss, 1e-5 * oracle.loss);
@@ -166,7 +233,8 @@ void expect_equal_to_one_process(const Case& c, const fs::path& dir, const Oracl
 
 void check_case(const Case& c, const std::function<void(const GlobalBatchPlan&)>& expect_plan) {
   const fs::path dir = test::fresh_temp_dir("pp_" + c.name);
-  const Oracle oracle = one_process_oracle(c);
+  const bool plain_model = c.attention == "dense" && !c.lora;
+  const Oracle oracle = plain_model ? one_process_oracle(c) : one_process_worker_oracle(c);
   expect_plan(oracle.plan);
   std::set<int64_t> lengths;
   for (const auto& rank : oracle.plan.ranks) {
@@ -240,6 +308,104 @@ TEST(ContextParallel, PipelineTwoTimesCpTwoWithTiedEmbeddingsEqualsOneProcess) {
   check_case({"pp2xcp2", 1, 2, "qwen2-tiny", 5, {}, 2, "contiguous"}, [](const GlobalBatchPlan& plan) {
     EXPECT_GT(plan.ranks[0].size(), 2u) << "steady 1F1B phase: more micro-batches than stages";
   });
+}
+
+// Tensor parallelism with sequence parallelism (docs/tensor_parallel.md): heads, MLP
+// columns and the vocabulary split over the TP ranks, the residual stream split by
+// tokens. qwen2-test-kv4: GQA 8:4 and a vocabulary of 125 (uneven shards at tp 2 and 4),
+// tied embeddings; micro-batches of different lengths whose token counts mostly do not
+// divide by tp (padding rows). The gradients of the split tensors are compared after
+// putting the TP ranks' shards together.
+Case tp_case(const std::string& name, int64_t dp, int64_t pp, int64_t tp, int64_t batch, const std::string& attention,
+             bool lora) {
+  Case c{name, dp, pp, "qwen2-test-kv4", batch, {}};
+  c.tp = tp;
+  c.attention = attention;
+  c.lora = lora;
+  return c;
+}
+
+const auto any_plan = [](const GlobalBatchPlan&) {};
+
+TEST(TensorParallel, TwoRanksEqualOneProcess) { check_case(tp_case("tp2", 1, 1, 2, 6, "dense", false), any_plan); }
+
+TEST(TensorParallel, FourRanksEqualOneProcess) { check_case(tp_case("tp4", 1, 1, 4, 5, "dense", false), any_plan); }
+
+TEST(TensorParallel, TwoRanksWithMobaEqualOneProcess) {
+  check_case(tp_case("tp2_moba", 1, 1, 2, 6, "moba", false), any_plan);
+}
+
+TEST(TensorParallel, TwoRanksWithLoraEqualOneProcess) {
+  check_case(tp_case("tp2_lora", 1, 1, 2, 6, "dense", true), any_plan);
+}
+
+TEST(TensorParallel, DataParallelTwoTimesTpTwoWithMobaEqualsOneProcess) {
+  check_case(tp_case("dp2xtp2_moba", 2, 1, 2, 8, "moba", false), [](const GlobalBatchPlan& plan) {
+    const auto counts = microbatch_counts(plan);
+    EXPECT_NE(counts[0], counts[1]) << "DP ranks should train different micro-batch counts";
+  });
+}
+
+TEST(TensorParallel, PipelineTwoTimesTpTwoWithLoraAndTiedEmbeddingsEqualsOneProcess) {
+  check_case(tp_case("pp2xtp2_lora", 1, 2, 2, 5, "dense", true), [](const GlobalBatchPlan& plan) {
+    EXPECT_GT(plan.ranks[0].size(), 2u) << "steady 1F1B phase: more micro-batches than stages";
+  });
+}
+
+TEST(TensorParallel, DataTwoPipelineTwoTensorTwoEqualsOneProcess) {
+  check_case(tp_case("dp2xpp2xtp2", 2, 2, 2, 8, "dense", false), any_plan);
+}
+
+TEST(TensorParallel, DataTwoPipelineTwoTensorTwoWithMobaAndLoraEqualsOneProcess) {
+  check_case(tp_case("dp2xpp2xtp2_moba_lora", 2, 2, 2, 8, "moba", true), any_plan);
+}
+
+// Checkpoints are unsharded (HF layout) whatever the TP degree: one saved by two TP ranks
+// after a training step loads into the plain one-process model, whose logits equal
+// those the two ranks compute (their vocabulary columns put together). With LoRA the
+// adapters are folded into their split projections before the shards are gathered.
+void expect_tp_checkpoint_gives_the_same_logits(const Case& c) {
+  const fs::path dir = test::fresh_temp_dir("pp_" + c.name);
+  run_workers("checkpoint", c, dir);
+  if (::testing::Test::HasFatalFailure()) return;
+  const fs::path saved = dir / "run" / "checkpoints" / "iter_00000001";
+  ASSERT_TRUE(fs::exists(saved / "config.json")) << saved;
+  Qwen2ForCausalLM model = qwen2_load_hf_model(saved, make_attention_backend("dense"));
+  model->eval();
+  const Manifest m = parse_manifest(case_manifest(c), c.name);
+  const SyntheticDataset data(m.data.synthetic, m.seed);
+  const std::vector<Sample> batch = data.global_batch(1, m.train.global_batch_size);
+  std::vector<const Sample*> all;
+  for (const Sample& s : batch) all.push_back(&s);
+  const PackedMicroBatch packed = pack_microbatch(all);
+  at::Tensor expected;
+  {
+    c10::NoGradGuard no_grad;
+    expected = model->forward(packed.tokens, packed.position_ids, packed.sequences);
+  }
+  std::vector<at::Tensor> columns;
+  for (int64_t r = 0; r < c.tp; ++r) {
+    columns.push_back(SafetensorsFile::open(dir / ("logits-rank" + std::to_string(r) + ".safetensors")).tensor("logits"));
+  }
+  const at::Tensor logits = at::cat(columns, 1);
+  ASSERT_EQ(logits.sizes(), expected.sizes());
+  const double diff = (logits - expected).abs().max().item<double>();
+  std::cout << "[" << c.name << "] largest logit difference, TP " << c.tp << " ranks vs the checkpoint at TP 1: " << diff << "\n";
+  EXPECT_LE(diff, 1e-5);
+  // Non-vacuous: the step changed the weights (the seeded initial model gives other logits).
+  at::manual_seed(static_cast<uint64_t>(m.seed));
+  Qwen2ForCausalLM initial(qwen2_preset(m.model.preset), make_attention_backend("dense"));
+  c10::NoGradGuard no_grad;
+  EXPECT_GT((initial->forward(packed.tokens, packed.position_ids, packed.sequences) - expected).abs().max().item<double>(), 1e-3);
+  fs::remove_all(dir);
+}
+
+TEST(TensorParallel, CheckpointSavedAtTpTwoLoadsAtTpOneWithTheSameLogits) {
+  expect_tp_checkpoint_gives_the_same_logits(tp_case("tp2_checkpoint", 1, 1, 2, 6, "dense", false));
+}
+
+TEST(TensorParallel, LoraCheckpointSavedAtTpTwoLoadsAtTpOneWithTheSameLogits) {
+  expect_tp_checkpoint_gives_the_same_logits(tp_case("tp2_lora_checkpoint", 1, 1, 2, 6, "dense", true));
 }
 
 TEST(PipelineParallel, BudgetsReachEveryStageAndStatisticsReachTheRecord) {

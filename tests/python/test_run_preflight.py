@@ -46,7 +46,7 @@ def test_a_world_larger_than_the_machine_is_refused_before_anything_starts(tmp_p
     path, proc = run(tmp_path, m)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert f"{path}: $.parallelism" in proc.stderr
-    assert "dp x pp = 100000 ranks do not fit on this machine" in proc.stderr
+    assert "dp x pp x cp x tp = 100000 ranks do not fit on this machine" in proc.stderr
     assert "--max-local-ranks" in proc.stderr
     assert "starting" not in proc.stderr
     assert not (tmp_path / "results").exists()

@@ -52,10 +52,12 @@ std::string shell_word(const std::string& text) {
   return quoted + "'";
 }
 
-// The manifest's training options as a profile's key; LoRA targets in the model's layer
-// order, so that the same set always reads the same.
-LatencyProfileTraining profile_training_of(const TrainSection& train) {
+// The manifest's training options (and TP degree) as a profile's key; LoRA targets in
+// the model's layer order, so that the same set always reads the same.
+LatencyProfileTraining profile_training_of(const Manifest& manifest) {
+  const TrainSection& train = manifest.train;
   LatencyProfileTraining training;
+  training.tensor_parallel = manifest.parallelism.tp;
   training.precision = train.precision;
   training.activation_checkpointing = train.activation_checkpointing;
   if (train.lora) {
@@ -96,8 +98,8 @@ std::string profile_json_path(const RunSpec& run) {
 // puts every rank on this host).
 int rank_threads(const Manifest& manifest) {
   return static_cast<int>(
-      rank_thread_count(manifest.train.threads,
-                        manifest.parallelism.dp * manifest.parallelism.pp * manifest.parallelism.cp));
+      rank_thread_count(manifest.train.threads, manifest.parallelism.dp * manifest.parallelism.pp *
+                                                    manifest.parallelism.cp * manifest.parallelism.tp));
 }
 
 }  // namespace
@@ -109,7 +111,7 @@ ProfileRequest default_profile_request(const Manifest& manifest, const MethodSec
   request.config = manifest.model.config;
   request.attention = method.attention;
   request.device = manifest.train.device_name();
-  request.training = profile_training_of(manifest.train);
+  request.training = profile_training_of(manifest);
   request.seed = static_cast<uint64_t>(manifest.seed);
   const int64_t top = next_power_of_two(std::max<int64_t>(longest_sample, 64));
   for (int64_t len = std::max<int64_t>(16, top / 128); len <= top; len *= 2) request.seq_lens.push_back(len);
@@ -164,6 +166,7 @@ std::string profile_command_line(const ProfileRequest& request, const fs::path& 
   }
   line << " --device " << request.device << " --precision " << qwen2_precision_name(request.training.precision);
   if (request.training.activation_checkpointing) line << " --activation-checkpointing";
+  if (request.training.tensor_parallel > 1) line << " --tensor-parallel " << request.training.tensor_parallel;
   if (const auto& lora = request.training.lora) {
     line << " --lora-rank " << lora->rank << " --lora-alpha " << json(lora->alpha).dump() << " --lora-targets "
          << join(lora->target_modules);
@@ -224,7 +227,7 @@ void check_profile_matches(const LatencyProfile& profile, const Manifest& manife
   if (profile.device != device) refuse(" was measured on " + profile.device + ", but the run trains on " + device);
 
   // How the run trains changes a layer's time as much as the model does (latency_profile.h).
-  const LatencyProfileTraining run = profile_training_of(manifest.train);
+  const LatencyProfileTraining run = profile_training_of(manifest);
   const LatencyProfileTraining& measured = profile.training;
   if (measured.precision != run.precision) {
     refuse(" was measured in precision " + qwen2_precision_name(measured.precision) + ", but the run trains in " +
@@ -238,6 +241,11 @@ void check_profile_matches(const LatencyProfile& profile, const Manifest& manife
   if (!same_lora_timing(measured.lora, run.lora)) {
     refuse(" was measured for " + latency_profile_lora_text(measured.lora) + ", but the run trains " +
            latency_profile_lora_text(run.lora) + " ($.train.lora)");
+  }
+  if (measured.tensor_parallel != run.tensor_parallel) {
+    refuse(" was measured for one of " + std::to_string(measured.tensor_parallel) +
+           " tensor-parallel ranks, but the run has tp " + std::to_string(run.tensor_parallel) +
+           " ($.parallelism.tp); a TP rank computes 1 / tp of each layer");
   }
 }
 

@@ -11,25 +11,30 @@ namespace sb {
 GradientSync::GradientSync(const std::vector<StageParameter>& parameters, int64_t bucket_bytes,
                            c10::intrusive_ptr<c10d::Backend> data_parallel,
                            c10::intrusive_ptr<c10d::Backend> embedding, std::chrono::milliseconds timeout,
-                           std::string who)
-    : data_parallel_(std::move(data_parallel)), embedding_(std::move(embedding)), timeout_(timeout),
+                           std::string who, c10::intrusive_ptr<c10d::Backend> tensor_parallel)
+    : data_parallel_(std::move(data_parallel)),
+      embedding_(std::move(embedding)),
+      tensor_parallel_(std::move(tensor_parallel)),
+      timeout_(timeout),
       who_(std::move(who)) {
   if (bucket_bytes < 1) throw std::invalid_argument("GradientSync: bucket_bytes must be >= 1");
   size_t begin = 0;
   while (begin < parameters.size()) {
-    // A bucket: consecutive parameters of one dtype and device up to bucket_bytes
-    // (a larger parameter gets a bucket of its own).
+    // A bucket: consecutive parameters of one dtype and device, all split or all whole
+    // under TP, up to bucket_bytes (a larger parameter gets a bucket of its own).
     const at::TensorOptions options = parameters[begin].tensor.options();
+    const bool whole = parameters[begin].tp_split_dim < 0;
     size_t end = begin;
     int64_t numel = 0;
     while (end < parameters.size()) {
       const at::Tensor& t = parameters[end].tensor;
       if (t.scalar_type() != options.dtype().toScalarType() || t.device() != options.device()) break;
+      if ((parameters[end].tp_split_dim < 0) != whole) break;
       if (end > begin && (numel + t.numel()) * t.element_size() > bucket_bytes) break;
       numel += t.numel();
       ++end;
     }
-    Bucket bucket{at::zeros({numel}, options.requires_grad(false))};
+    Bucket bucket{at::zeros({numel}, options.requires_grad(false)), whole};
     int64_t offset = 0;
     for (size_t i = begin; i < end; ++i) {
       at::Tensor param = parameters[i].tensor;
@@ -63,6 +68,20 @@ void GradientSync::all_reduce() {
       for (auto& w : works) w->wait(timeout_);
     } catch (const std::exception& e) {
       throw std::runtime_error(who_ + ": the data-parallel gradient all-reduce failed: " + error_text(e));
+    }
+  }
+  if (tensor_parallel_) {
+    c10d::AllreduceOptions sum;
+    sum.reduceOp = c10d::ReduceOp::SUM;
+    try {
+      for (Bucket& b : buckets_) {
+        if (!b.tp_whole) continue;
+        std::vector<at::Tensor> tensors{b.flat};
+        tensor_parallel_->allreduce(tensors, sum)->wait(timeout_);
+      }
+    } catch (const std::exception& e) {
+      throw std::runtime_error(who_ + ": summing the gradients of the tensors every TP rank holds whole (norms, "
+                               "LoRA factors) over the tensor-parallel group failed: " + error_text(e));
     }
   }
   if (embedding_) {

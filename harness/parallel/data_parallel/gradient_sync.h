@@ -9,6 +9,11 @@
 // Tied embeddings across stages: after the DP sum, the embedding matrix's gradient is
 // also summed between the first and the last stage of the pipeline (the embedding
 // group), so both copies hold the gradient of the one shared weight.
+//
+// Tensor parallelism: each rank's data-parallel group holds the same shard of the stage
+// (the same TP rank). Tensors every TP rank holds whole (StageParameter::tp_split_dim
+// -1: the norms, LoRA's replicated factors) get only this rank's part of their gradient,
+// so their buckets are summed over the TP group too, after the DP sum.
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
@@ -27,7 +32,7 @@ class GradientSync {
   GradientSync(const std::vector<StageParameter>& parameters, int64_t bucket_bytes,
                c10::intrusive_ptr<c10d::Backend> data_parallel,
                c10::intrusive_ptr<c10d::Backend> embedding, std::chrono::milliseconds timeout,
-               std::string who);
+               std::string who, c10::intrusive_ptr<c10d::Backend> tensor_parallel = {});
 
   void zero_grads();
   void all_reduce();
@@ -36,11 +41,12 @@ class GradientSync {
 
  private:
   struct Bucket {
-    at::Tensor flat;  // [numel]
+    at::Tensor flat;        // [numel]
+    bool tp_whole = false;  // its parameters are held whole by every TP rank
   };
   std::vector<Bucket> buckets_;
   at::Tensor embedding_grad_;  // view of the embedding (or tied head) gradient; undefined if none
-  c10::intrusive_ptr<c10d::Backend> data_parallel_, embedding_;
+  c10::intrusive_ptr<c10d::Backend> data_parallel_, embedding_, tensor_parallel_;
   std::chrono::milliseconds timeout_;
   std::string who_;
 };

@@ -44,6 +44,7 @@ class OneFOneBRun {
                             .dtype(stage.parameters().front().tensor.scalar_type())
                             .device(stage.device())) {
     result_.layer_stats.resize(microbatches.size());
+    if (stage_.tensor_parallel_group() != nullptr) result_.tp_comm_ms.assign(microbatches.size(), 0.0);
   }
 
   PipelineIterationResult run() {
@@ -79,8 +80,7 @@ class OneFOneBRun {
     at::Tensor input = stage_.is_first() ? mb.packed.tokens : s.input.requires_grad_(true);
     at::Tensor out = stage_.forward(input, mb.packed.position_ids, mb.packed.sequences);
     if (stage_.is_last()) {
-      at::Tensor summed =
-          at::cross_entropy_loss(out, mb.packed.labels, /*weight=*/{}, at::Reduction::Sum, kIgnoreLabel);
+      at::Tensor summed = stage_.cross_entropy_sum(out, mb.packed.labels);
       result_.loss_sum += summed.item<double>();
       s.output = summed / loss_divisor_;
     } else {
@@ -89,6 +89,19 @@ class OneFOneBRun {
     result_.layer_stats[i] = stage_.backend().take_layer_stats();
     synchronize(stage_.device());
     timeline_.record(EventKind::kForward, microbatch, start, timeline_.now_ms());
+    record_tensor_parallel_comm(microbatch);
+  }
+
+  // The TP collectives of the micro-batch's forward or backward just run: timeline
+  // events, and their summed time.
+  void record_tensor_parallel_comm(int64_t microbatch) {
+    TensorParallelGroup* group = stage_.tensor_parallel_group();
+    if (group == nullptr) return;
+    const double offset_ms = CommonClock::local_now_ms() - timeline_.now_ms();  // steady clock -> timeline
+    for (const TensorParallelGroup::Interval& c : group->take_intervals()) {
+      timeline_.record(EventKind::kTensorParallel, microbatch, c.start_ms - offset_ms, c.end_ms - offset_ms);
+      result_.tp_comm_ms[static_cast<size_t>(microbatch)] += c.end_ms - c.start_ms;
+    }
   }
 
   // The micro-batch's budget and sharding, for its forward and its backward alike.
@@ -112,12 +125,15 @@ class OneFOneBRun {
     s.input = at::Tensor();
     synchronize(stage_.device());
     timeline_.record(EventKind::kBackward, microbatch, start, timeline_.now_ms());
+    record_tensor_parallel_comm(microbatch);
   }
 
-  // The tensor an operation sends, or the buffer it receives into ([T, H], T from the plan).
+  // The tensor an operation sends, or the buffer it receives into ([R, H], R from the
+  // plan's T: T, or this TP rank's rows under sequence parallelism).
   at::Tensor transfer_tensor(const CommOp& op) {
     InFlight& s = state_[static_cast<size_t>(op.microbatch)];
-    const int64_t tokens = microbatches_[static_cast<size_t>(op.microbatch)].packed.sequences.total_tokens();
+    const int64_t tokens =
+        stage_.activation_rows(microbatches_[static_cast<size_t>(op.microbatch)].packed.sequences.total_tokens());
     const int64_t hidden = stage_.config().hidden_size;
     switch (op.kind) {
       case CommKind::kSendActivation:

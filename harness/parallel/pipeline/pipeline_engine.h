@@ -37,6 +37,9 @@ struct StageMicroBatch {
 struct PipelineIterationResult {
   double loss_sum = 0;  // last stage: summed token cross-entropy of its micro-batches
   std::vector<std::vector<AttentionLayerStats>> layer_stats;  // [micro-batch] this stage's layers
+  // Under TP: [micro-batch] time in this rank's TP collectives during its forward and
+  // backward, ms (events of kind kTensorParallel on the timeline); empty without TP.
+  std::vector<double> tp_comm_ms;
 };
 
 // channel may be null when the pipeline has one stage.

@@ -6,6 +6,8 @@
 
 #include <stdexcept>
 
+#include "harness/data/packed_microbatch.h"
+#include "harness/parallel/tensor_parallel/tensor_parallel_sharding.h"
 #include "models/qwen2/qwen2_checkpointing.h"
 #include "models/qwen2/qwen2_lora.h"
 
@@ -110,6 +112,52 @@ std::vector<std::pair<std::string, at::Tensor>> PipelineStage::merged_weights() 
   return qwen2_fold_adapters(parameters, modules);
 }
 
+void PipelineStage::enable_tensor_parallelism(std::shared_ptr<TensorParallelGroup> group) {
+  if (tp_group_) throw std::logic_error("PipelineStage: tensor parallelism is already on");
+  if (!group || group->size() == 1) return;
+  const int64_t tp = group->size(), rank = group->rank();
+  qwen2_tensor_parallel_rank_config(config_, tp);  // throws when tp does not divide the model
+  c10::NoGradGuard no_grad;
+  for (StageParameter& p : parameters_) {
+    p.tp_split_dim = tensor_parallel_split_dim(p.name);
+    if (p.tp_split_dim >= 0) p.tensor.set_data(tensor_parallel_shard(p.name, p.tensor, tp, rank));
+  }
+  tp_group_ = std::move(group);
+  sequence_parallel_ = std::make_shared<C10dSequenceParallel>(tp_group_);
+  for (auto& layer : decoder_layers_) layer->set_sequence_parallel(sequence_parallel_);
+  vocab_ = split_range(config_.vocab_size, tp, rank);
+}
+
+int64_t PipelineStage::activation_rows(int64_t tokens) const {
+  return sequence_parallel_ ? sequence_parallel_->local_rows(tokens) : tokens;
+}
+
+at::Tensor PipelineStage::cross_entropy_sum(const at::Tensor& logits, const at::Tensor& labels) {
+  if (tp_group_) return vocab_parallel_cross_entropy_sum(logits, labels, vocab_, *tp_group_);
+  return at::cross_entropy_loss(logits, labels, /*weight=*/{}, at::Reduction::Sum, kIgnoreLabel);
+}
+
+at::Tensor PipelineStage::full_tensor(const std::string& name, const at::Tensor& shard) const {
+  const int64_t dim = tensor_parallel_split_dim(name);
+  if (!tp_group_ || dim < 0) return shard;
+  const int64_t tp = tp_group_->size();
+  const bool vocabulary = name == "embed_tokens.weight" || name == "lm_head.weight";
+  const int64_t full = vocabulary ? config_.vocab_size : shard.size(dim) * tp;
+  // The split dimension first; shards of an uneven split (sizes floor or ceil of full /
+  // tp) padded to the widest for the gather and cut back after it.
+  const int64_t widest = (full + tp - 1) / tp;
+  at::Tensor rows = shard.detach().transpose(0, dim).contiguous();  // [n_r, ...]
+  if (rows.size(0) < widest) {
+    std::vector<int64_t> pad_shape = rows.sizes().vec();
+    pad_shape[0] = widest - rows.size(0);
+    rows = at::cat({rows, at::zeros(pad_shape, rows.options())}, 0);
+  }
+  const at::Tensor gathered = tp_group_->all_gather_rows(rows);  // [tp * widest, ...]
+  std::vector<at::Tensor> parts;
+  for (int64_t r = 0; r < tp; ++r) parts.push_back(gathered.narrow(0, r * widest, split_range(full, tp, r).size()));
+  return at::cat(parts, 0).transpose(0, dim).contiguous();
+}
+
 void PipelineStage::set_training(bool training) {
   if (embed_tokens_) embed_tokens_->train(training);
   for (auto& layer : decoder_layers_) layer->train(training);
@@ -119,18 +167,19 @@ void PipelineStage::set_training(bool training) {
 
 at::Tensor PipelineStage::forward(const at::Tensor& input, const at::Tensor& position_ids,
                                   const PackedSequences& sequences) {
-  const int64_t tokens = input.size(0);
+  const int64_t tokens = position_ids.size(0);
   sequences.check(tokens);
   Qwen2AutocastGuard autocast(device_.type(), precision_);
   at::Tensor h;
   if (is_first()) {
-    TORCH_CHECK(input.dim() == 1 && input.scalar_type() == at::kLong,
-                "PipelineStage: the first stage takes tokens [T] int64, got ", input.sizes());
-    h = embed_tokens_->forward(input);  // [T, H]
+    TORCH_CHECK(input.dim() == 1 && input.scalar_type() == at::kLong && input.size(0) == tokens,
+                "PipelineStage: the first stage takes tokens [T] int64 with T = ", tokens, ", got ", input.sizes());
+    h = sequence_parallel_ ? sequence_parallel_->scatter(vocab_parallel_embedding(input, embed_tokens_->weight, vocab_))
+                           : embed_tokens_->forward(input);  // [R, H]
   } else {
-    TORCH_CHECK(input.dim() == 2 && input.size(1) == config_.hidden_size,
-                "PipelineStage: stage ", stage_, " takes hidden states [T, ", config_.hidden_size,
-                "], got ", input.sizes());
+    TORCH_CHECK(input.dim() == 2 && input.size(0) == activation_rows(tokens) && input.size(1) == config_.hidden_size,
+                "PipelineStage: stage ", stage_, " takes hidden states [", activation_rows(tokens), ", ",
+                config_.hidden_size, "], got ", input.sizes());
     h = input;
   }
   const auto [cos, sin] = qwen2_rotary_tables(position_ids, config_);  // [T, D]
@@ -140,9 +189,10 @@ at::Tensor PipelineStage::forward(const at::Tensor& input, const at::Tensor& pos
                    : layer->forward(h, cos, sin, sequences, *backend_);
   }
   if (!is_last()) return h;
-  const at::Tensor normed = norm_->forward(h);
-  const at::Tensor logits = lm_head_ ? lm_head_->forward(normed)                  // [T, V]
-                                     : at::linear(normed, tied_head_weight_);     // tied
+  at::Tensor normed = norm_->forward(h);                                       // [R, H]
+  if (sequence_parallel_) normed = sequence_parallel_->gather(normed, tokens);  // [T, H]
+  const at::Tensor logits = lm_head_ ? lm_head_->forward(normed)               // [T, V or V / tp]
+                                     : at::linear(normed, tied_head_weight_);  // tied
   return logits.to(at::kFloat);
 }
 

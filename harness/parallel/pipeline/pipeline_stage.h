@@ -16,6 +16,12 @@
 // own copy of the embedding matrix as the head weight. Its gradient is summed with the
 // first stage's (GradientSync), so both copies take identical optimizer steps; the
 // copy is left out of the gradient norm and of checkpoints.
+//
+// Tensor parallelism (enable_tensor_parallelism, docs/tensor_parallel.md): the stage
+// keeps this TP rank's shards (tensor_parallel_sharding.h), the residual stream between
+// layers and stages is this rank's rows [ceil(T / tp), H] (sequence parallelism), the
+// embedding and head are split by vocabulary and the loss is the vocabulary-parallel
+// cross-entropy.
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
@@ -26,6 +32,8 @@
 #include <vector>
 
 #include "harness/parallel/parallel_layout.h"
+#include "harness/parallel/tensor_parallel/sequence_parallel_collectives.h"
+#include "harness/parallel/tensor_parallel/vocab_parallel.h"
 #include "kernels/attention/attention_backend.h"
 #include "models/qwen2/qwen2_model.h"
 #include "models/qwen2/qwen2_precision.h"
@@ -36,6 +44,9 @@ struct StageParameter {
   std::string name;  // module path in Qwen2ForCausalLM ("layers.3.mlp.up_proj.weight")
   at::Tensor tensor;
   bool tied_copy = false;  // the last stage's copy of embed_tokens.weight
+  // Under tensor parallelism: the dimension split over the TP ranks, -1 for a tensor
+  // every TP rank holds whole (tensor_parallel_split_dim). -1 without TP.
+  int64_t tp_split_dim = -1;
 };
 
 // Whether a stage holding `layers` of `stages` computes with the model parameter `name`
@@ -56,6 +67,13 @@ class PipelineStage {
   PipelineStage(Qwen2ForCausalLM model, int64_t stage, int64_t stages, StageLayers layers,
                 std::shared_ptr<AttentionBackend> backend);
 
+  // Keeps only TP rank group->rank()'s shard of every parameter (in place: the tensors
+  // keep their identity) and joins the decoder layers by sequence parallelism. Once,
+  // before training; `group` is shared with the caller, which reads its comm time.
+  void enable_tensor_parallelism(std::shared_ptr<TensorParallelGroup> group);
+  int64_t tensor_parallel_size() const { return tp_group_ ? tp_group_->size() : 1; }
+  TensorParallelGroup* tensor_parallel_group() const { return tp_group_.get(); }
+
   // Moves this stage's parameters to `device` in place (they keep their identity, so an
   // optimizer built on them afterwards or before sees the same tensors).
   void move_to(c10::Device device);
@@ -69,21 +87,35 @@ class PipelineStage {
   AttentionBackend& backend() { return *backend_; }
   c10::Device device() const { return device_; }
 
-  // input: tokens [T] int64 on the first stage, else hidden states [T, H];
-  // position_ids [T] int64 (restarting per packed sequence).
-  // -> logits [T, V] float32 on the last stage, else hidden states [T, H].
+  // input: tokens [T] int64 on the first stage, else hidden states [R, H] with
+  // R = activation_rows(T); position_ids [T] int64 (restarting per packed sequence).
+  // -> logits [T, V] float32 on the last stage ([T, this rank's vocabulary] under TP),
+  // else hidden states [R, H].
   // Runs under the model's precision (autocast for bf16-mixed) and checkpoints each
   // decoder layer when the model has activation checkpointing on, as
   // Qwen2ForCausalLM::forward does.
   at::Tensor forward(const at::Tensor& input, const at::Tensor& position_ids,
                      const PackedSequences& sequences);
 
+  // Rows of the hidden states between stages for a T-token micro-batch: T, or this
+  // rank's ceil(T / tp) under tensor parallelism.
+  int64_t activation_rows(int64_t tokens) const;
+  // The summed token cross-entropy of the last stage's logits against labels [T]
+  // (kIgnoreLabel left out): plain, or vocabulary-parallel under TP (same value on every
+  // TP rank).
+  at::Tensor cross_entropy_sum(const at::Tensor& logits, const at::Tensor& labels);
+
   // In Qwen2ForCausalLM's named_parameters() order.
   const std::vector<StageParameter>& parameters() const { return parameters_; }
   // This stage's part of a plain Qwen2 model, as a saved HF folder stores it: LoRA
   // adapters folded into their projections' weights (W + alpha / r * B A) and left out,
   // the tied head copy left out. Module-path names, detached, in parameters() order.
+  // Under TP: this rank's shards (see full_tensor for the whole).
   std::vector<std::pair<std::string, at::Tensor>> merged_weights() const;
+  // The whole tensor of parameter `name` from every TP rank's shard `shard` (an
+  // all-gather over the TP group: every TP rank calls it, in the same order); `shard`
+  // itself without TP or for a tensor held whole.
+  at::Tensor full_tensor(const std::string& name, const at::Tensor& shard) const;
   void set_training(bool training);
 
  private:
@@ -102,6 +134,9 @@ class PipelineStage {
   torch::nn::Linear lm_head_{nullptr};             // last stage, untied models
   at::Tensor tied_head_weight_;                    // last stage, tied models
   std::vector<StageParameter> parameters_;
+  std::shared_ptr<TensorParallelGroup> tp_group_;        // null without TP
+  std::shared_ptr<C10dSequenceParallel> sequence_parallel_;
+  ShardRange vocab_;                                      // this TP rank's token ids
 };
 
 }  // namespace sb

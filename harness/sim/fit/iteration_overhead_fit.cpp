@@ -29,6 +29,7 @@ bool modelled(EventKind kind) {
     case EventKind::kOptimizer:
     case EventKind::kRingCompute:  // inside a forward or backward, already counted
     case EventKind::kRingWait:
+    case EventKind::kTensorParallel:
       return false;
   }
   return false;

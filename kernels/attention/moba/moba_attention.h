@@ -18,12 +18,14 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "kernels/attention/moba/moba_layout.h"
 #include "kernels/attention/packed_sequences.h"
 
 namespace sb {
+
 
 struct MobaParams {
   int64_t block_size = 256;
@@ -38,6 +40,11 @@ struct MobaParams {
   // > 0: also return the call-wide coverage curve C(1) .. C(min(this, K)), K = the most
   // eligible blocks of any query block (C(k) = 1 from K on). Changes nothing chosen.
   int64_t coverage_curve_up_to = 0;
+  // Under tensor parallelism (the call holds this rank's heads only): adds a vector over
+  // the ranks that hold the layer's other heads. The call-wide coverage curve (DST's
+  // floor and the returned curve) is then that of every head, the same on every rank.
+  // Null: the call holds every head.
+  std::function<void(std::vector<double>&)> sum_over_head_shards;
 };
 
 // What the gate chose: the same on every device (CPU tensors for CPU inputs, device

@@ -57,8 +57,9 @@ AttentionLayerStats moba_layer_stats(int64_t layer, MobaRouting&& routing) {
 
 at::Tensor MobaAttention::forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                   const PackedSequences& sequences, double scale, int64_t layer) {
-  const MobaParams params = moba_params_for_request(request_, block_size_, default_top_k_, scale,
-                                                    sequences.num_sequences(), layer);
+  MobaParams params = moba_params_for_request(request_, block_size_, default_top_k_, scale,
+                                              sequences.num_sequences(), layer);
+  params.sum_over_head_shards = head_shard_sum_;
   MobaResult result = moba_attention(q, k, v, sequences, params);
   stats_[layer] = moba_layer_stats(layer, std::move(result.routing));
   return result.out;

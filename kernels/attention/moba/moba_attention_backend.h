@@ -32,6 +32,7 @@ class MobaAttention : public AttentionBackend {
   at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                      const PackedSequences& sequences, double scale, int64_t layer) override;
   void set_budget_request(const AttentionBudgetRequest& request) override;
+  void set_head_shard_sum(std::function<void(std::vector<double>&)> sum) override { head_shard_sum_ = std::move(sum); }
   std::vector<AttentionLayerStats> take_layer_stats() override;
   // Budget: the request's when it holds exactly one, else the default; the floor of
   // the request applies. Records no statistics (no layer index).
@@ -45,6 +46,7 @@ class MobaAttention : public AttentionBackend {
   int64_t block_size_;
   int64_t default_top_k_;
   AttentionBudgetRequest request_;
+  std::function<void(std::vector<double>&)> head_shard_sum_;  // MobaParams::sum_over_head_shards
   std::map<int64_t, AttentionLayerStats> stats_;  // by layer; a rerun replaces its entry
 };
 

@@ -212,7 +212,18 @@ MobaRouting moba_route_from_means(const at::Tensor& query_means, const at::Tenso
       call_coverage[kk - 1] += c;
     }
   }
-  for (double& c : call_coverage) c /= static_cast<double>(rows.size());
+  double call_rows = static_cast<double>(rows.size());
+  if (params.sum_over_head_shards && extent > 0) {
+    // [C sums for k = 1 .. extent, rows]: every TP rank has the same extent (the same
+    // sequences) and adds its heads' rows.
+    std::vector<double> shared = call_coverage;
+    shared.push_back(call_rows);
+    params.sum_over_head_shards(shared);
+    call_rows = shared.back();
+    shared.pop_back();
+    call_coverage = std::move(shared);
+  }
+  for (double& c : call_coverage) c /= call_rows;
   if (params.coverage_floor_ratio > 0.0) {
     routing.k_floor = moba_coverage_floor_k(call_coverage, params.coverage_floor_ratio,
                                             params.coverage_reference_k);

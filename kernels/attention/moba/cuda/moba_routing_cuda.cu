@@ -328,8 +328,16 @@ MobaRouting moba_route_cuda(const at::Tensor& q, const at::Tensor& k, const Moba
     const at::Tensor prefix =
         at::cat({diagonal, diagonal + sorted_pi.narrow(1, 0, curve_extent - 1).cumsum(1)}, 1);
     const at::Tensor mask = at::tensor(active, at::kDouble).to(q.device()).unsqueeze(1);
-    const at::Tensor mean = ((prefix * mask).sum(0) / static_cast<double>(active_rows)).cpu();
-    call.assign(mean.const_data_ptr<double>(), mean.const_data_ptr<double>() + mean.numel());
+    const at::Tensor sums = (prefix * mask).sum(0).cpu();
+    call.assign(sums.const_data_ptr<double>(), sums.const_data_ptr<double>() + sums.numel());
+    double call_rows = static_cast<double>(active_rows);
+    if (params.sum_over_head_shards) {  // under TP: every rank's heads (MobaParams)
+      call.push_back(call_rows);
+      params.sum_over_head_shards(call);
+      call_rows = call.back();
+      call.pop_back();
+    }
+    for (double& c : call) c /= call_rows;
   }
   if (params.coverage_floor_ratio > 0.0) {
     routing.k_floor = moba_coverage_floor_k(call, params.coverage_floor_ratio,

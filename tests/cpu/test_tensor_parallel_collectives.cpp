@@ -1,0 +1,165 @@
+// Tensor parallelism's pieces against their unsharded forms, forward and backward, with
+// real Gloo groups: each TP rank is a thread of this process, the ranks meet over an
+// in-process store. float64 throughout, so the comparisons are tight.
+//   - sequence parallelism: the all-gather into a layer and the reduce-scatter out of it
+//     (token counts that do not divide by tp, so the padding rows are exercised)
+//   - the vocabulary-parallel embedding and cross-entropy (a vocabulary that does not
+//     divide by tp; ignored labels; labels on every rank)
+//   - which dimension each parameter splits along
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "harness/data/packed_microbatch.h"
+#include "harness/parallel/process_group.h"
+#include "harness/parallel/tensor_parallel/sequence_parallel_collectives.h"
+#include "harness/parallel/tensor_parallel/tensor_parallel_sharding.h"
+#include "harness/parallel/tensor_parallel/vocab_parallel.h"
+
+namespace sb {
+namespace {
+
+// Runs body(group) on tp threads, one TP rank each; collects their failures.
+void run_tp_ranks(int64_t tp, const std::function<void(TensorParallelGroup&)>& body) {
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  const std::chrono::milliseconds timeout(30000);
+  std::vector<std::string> errors(static_cast<size_t>(tp));
+  std::vector<std::thread> threads;
+  for (int64_t r = 0; r < tp; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        TensorParallelGroup group(create_group(store, "tp/", static_cast<int>(r), static_cast<int>(tp),
+                                               CollectiveBackend::kGloo, timeout, "127.0.0.1"),
+                                  tp, r, timeout, "tp rank " + std::to_string(r));
+        body(group);
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int64_t r = 0; r < tp; ++r) EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "tp rank " << r;
+}
+
+void expect_close(const at::Tensor& actual, const at::Tensor& expected, const std::string& what) {
+  ASSERT_EQ(actual.sizes(), expected.sizes()) << what;
+  EXPECT_LE((actual - expected).abs().max().item<double>(), 1e-12) << what;
+}
+
+// Rank r's rows of x [T, ...] padded to tp * ceil(T / tp) rows.
+at::Tensor rows_of(const at::Tensor& x, int64_t tp, int64_t r) {
+  const at::Tensor padded = pad_rows_to_multiple(x, tp);
+  const int64_t rows = padded.size(0) / tp;
+  return padded.narrow(0, r * rows, rows).clone();
+}
+
+TEST(SequenceParallel, GatherAndScatterMatchTheUnshardedStreamForwardAndBackward) {
+  for (const int64_t tp : {2, 3}) {
+    SCOPED_TRACE("tp " + std::to_string(tp));
+    const int64_t tokens = 7, hidden = 5;  // 7 rows: padding on the last rank(s)
+    at::manual_seed(3);
+    const at::Tensor stream = at::randn({tokens, hidden}, at::kDouble);
+    const at::Tensor gather_weights = at::randn({tp, tokens, hidden}, at::kDouble);   // each rank's loss weights
+    const at::Tensor partials = at::randn({tp, tokens, hidden}, at::kDouble);         // each rank's partial sums
+    const int64_t rows = (tokens + tp - 1) / tp;
+    const at::Tensor scatter_weights = at::randn({tp * rows, hidden}, at::kDouble);   // rank r uses its rows
+    run_tp_ranks(tp, [&](TensorParallelGroup& group) {
+      const int64_t r = group.rank();
+      C10dSequenceParallel sp(std::make_shared<TensorParallelGroup>(std::move(group)));
+      // gather: every rank sees the whole stream; the gradient of its rows is the sum of
+      // every rank's gradient of those rows (zero on the padding).
+      const at::Tensor mine = rows_of(stream, tp, r).requires_grad_(true);
+      const at::Tensor gathered = sp.gather(mine, tokens);
+      expect_close(gathered, stream, "gathered stream");
+      (gathered * gather_weights[r]).sum().backward();
+      expect_close(mine.grad(), rows_of(gather_weights.sum(0), tp, r), "gather backward");
+      // scatter: this rank's rows of the sum of the partials; each partial's gradient is
+      // every rank's gradient rows put together (padding dropped).
+      const at::Tensor partial = partials[r].clone().requires_grad_(true);
+      const at::Tensor summed = sp.scatter(partial);
+      expect_close(summed, rows_of(partials.sum(0), tp, r), "scattered sums");
+      (summed * scatter_weights.narrow(0, r * rows, rows)).sum().backward();
+      expect_close(partial.grad(), scatter_weights.narrow(0, 0, tokens), "scatter backward");
+    });
+  }
+}
+
+TEST(VocabParallel, SplitRangeCoversEveryRowOnce) {
+  EXPECT_EQ(split_range(11, 3, 0).start, 0);
+  EXPECT_EQ(split_range(11, 3, 0).end, 3);   // floor(11 / 3)
+  EXPECT_EQ(split_range(11, 3, 1).end, 7);   // floor(22 / 3)
+  EXPECT_EQ(split_range(11, 3, 2).end, 11);
+  EXPECT_EQ(split_range(151936, 8, 7).size(), 18992);  // Qwen2.5's vocabulary divides by 8
+  EXPECT_THROW(split_range(2, 3, 0), std::invalid_argument);
+}
+
+TEST(VocabParallel, CrossEntropyMatchesTheFullVocabularyForwardAndBackward) {
+  for (const int64_t tp : {2, 3}) {
+    SCOPED_TRACE("tp " + std::to_string(tp));
+    const int64_t tokens = 9, vocab = 11;
+    at::manual_seed(5);
+    const at::Tensor logits = (3 * at::randn({tokens, vocab}, at::kDouble)).requires_grad_(true);
+    // Labels on every rank's shard (0, 5, 10), one ignored row, repeats.
+    const at::Tensor labels = at::tensor(std::vector<int64_t>{0, 5, 10, kIgnoreLabel, 3, 7, 10, 1, 4}, at::kLong);
+    const at::Tensor reference = at::cross_entropy_loss(logits, labels, {}, at::Reduction::Sum, kIgnoreLabel);
+    (0.5 * reference).backward();
+    const at::Tensor reference_grad = logits.grad().clone();
+    run_tp_ranks(tp, [&](TensorParallelGroup& group) {
+      const ShardRange shard = split_range(vocab, tp, group.rank());
+      const at::Tensor mine = logits.detach().narrow(1, shard.start, shard.size()).clone().requires_grad_(true);
+      const at::Tensor loss = vocab_parallel_cross_entropy_sum(mine, labels, shard, group);
+      EXPECT_NEAR(loss.item<double>(), reference.item<double>(), 1e-12);
+      (0.5 * loss).backward();
+      expect_close(mine.grad(), reference_grad.narrow(1, shard.start, shard.size()), "logit gradient");
+    });
+  }
+}
+
+TEST(VocabParallel, EmbeddingShardsSumToTheEmbeddingForwardAndBackward) {
+  const int64_t tp = 3, vocab = 11, hidden = 4;
+  at::manual_seed(9);
+  const at::Tensor weight = at::randn({vocab, hidden}, at::kDouble).requires_grad_(true);
+  const at::Tensor ids = at::tensor({0, 10, 3, 3, 7, 6, 2}, at::kLong);
+  const at::Tensor upstream = at::randn({ids.size(0), hidden}, at::kDouble);
+  const at::Tensor reference = at::embedding(weight, ids);
+  (reference * upstream).sum().backward();
+  run_tp_ranks(tp, [&](TensorParallelGroup& group) {
+    const ShardRange shard = split_range(vocab, tp, group.rank());
+    const at::Tensor mine = weight.detach().narrow(0, shard.start, shard.size()).clone().requires_grad_(true);
+    const at::Tensor partial = vocab_parallel_embedding(ids, mine, shard);
+    at::Tensor summed = partial.detach().clone();
+    group.all_reduce(summed);
+    expect_close(summed, reference.detach(), "embedding summed over ranks");
+    (partial * upstream).sum().backward();
+    expect_close(mine.grad(), weight.grad().narrow(0, shard.start, shard.size()), "embedding weight gradient");
+  });
+}
+
+TEST(TensorParallelSharding, SplitDimensionsFollowMegatronsLayout) {
+  for (const char* column : {"layers.0.self_attn.q_proj.weight", "layers.3.self_attn.k_proj.bias",
+                             "layers.1.self_attn.v_proj.lora_B.weight", "layers.0.mlp.gate_proj.weight",
+                             "layers.2.mlp.up_proj.lora_B.weight", "embed_tokens.weight", "lm_head.weight"}) {
+    EXPECT_EQ(tensor_parallel_split_dim(column), 0) << column;
+  }
+  for (const char* row : {"layers.0.self_attn.o_proj.weight", "layers.0.mlp.down_proj.weight",
+                          "layers.0.mlp.down_proj.lora_A.weight"}) {
+    EXPECT_EQ(tensor_parallel_split_dim(row), 1) << row;
+  }
+  for (const char* whole : {"layers.0.input_layernorm.weight", "norm.weight", "layers.0.self_attn.q_proj.lora_A.weight",
+                            "layers.0.self_attn.o_proj.lora_B.weight"}) {
+    EXPECT_EQ(tensor_parallel_split_dim(whole), -1) << whole;
+  }
+  const at::Tensor q = at::arange(24, at::kDouble).view({6, 4});  // 3 heads of dim 2 over 3 ranks... by rows
+  EXPECT_TRUE(at::equal(tensor_parallel_shard("layers.0.self_attn.q_proj.weight", q, 3, 1), q.narrow(0, 2, 2)));
+  EXPECT_TRUE(at::equal(tensor_parallel_shard("layers.0.self_attn.o_proj.weight", q, 2, 1), q.narrow(1, 2, 2)));
+  EXPECT_TRUE(at::equal(tensor_parallel_shard("norm.weight", q, 2, 1), q));
+}
+
+}  // namespace
+}  // namespace sb
