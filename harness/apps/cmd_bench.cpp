@@ -139,7 +139,7 @@ nlohmann::json result_json(const AttentionBenchResult& r, const nlohmann::json& 
 }
 
 void print_table(const std::vector<nlohmann::json>& rows) {
-  std::printf("%-6s %-5s %-9s %7s %5s %5s  %10s %10s %10s  %10s %10s %10s  %8s %8s  %10s %10s\n",
+  std::printf("%-11s %-5s %-9s %7s %5s %5s  %10s %10s %10s  %10s %10s %10s  %8s %8s  %10s %10s\n",
               "impl", "dev", "dtype", "seq", "block", "top_k", "fwd_ms", "min", "max", "fwdbwd_ms",
               "min", "max", "fwd_TF/s", "fb_TF/s", "max_err", "peak_MiB");
   for (const auto& j : rows) {
@@ -147,7 +147,7 @@ void print_table(const std::vector<nlohmann::json>& rows) {
       return j[key].is_null() ? std::string("-") : std::to_string(j[key].get<double>());
     };
     auto cut = [](std::string s) { return s.size() > 10 ? s.substr(0, 10) : s; };
-    std::printf("%-6s %-5s %-9s %7lld %5lld %5lld  %10s %10s %10s  %10s %10s %10s  %8s %8s  %10.3e %10.1f\n",
+    std::printf("%-11s %-5s %-9s %7lld %5lld %5lld  %10s %10s %10s  %10s %10s %10s  %8s %8s  %10.3e %10.1f\n",
                 j["impl"].get<std::string>().c_str(), j["device"].get<std::string>().c_str(),
                 j["dtype"].get<std::string>().c_str(), j["seq_len"].get<long long>(),
                 j["block"].get<long long>(), j["top_k"].get<long long>(), cut(num("fwd_ms")).c_str(),
@@ -157,16 +157,17 @@ void print_table(const std::vector<nlohmann::json>& rows) {
                 cut(num("fwdbwd_tflops")).c_str(), j["max_abs_err"].get<double>(),
                 static_cast<double>(j["peak_mem_bytes"].get<int64_t>()) / (1 << 20));
   }
-  if (rows.size() == 2) {
+  // Each later row against the first (e.g. --impl dense,moba-fused,moba-varlen).
+  for (size_t i = 1; i < rows.size(); ++i) {
     const auto ratio = [&](const char* key) {
-      if (rows[0][key].is_null() || rows[1][key].is_null()) return std::string("-");
-      return std::to_string(rows[0][key].get<double>() / rows[1][key].get<double>());
+      if (rows[0][key].is_null() || rows[i][key].is_null()) return std::string("-");
+      return std::to_string(rows[0][key].get<double>() / rows[i][key].get<double>());
     };
     std::printf("%s / %s time ratio (median): fwd %s, fwd+bwd %s; attended pairs %s / %s: %.4f\n",
-                rows[0]["impl"].get<std::string>().c_str(), rows[1]["impl"].get<std::string>().c_str(),
-                ratio("fwd_ms").c_str(), ratio("fwdbwd_ms").c_str(), rows[1]["impl"].get<std::string>().c_str(),
+                rows[0]["impl"].get<std::string>().c_str(), rows[i]["impl"].get<std::string>().c_str(),
+                ratio("fwd_ms").c_str(), ratio("fwdbwd_ms").c_str(), rows[i]["impl"].get<std::string>().c_str(),
                 rows[0]["impl"].get<std::string>().c_str(),
-                rows[1]["attended_pairs"].get<double>() / rows[0]["attended_pairs"].get<double>());
+                rows[i]["attended_pairs"].get<double>() / rows[0]["attended_pairs"].get<double>());
   }
 }
 

@@ -89,7 +89,7 @@ json effective_method_json(const json& own, const json* defaults, const std::str
       if (d["attention"].contains(key) && !attention.contains(key)) attention[key] = d["attention"][key];
     };
     if (string_or(attention, "name", "dense") == "moba") {
-      for (const char* key : {"block_size", "top_k"}) inherit(key);
+      for (const char* key : {"block_size", "top_k", "cuda_kernel"}) inherit(key);
     }
     if (string_or(attention, "name", "dense") == "vertical_slash") {
       inherit("block_size");
@@ -133,9 +133,11 @@ AttentionOptions parse_attention(const json& j, const std::string& path, const s
   const bool vs = a.is_vertical_slash();
   r.reject_unless("block_size", moba || vs, "name is \"moba\" or \"vertical_slash\"");
   r.reject_unless("top_k", moba, "name is \"moba\"");
+  r.reject_unless("cuda_kernel", moba, "name is \"moba\"");
   if (moba) {
     a.block_size = r.optional<int64_t>("block_size", a.block_size);
     a.top_k = r.optional<int64_t>("top_k", a.top_k);
+    a.moba_cuda_kernel = r.optional_option("cuda_kernel", a.moba_cuda_kernel, moba_cuda_kernel_options());
   }
   for (const char* key : kVerticalSlashKeys) r.reject_unless(key, vs, "name is \"vertical_slash\"");
   if (vs) {
@@ -259,6 +261,7 @@ void check_method_defaults(const json& defaults, const std::string& path, const 
       a.optional_choice("name", "moba", attention_kind_options().names());
       a.optional<int64_t>("block_size", 0);
       a.optional<int64_t>("top_k", 0);
+      a.optional_choice("cuda_kernel", "auto", moba_cuda_kernel_options().names());
       a.optional_choice("budget", "top_p", vertical_slash_budget_options().names());
       a.optional<double>("p", 0);
       for (const char* key : kVerticalSlashKeys) {
@@ -298,6 +301,10 @@ json method_to_json(const MethodSection& m) {
   if (m.attention.is_moba()) {
     attention["block_size"] = m.attention.block_size;
     attention["top_k"] = m.attention.top_k;
+    // Only when not the default, so that results resolved before the key existed still match.
+    if (m.attention.moba_cuda_kernel != MobaCudaKernel::kAuto) {
+      attention["cuda_kernel"] = moba_cuda_kernel_options().name_of(m.attention.moba_cuda_kernel);
+    }
   }
   if (m.attention.is_vertical_slash()) {
     const VerticalSlashParams& v = m.attention.vertical_slash;

@@ -32,7 +32,7 @@ std::unique_ptr<AttentionBackend> make_attention_backend(const AttentionOptions&
     case AttentionKind::kDense:
       return std::make_unique<DenseCausalAttention>();
     case AttentionKind::kMoba:
-      return std::make_unique<MobaAttention>(options.block_size, options.top_k);
+      return std::make_unique<MobaAttention>(options.block_size, options.top_k, options.moba_cuda_kernel);
     case AttentionKind::kVerticalSlash:
       return std::make_unique<VerticalSlashAttention>(options.vertical_slash);
   }

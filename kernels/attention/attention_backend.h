@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/option_names.h"
+#include "kernels/attention/moba/moba_cuda_kernel.h"
 #include "kernels/attention/packed_sequences.h"
 #include "kernels/attention/vertical_slash/vertical_slash_index.h"
 
@@ -108,6 +109,7 @@ struct AttentionOptions {
   // vertical_slash: the kept keys per query SAB and DST assume for a sequence length the
   // layers have not reported the pattern's own choice for yet (their estimators' prior).
   int64_t expected_keys = 1024;
+  MobaCudaKernel moba_cuda_kernel = MobaCudaKernel::kAuto;  // moba: the CUDA attention path
 
   std::string name() const { return attention_kind_options().name_of(kind); }
   bool is_moba() const { return kind == AttentionKind::kMoba; }

@@ -38,7 +38,16 @@ constexpr int64_t kReferenceBytes = int64_t{1} << 30;
 // "ring-dense" and "ring-moba": the context-parallel ring (kernels/attention/ring) on one
 // rank, i.e. its step kernel and merge, against the one-rank implementations.
 bool is_ring(const std::string& impl) { return impl == "ring-dense" || impl == "ring-moba"; }
-bool is_moba(const std::string& impl) { return impl == "moba" || impl == "ring-moba"; }
+// "moba" runs the default CUDA path (the fused kernels where they apply); "moba-fused" and
+// "moba-varlen" force one of the two (MobaCudaKernel), to compare them side by side.
+bool is_moba(const std::string& impl) {
+  return impl == "moba" || impl == "ring-moba" || impl == "moba-fused" || impl == "moba-varlen";
+}
+MobaCudaKernel moba_cuda_kernel_of(const std::string& impl) {
+  if (impl == "moba-fused") return MobaCudaKernel::kFused;
+  if (impl == "moba-varlen") return MobaCudaKernel::kFlashVarlen;
+  return MobaCudaKernel::kAuto;
+}
 bool is_vertical_slash(const std::string& impl) { return impl == "vertical_slash"; }
 
 // MTraining's pattern with fixed counts (top-k) or top-p, the public code's sinks and window.
@@ -81,8 +90,12 @@ at::Tensor local_inputs(int64_t length, const at::Tensor& directions, int64_t he
 
 void check_config(const AttentionBenchConfig& c) {
   auto fail = [](const std::string& what) { throw std::invalid_argument(what); };
-  if (c.impl != "dense" && c.impl != "moba" && !is_ring(c.impl) && !is_vertical_slash(c.impl)) {
-    fail("--impl must be dense, moba, ring-dense, ring-moba or vertical_slash, got " + c.impl);
+  if (c.impl != "dense" && !is_moba(c.impl) && !is_ring(c.impl) && !is_vertical_slash(c.impl)) {
+    fail("--impl must be dense, moba, moba-fused, moba-varlen, ring-dense, ring-moba or vertical_slash, got " +
+         c.impl);
+  }
+  if (moba_cuda_kernel_of(c.impl) != MobaCudaKernel::kAuto && c.device != "cuda") {
+    fail("--impl " + c.impl + " chooses a CUDA path: use --device cuda (or --impl moba)");
   }
   if (is_vertical_slash(c.impl) && c.device != "cpu") fail("--impl vertical_slash runs on the CPU only (--device cpu)");
   if (c.vs_verticals < 0 || c.vs_slashes < 0) fail("--vs-verticals and --vs-slashes must be >= 0");
@@ -183,6 +196,7 @@ MobaParams reference_params(const AttentionBenchConfig& c, double scale) {
   // Dense causal attention is MoBA with every block selected.
   params.top_k = {!is_moba(c.impl) ? (c.seq_len + c.block - 1) / c.block : c.top_k};
   params.scale = scale;
+  params.cuda_kernel = moba_cuda_kernel_of(c.impl);
   return params;
 }
 
@@ -243,8 +257,9 @@ struct BenchSubject {
     }
     v = at::randn({length, config.kv_heads, config.head_dim}, options);  // [L, Hkv, D]
     grad_out = at::randn_like(q);
-    const AttentionOptions attention{is_moba(config.impl) ? AttentionKind::kMoba : AttentionKind::kDense,
-                                     config.block, config.top_k};
+    AttentionOptions attention{is_moba(config.impl) ? AttentionKind::kMoba : AttentionKind::kDense,
+                               config.block, config.top_k};
+    attention.moba_cuda_kernel = moba_cuda_kernel_of(config.impl);
     if (is_vertical_slash(config.impl)) {
       backend = std::make_unique<VerticalSlashAttention>(vertical_slash_params(config));
     } else if (is_ring(config.impl)) {

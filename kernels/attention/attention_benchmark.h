@@ -21,7 +21,9 @@
 namespace sb {
 
 struct AttentionBenchConfig {
-  std::string impl = "moba";  // "dense", "moba", "ring-dense", "ring-moba", "vertical_slash"
+  // "dense", "moba", "moba-fused", "moba-varlen" (CUDA paths), "ring-dense", "ring-moba",
+  // "vertical_slash"
+  std::string impl = "moba";
   std::string device = "cpu";  // "cpu" or "cuda"
   at::ScalarType dtype = at::kFloat;
   int64_t seq_len = 8192;

@@ -41,11 +41,13 @@ std::vector<CudaCase> cuda_cases() {
   };
 }
 
+// Both CUDA attention paths: "auto" runs the fused kernels where they apply (head_dim 64
+// and 128 here) and flash-attention varlen elsewhere; "flash_varlen" always the latter.
 class MobaCudaTest
-    : public ::testing::TestWithParam<std::tuple<CudaCase, at::ScalarType>> {};
+    : public ::testing::TestWithParam<std::tuple<CudaCase, at::ScalarType, MobaCudaKernel>> {};
 
 TEST_P(MobaCudaTest, MatchesTheReferenceAndTheCpuRouting) {
-  const auto& [c, dtype] = GetParam();
+  const auto& [c, dtype, kernel] = GetParam();
   const auto packed = PackedSequences::from_lengths(c.lengths);
   int64_t tokens = 0;
   for (int64_t n : c.lengths) tokens += n;
@@ -53,6 +55,7 @@ TEST_P(MobaCudaTest, MatchesTheReferenceAndTheCpuRouting) {
   params.block_size = c.block_size;
   params.top_k = c.top_k;
   params.scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+  params.cuda_kernel = kernel;
   at::manual_seed(7);
   const at::Tensor q = at::randn({tokens, c.q_heads, c.head_dim}, at::kDouble).to(dtype);
   const at::Tensor k = at::randn({tokens, c.kv_heads, c.head_dim}, at::kDouble).to(dtype);
@@ -93,9 +96,11 @@ TEST_P(MobaCudaTest, MatchesTheReferenceAndTheCpuRouting) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, MobaCudaTest,
-    ::testing::Combine(::testing::ValuesIn(cuda_cases()), ::testing::Values(at::kBFloat16, at::kHalf)),
+    ::testing::Combine(::testing::ValuesIn(cuda_cases()), ::testing::Values(at::kBFloat16, at::kHalf),
+                       ::testing::Values(MobaCudaKernel::kAuto, MobaCudaKernel::kFlashVarlen)),
     [](const auto& info) {
-      return std::get<0>(info.param).name + "_" + std::string(c10::toString(std::get<1>(info.param)));
+      return std::get<0>(info.param).name + "_" + std::string(c10::toString(std::get<1>(info.param))) +
+             "_" + moba_cuda_kernel_options().name_of(std::get<2>(info.param));
     });
 
 TEST(MobaCuda, CoverageFloorMatchesTheCpu) {

@@ -60,6 +60,14 @@ MobaResult moba_attention_cpu_path(const at::Tensor& q, const at::Tensor& k, con
 
 }  // namespace
 
+const OptionNames<MobaCudaKernel>& moba_cuda_kernel_options() {
+  static const OptionNames<MobaCudaKernel> names{"MoBA CUDA kernel",
+                                                 {{"auto", MobaCudaKernel::kAuto},
+                                                  {"fused", MobaCudaKernel::kFused},
+                                                  {"flash_varlen", MobaCudaKernel::kFlashVarlen}}};
+  return names;
+}
+
 MobaResult moba_attention_packed(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                  const PackedSequences& query_sequences,
                                  const PackedSequences& key_sequences, const MobaParams& params) {

@@ -21,6 +21,7 @@
 #include <functional>
 #include <vector>
 
+#include "kernels/attention/moba/moba_cuda_kernel.h"
 #include "kernels/attention/moba/moba_layout.h"
 #include "kernels/attention/packed_sequences.h"
 
@@ -45,6 +46,7 @@ struct MobaParams {
   // floor and the returned curve) is then that of every head, the same on every rank.
   // Null: the call holds every head.
   std::function<void(std::vector<double>&)> sum_over_head_shards;
+  MobaCudaKernel cuda_kernel = MobaCudaKernel::kAuto;
 };
 
 // What the gate chose: the same on every device (CPU tensors for CPU inputs, device

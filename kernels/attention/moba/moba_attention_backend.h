@@ -26,7 +26,8 @@ AttentionLayerStats moba_layer_stats(int64_t layer, MobaRouting&& routing);
 
 class MobaAttention : public AttentionBackend {
  public:
-  MobaAttention(int64_t block_size, int64_t default_top_k);
+  MobaAttention(int64_t block_size, int64_t default_top_k,
+                MobaCudaKernel cuda_kernel = MobaCudaKernel::kAuto);
 
   std::string name() const override { return "moba"; }
   at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
@@ -45,6 +46,7 @@ class MobaAttention : public AttentionBackend {
  private:
   int64_t block_size_;
   int64_t default_top_k_;
+  MobaCudaKernel cuda_kernel_;
   AttentionBudgetRequest request_;
   std::function<void(std::vector<double>&)> head_shard_sum_;  // MobaParams::sum_over_head_shards
   std::map<int64_t, AttentionLayerStats> stats_;  // by layer; a rerun replaces its entry

@@ -1,0 +1,21 @@
+#pragma once
+// The fused block-sparse attention as a differentiable op (docs/block_sparse_attention.md):
+// the forward and backward kernels of block_sparse_attention_kernels.h behind an autograd
+// function. The backward builds the inverted lists on the device and waits for nothing.
+
+#include <ATen/core/Tensor.h>
+
+#include <utility>
+
+#include "kernels/attention/block_sparse/block_sparse_plan.h"
+
+namespace sb {
+
+// q [Tq, Hq, D], k, v [Tk, Hkv, D] on one CUDA device (bfloat16 / float16, D 64 or 128).
+// Returns out [Tq, Hq, D] (differentiable with respect to q, k, v) and lse [Tq, Hq]
+// float32 (not differentiable).
+std::pair<at::Tensor, at::Tensor> block_sparse_attention_cuda(const at::Tensor& q, const at::Tensor& k,
+                                                              const at::Tensor& v,
+                                                              const BlockSparseTables& tables);
+
+}  // namespace sb
