@@ -14,6 +14,8 @@
 
 #include "kernels/attention/attention_backend.h"
 #include "kernels/attention/moba/moba_attention.h"
+#include "kernels/attention/moba/moba_attention_cpu.h"
+#include "kernels/attention/moba/moba_layout.h"
 #include "kernels/attention/moba/moba_reference.h"
 #include "tests/cpu/test_moba_support.h"
 
@@ -170,6 +172,37 @@ TEST(MobaAttention, EmptyCallReturnsEmptyOutput) {
   EXPECT_DOUBLE_EQ(r.routing.coverage_mean, 1.0);
   r.out.sum().backward();
   EXPECT_EQ(q.grad().sizes(), q.sizes());
+}
+
+// A routing that does not list a row's own block (MoBA's gate always does; the fused CUDA
+// kernels take any list): that row attends to its listed blocks whole, with no causal
+// mask, and the rows after it keep theirs. One sequence of 12 tokens in blocks of 4, one
+// head: block 1 lists {0} only, block 2 lists {0, 2}; against plain float64 softmax.
+TEST(MobaAttention, CpuPathTakesARowWithoutItsOwnBlock) {
+  const auto packed = PackedSequences::from_lengths({12});
+  const MobaLayout layout = MobaLayout::build(packed, packed, 4, true);
+  MobaRouting routing;
+  routing.selected = at::tensor(std::vector<int32_t>{0, -1, 0, -1, 0, 2}, at::kInt).view({1, 3, 2});
+  routing.selected_count = at::tensor(std::vector<int32_t>{1, 1, 2}, at::kInt).view({1, 3});
+  at::manual_seed(4);
+  const at::Tensor q = at::randn({12, 1, 8}, at::kDouble), k = at::randn({12, 1, 8}, at::kDouble);
+  const at::Tensor v = at::randn({12, 1, 8}, at::kDouble);
+  const double scale = 0.3;
+  const at::Tensor out = moba_attention_cpu(q, k, v, layout, routing, scale).first;
+  // Query t sees the keys in `keys` (and in block 2 only those at or before it).
+  const auto expected_row = [&](int64_t t, const std::vector<int64_t>& keys) {
+    const at::Tensor index = at::tensor(keys, at::kLong);
+    const at::Tensor scores = k.index_select(0, index).squeeze(1).mv(q[t][0]) * scale;  // [n]
+    return at::softmax(scores, 0).unsqueeze(0).mm(v.index_select(0, index).squeeze(1)).squeeze(0);
+  };
+  for (int64_t t = 4; t < 8; ++t) {  // block 1: the keys of block 0, all of them, no mask
+    EXPECT_TRUE(at::allclose(out[t][0], expected_row(t, {0, 1, 2, 3}), 1e-12, 1e-12)) << "query " << t;
+  }
+  for (int64_t t = 8; t < 12; ++t) {  // block 2: block 0 and its own keys up to itself
+    std::vector<int64_t> keys{0, 1, 2, 3};
+    for (int64_t u = 8; u <= t; ++u) keys.push_back(u);
+    EXPECT_TRUE(at::allclose(out[t][0], expected_row(t, keys), 1e-12, 1e-12)) << "query " << t;
+  }
 }
 
 TEST(MobaAttention, RejectsBadInputsWithClearMessages) {

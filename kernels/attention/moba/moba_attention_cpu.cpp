@@ -117,12 +117,14 @@ at::Tensor row_probabilities(const at::Tensor& queries, const at::Tensor& keys,
   const int64_t lq = queries.size(0), m = keys.size(0);
   at::Tensor scores = RowScratch::matrix(scratch.scores, lq, m);
   at::addmm_out(scores, scores, queries, keys.t(), /*beta=*/0, /*alpha=*/p.scale);
-  if (p.causal) {
-    const int64_t b = p.query_block(row);
-    int64_t column = 0;
-    for (int64_t i = 0; i < p.row_count(row) && p.row_blocks(row)[i] != b; ++i) {
-      column += p.field(p.row_blocks(row)[i], kMobaKeyLen);
-    }
+  // The diagonal block's columns among the row's keys; a row that does not list its own
+  // block (any routing but MoBA's gate may) has nothing to mask.
+  const int64_t b = p.query_block(row);
+  int64_t column = 0, i = 0;
+  for (; i < p.row_count(row) && p.row_blocks(row)[i] != b; ++i) {
+    column += p.field(p.row_blocks(row)[i], kMobaKeyLen);
+  }
+  if (p.causal && i < p.row_count(row)) {
     const int64_t diagonal_len = p.field(b, kMobaKeyLen);
     scalar_t* s = scores.mutable_data_ptr<scalar_t>();
     for (int64_t r = 0; r < lq; ++r) {
@@ -312,19 +314,6 @@ std::pair<at::Tensor, at::Tensor> moba_attention_cpu(const at::Tensor& q, const 
               "moba_attention_cpu: float32 or float64 expected, got ", q.scalar_type());
   TORCH_CHECK(q.is_contiguous() && k.is_contiguous() && v.is_contiguous(),
               "moba_attention_cpu: q, k, v must be contiguous");
-  // The causal mask is placed at the diagonal block's columns in each row's keys: MoBA's
-  // routing always lists it (a row without it would mask the next row's scores).
-  if (layout.causal) {
-    const at::Tensor selected = routing.selected.contiguous(), count = routing.selected_count.contiguous();
-    const int64_t blocks = layout.num_blocks(), capacity = selected.size(2);
-    for (int64_t row = 0; row < selected.size(0) * blocks; ++row) {
-      const int32_t* listed = selected.const_data_ptr<int32_t>() + row * capacity;
-      const int32_t n = count.const_data_ptr<int32_t>()[row];
-      TORCH_CHECK(n == 0 || std::find(listed, listed + n, static_cast<int32_t>(row % blocks)) != listed + n,
-                  "moba_attention_cpu: routing row ", row, " (query block ", row % blocks,
-                  ") does not list its own block; a causal MoBA routing always does");
-    }
-  }
   auto outputs = MobaCpuFunction::apply(q, k, v, moba_block_table(layout), routing.selected,
                                         routing.selected_count, layout.causal, scale);
   return {outputs[0], outputs[1]};

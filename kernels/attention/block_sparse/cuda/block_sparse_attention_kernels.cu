@@ -252,8 +252,8 @@ __device__ __forceinline__ void store_rows(const float (&acc)[D / 8][4], float f
 
 template <typename T>
 struct KernelArgs {
-  const T *q, *k, *v, *out, *grad_out;
-  T *write_out, *dq, *dk, *dv;
+  const T *q, *k, *v, *grad_out;
+  T *out, *dq, *dk, *dv;
   float* lse;              // [Tq, Hq]; written by the forward, read by the backward
   const float* delta;      // [Tq, Hq]: rowsum(dO * O)
   const int32_t* table;    // [NB, kBsBlockFields]
@@ -424,7 +424,7 @@ __global__ void __launch_bounds__(kThreads) block_sparse_forward_kernel(const Ke
   }
   copy_async_wait<0>();
 
-  T* out = a.write_out + static_cast<int64_t>(t.start) * q_stride + h * D;
+  T* out = a.out + static_cast<int64_t>(t.start) * q_stride + h * D;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     float sum = row_sum[half];
@@ -731,7 +731,7 @@ void forward_typed(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
                    const BlockSparseTables& tables, at::Tensor& out, at::Tensor& lse) {
   KernelArgs<T> a = kernel_args<T>(q, k, v, tables);
   a.tiles = tables.query_tiles.const_data_ptr<int32_t>();
-  a.write_out = reinterpret_cast<T*>(out.mutable_data_ptr());
+  a.out = reinterpret_cast<T*>(out.mutable_data_ptr());
   a.lse = lse.mutable_data_ptr<float>();
   const size_t shared = static_cast<size_t>(5 * kTile * (D + kPad)) * sizeof(T);
   launch_grid<T>(block_sparse_forward_kernel<T, D>, a, tables.query_tiles.size(0), q.size(1), shared);
