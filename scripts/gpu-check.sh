@@ -2,15 +2,18 @@
 # What a lent GPU should check, in one go, into one report folder (docs/gpu.md):
 #   tests   the CUDA tests (sb_tests_cuda: fused block-sparse kernels, MoBA's two CUDA
 #           paths, bf16 training, RMSNorm, NCCL with one rank)
-#   bench   `sparsebalance bench attention`: dense flash-attention, MoBA through the fused
+#   bench   `sparsebalance bench attention`: dense attention (SDPA's own choice of kernel,
+#           cuDNN's on an H100, and SDPA pinned to flash-attention), MoBA through the fused
 #           kernels and through flash-attention varlen, side by side per shape
 #   train   one-GPU training, experiments/table1-gpu1-kernels.json (the two MoBA paths in
 #           one invocation)
-# Multi-rank runs on one GPU are not part of it yet: NCCL refuses two ranks on one device
-# and the trainer's Gloo path takes host tensors only (docs/gpu.md).
+#   multirank  experiments/gpu1-multirank.json as one process, then as DP 2, PP 2, TP 2,
+#           DP 2 x PP 2 and DP 2 x TP 2 ranks sharing the GPU (Gloo through host memory; NCCL
+#           refuses two ranks on one device), every iteration's loss and gradient norm
+#           compared with the one-process run
 #
-# Usage: scripts/gpu-check.sh [--out DIR] [--stages tests,bench,train] [--grid quick|full]
-#                             [--bin DIR]
+# Usage: scripts/gpu-check.sh [--out DIR] [--stages tests,bench,train,multirank] [--grid quick|full]
+#                             [--bin DIR] [--layouts dp2,pp2,tp2,dp2pp2,dp2tp2]
 #   --bin DIR   take sparsebalance and sb_tests_cuda (and any shared libraries in DIR/lib)
 #               from DIR instead of building: for a GPU machine that cannot install the
 #               build's dependencies; the LibTorch libraries come from python3's torch.
@@ -22,15 +25,17 @@ set -uo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT="$REPO/results/gpu-check"
-STAGES="tests,bench,train"
+STAGES="tests,bench,train,multirank"
 GRID="quick"
 BIN=""
+LAYOUTS="dp2,pp2,tp2,dp2pp2,dp2tp2"
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) OUT="$2"; shift 2 ;;
     --stages) STAGES="$2"; shift 2 ;;
     --grid) GRID="$2"; shift 2 ;;
     --bin) BIN="$2"; shift 2 ;;
+    --layouts) LAYOUTS="$2"; shift 2 ;;
     *) echo "gpu-check: unknown argument $1 (see the usage at the top of $0)" >&2; exit 2 ;;
   esac
 done
@@ -91,7 +96,7 @@ fi
 
 # ---- bench ----------------------------------------------------------------------------
 bench() {  # seq block k
-  timeout 120 "$SB" bench attention --device cuda --impl dense,moba-fused,moba-varlen --heads 14/2 \
+  timeout 120 "$SB" bench attention --device cuda --impl dense,dense-flash,moba-fused,moba-varlen --heads 14/2 \
     --head-dim 64 --backward --seq-len "$1" --block "$2" --top-k "$3" --repetitions 5 --warmup 2 \
     --check-rows 32 --json >>"$OUT/bench.jsonl" 2>>"$OUT/bench.log" ||
     echo "bench $1 $2 $3 failed or timed out (exit $?)" | tee -a "$OUT/bench.log" >&2
@@ -125,17 +130,20 @@ rows = [json.loads(line) for line in open(sys.argv[1]) if line.startswith("{")]
 shapes = {}
 for r in rows:
     shapes.setdefault((r["seq_len"], r["block"], r["top_k"]), {})[r["impl"]] = r
-print("| tokens | block | k | ideal | dense | fused | varlen | dense / fused | dense / varlen | fused TF/s | fused / dense peak MiB | fused err |")
-print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+kernel = next((i["dense"].get("sdpa_kernel") for i in shapes.values() if "dense" in i), None) or "?"
+print(f"dense = SDPA's choice ({kernel}); dense-flash = SDPA pinned to flash-attention. Ratios: dense time / fused time.")
+print()
+print("| tokens | block | k | ideal | dense | dense-flash | fused | varlen | dense / fused | dense-flash / fused | dense / varlen | fused TF/s | fused / dense peak MiB | fused err |")
+print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for (seq, block, k), impls in sorted(shapes.items()):
-    d, f, v = impls.get("dense"), impls.get("moba-fused"), impls.get("moba-varlen")
+    d, df, f, v = impls.get("dense"), impls.get("dense-flash"), impls.get("moba-fused"), impls.get("moba-varlen")
     if not (d and f):
         continue
     ideal = d["attended_pairs"] / f["attended_pairs"]
-    vt = v["fwdbwd_ms"] if v else float("nan")
+    ms = lambda r: r["fwdbwd_ms"] if r else float("nan")
     mib = lambda r: r["peak_mem_bytes"] / 2**20
-    print(f"| {seq} | {block} | {k} | {ideal:.2f} | {d['fwdbwd_ms']:.2f} | {f['fwdbwd_ms']:.2f} | {vt:.2f} | "
-          f"{d['fwdbwd_ms'] / f['fwdbwd_ms']:.2f} | {d['fwdbwd_ms'] / vt:.2f} | {f['fwdbwd_tflops']:.0f} | "
+    print(f"| {seq} | {block} | {k} | {ideal:.2f} | {ms(d):.2f} | {ms(df):.2f} | {ms(f):.2f} | {ms(v):.2f} | "
+          f"{ms(d) / ms(f):.2f} | {ms(df) / ms(f):.2f} | {ms(d) / ms(v):.2f} | {f['fwdbwd_tflops']:.0f} | "
           f"{mib(f):.0f} / {mib(d):.0f} | {f['max_abs_err']:.1e} |")
 print()
 print("Forward only (ms): " + "; ".join(
@@ -158,6 +166,59 @@ if has_stage train; then
   else
     tail -20 "$OUT/train.log" | tee -a "$REPORT"
   fi
+fi
+
+# ---- multirank -------------------------------------------------------------------------
+# Iteration 0 runs the same forward on the same micro-batches: without TP its loss and
+# gradient norm must agree to rounding (relative 1e-4); TP sums bf16 partial products of
+# the row-parallel layers across ranks, so there iteration 0 agrees to bf16 rounding
+# (relative 1e-2). Later iterations follow updates whose gradients were summed in another
+# order (bf16 compute): relative 1e-2.
+if has_stage multirank; then
+  manifest="$REPO/experiments/gpu1-multirank.json"
+  for name in single ${LAYOUTS//,/ }; do
+    case "$name" in  # dp pp tp
+      single) dims="1 1 1" ;; dp2) dims="2 1 1" ;; pp2) dims="1 2 1" ;; tp2) dims="1 1 2" ;;
+      dp2pp2) dims="2 2 1" ;; dp2tp2) dims="2 1 2" ;; pp2tp2) dims="1 2 2" ;;
+      *) note "multirank: unknown layout $name (single, dp2, pp2, tp2, dp2pp2, dp2tp2, pp2tp2)"; continue ;;
+    esac
+    read -r dp pp tp <<<"$dims"
+    start=$(now)
+    timeout 240 "$SB" run "$manifest" --set "parallelism.dp=$dp" --set "parallelism.pp=$pp" \
+      --set "parallelism.tp=$tp" --results "$OUT/multirank/$name" --no-plots >"$OUT/multirank-$name.log" 2>&1
+    rc=$?
+    note ""
+    note "## Multi-rank on one GPU: $name (dp $dp, pp $pp, tp $tp; exit $rc, $(( $(now) - start )) s)"
+    [ $rc -eq 0 ] || { note '```'; tail -15 "$OUT/multirank-$name.log" | tee -a "$REPORT"; note '```'; }
+  done
+  note ""
+  python3 - "$OUT/multirank" "$LAYOUTS" <<'EOF' | tee -a "$REPORT"
+import json, pathlib, sys
+root = pathlib.Path(sys.argv[1])
+def records(layout, method):
+    path = root / layout / "gpu1-multirank" / method / "records.jsonl"
+    return [json.loads(l) for l in path.read_text().splitlines() if l.strip()] if path.exists() else None
+print("| method | layout | iterations | iter 0 loss rel diff | iter 0 grad-norm rel diff | max later loss rel diff | max later grad-norm rel diff | verdict |")
+print("|---|---|---:|---:|---:|---:|---:|---|")
+failed = False
+for method in ("dense", "moba"):
+    reference = records("single", method)
+    for layout in sys.argv[2].split(","):
+        got = records(layout, method)
+        if reference is None or got is None or len(got) != len(reference) or not got:
+            print(f"| {method} | {layout} | - | - | - | - | - | missing records |")
+            failed = True
+            continue
+        rel = lambda key, i: abs(got[i][key] - reference[i][key]) / max(abs(reference[i][key]), 1e-30)
+        first = (rel("loss", 0), rel("grad_norm", 0))
+        later = [max([rel(key, i) for i in range(1, len(got))], default=0.0) for key in ("loss", "grad_norm")]
+        ok = max(first) <= (1e-2 if "tp" in layout else 1e-4) and max(later) <= 1e-2
+        failed |= not ok
+        print(f"| {method} | {layout} | {len(got)} | {first[0]:.1e} | {first[1]:.1e} | {later[0]:.1e} | {later[1]:.1e} | "
+              f"{'agrees' if ok else 'DIFFERS'} |")
+print()
+print("multirank: " + ("FAILED" if failed else "every layout agrees with the one-process run"))
+EOF
 fi
 
 note ""

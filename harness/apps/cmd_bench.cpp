@@ -130,6 +130,7 @@ nlohmann::json result_json(const AttentionBenchResult& r, const nlohmann::json& 
                                              : nlohmann::json()},
                    {"attended_pairs", r.attended_pairs},
                    {"coverage_mean", r.coverage_mean},
+                   {"sdpa_kernel", r.sdpa_kernel.empty() ? nlohmann::json() : nlohmann::json(r.sdpa_kernel)},
                    {"max_abs_err", r.max_abs_err},
                    {"checked_rows", r.checked_rows},
                    {"peak_mem_bytes", r.peak_mem_bytes},
@@ -186,8 +187,9 @@ Command register_bench(CLI::App& app) {
       "untimed run). --impl dense,moba runs both in one process, repetitions in turns, and prints "
       "their time ratio. --json prints one JSON object per impl and line.");
   sub->add_option("--impl", f->impl,
-                  "dense, moba, ring-dense, ring-moba (the context-parallel ring on one rank), vertical_slash "
-                  "(MTraining's pattern, CPU kernel), or a comma list (dense,moba)")
+                  "dense (SDPA's choice of kernel), dense-flash (SDPA pinned to flash-attention, CUDA), moba, "
+                  "moba-fused, moba-varlen (MoBA's CUDA paths), ring-dense, ring-moba (the context-parallel ring "
+                  "on one rank), vertical_slash (MTraining's pattern, CPU kernel), or a comma list (dense,moba)")
       ->capture_default_str();
   sub->add_option("--seq-len", f->seq_len, "Tokens of the sequence")->capture_default_str();
   sub->add_option("--block", f->block, "MoBA block size")->capture_default_str();

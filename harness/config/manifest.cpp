@@ -32,6 +32,12 @@ const OptionNames<TrainDevice>& train_device_options() {
   return names;
 }
 
+const OptionNames<TrainCollectives>& train_collectives_options() {
+  static const OptionNames<TrainCollectives> names{
+      "collectives", {{"auto", TrainCollectives::kAuto}, {"gloo", TrainCollectives::kGloo}}};
+  return names;
+}
+
 ParallelLayout parallel_layout_of(const Manifest& m) {
   return ParallelLayout(m.parallelism.dp, m.parallelism.pp, m.model.config.num_hidden_layers,
                         m.parallelism.stage_layers, m.parallelism.cp, m.parallelism.tp);
@@ -367,6 +373,7 @@ TrainSection parse_train(const json& j, const std::string& path, const std::stri
   JsonObjectReader r(j, path, file);
   TrainSection t;
   t.device = r.optional_option("device", t.device, train_device_options());
+  t.collectives = r.optional_option("collectives", t.collectives, train_collectives_options());
   t.iterations = r.required<int64_t>("iterations");
   t.warmup_iterations = r.optional<int64_t>("warmup_iterations", t.warmup_iterations);
   t.global_batch_size = r.optional<int64_t>("global_batch_size", t.global_batch_size);
@@ -751,6 +758,8 @@ json manifest_to_json(const Manifest& m) {
                 {"activation_checkpointing", t.activation_checkpointing},
                 {"precision", qwen2_precision_name(t.precision)}};
   // Absent means full fine-tuning; there is no default adapter to write out.
+  // Written only when set, so earlier runs' manifests resolve as before.
+  if (t.collectives != TrainCollectives::kAuto) train["collectives"] = train_collectives_options().name_of(t.collectives);
   if (t.lora) {
     train["lora"] = {{"rank", t.lora->rank},
                      {"alpha", t.lora->alpha},

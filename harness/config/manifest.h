@@ -97,8 +97,16 @@ const OptionNames<LrSchedule>& lr_schedule_options();  // "cosine" | "constant"
 enum class TrainDevice { kCpu, kCuda };
 const OptionNames<TrainDevice>& train_device_options();  // "cpu" | "cuda"
 
+// train.collectives: what carries the data-parallel, pipeline and tensor-parallel
+// traffic of CUDA ranks. auto: NCCL, one GPU per rank; gloo: Gloo with the tensors
+// staged through host memory, so ranks may share a GPU (slower; for checking multi-rank
+// runs on one GPU). CPU ranks always use Gloo.
+enum class TrainCollectives { kAuto, kGloo };
+const OptionNames<TrainCollectives>& train_collectives_options();  // "auto" | "gloo"
+
 struct TrainSection {
   TrainDevice device = TrainDevice::kCpu;
+  TrainCollectives collectives = TrainCollectives::kAuto;
   int64_t iterations = 0;
   int64_t warmup_iterations = 2;  // excluded from the report's medians and rates
   int64_t global_batch_size = 8;  // samples per iteration (optimizer step)
@@ -120,6 +128,8 @@ struct TrainSection {
 
   bool on_cuda() const { return device == TrainDevice::kCuda; }
   std::string device_name() const { return train_device_options().name_of(device); }
+  // CUDA ranks on Gloo through host memory (they may share GPUs).
+  bool gpus_shared() const { return on_cuda() && collectives == TrainCollectives::kGloo; }
 };
 
 struct Manifest {

@@ -10,6 +10,7 @@
 #endif
 
 #include "harness/parallel/clock_sync.h"
+#include "harness/parallel/host_staged_backend.h"
 #include "harness/parallel/object_exchange.h"
 
 namespace sb {
@@ -43,7 +44,8 @@ RankContext RankContext::single_process(ParallelLayout layout, c10::Device devic
 
 RankContext RankContext::connect(const DistEnv& env, ParallelLayout layout,
                                  const c10::intrusive_ptr<c10d::Store>& store, const std::string& prefix,
-                                 c10::Device device, bool tied_embeddings, std::chrono::milliseconds timeout) {
+                                 c10::Device device, bool tied_embeddings, std::chrono::milliseconds timeout,
+                                 CollectiveBackend gpu_backend) {
   if (layout.world_size() != env.world_size) {
     throw std::invalid_argument("the job has " + std::to_string(env.world_size) + " ranks but dp x pp x cp x tp = " +
                                 std::to_string(layout.world_size()));
@@ -55,31 +57,42 @@ RankContext RankContext::connect(const DistEnv& env, ParallelLayout layout,
   c.device = device;
   c.timeout = timeout;
   CollectiveBackend data_backend = CollectiveBackend::kGloo;
+  bool stage_through_host = false;
   if (device.is_cuda()) {
 #ifdef SB_WITH_CUDA
-    // One GPU per rank: a second rank on the same GPU would make NCCL fail later with a
-    // less helpful message.
     const int64_t visible = c10::cuda::device_count();
-    if (env.local_rank >= visible) {
+    int64_t gpu = env.local_rank;
+    if (gpu_backend == CollectiveBackend::kGloo) {
+      if (visible == 0) throw std::invalid_argument("train.device \"cuda\" but no CUDA device is visible");
+      gpu = env.local_rank % visible;  // ranks share the GPUs round-robin
+    } else if (env.local_rank >= visible) {
+      // One GPU per rank: a second rank on the same GPU would make NCCL fail later with a
+      // less helpful message.
       throw std::invalid_argument("rank " + std::to_string(env.rank) + " is local rank " +
                                   std::to_string(env.local_rank) + " of its node but only " +
                                   std::to_string(visible) +
                                   " CUDA device(s) are visible: train.device \"cuda\" uses one GPU per "
-                                  "rank; launch at most that many ranks per node (dp x pp), or set "
-                                  "CUDA_VISIBLE_DEVICES");
+                                  "rank with NCCL; launch at most that many ranks per node, set "
+                                  "CUDA_VISIBLE_DEVICES, or let ranks share GPUs with train.collectives "
+                                  "\"gloo\"");
     }
-    c10::cuda::set_device(static_cast<c10::DeviceIndex>(env.local_rank));
-    c.device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank));
+    c10::cuda::set_device(static_cast<c10::DeviceIndex>(gpu));
+    c.device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(gpu));
 #endif
-    data_backend = CollectiveBackend::kNccl;
+    data_backend = gpu_backend;
+    stage_through_host = gpu_backend == CollectiveBackend::kGloo;
   }
   const auto group = [&](const std::string& name, const std::vector<int64_t>& members,
                          CollectiveBackend backend) -> c10::intrusive_ptr<c10d::Backend> {
     if (members.size() < 2) return {};
     const int index = index_in(members, c.rank);
     if (index < 0) throw std::logic_error("RankContext: rank is not a member of its own group " + name);
-    return create_group(store, prefix + name + "/", index, static_cast<int>(members.size()), backend,
-                        timeout, env.master_addr);
+    auto made = create_group(store, prefix + name + "/", index, static_cast<int>(members.size()), backend,
+                             timeout, env.master_addr);
+    if (stage_through_host && backend == CollectiveBackend::kGloo && name != "world") {
+      return c10::make_intrusive<HostStagedBackend>(std::move(made));
+    }
+    return made;
   };
   c.store = store;
   c.store_prefix = prefix;

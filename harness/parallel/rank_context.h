@@ -13,7 +13,8 @@
 //   tensor_parallel  the TP ranks sharing this rank's layers (group rank = tp rank): the
 //                  sequence-parallel all-gathers and reduce-scatters of every layer
 //   embedding      first and last stage of this pipeline (tied embeddings, pp > 1)
-// The others use NCCL when the device is a GPU and Gloo on the CPU.
+// The others use NCCL when the device is a GPU and Gloo on the CPU, or Gloo with the
+// tensors staged through host memory on GPUs that ranks share (HostStagedBackend).
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -52,10 +53,14 @@ struct RankContext {
   // Creates this rank's groups over `store` under keys `prefix`... (distinct per run)
   // and aligns the clocks. Collective: every rank of the job calls it. `tied_embeddings`:
   // whether the model ties its head to the embedding (then pp > 1 needs the embedding
-  // group). With a CUDA device the current device becomes this rank's GPU (LOCAL_RANK).
+  // group). With a CUDA device the current device becomes this rank's GPU: its local
+  // rank's with `gpu_backend` NCCL (one GPU per rank, more local ranks than GPUs are
+  // refused), local rank mod the visible GPUs with Gloo (ranks may share a GPU; the
+  // data groups stage their tensors through host memory).
   static RankContext connect(const DistEnv& env, ParallelLayout layout,
                              const c10::intrusive_ptr<c10d::Store>& store, const std::string& prefix,
-                             c10::Device device, bool tied_embeddings, std::chrono::milliseconds timeout);
+                             c10::Device device, bool tied_embeddings, std::chrono::milliseconds timeout,
+                             CollectiveBackend gpu_backend = CollectiveBackend::kNccl);
 
   // Barrier over all ranks (no-op alone) bounded by `timeout`; a failure names this rank.
   void barrier() const;

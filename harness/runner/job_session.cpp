@@ -74,10 +74,10 @@ std::string JobSession::agree(const std::string& name, const std::function<std::
 }
 
 RankContext JobSession::connect_run(const std::string& run, ParallelLayout layout, c10::Device device,
-                                    bool tied_embeddings) const {
+                                    bool tied_embeddings, CollectiveBackend gpu_backend) const {
   if (!store_) return RankContext::single_process(std::move(layout), device);
   return RankContext::connect(env_, std::move(layout), store_, prefix_ + "run/" + run + "/", device,
-                              tied_embeddings, timeout_);
+                              tied_embeddings, timeout_, gpu_backend);
 }
 
 std::string JobSession::report_failure(const std::exception& error, std::ostream& log) {

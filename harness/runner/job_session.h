@@ -46,8 +46,9 @@ class JobSession {
   std::string agree(const std::string& key, const std::function<std::string()>& compute);
 
   // The groups for one run (fresh keys per run name).
+  // gpu_backend: the data groups' backend for CUDA ranks (RankContext::connect).
   RankContext connect_run(const std::string& run, ParallelLayout layout, c10::Device device,
-                          bool tied_embeddings) const;
+                          bool tied_embeddings, CollectiveBackend gpu_backend = CollectiveBackend::kNccl) const;
 
   // Called with the exception that ends this rank: prints it to `log` (a ConfigError is
   // left to the caller, which prints it) naming peers that have gone silent, then

@@ -49,7 +49,8 @@ json run_context(const RunSpec& run, const RunManifestOptions& options, const Di
                       {"tp", p.tp},
                       {"stage_layers", p.stage_layers},
                       {"device", run.manifest.train.device_name()},
-                      {"collective_backend", run.manifest.train.on_cuda() ? "nccl" : "gloo"},
+                      {"collective_backend", !run.manifest.train.on_cuda() ? "gloo"
+                                             : run.manifest.train.gpus_shared() ? "gloo (host-staged)" : "nccl"},
                       {"launched_by", env.source},
                       {"ranks_per_host", env.local_world_size}};
   return context;
@@ -124,8 +125,10 @@ void execute_run(JobSession& session, const RunSpec& run, size_t index, size_t c
     return std::string("ok");
   });
   const ParallelLayout layout = parallel_layout_of(m);
-  const RankContext context = session.connect_run(run.name, layout, m.train.on_cuda() ? c10::Device(c10::kCUDA) : c10::Device(c10::kCPU),
-                                                  m.model.config.tie_word_embeddings);
+  const RankContext context =
+      session.connect_run(run.name, layout, m.train.on_cuda() ? c10::Device(c10::kCUDA) : c10::Device(c10::kCPU),
+                          m.model.config.tie_word_embeddings,
+                          m.train.gpus_shared() ? CollectiveBackend::kGloo : CollectiveBackend::kNccl);
   // Failures are reported while this run's groups still exist: destroying them first
   // would break the peers' connections and make them report before this rank.
   try {

@@ -99,13 +99,13 @@ void check_run_inputs(const std::vector<RunSpec>& runs) {
 }
 
 int64_t default_max_local_ranks(const Manifest& manifest) {
-  if (manifest.train.on_cuda()) return visible_gpus();
-  return kLocalRanksPerCore * cpu_core_count();
+  if (manifest.train.on_cuda() && !manifest.train.gpus_shared()) return visible_gpus();
+  return kLocalRanksPerCore * cpu_core_count();  // CPU ranks, or CUDA ranks sharing GPUs
 }
 
 void check_local_world_fits(const Manifest& manifest, int64_t max_local_ranks) {
   const int64_t world = parallel_layout_of(manifest).world_size();
-  const bool cuda = manifest.train.on_cuda();
+  const bool cuda = manifest.train.on_cuda() && !manifest.train.gpus_shared();
   const bool user_limit = max_local_ranks > 0;
   const int64_t limit = user_limit ? max_local_ranks : default_max_local_ranks(manifest);
   if (world <= limit) return;
@@ -120,8 +120,9 @@ void check_local_world_fits(const Manifest& manifest, int64_t max_local_ranks) {
   throw ConfigError(manifest.file, "$.parallelism",
                     "dp x pp x cp x tp = " + std::to_string(world) + " ranks do not fit on this machine (at most " +
                         std::to_string(limit) + ": " + source + ")",
-                    "lower parallelism.dp or .pp, run the ranks under torchrun or srun across machines, or raise "
-                    "the limit with --max-local-ranks N");
+                    std::string("lower parallelism.dp or .pp, run the ranks under torchrun or srun across machines, ") +
+                        (cuda ? "let ranks share GPUs with train.collectives \"gloo\", " : "") +
+                        "or raise the limit with --max-local-ranks N");
 }
 
 }  // namespace sb

@@ -24,6 +24,7 @@
 #include "kernels/attention/moba/moba_attention.h"
 #include "kernels/attention/moba/moba_reference.h"
 #include "kernels/attention/ring/ring_attention_backend.h"
+#include "kernels/attention/sdpa_kernel_choice.h"
 #include "kernels/attention/vertical_slash/vertical_slash_backend.h"
 #include "kernels/attention/vertical_slash/vertical_slash_blocks.h"
 #include "kernels/attention/vertical_slash/vertical_slash_reference.h"
@@ -49,6 +50,9 @@ MobaCudaKernel moba_cuda_kernel_of(const std::string& impl) {
   return MobaCudaKernel::kAuto;
 }
 bool is_vertical_slash(const std::string& impl) { return impl == "vertical_slash"; }
+// "dense" lets SDPA choose its kernel (as the trainer runs it; cuDNN's on an H100);
+// "dense-flash" pins it to flash-attention (sdpa_kernel_choice.h).
+bool is_dense(const std::string& impl) { return impl == "dense" || impl == "dense-flash"; }
 
 // MTraining's pattern with fixed counts (top-k) or top-p, the public code's sinks and window.
 VerticalSlashParams vertical_slash_params(const AttentionBenchConfig& c) {
@@ -90,10 +94,11 @@ at::Tensor local_inputs(int64_t length, const at::Tensor& directions, int64_t he
 
 void check_config(const AttentionBenchConfig& c) {
   auto fail = [](const std::string& what) { throw std::invalid_argument(what); };
-  if (c.impl != "dense" && !is_moba(c.impl) && !is_ring(c.impl) && !is_vertical_slash(c.impl)) {
-    fail("--impl must be dense, moba, moba-fused, moba-varlen, ring-dense, ring-moba or vertical_slash, got " +
-         c.impl);
+  if (!is_dense(c.impl) && !is_moba(c.impl) && !is_ring(c.impl) && !is_vertical_slash(c.impl)) {
+    fail("--impl must be dense, dense-flash, moba, moba-fused, moba-varlen, ring-dense, ring-moba or "
+         "vertical_slash, got " + c.impl);
   }
+  if (c.impl == "dense-flash" && c.device != "cuda") fail("--impl dense-flash is a CUDA kernel: use --device cuda");
   if (moba_cuda_kernel_of(c.impl) != MobaCudaKernel::kAuto && c.device != "cuda") {
     fail("--impl " + c.impl + " chooses a CUDA path: use --device cuda (or --impl moba)");
   }
@@ -271,6 +276,10 @@ struct BenchSubject {
       backend = make_attention_backend(attention);
     }
     params = reference_params(config, scale);
+    if (is_dense(config.impl)) {
+      const SdpaFlashOnlyScope sdpa(config.impl == "dense-flash");
+      result.sdpa_kernel = dense_sdpa_kernel(q, k, v, scale);
+    }
     if (is_moba(config.impl)) {
       result.attended_pairs = moba_attended_pairs(q, k, packed, params);
     } else if (is_vertical_slash(config.impl)) {  // the mask of the index every run builds
@@ -286,6 +295,7 @@ struct BenchSubject {
   }
 
   double forward() {
+    const SdpaFlashOnlyScope sdpa(result.config.impl == "dense-flash");
     return time_ms(cuda, [&] {
       const c10::NoGradGuard no_grad;
       last_out = backend->forward(q, k, v, packed, scale, /*layer=*/0);
@@ -295,6 +305,7 @@ struct BenchSubject {
     const at::Tensor ql = q.detach().requires_grad_(true);
     const at::Tensor kl = k.detach().requires_grad_(true);
     const at::Tensor vl = v.detach().requires_grad_(true);
+    const SdpaFlashOnlyScope sdpa(result.config.impl == "dense-flash");
     return time_ms(cuda, [&] {
       backend->forward(ql, kl, vl, packed, scale, /*layer=*/0).backward(grad_out);
     });

@@ -21,7 +21,8 @@
 namespace sb {
 
 struct AttentionBenchConfig {
-  // "dense", "moba", "moba-fused", "moba-varlen" (CUDA paths), "ring-dense", "ring-moba",
+  // "dense" (SDPA's choice of kernel), "dense-flash" (SDPA pinned to flash-attention,
+  // CUDA), "moba", "moba-fused", "moba-varlen" (CUDA paths), "ring-dense", "ring-moba",
   // "vertical_slash"
   std::string impl = "moba";
   std::string device = "cpu";  // "cpu" or "cuda"
@@ -57,6 +58,7 @@ struct AttentionBenchResult {
   int64_t peak_mem_bytes = 0;      // most memory held by one run beyond its inputs
   std::string peak_mem_source;     // "cpu_rss" (VmHWM after clear_refs) or "cuda_allocator"
   double coverage_mean = 1.0;      // MoBA's routing-score coverage (1 for dense)
+  std::string sdpa_kernel;         // dense: the kernel SDPA ran ("cudnn", "flash", ...)
 
   double fwd_flop() const { return 4.0 * static_cast<double>(config.head_dim) * attended_pairs; }
   double fwdbwd_flop() const { return 3.5 * fwd_flop(); }

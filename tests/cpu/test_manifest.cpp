@@ -9,6 +9,7 @@
 #include "common/errors.h"
 #include "harness/common/atomic_file.h"
 #include "harness/config/manifest.h"
+#include "harness/runner/run_preflight.h"
 #include "models/qwen2/qwen2_hf_config.h"
 #include "harness/latency/latency_profile.h"
 
@@ -174,6 +175,44 @@ TEST(Manifest, CudaDeviceIsCheckedBeforeTraining) {
   j["train"]["device"] = "cpu";
   j["train"]["precision"] = "fp32";
   EXPECT_EQ(runnable_error(parse_manifest(j, "m.json")), "");
+}
+
+// train.collectives: "gloo" parses and is written to the resolved manifest; "auto" (the
+// default) is not, so earlier runs' manifests resolve as before. CUDA ranks sharing GPUs
+// are limited like CPU ranks (per core), not to one per visible GPU.
+TEST(Manifest, CollectivesChooseWhetherCudaRanksMayShareAGpu) {
+  json j = minimal_manifest();
+  EXPECT_FALSE(manifest_to_json(parse_manifest(j, "m.json"))["train"].contains("collectives"));
+  j["train"]["collectives"] = "nccl";
+  const std::string bad = config_error_of(j);
+  EXPECT_EQ(bad.rfind("$.train.collectives |", 0), 0u) << bad;
+  EXPECT_NE(bad.find("gloo"), std::string::npos) << bad;
+
+  j["train"]["collectives"] = "gloo";
+  j["train"]["device"] = "cuda";
+  j["train"]["precision"] = "bf16-mixed";
+  j["parallelism"] = {{"dp", 2}, {"pp", 2}};
+  const Manifest shared = parse_manifest(j, "m.json");
+  EXPECT_TRUE(shared.train.gpus_shared());
+  EXPECT_EQ(manifest_to_json(shared)["train"]["collectives"], "gloo");
+  EXPECT_NO_THROW(check_local_world_fits(shared, 0));  // 4 ranks: within 4 per core
+
+  j["train"]["collectives"] = "auto";
+  const Manifest one_per_gpu = parse_manifest(j, "m.json");
+  EXPECT_FALSE(one_per_gpu.train.gpus_shared());
+  int64_t visible = 0;
+#ifdef SB_WITH_CUDA
+  visible = static_cast<int64_t>(c10::cuda::device_count());
+#endif
+  if (visible < 4) {
+    try {
+      check_local_world_fits(one_per_gpu, 0);
+      ADD_FAILURE() << "4 NCCL ranks accepted with " << visible << " GPU(s)";
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(e.json_path(), "$.parallelism");
+      EXPECT_NE(std::string(e.what()).find("train.collectives \"gloo\""), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(Manifest, ParallelismResolvesTheStageSplit) {
