@@ -10,6 +10,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+
 std::string to_string(const std::vector<uint8_t>& bytes) { return {bytes.begin(), bytes.end()}; }
 
 }  // namespace
@@ -29,7 +33,9 @@ RankWatchdog::RankWatchdog(const c10::intrusive_ptr<c10d::Store>& store, int ran
   }
   thread_store_->setTimeout(options_.timeout);
   main_store_->setTimeout(options_.timeout);
+  last_contact_ns_ = now_ns();
   thread_ = std::thread([this] { run(); });
+  contact_thread_ = std::thread([this] { watch_store_contact(); });
 }
 
 RankWatchdog::~RankWatchdog() { stop(); }
@@ -38,16 +44,50 @@ void RankWatchdog::stop() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
+    closed_ = true;
   }
   wake_.notify_all();
+  if (contact_thread_.joinable()) contact_thread_.join();
   if (thread_.joinable()) thread_.join();
 }
 
 void RankWatchdog::fatal(const std::string& message, int exit_code) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (fatal_called_) return;
+    fatal_called_ = true;
+  }
   options_.on_fatal(message, exit_code);
-  // on_fatal returned (a test's callback): end the thread quietly.
-  std::lock_guard<std::mutex> lock(mutex_);
-  stopping_ = true;
+  // on_fatal returned (a test's callback): end the threads quietly.
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+    closed_ = true;
+  }
+  wake_.notify_all();
+}
+
+void RankWatchdog::watch_store_contact() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!closed_) {
+    wake_.wait_for(lock, options_.interval, [this] { return closed_; });
+    if (closed_) return;
+    const auto silent = std::chrono::nanoseconds(now_ns() - last_contact_ns_.load());
+    if (silent <= options_.timeout) continue;
+    const std::string seconds = std::to_string(std::chrono::duration_cast<std::chrono::seconds>(silent).count());
+    std::string message = "stopping: the job's rendezvous store at " + options_.store_address +
+                          ", which rank 0 serves, has not answered for " + seconds +
+                          " s (the timeout): this host lost its network or rank 0's host is gone";
+    int code = 1;
+    if (reporting_) {  // this rank's own failure, which the store did not take
+      message = reporting_->first + " (not published to the other ranks: the store at " + options_.store_address +
+                " did not answer within " + seconds + " s)";
+      code = reporting_->second;
+    }
+    lock.unlock();
+    fatal(message, code);
+    return;
+  }
 }
 
 void RankWatchdog::run() {
@@ -89,6 +129,7 @@ void RankWatchdog::run() {
           return;
         }
       }
+      last_contact_ns_ = now_ns();  // a whole round with the store completed
       std::unique_lock<std::mutex> lock(mutex_);
       wake_.wait_for(lock, options_.interval, [this] { return stopping_; });
     }
@@ -105,9 +146,12 @@ void RankWatchdog::run() {
 void RankWatchdog::report_failure(const std::string& message, int exit_code) {
   {
     // This rank is going down with its own message; the thread must not add another
-    // (e.g. "lost the store" when rank 0 exits first).
+    // (e.g. "lost the store" when rank 0 exits first). The contact thread bounds the
+    // store calls below.
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
+    reporting_ = std::make_pair(message, exit_code);
+    last_contact_ns_ = now_ns();
   }
   try {
     main_store_->compareSet(key("failure"), {}, [&] {
@@ -118,6 +162,11 @@ void RankWatchdog::report_failure(const std::string& message, int exit_code) {
   } catch (const std::exception&) {
     // The store is gone too; the caller reports the failure locally anyway.
   }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    closed_ = true;
+  }
+  wake_.notify_all();
 }
 
 std::optional<std::string> RankWatchdog::failure_of_another_rank() {

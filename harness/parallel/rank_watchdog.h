@@ -7,6 +7,12 @@
 //     a failure (report_failure), or when a peer's counter has not moved for `timeout`
 //     (the peer is hung, stopped, or gone without a word), or when the store itself is
 //     unreachable (rank 0, which serves it, is gone).
+// A second thread keeps the first one honest: a store whose host dropped off the network
+// sends no reset, and a store call can then block far beyond `timeout`; when the
+// heartbeat thread has not completed a round with the store for `timeout`, this process
+// stops naming the store (so a cut-off host's ranks stop too, not only the others). It
+// also bounds report_failure: a failure the store does not take within `timeout` stops
+// the process with that failure's message and exit code.
 // A rank that dies by a signal publishes nothing; its peers then fail in their next
 // collective (connection reset) or within `timeout` (no heartbeat), and
 // silent_peers() names it in their message.
@@ -21,6 +27,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace sb {
@@ -63,6 +70,7 @@ class RankWatchdog {
 
  private:
   void run();
+  void watch_store_contact();
   void fatal(const std::string& message, int exit_code);
   std::string key(const std::string& name) const { return options_.key_prefix + name; }
 
@@ -72,8 +80,13 @@ class RankWatchdog {
   RankWatchdogOptions options_;
   std::mutex mutex_;
   std::condition_variable wake_;
-  bool stopping_ = false;  // also set once this rank reported its own failure
-  std::thread thread_;
+  bool stopping_ = false;  // the heartbeat thread ends (also once this rank reports its own failure)
+  bool closed_ = false;    // the store-contact thread ends (stop(), fatal, a report published)
+  bool fatal_called_ = false;  // on_fatal runs once per process, whichever thread gets there
+  std::optional<std::pair<std::string, int>> reporting_;  // the failure being published
+  // When the heartbeat thread last completed a round with the store (steady clock, ns).
+  std::atomic<int64_t> last_contact_ns_{0};
+  std::thread thread_, contact_thread_;
 };
 
 }  // namespace sb

@@ -40,14 +40,20 @@ std::vector<RunSpec> in_execution_order(std::vector<RunSpec> runs) {
 // manifest per layout.
 void check_same_ranks(const Manifest& manifest, const std::vector<RunSpec>& runs) {
   const ParallelismSection& job = manifest.parallelism;
+  const auto layout_text = [](const ParallelismSection& p) {
+    return "dp " + std::to_string(p.dp) + " x pp " + std::to_string(p.pp) + " x cp " + std::to_string(p.cp) +
+           " x tp " + std::to_string(p.tp);
+  };
   for (const RunSpec& run : runs) {
     const ParallelismSection& p = run.manifest.parallelism;
-    if (p.dp == job.dp && p.pp == job.pp) continue;
-    const std::string axis = p.dp != job.dp ? "parallelism.dp" : "parallelism.pp";
+    if (p.dp == job.dp && p.pp == job.pp && p.cp == job.cp && p.tp == job.tp) continue;
+    const std::string axis = p.dp != job.dp   ? "parallelism.dp"
+                             : p.pp != job.pp ? "parallelism.pp"
+                             : p.cp != job.cp ? "parallelism.cp"
+                                              : "parallelism.tp";
     throw ConfigError(manifest.file, "$.sweep[\"" + axis + "\"]",
-                      "changes the ranks of the job (run " + run.name + " has dp " + std::to_string(p.dp) +
-                          " x pp " + std::to_string(p.pp) + ", the manifest dp " + std::to_string(job.dp) +
-                          " x pp " + std::to_string(job.pp) + "); `run` starts one set of ranks",
+                      "changes the ranks of the job (run " + run.name + " has " + layout_text(p) + ", the manifest " +
+                          layout_text(job) + "); `run` starts one set of ranks",
                       "write one manifest per layout, or sweep the layout with `sparsebalance simulate`");
   }
 }

@@ -47,7 +47,7 @@ struct RunPlan {
   // The job's ranks: every run has the manifest's parallelism (plan_runs checks it).
   const ParallelismSection& parallelism() const { return runs.front().spec.manifest.parallelism; }
   ParallelLayout layout() const { return parallel_layout_of(runs.front().spec.manifest); }
-  int64_t world_size() const { return parallelism().dp * parallelism().pp * parallelism().cp; }
+  int64_t world_size() const { return layout().world_size(); }  // dp x pp x cp x tp
   // The runs that are not skipped.
   std::vector<RunSpec> pending() const;
 };
@@ -60,7 +60,7 @@ std::vector<RunSpec> select_runs(const Manifest& manifest, const RunSelection& s
 
 // Expands and selects the runs once and decides each one's folder. ConfigError on a
 // conflict (a complete run with another manifest, without --force) and for a sweep that
-// changes the ranks (parallelism.dp or .pp): one job has one set of ranks.
+// changes the ranks (parallelism.dp, .pp, .cp or .tp): one job has one set of ranks.
 RunPlan plan_runs(const Manifest& manifest, const RunSelection& selection);
 
 nlohmann::json run_plan_to_json(const RunPlan& plan);

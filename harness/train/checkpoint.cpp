@@ -16,6 +16,7 @@
 #include <map>
 
 #include "harness/common/atomic_file.h"
+#include "harness/parallel/tensor_parallel/tensor_parallel_group.h"
 #include "harness/parallel/tensor_parallel/tensor_parallel_sharding.h"
 #include "harness/train/saved_model_files.h"
 #include "models/qwen2/qwen2_hf_checkpoint.h"
@@ -230,6 +231,9 @@ void save_checkpoint(const fs::path& run_dir, int64_t iterations_done, const Run
       if (run.manifest.train.lora) write_safetensors(partial / numbered("adapter", context.stage(), pp), adapters);
     }
   }
+  // The gathers above are not an iteration's TP communication: without this they would be
+  // counted in the next iteration's first micro-batch (tp_comm_ms and its timeline events).
+  if (TensorParallelGroup* group = stage.tensor_parallel_group()) group->take_intervals();
   write_safetensors(partial / rng_file(context.rank), generator_states());
   context.wait_for_all(name + "/written", limit);
   if (context.rank == 0) {

@@ -1,6 +1,7 @@
-// Checkpoints: a DP2 x PP2 run killed after its checkpoint resumes and reproduces the
-// uninterrupted run's losses and gradient norms bit for bit. Bubbles: a real PP run
-// with equal micro-batches measures close to the 1F1B bubble fraction (p-1)/(m+p-1).
+// Checkpoints: a DP2 x PP2 run, and a PP2 x TP2 run started by `sparsebalance run`'s own
+// launcher, killed after a checkpoint resume and reproduce the uninterrupted run's losses
+// and gradient norms bit for bit. Bubbles: a real PP run with equal micro-batches
+// measures close to the 1F1B bubble fraction (p-1)/(m+p-1).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,34 +25,37 @@ int run_to_end(const fs::path& manifest, const fs::path& results, const std::str
   return test::wait_worker(cli, Clock::now() + std::chrono::seconds(300));
 }
 
-TEST(Resume, InterruptedRunResumesWithTheUninterruptedLossCurve) {
-  const fs::path dir = test::fresh_temp_dir("resume_dist");
-  const json m = test::job_manifest("resume", 2, 2, 6, 20, 2);
+// Runs `m` whole, then killed (SIGKILL) on `crash_rank` when iteration 3 starts and run
+// again: the second part resumes from the checkpoint of iteration 2 and every record
+// equals the whole run's bit for bit. Returns the resumed run's folder.
+fs::path expect_resume_repeats_the_whole_run(const fs::path& dir, const json& m, int crash_rank) {
   const fs::path manifest = test::write_manifest(dir, m);
   const fs::path whole = dir / "whole", cut = dir / "cut";
   fs::create_directories(whole);
   fs::create_directories(cut);
-  ASSERT_EQ(run_to_end(manifest, whole, "whole.log"), 0) << test::slurp(whole / "whole.log");
+  const std::string name = m["name"].get<std::string>();
+  EXPECT_EQ(run_to_end(manifest, whole, "whole.log"), 0) << test::slurp(whole / "whole.log");
 
   // Killed (SIGKILL, no chance to clean up) when iteration 3 starts: the newest
   // checkpoint holds iterations 0-1... up to 2, and records of iteration 2 exist too.
-  const int killed = run_to_end(manifest, cut, "cut.log", {{"SB_FAULT_INJECT", "crash:rank=2:iteration=3"}});
-  ASSERT_EQ(killed, 1) << test::slurp(cut / "cut.log");
-  const fs::path run = cut / "resume" / "dense";
+  const int killed = run_to_end(manifest, cut, "cut.log",
+                                {{"SB_FAULT_INJECT", "crash:rank=" + std::to_string(crash_rank) + ":iteration=3"}});
+  EXPECT_EQ(killed, 1) << test::slurp(cut / "cut.log");
+  const fs::path run = cut / name / "dense";
   EXPECT_FALSE(fs::exists(run / "status.json"));
   EXPECT_EQ(test::slurp(run / "checkpoints" / "latest"), "iter_00000002\n");
   EXPECT_EQ(test::read_records(run).size(), 3u);
 
-  ASSERT_EQ(run_to_end(manifest, cut, "resumed.log"), 0) << test::slurp(cut / "resumed.log");
+  EXPECT_EQ(run_to_end(manifest, cut, "resumed.log"), 0) << test::slurp(cut / "resumed.log");
   const std::string resumed_log = test::slurp(cut / "resumed.log");
   EXPECT_NE(resumed_log.find("resuming from its checkpoint"), std::string::npos) << resumed_log;
   EXPECT_NE(resumed_log.find("at iteration 2"), std::string::npos) << resumed_log;
 
-  const auto expected = test::read_records(whole / "resume" / "dense");
+  const auto expected = test::read_records(whole / name / "dense");
   const auto actual = test::read_records(run);
-  ASSERT_EQ(actual.size(), 6u);
-  ASSERT_EQ(expected.size(), 6u);
-  for (size_t i = 0; i < actual.size(); ++i) {
+  EXPECT_EQ(actual.size(), 6u);
+  EXPECT_EQ(expected.size(), 6u);
+  for (size_t i = 0; i < std::min(actual.size(), expected.size()); ++i) {
     EXPECT_EQ(actual[i]["iteration"], static_cast<int64_t>(i));
     // Bit-exact: the same float64 printed the same way.
     EXPECT_EQ(actual[i]["loss"].dump(), expected[i]["loss"].dump()) << "iteration " << i;
@@ -61,11 +65,19 @@ TEST(Resume, InterruptedRunResumesWithTheUninterruptedLossCurve) {
   const json status = json::parse(test::slurp(run / "status.json"));
   EXPECT_EQ(status["resumed"], true);
   const json context = json::parse(test::slurp(run / "context.json"));
-  ASSERT_EQ(context["resumes"].size(), 1u);
+  EXPECT_EQ(context["resumes"].size(), 1u);
   EXPECT_EQ(context["resumes"][0]["resumed_at_iteration"], 2);
   // keep_last = 1: only the newest checkpoint (after iteration 4) is left.
   EXPECT_EQ(test::slurp(run / "checkpoints" / "latest"), "iter_00000004\n");
   EXPECT_FALSE(fs::exists(run / "checkpoints" / "iter_00000002"));
+  return run;
+}
+
+TEST(Resume, InterruptedRunResumesWithTheUninterruptedLossCurve) {
+  const fs::path dir = test::fresh_temp_dir("resume_dist");
+  const fs::path run = expect_resume_repeats_the_whole_run(dir, test::job_manifest("resume", 2, 2, 6, 20, 2), 2);
+  const auto actual = test::read_records(run);
+  ASSERT_EQ(actual.size(), 6u);
   // Both parts of the run followed 1F1B on both pipelines (their micro-batch counts differ).
   std::istringstream lines(test::slurp(run / "timeline_events.jsonl"));
   std::string line;
@@ -77,6 +89,38 @@ TEST(Resume, InterruptedRunResumesWithTheUninterruptedLossCurve) {
   size_t iteration_events = 0;
   for (const auto& e : trace["traceEvents"]) iteration_events += e.value("cat", "") == "iteration";
   EXPECT_EQ(iteration_events, 24u);
+  fs::remove_all(dir);
+}
+
+// Tensor parallelism through the CLI's launcher (it starts dp x pp x cp x tp ranks) and
+// its checkpoints (gathered unsharded, cut again at load).
+TEST(Resume, UnderTensorParallelismTheResumedRunRepeatsTheWholeRun) {
+  const fs::path dir = test::fresh_temp_dir("resume_tp_dist");
+  json m = test::job_manifest("resume_tp", 1, 2, 6, 20, 2);
+  m["parallelism"]["tp"] = 2;
+  const fs::path run = expect_resume_repeats_the_whole_run(dir, m, 3);
+  const json context = json::parse(test::slurp(run / "context.json"));
+  EXPECT_EQ(context["world"]["tp"], 2);
+  EXPECT_EQ(context["world"]["world_size"], 4);
+  // Every TP collective a rank timed lies inside its iteration: the checkpoints' gathers
+  // (after iterations 2 and 4) are not counted as the next iteration's communication.
+  std::istringstream lines(test::slurp(dir / "whole" / "resume_tp" / "dense" / "timeline_events.jsonl"));
+  std::string line;
+  size_t tp_events = 0;
+  while (std::getline(lines, line)) {
+    const json iteration = json::parse(line);
+    for (const json& rank : iteration.at("ranks")) {
+      for (const json& e : rank.at("events")) {
+        if (e.at(0) != "tp_comm") continue;
+        ++tp_events;
+        EXPECT_GE(e.at(2).get<double>(), rank.at("start_ms").get<double>())
+            << "iteration " << iteration.at("iteration") << " rank " << rank.at("rank") << ": " << e.dump();
+        EXPECT_LE(e.at(3).get<double>(), rank.at("end_ms").get<double>())
+            << "iteration " << iteration.at("iteration") << " rank " << rank.at("rank") << ": " << e.dump();
+      }
+    }
+  }
+  EXPECT_GT(tp_events, 0u);
   fs::remove_all(dir);
 }
 
