@@ -48,6 +48,7 @@ struct Case {
   int64_t tp = 1;                     // tensor parallelism with sequence parallelism
   std::string attention = "dense";    // "moba": block 8, top-k 2
   bool lora = false;                  // LoRA r 4 on every projection, the rest frozen
+  bool activation_checkpointing = false;  // every decoder layer recomputed in the backward
 };
 
 // The same case on one process: dp = pp = cp = tp = 1.
@@ -78,6 +79,7 @@ json case_manifest(const Case& c) {
   }
   if (!c.stage_layers.empty()) j["parallelism"]["stage_layers"] = c.stage_layers;
   if (c.tp > 1) j["parallelism"]["tp"] = c.tp;
+  if (c.activation_checkpointing) j["train"]["activation_checkpointing"] = true;
   if (c.attention == "moba") {
     j["methods"] = json::parse(R"([{"name": "moba", "attention": {"name": "moba", "block_size": 8, "top_k": 2}}])");
   }
@@ -350,6 +352,21 @@ TEST(TensorParallel, PipelineTwoTimesTpTwoWithLoraAndTiedEmbeddingsEqualsOneProc
   check_case(tp_case("pp2xtp2_lora", 1, 2, 2, 5, "dense", true), [](const GlobalBatchPlan& plan) {
     EXPECT_GT(plan.ranks[0].size(), 2u) << "steady 1F1B phase: more micro-batches than stages";
   });
+}
+
+// qwen2-test: an untied lm_head, split by vocabulary over the last stage's TP ranks.
+TEST(TensorParallel, PipelineTwoTimesTpTwoWithAnUntiedHeadEqualsOneProcess) {
+  Case c = tp_case("pp2xtp2_untied", 1, 2, 2, 6, "dense", false);
+  c.preset = "qwen2-test";
+  check_case(c, any_plan);
+}
+
+// Each layer's forward, its all-gathers and reduce-scatters included, runs again in the
+// backward.
+TEST(TensorParallel, TwoRanksWithActivationCheckpointingEqualOneProcess) {
+  Case c = tp_case("tp2_recompute", 1, 1, 2, 6, "dense", false);
+  c.activation_checkpointing = true;
+  check_case(c, any_plan);
 }
 
 TEST(TensorParallel, DataTwoPipelineTwoTensorTwoEqualsOneProcess) {
