@@ -2,6 +2,8 @@
 // variables. Usage:
 //   sb_pipeline_worker gradients MANIFEST OUT_DIR   iteration 0's gradients (summed over
 //       DP, before clipping; this TP rank's shards) and loss sum -> OUT_DIR/rank<r>.safetensors
+//   sb_pipeline_worker gradients-after-step MANIFEST OUT_DIR   the same for iteration 1,
+//       after iteration 0's optimizer step (LoRA's B is then non-zero, so A has gradients)
 //   sb_pipeline_worker checkpoint MANIFEST OUT_DIR  one training iteration, a checkpoint of
 //       it under OUT_DIR/run/checkpoints/ (pp = 1), then every rank's logits of the trained
 //       model on iteration 1's global batch packed as one micro-batch (under TP: this
@@ -32,8 +34,9 @@ namespace {
 
 using nlohmann::json;
 
-int write_gradients(sb::Trainer& trainer, const std::filesystem::path& out, int rank) {
-  const sb::GradientPass pass = trainer.compute_gradients(0);
+int write_gradients(sb::Trainer& trainer, const std::filesystem::path& out, int rank, int64_t iteration) {
+  for (int64_t it = 0; it < iteration; ++it) trainer.train_iteration(it);
+  const sb::GradientPass pass = trainer.compute_gradients(iteration);
   std::vector<std::pair<std::string, at::Tensor>> grads;
   for (const sb::StageParameter& p : trainer.stage().parameters()) {
     if (!p.tensor.grad().defined()) continue;  // frozen under LoRA
@@ -74,7 +77,7 @@ int checkpoint_and_logits(sb::Trainer& trainer, const std::filesystem::path& out
 
 int main(int argc, char** argv) {
   if (argc != 4) {
-    std::cerr << "usage: sb_pipeline_worker gradients|checkpoint|record MANIFEST OUT_DIR\n";
+    std::cerr << "usage: sb_pipeline_worker gradients|gradients-after-step|checkpoint|record MANIFEST OUT_DIR\n";
     return 2;
   }
   const std::string mode = argv[1];
@@ -99,7 +102,8 @@ int main(int argc, char** argv) {
       options.make_batching = [](sb::BatchingKind) { return std::make_unique<sb::test::BudgetingBatching>(); };
     }
     sb::Trainer trainer(run, context, options);
-    if (mode == "gradients") return write_gradients(trainer, out, env.rank);
+    if (mode == "gradients") return write_gradients(trainer, out, env.rank, 0);
+    if (mode == "gradients-after-step") return write_gradients(trainer, out, env.rank, 1);
     if (mode == "checkpoint") return checkpoint_and_logits(trainer, out, env.rank);
     if (mode != "record") {
       std::cerr << "unknown mode " << mode << "\n";

@@ -49,7 +49,10 @@ struct Case {
   std::string attention = "dense";    // "moba": block 8, top-k 2
   bool lora = false;                  // LoRA r 4 on every projection, the rest frozen
   bool activation_checkpointing = false;  // every decoder layer recomputed in the backward
+  bool after_step = false;  // compare iteration 1's gradients, after one optimizer step
 };
+
+std::string gradient_mode(const Case& c) { return c.after_step ? "gradients-after-step" : "gradients"; }
 
 // The same case on one process: dp = pp = cp = tp = 1.
 Case one_process_case(Case c) {
@@ -122,7 +125,8 @@ Oracle one_process_oracle(const Case& c) {
   Qwen2ForCausalLM model(qwen2_preset(m.model.preset), make_attention_backend("dense"));
   model->train();
   const SyntheticDataset data(m.data.synthetic, m.seed);
-  const std::vector<Sample> batch = data.global_batch(0, m.train.global_batch_size);
+  // The global batch the compared gradients come from (its plan is what every rank runs).
+  const std::vector<Sample> batch = data.global_batch(c.after_step ? 1 : 0, m.train.global_batch_size);
   std::vector<const Sample*> all;
   std::vector<int64_t> lengths;
   int64_t loss_tokens = 0;
@@ -156,7 +160,7 @@ Oracle one_process_worker_oracle(const Case& c) {
   Oracle o;
   o.plan = one_process_oracle(c).plan;  // the plan the layout's ranks compute
   const fs::path dir = test::fresh_temp_dir("pp_" + alone.name);
-  run_workers("gradients", alone, dir);
+  run_workers(gradient_mode(c), alone, dir);
   const SafetensorsFile file = SafetensorsFile::open(dir / "rank0.safetensors");
   o.loss = std::stod(file.metadata().at("loss_sum")) / std::stod(file.metadata().at("loss_tokens"));
   for (const std::string& name : file.names()) o.grads[name] = file.tensor(name);
@@ -235,7 +239,7 @@ void expect_equal_to_one_process(const Case& c, const fs::path& dir, const Oracl
 
 void check_case(const Case& c, const std::function<void(const GlobalBatchPlan&)>& expect_plan) {
   const fs::path dir = test::fresh_temp_dir("pp_" + c.name);
-  const bool plain_model = c.attention == "dense" && !c.lora;
+  const bool plain_model = c.attention == "dense" && !c.lora && !c.after_step;
   const Oracle oracle = plain_model ? one_process_oracle(c) : one_process_worker_oracle(c);
   expect_plan(oracle.plan);
   std::set<int64_t> lengths;
@@ -243,9 +247,14 @@ void check_case(const Case& c, const std::function<void(const GlobalBatchPlan&)>
     for (const auto& mb : rank) lengths.insert(mb.tokens);
   }
   if (oracle.plan.microbatch_count() > 1) EXPECT_GT(lengths.size(), 1u) << "micro-batches should differ in length";
-  run_workers("gradients", c, dir);
+  run_workers(gradient_mode(c), c, dir);
   if (::testing::Test::HasFatalFailure()) return;
   expect_equal_to_one_process(c, dir, oracle);
+  if (c.lora && c.after_step) {  // B moved off zero: the comparison of A's gradients is not vacuous
+    for (const auto& [name, grad] : oracle.grads) {
+      if (name.find(".lora_A.") != std::string::npos) EXPECT_GT(grad.abs().max().item<double>(), 1e-6) << name;
+    }
+  }
   fs::remove_all(dir);
 }
 
@@ -339,6 +348,14 @@ TEST(TensorParallel, TwoRanksWithMobaEqualOneProcess) {
 
 TEST(TensorParallel, TwoRanksWithLoraEqualOneProcess) {
   check_case(tp_case("tp2_lora", 1, 1, 2, 6, "dense", true), any_plan);
+}
+
+// At iteration 0 LoRA's B is zero, so every A gradient is zero on both sides; after one
+// step they are not, and they, B's and the loss still equal one process.
+TEST(TensorParallel, TwoRanksWithLoraAfterAStepEqualOneProcess) {
+  Case c = tp_case("tp2_lora_step", 1, 1, 2, 6, "dense", true);
+  c.after_step = true;
+  check_case(c, any_plan);
 }
 
 TEST(TensorParallel, DataParallelTwoTimesTpTwoWithMobaEqualsOneProcess) {
