@@ -524,13 +524,6 @@ void check_runnable_by_trainer(const Manifest& m) {
                             "\" with vertical_slash attention, whose CPU kernel computes in float32 or float64",
                         "set train.precision to \"fp32\"");
     }
-    if (m.parallelism.cp > 1 && m.methods[i].budget == BudgetKind::kDst) {
-      throw ConfigError(m.file, "$.methods[" + std::to_string(i) + "].budget",
-                        "is \"dst\" over vertical_slash with parallelism.cp " + std::to_string(m.parallelism.cp) +
-                            ": the layers' budget rule (a level search over each head's scores) is built for one "
-                            "rank only so far (docs/vertical_slash.md, \"Budgets\")",
-                        "use budget \"fixed\" under context parallelism, or parallelism.cp 1 for DST");
-    }
   }
   // The simulation's profile serves only `simulate`: the trainer needs the method's own.
   for (size_t i = 0; i < m.methods.size(); ++i) {

@@ -112,7 +112,8 @@ TEST(ManifestMethods, VerticalSlashTakesItsDefaultsAndSparseBalancesBudgetsInKep
   const json resolved = manifest_to_json(m);
   EXPECT_EQ(resolved["methods"][0]["attention"]["expected_keys"], 200);
   EXPECT_EQ(manifest_to_json(parse_manifest(resolved, "resolved.json")), resolved);
-  // k_max below k_min, and DST over the pattern under context parallelism, are refused.
+  // k_max below k_min is refused; DST over the pattern under context parallelism is not
+  // (the ring runs the budget search, ring_vertical_slash_budget.h).
   json crossed = manifest_with(json::array({{{"name", "x"}, {"budget", "dst"}, {"dst", {{"k_min", 64}, {"k_max", 32}}}}}),
                                defaults);
   EXPECT_EQ(test::manifest_error_path(crossed), "$.methods[0].dst.k_max");
@@ -120,9 +121,8 @@ TEST(ManifestMethods, VerticalSlashTakesItsDefaultsAndSparseBalancesBudgetsInKep
   ring["parallelism"] = {{"cp", 2}};
   try {
     check_runnable_by_trainer(parse_manifest(ring, "m.json"));
-    ADD_FAILURE() << "dst over vertical_slash with cp 2 was accepted";
   } catch (const ConfigError& e) {
-    EXPECT_EQ(e.json_path(), "$.methods[0].budget") << e.what();
+    EXPECT_NE(e.json_path(), "$.methods[0].budget") << e.what();
   }
 }
 

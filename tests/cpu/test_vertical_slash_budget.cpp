@@ -505,9 +505,10 @@ TEST(VerticalSlashBudget, BadRequestsAreRejected) {
   }
 }
 
-TEST(VerticalSlashBudget, RingBackendRefusesBudgetRequests) {
-  // Context parallelism on one rank: the vertical-slash ring runs without a request and
-  // refuses a budget or a floor, naming the way out.
+// The context-parallel backend on one rank takes a budget or a floor as the one-rank
+// backend does: the same output and the same layer statistics (the multi-rank search:
+// test_ring_vertical_slash_budget.cpp; the model on CP ranks: test_ring_attention_dist.cpp).
+TEST(VerticalSlashBudget, RingBackendRunsARequestAsTheOneRankBackend) {
   const BudgetCase c = budget_case(26, {37, 61, 6});
   AttentionOptions options;
   options.kind = AttentionKind::kVerticalSlash;
@@ -516,19 +517,24 @@ TEST(VerticalSlashBudget, RingBackendRefusesBudgetRequests) {
   RingAttentionBackend ring(options, context);
   ring.set_context_parallel_sharding(
       std::make_shared<const CpSharding>(CpSharding::build(c.sequences, 1, {CpLayoutKind::kStriped, 8})));
-  const at::Tensor out = ring.forward(c.q, c.k, c.v, c.sequences, kScale, 0);
-  EXPECT_EQ(out.sizes(), c.q.sizes());
-  for (const AttentionBudgetRequest& request : {budget_request({4, 0, 4}), budget_request({}, 0.9)}) {
+  VerticalSlashAttention one(budget_params(VerticalSlashBudget::kTopP));
+  int64_t layer = 0;
+  for (const AttentionBudgetRequest& request :
+       {budget_request({4, 0, 4}), budget_request({}, 0.9), budget_request({3, 6, 2}, 0.7), AttentionBudgetRequest{}}) {
     ring.set_budget_request(request);
-    try {
-      ring.forward(c.q, c.k, c.v, c.sequences, kScale, 1);
-      ADD_FAILURE() << "a vertical-slash budget request under CP must throw";
-    } catch (const std::invalid_argument& e) {
-      EXPECT_NE(std::string(e.what()).find("parallelism.cp 1"), std::string::npos) << e.what();
-    }
+    one.set_budget_request(request);
+    const at::Tensor expected = one.forward(c.q, c.k, c.v, c.sequences, kScale, layer);
+    const at::Tensor got = ring.forward(c.q, c.k, c.v, c.sequences, kScale, layer);
+    EXPECT_LT((got - expected).abs().max().item<double>(), 1e-10) << "layer " << layer;
+    const auto want = one.take_layer_stats(), have = ring.take_layer_stats();
+    ASSERT_EQ(have.size(), 1u);
+    ASSERT_EQ(want.size(), 1u);
+    EXPECT_EQ(have[0].top_k, want[0].top_k) << "layer " << layer;
+    EXPECT_EQ(have[0].reference_top_k, want[0].reference_top_k) << "layer " << layer;
+    EXPECT_EQ(have[0].k_floor, want[0].k_floor) << "layer " << layer;
+    EXPECT_NEAR(have[0].coverage_mean, want[0].coverage_mean, 1e-12) << "layer " << layer;
+    ++layer;
   }
-  ring.set_budget_request(AttentionBudgetRequest{});
-  EXPECT_NO_THROW(ring.forward(c.q, c.k, c.v, c.sequences, kScale, 2));
 }
 
 }  // namespace

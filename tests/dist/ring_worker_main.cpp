@@ -5,7 +5,7 @@
 //       dq, dk, dv (and MoBA's selection) to OUT_DIR/<case>-rank<r>.safetensors
 //   sb_ring_worker model OUT_DIR   qwen2-test on this rank's tokens of a packed batch with
 //       RingAttentionBackend (dense, MoBA and vertical-slash, striped and zigzag, with and without
-//       activation checkpointing): the loss and parameter gradients summed over the CP
+//       activation checkpointing; vertical-slash also under a DST budget request): the loss and parameter gradients summed over the CP
 //       group -> OUT_DIR/model-<variant>.safetensors (rank 0)
 //   sb_ring_worker die OUT_DIR     the last rank exits before the ring starts; the others
 //       must fail within SB_DIST_TIMEOUT_MS with an error naming it
@@ -60,12 +60,14 @@ void run_case(const sb::test::RingCase& c, const c10::intrusive_ptr<c10d::Backen
                         {{"kept_pairs", std::to_string(kept)}, {"events", std::to_string(steps)}});
 }
 
-// The model test's variants: name, pattern, layout, activation checkpointing.
+// The model test's variants: name, pattern, layout, activation checkpointing, and a DST
+// budget request (vertical-slash: kept keys per query and a floor; none when empty).
 struct ModelVariant {
   std::string name;
   sb::AttentionKind kind;
   sb::CpLayout layout;
   bool checkpointing;
+  sb::AttentionBudgetRequest request{};
 };
 
 void run_model(const ModelVariant& variant, const c10::intrusive_ptr<c10d::Backend>& group, const sb::DistEnv& env,
@@ -73,6 +75,7 @@ void run_model(const ModelVariant& variant, const c10::intrusive_ptr<c10d::Backe
   auto context = std::make_shared<sb::RingContext>(group, env.rank, env.world_size, 0, timeout);
   sb::AttentionOptions options{variant.kind, sb::test::kRingBlock, 2, sb::test::ring_vertical_slash_params()};
   auto backend = std::make_shared<sb::RingAttentionBackend>(options, context);
+  backend->set_budget_request(variant.request);
   sb::Qwen2ForCausalLM model = sb::test::make_test_model("qwen2-test", 5);
   model->set_attention_backend(backend);
   model->set_activation_checkpointing(variant.checkpointing);
@@ -104,7 +107,9 @@ std::vector<ModelVariant> model_variants() {
   return {{"dense_striped", sb::AttentionKind::kDense, {sb::CpLayoutKind::kStriped, 8}, false},
           {"moba_zigzag", sb::AttentionKind::kMoba, {sb::CpLayoutKind::kZigzag, 0}, false},
           {"moba_striped_checkpointed", sb::AttentionKind::kMoba, {sb::CpLayoutKind::kStriped, 24}, true},
-          {"vs_striped_checkpointed", sb::AttentionKind::kVerticalSlash, {sb::CpLayoutKind::kStriped, 24}, true}};
+          {"vs_striped_checkpointed", sb::AttentionKind::kVerticalSlash, {sb::CpLayoutKind::kStriped, 24}, true},
+          {"vs_dst_zigzag", sb::AttentionKind::kVerticalSlash, {sb::CpLayoutKind::kZigzag, 0}, false,
+           sb::test::ring_vertical_slash_dst_request()}};
 }
 
 }  // namespace

@@ -120,11 +120,15 @@ TEST(RingAttentionDistModel, Cp4ModelLossAndGradientsEqualOneProcess) {
            {"dense_striped", AttentionKind::kDense},
            {"moba_zigzag", AttentionKind::kMoba},
            {"moba_striped_checkpointed", AttentionKind::kMoba},
-           {"vs_striped_checkpointed", AttentionKind::kVerticalSlash}}) {
+           {"vs_striped_checkpointed", AttentionKind::kVerticalSlash},
+           {"vs_dst_zigzag", AttentionKind::kVerticalSlash}}) {
     Qwen2ForCausalLM model = test::make_test_model("qwen2-test", 5);
     if (kind == AttentionKind::kMoba) model->set_attention_backend(std::make_shared<MobaAttention>(test::kRingBlock, 2));
     if (kind == AttentionKind::kVerticalSlash) {
-      model->set_attention_backend(std::make_shared<VerticalSlashAttention>(test::ring_vertical_slash_params()));
+      auto backend = std::make_shared<VerticalSlashAttention>(test::ring_vertical_slash_params());
+      // DST's request under CP: the ranks' budget search equals this one-rank search.
+      if (variant == "vs_dst_zigzag") backend->set_budget_request(test::ring_vertical_slash_dst_request());
+      model->set_attention_backend(backend);
     }
     const test::TestBatch batch = test::make_test_batch(test::ring_sequence_lengths(), model->config().vocab_size, 9);
     const at::Tensor loss = test::summed_loss(model, batch);

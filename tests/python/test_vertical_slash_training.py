@@ -6,6 +6,7 @@ refused with the manifest path.
 """
 
 import json
+import shutil
 import os
 import subprocess
 from pathlib import Path
@@ -143,9 +144,33 @@ def test_sparsebalance_tunes_the_pattern_in_kept_keys_per_query(tmp_path):
     assert row["budget_mean"] > 0 and row["reference_budget_mean"] > 0
 
 
+def test_dst_under_context_parallelism_plans_and_runs_as_one_rank(tmp_path):
+    # DST over vertical-slash on CP 2 (striped): every rank runs the one-rank budget search
+    # on the index all of them hold (ring_vertical_slash_budget.h). Iteration 0 is planned
+    # before anything is measured, from the same profile: the same budgets, and the layers
+    # keep the same keys per query with the same coverage (rounding apart) and loss.
+    method = {"name": "dst", "attention": SPARSE, "budget": "dst", "profile": "profile.json"}
+    m = manifest([method])
+    m["train"].update(iterations=2)
+    m["method_defaults"] = {"dst": {"anchor": "mean", "p": 0.1}}
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    one = run(tmp_path / "one", m)
+    assert one.returncode == 0, one.stdout + one.stderr
+    shutil.copy(tmp_path / "one" / "profile.json", tmp_path / "two" / "profile.json")
+    m["parallelism"] = {"cp": 2, "cp_stripe_tokens": 16}
+    two = run(tmp_path / "two", m)
+    assert two.returncode == 0, two.stdout + two.stderr
+    single, ring = records(tmp_path / "one", "dst")[0], records(tmp_path / "two", "dst")[0]
+    assert all(b > 0 for b in single["budgets"]), single["budgets"]
+    assert ring["budgets"] == single["budgets"]
+    assert ring["layer_budgets"] == single["layer_budgets"]
+    assert ring["layer_reference_budgets"] == single["layer_reference_budgets"]
+    assert ring["coverage"] == pytest.approx(single["coverage"], abs=1e-6)
+    assert ring["loss"] == pytest.approx(single["loss"], rel=1e-5)
+
+
 @pytest.mark.parametrize("change, path", [
-    ({"parallelism": {"cp": 2}, "methods": [{"name": "v", "attention": SPARSE, "budget": "dst", "profile": "p.json"}]},
-     "$.methods[0].budget"),
     ({"methods": [{"name": "v", "attention": {"name": "moba", "expected_keys": 64}}]},
      "$.methods[0].attention.expected_keys"),
     ({"methods": [{"name": "v", "attention": dict(SPARSE, expected_keys=0)}]}, "$.methods[0].attention.expected_keys"),

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/attention/attention_backend.h"
 #include "kernels/attention/moba/moba_reference.h"
 #include "kernels/attention/ring/cp_sharding.h"
 #include "kernels/attention/ring/ring_attention.h"
@@ -116,6 +117,15 @@ inline VerticalSlashParams ring_vertical_slash_params() {
   params.last_queries = 8;
   params.block_size = kRingBlock;
   return params;
+}
+
+// DST's request for the model test's batch (its 4 sequences): kept keys per query per
+// sequence (0: the pattern's own rule) and a coverage floor.
+inline AttentionBudgetRequest ring_vertical_slash_dst_request() {
+  AttentionBudgetRequest request;
+  request.top_k = {12, 8, 0, 4};
+  request.coverage_floor_ratio = 0.8;
+  return request;
 }
 
 inline RingAttentionSpec ring_spec(const RingCase& c) {

@@ -11,6 +11,7 @@
 
 #include "kernels/attention/ring/ring_column_step_cpu.h"
 #include "kernels/attention/ring/ring_step_cpu.h"
+#include "kernels/attention/ring/ring_vertical_slash_budget.h"
 #include "kernels/attention/ring/ring_vertical_slash_index.h"
 
 namespace sb {
@@ -439,8 +440,14 @@ RingAttentionResult ring_attention(const at::Tensor& q, const at::Tensor& k, con
   } else if (spec.vertical_slash) {
     TORCH_CHECK(spec.vertical_slash_params.block_size == spec.block_size,
                 "ring attention: vertical-slash's block_size must be the spec's");
-    result.vertical_slash_index =
-        ring_vertical_slash_index(q, k, *geometry, spec.vertical_slash_params, spec.scale, *context, plan->call);
+    if (spec.vertical_slash_request.empty()) {
+      result.vertical_slash_index =
+          ring_vertical_slash_index(q, k, *geometry, spec.vertical_slash_params, spec.scale, *context, plan->call);
+    } else {
+      result.vertical_slash_budget = ring_vertical_slash_budgeted_index(
+          q, k, *geometry, spec.vertical_slash_params, spec.scale, spec.vertical_slash_request, *context, plan->call);
+      result.vertical_slash_index = std::move(result.vertical_slash_budget->index);
+    }
     RingVerticalSlashPattern pattern = RingVerticalSlashPattern::build(result.vertical_slash_index, geometry->layout);
     plan->pattern = std::move(pattern.blocks);
     plan->columns = std::make_shared<const RingColumnLists>(std::move(pattern.columns));

@@ -28,12 +28,14 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "kernels/attention/moba/moba_attention.h"
 #include "kernels/attention/ring/cp_sharding.h"
 #include "kernels/attention/ring/ring_step_cpu.h"
+#include "kernels/attention/vertical_slash/vertical_slash_budget.h"
 #include "kernels/attention/vertical_slash/vertical_slash_index.h"
 
 namespace sb {
@@ -99,6 +101,7 @@ struct RingAttentionSpec {
   MobaParams moba_params;    // moba: budget, floor, curve (block_size and scale taken from here)
   bool vertical_slash = false;
   VerticalSlashParams vertical_slash_params;  // its block_size must be the spec's
+  VerticalSlashBudgetRequest vertical_slash_request;  // DST's budget and floor (empty: the params' rule)
   double scale = 0.0;        // softmax scale (> 0)
 };
 
@@ -108,6 +111,8 @@ struct RingAttentionResult {
   MobaRouting routing;  // moba: the micro-batch's routing (the same on every CP rank)
   // vertical-slash: [sequence][query head], the same on every CP rank
   std::vector<std::vector<VerticalSlashHeadIndex>> vertical_slash_index;
+  // vertical-slash with a request: the search's levels and references (index moved out)
+  std::optional<VerticalSlashBudgetedIndex> vertical_slash_budget;
 };
 
 // What every attention call of one micro-batch shares: its blocks, every rank's tiles,

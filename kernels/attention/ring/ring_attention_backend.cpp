@@ -56,13 +56,6 @@ at::Tensor RingAttentionBackend::forward(const at::Tensor& q, const at::Tensor& 
                                 context_->describe(context_->rank()) + " " +
                                 std::to_string(sharding_->size_of(context_->rank())));
   }
-  if (options_.is_vertical_slash() && (!request_.top_k.empty() || request_.coverage_floor_ratio > 0.0)) {
-    // The budget search needs every pair count of a sequence's heads at many levels; the
-    // ring shares only the index (docs/vertical_slash.md, "Budgets").
-    throw std::invalid_argument("ring attention backend (layer " + std::to_string(layer) +
-                                "): vertical-slash budget requests (DST) are not implemented under context "
-                                "parallelism; run DST over vertical_slash with parallelism.cp 1");
-  }
   RingAttentionSpec spec;
   spec.scale = scale;
   spec.moba = options_.is_moba();
@@ -73,7 +66,10 @@ at::Tensor RingAttentionBackend::forward(const at::Tensor& q, const at::Tensor& 
     spec.moba_params = moba_params_for_request(request_, options_.block_size, options_.top_k, scale,
                                                sharding_->sequences().num_sequences(), layer);
   }
-  if (spec.vertical_slash) spec.vertical_slash_params = options_.vertical_slash;
+  if (spec.vertical_slash) {
+    spec.vertical_slash_params = options_.vertical_slash;
+    spec.vertical_slash_request = VerticalSlashBudgetRequest{request_.top_k, request_.coverage_floor_ratio};
+  }
   if (!geometry_) geometry_ = RingGeometry::build(*sharding_, spec.block_size, !spec.moba && !spec.vertical_slash);
   RingAttentionResult result = ring_attention(q, k, v, geometry_, spec, context_);
   drain_events();
@@ -87,7 +83,11 @@ at::Tensor RingAttentionBackend::forward(const at::Tensor& q, const at::Tensor& 
       for (const VerticalSlashHeadIndex& head : result.vertical_slash_index[s]) pairs[s] += vertical_slash_kept_pairs(head, length);
     }
     AttentionLayerStats stats = vertical_slash_layer_stats(layer, result.vertical_slash_index, sequences, pairs);
-    stats.reference_top_k = stats.top_k;  // no request runs here: the pattern's own rule
+    if (result.vertical_slash_budget) {
+      vertical_slash_add_budget_stats(*result.vertical_slash_budget, sequences, q.size(1), stats);
+    } else {
+      stats.reference_top_k = stats.top_k;  // the pattern's own rule: its kept keys are the reference
+    }
     stats_[layer] = std::move(stats);
   }
   return result.out;

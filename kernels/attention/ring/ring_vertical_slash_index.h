@@ -12,6 +12,7 @@
 //      (sum) completes them, and every rank selects the lists from the same numbers;
 //   4. each rank adds the attention mass on its kept entries; one all-reduce (sum) gives
 //      the coverage.
+// Steps 1-3 and the coverage's all-reduce: ring_vertical_slash_sums.h.
 // Five all-reduces per attention call; the score vectors are Hq x 2 x L float64 per
 // sequence of L tokens.
 

@@ -34,13 +34,8 @@ AttentionLayerStats vertical_slash_layer_stats(int64_t layer, const std::vector<
   return stats;
 }
 
-namespace {
-
-// What a budgeted call adds to its layer's statistics: per sequence the reference rule's
-// kept keys per query, and k_floor, the kept keys per query the floor levels alone keep
-// (the mean over the call's non-empty sequences, rounded; 0 without a floor).
-void add_budget_stats(const VerticalSlashBudgetedIndex& chosen, const PackedSequences& sequences, int64_t heads,
-                      AttentionLayerStats& stats) {
+void vertical_slash_add_budget_stats(const VerticalSlashBudgetedIndex& chosen, const PackedSequences& sequences,
+                                     int64_t heads, AttentionLayerStats& stats) {
   double floor_sum = 0;
   int64_t counted = 0;
   for (int64_t s = 0; s < sequences.num_sequences(); ++s) {
@@ -54,8 +49,6 @@ void add_budget_stats(const VerticalSlashBudgetedIndex& chosen, const PackedSequ
   }
   stats.k_floor = counted > 0 ? std::llround(floor_sum / static_cast<double>(counted)) : 0;
 }
-
-}  // namespace
 
 void VerticalSlashAttention::set_budget_request(const AttentionBudgetRequest& request) {
   budget_ = VerticalSlashBudgetRequest{request.top_k, request.coverage_floor_ratio};
@@ -75,7 +68,7 @@ at::Tensor VerticalSlashAttention::forward(const at::Tensor& q, const at::Tensor
   VerticalSlashAttentionResult result = vertical_slash_attention_cpu(q, k, v, sequences, chosen.index, scale);
   AttentionLayerStats stats =
       vertical_slash_layer_stats(layer, chosen.index, sequences, result.kept_pairs_per_sequence);
-  add_budget_stats(chosen, sequences, q.size(1), stats);
+  vertical_slash_add_budget_stats(chosen, sequences, q.size(1), stats);
   stats_[layer] = std::move(stats);
   return result.out;
 }

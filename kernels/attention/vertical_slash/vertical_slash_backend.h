@@ -25,6 +25,13 @@ AttentionLayerStats vertical_slash_layer_stats(int64_t layer, const std::vector<
                                                const PackedSequences& sequences,
                                                const std::vector<int64_t>& kept_pairs_per_sequence);
 
+// What a budgeted call adds to its layer's statistics (one rank or the ring alike): per
+// sequence the reference rule's kept keys per query, and k_floor, the kept keys per query
+// the floor levels alone keep (the mean over the call's non-empty sequences, rounded; 0
+// without a floor).
+void vertical_slash_add_budget_stats(const VerticalSlashBudgetedIndex& chosen, const PackedSequences& sequences,
+                                     int64_t heads, AttentionLayerStats& stats);
+
 class VerticalSlashAttention : public AttentionBackend {
  public:
   // Throws std::invalid_argument for params that do not validate.

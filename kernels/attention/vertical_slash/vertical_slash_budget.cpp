@@ -14,9 +14,7 @@
 
 namespace sb {
 
-namespace {
-
-void check_request(const VerticalSlashBudgetRequest& request, int64_t num_sequences) {
+void vertical_slash_check_budget_request(const VerticalSlashBudgetRequest& request, int64_t num_sequences) {
   if (!request.kept_keys.empty() && static_cast<int64_t>(request.kept_keys.size()) != num_sequences) {
     throw std::invalid_argument("vertical-slash budget request: " + std::to_string(request.kept_keys.size()) +
                                 " budgets for a micro-batch of " + std::to_string(num_sequences) +
@@ -33,6 +31,8 @@ void check_request(const VerticalSlashBudgetRequest& request, int64_t num_sequen
                                 std::to_string(request.coverage_floor_ratio));
   }
 }
+
+namespace {
 
 // Appends the masses in (0, total) at which one of the head's lists takes its next candidate.
 void add_breakpoints(const VerticalSlashLadders& ladders, double total, std::vector<double>& thresholds) {
@@ -91,10 +91,7 @@ HeadSearch search_head(const at::Tensor& attention, int64_t length, int64_t n, c
   head.reference.coverage = vertical_slash_coverage(head.reference, attention, length);
   head.reference_pairs = vertical_slash_kept_pairs(head.reference, length);
   if (floor_ratio <= 0.0) return head;
-  const auto total = static_cast<double>(n);
-  std::vector<double> breakpoints;
-  add_breakpoints(*head.ladders, total, breakpoints);
-  const std::vector<double> thresholds = level_thresholds(std::move(breakpoints), total);
+  const std::vector<double> thresholds = vertical_slash_level_thresholds({&*head.ladders}, static_cast<double>(n));
   const double target = floor_ratio * head.reference.coverage;
   const auto size = static_cast<int64_t>(thresholds.size());
   const int64_t below = leading_count(size, [&](int64_t i) {
@@ -108,23 +105,34 @@ HeadSearch search_head(const at::Tensor& attention, int64_t length, int64_t n, c
 }
 
 // The pairs every head of a sequence keeps at one level threshold.
-int64_t pairs_at(const std::vector<HeadSearch>& heads, double threshold, int64_t length) {
+int64_t pairs_at(const std::vector<const VerticalSlashLadders*>& heads, double threshold, int64_t length) {
   std::vector<int64_t> pairs(heads.size(), 0);
   at::parallel_for(0, static_cast<int64_t>(heads.size()), 1, [&](int64_t begin, int64_t end) {
     for (int64_t h = begin; h < end; ++h) {
-      const VerticalSlashLadders& ladders = *heads[static_cast<size_t>(h)].ladders;
-      pairs[static_cast<size_t>(h)] = vertical_slash_kept_pairs(ladders.at(threshold), length);
+      pairs[static_cast<size_t>(h)] = vertical_slash_kept_pairs(heads[static_cast<size_t>(h)]->at(threshold), length);
     }
   });
   return std::accumulate(pairs.begin(), pairs.end(), int64_t{0});
 }
 
-// lambda_b x n for one sequence: the largest threshold whose pairs are <= the budget's
-// (0 when even level 0 keeps more).
-double budget_threshold(const std::vector<HeadSearch>& heads, int64_t kept_keys, int64_t length, double total) {
+std::vector<const VerticalSlashLadders*> ladders_of(const std::vector<HeadSearch>& heads) {
+  std::vector<const VerticalSlashLadders*> ladders;
+  for (const HeadSearch& head : heads) ladders.push_back(&*head.ladders);
+  return ladders;
+}
+
+}  // namespace
+
+std::vector<double> vertical_slash_level_thresholds(const std::vector<const VerticalSlashLadders*>& heads,
+                                                    double total) {
   std::vector<double> breakpoints;
-  for (const HeadSearch& head : heads) add_breakpoints(*head.ladders, total, breakpoints);
-  const std::vector<double> thresholds = level_thresholds(std::move(breakpoints), total);
+  for (const VerticalSlashLadders* ladders : heads) add_breakpoints(*ladders, total, breakpoints);
+  return level_thresholds(std::move(breakpoints), total);
+}
+
+double vertical_slash_budget_threshold(const std::vector<const VerticalSlashLadders*>& heads, int64_t kept_keys,
+                                       int64_t length, double total) {
+  const std::vector<double> thresholds = vertical_slash_level_thresholds(heads, total);
   // No query keeps more than `length` keys: the cap changes nothing and cannot overflow.
   const int64_t limit = std::min(kept_keys, length) * length * static_cast<int64_t>(heads.size());
   const int64_t within = leading_count(static_cast<int64_t>(thresholds.size()), [&](int64_t i) {
@@ -132,8 +140,6 @@ double budget_threshold(const std::vector<HeadSearch>& heads, int64_t kept_keys,
   });
   return thresholds[static_cast<size_t>(std::max<int64_t>(within - 1, 0))];
 }
-
-}  // namespace
 
 int64_t vertical_slash_kept_keys_per_query(int64_t pairs, int64_t length, int64_t heads) {
   const double rows = static_cast<double>(length) * static_cast<double>(std::max<int64_t>(1, heads));
@@ -146,7 +152,7 @@ VerticalSlashBudgetedIndex vertical_slash_budgeted_index(const at::Tensor& q, co
                                                          const VerticalSlashBudgetRequest& request) {
   params.validate();
   vertical_slash_check_inputs(q, k, sequences);
-  check_request(request, sequences.num_sequences());
+  vertical_slash_check_budget_request(request, sequences.num_sequences());
   const c10::NoGradGuard no_grad;
   const int64_t num_heads = q.size(1);
   const double floor_ratio = request.coverage_floor_ratio;
@@ -195,7 +201,8 @@ VerticalSlashBudgetedIndex vertical_slash_budgeted_index(const at::Tensor& q, co
       out.index.push_back(std::move(chosen));
       continue;
     }
-    const double threshold = budget_threshold(heads, request.kept_keys[static_cast<size_t>(s)], length, total);
+    const double threshold =
+        vertical_slash_budget_threshold(ladders_of(heads), request.kept_keys[static_cast<size_t>(s)], length, total);
     out.level.back() = threshold / total;
     // Second pass: each head at max(lambda_b, lambda_f,h); its coverage needs its attention
     // again unless the floor's lists are the ones it runs.

@@ -78,4 +78,18 @@ VerticalSlashBudgetedIndex vertical_slash_budgeted_index(const at::Tensor& q, co
 // an empty sequence): the statistic a layer reports as top_k.
 int64_t vertical_slash_kept_keys_per_query(int64_t pairs, int64_t length, int64_t heads);
 
+// The search's pieces that need no attention, shared with the context-parallel search
+// (ring_vertical_slash_budget.h), where every rank holds the same ladders:
+//   the level thresholds (lambda x n) of `heads`: 0, every breakpoint in (0, total), and
+//   total = n, ascending and distinct;
+std::vector<double> vertical_slash_level_thresholds(const std::vector<const VerticalSlashLadders*>& heads,
+                                                    double total);
+//   lambda_b x n of one sequence whose heads are `heads`: the largest threshold whose
+//   kept pairs, summed over the heads, are <= kept_keys x length x heads (0 when even
+//   level 0 keeps more).
+double vertical_slash_budget_threshold(const std::vector<const VerticalSlashLadders*>& heads, int64_t kept_keys,
+                                       int64_t length, double total);
+//   the request checked against a micro-batch of `num_sequences` (std::invalid_argument).
+void vertical_slash_check_budget_request(const VerticalSlashBudgetRequest& request, int64_t num_sequences);
+
 }  // namespace sb
