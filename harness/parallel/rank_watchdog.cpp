@@ -41,14 +41,20 @@ RankWatchdog::RankWatchdog(const c10::intrusive_ptr<c10d::Store>& store, int ran
 RankWatchdog::~RankWatchdog() { stop(); }
 
 void RankWatchdog::stop() {
+  // The heartbeat thread first, while the contact thread still bounds a store call it may
+  // be blocked in; then the contact thread.
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
     closed_ = true;
   }
   wake_.notify_all();
   if (contact_thread_.joinable()) contact_thread_.join();
-  if (thread_.joinable()) thread_.join();
 }
 
 void RankWatchdog::fatal(const std::string& message, int exit_code) {
@@ -101,6 +107,7 @@ void RankWatchdog::run() {
         if (stopping_) return;
       }
       thread_store_->add(key("heartbeat/" + std::to_string(rank_)), 1);
+      last_contact_ns_ = now_ns();  // every answered call counts: a slow round is not a lost store
       if (thread_store_->check({failure_key})) {
         // "<rank>:<exit code>:<message>"
         const std::string failure = to_string(thread_store_->get(failure_key));
@@ -117,6 +124,7 @@ void RankWatchdog::run() {
       for (int peer = 0; peer < world_size_; ++peer) {
         if (peer == rank_) continue;
         const int64_t count = thread_store_->add(key("heartbeat/" + std::to_string(peer)), 0);
+        last_contact_ns_ = now_ns();
         const auto p = static_cast<size_t>(peer);
         if (count != last_count[p]) {
           last_count[p] = count;
@@ -129,7 +137,6 @@ void RankWatchdog::run() {
           return;
         }
       }
-      last_contact_ns_ = now_ns();  // a whole round with the store completed
       std::unique_lock<std::mutex> lock(mutex_);
       wake_.wait_for(lock, options_.interval, [this] { return stopping_; });
     }
@@ -141,6 +148,12 @@ void RankWatchdog::run() {
     fatal("stopping: lost the job's rendezvous store at " + options_.store_address +
           ", which rank 0 serves: rank 0 exited or the network failed (" + error_text(e) + ")", 1);
   }
+}
+
+void RankWatchdog::begin_report(const std::string& message, int exit_code) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  reporting_ = std::make_pair(message, exit_code);
+  last_contact_ns_ = now_ns();
 }
 
 void RankWatchdog::report_failure(const std::string& message, int exit_code) {

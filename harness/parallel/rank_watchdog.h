@@ -57,6 +57,11 @@ class RankWatchdog {
   // no rank reads the store after rank 0 stopped serving it.
   void stop();
 
+  // This rank is failing with `message`: from now on, a store that stops answering for
+  // `timeout` ends the process with this message and code (not the store's), so the
+  // calls before report_failure (failure_of_another_rank, silent_peers) are bounded too.
+  void begin_report(const std::string& message, int exit_code);
+
   // Publishes this rank's failure (the first published failure wins) and lingers for
   // two heartbeat periods so the others read it before this process exits. The
   // others exit with `exit_code`.

@@ -85,6 +85,7 @@ std::string JobSession::report_failure(const std::exception& error, std::ostream
   std::string message = error_text(error);
   if (!watchdog_) return message;
   const bool config = dynamic_cast<const ConfigError*>(&error) != nullptr;
+  watchdog_->begin_report(message, config ? 2 : 1);
   if (std::optional<std::string> first = watchdog_->failure_of_another_rank()) {
     // This rank's error is a consequence (e.g. a connection the failed rank closed).
     message = "stopping: " + *first;

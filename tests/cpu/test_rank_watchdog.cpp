@@ -220,5 +220,23 @@ TEST(RankWatchdog, AFailureTheStoreDoesNotTakeStopsTheRankWithItsOwnMessageAndCo
   rank1->stop();
 }
 
+// The calls a failing rank makes before publishing (is it a consequence of another
+// rank's failure?) are bounded the same way, and end with the rank's own message.
+TEST(RankWatchdog, AFailingRanksLookupsBeforeItsReportAreBoundedToo) {
+  auto link = std::make_shared<UnpluggableStore::Link>();
+  auto store = c10::make_intrusive<UnpluggableStore>(c10::make_intrusive<c10d::HashStore>(), link);
+  Fatal fatal;
+  auto rank1 = watchdog(store, 1, fatal, std::chrono::milliseconds(1000));
+  link->set_down(true);
+  rank1->begin_report("collective timed out", 1);
+  std::thread lookup([&] { (void)rank1->failure_of_another_rank(); });
+  ASSERT_TRUE(wait_until([&] { return fatal.seen(); }, std::chrono::seconds(10)));
+  EXPECT_EQ(fatal.message.rfind("collective timed out (not published", 0), 0u) << fatal.message;
+  EXPECT_EQ(fatal.code, 1);
+  link->set_down(false);
+  lookup.join();
+  rank1->stop();
+}
+
 }  // namespace
 }  // namespace sb

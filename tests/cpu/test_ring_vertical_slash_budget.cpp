@@ -79,16 +79,26 @@ void expect_same(const VerticalSlashBudgetedIndex& ring, const VerticalSlashBudg
 }
 
 TEST(RingVerticalSlashBudget, EveryRankEndsWithTheOneRankSearch) {
-  const test::RingInputs in = test::ring_inputs(at::kDouble, 5);  // sequences of 97, 61, 30, 7 tokens
+  // Sequences of 97, 61, 0, 30 and 7 tokens (an empty one in the middle).
+  const test::RingInputs in = test::ring_inputs(at::kDouble, 5, {97, 61, 0, 30, 7});
   const PackedSequences sequences = PackedSequences::from_lengths(in.lengths);
   const std::vector<std::pair<std::string, VerticalSlashBudgetRequest>> requests{
-      {"budget", {{30, 20, 0, 5}, 0.0}},
+      {"budget", {{30, 20, 4, 0, 5}, 0.0}},
       {"floor", {{}, 0.9}},
-      {"budget and floor", {{10, 10, 10, 3}, 0.8}},
-      {"forced entries only", {{1, 1, 1, 1}, 0.0}}};
+      {"budget and floor", {{60, 40, 10, 20, 3}, 0.5}},
+      {"forced entries only", {{1, 1, 1, 1, 1}, 0.0}}};
   for (const auto& [name, request] : requests) {
     const VerticalSlashBudgetedIndex one =
         vertical_slash_budgeted_index(in.q, in.k, sequences, top_p_params(), test::ring_scale(), request);
+    if (name == "budget and floor") {  // both of a budgeted head's choices occur
+      int64_t floored = 0, budgeted = 0;
+      for (size_t s = 0; s < one.index.size(); ++s) {
+        if (!one.level[s]) continue;
+        for (const double floor : one.floor_level[s]) (floor >= *one.level[s] ? floored : budgeted) += 1;
+      }
+      EXPECT_GT(floored, 0) << "no head ran its floor's lists";
+      EXPECT_GT(budgeted, 0) << "no head ran the budget's lists";
+    }
     for (const auto& [cp, layout] : std::vector<std::pair<int64_t, CpLayout>>{
              {2, {CpLayoutKind::kStriped, 8}}, {3, {CpLayoutKind::kZigzag, 0}}}) {
       const std::vector<VerticalSlashBudgetedIndex> ring = ring_results(in, cp, layout, request);

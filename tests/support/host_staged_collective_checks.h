@@ -43,15 +43,17 @@ inline void check_host_staged_collectives(c10::Device device) {
         HostStagedBackend group(
             create_group(store, "staged/", r, kRanks, CollectiveBackend::kGloo, timeout, "127.0.0.1"));
         const int peer = 1 - r;
-        // all-reduce into a column view (non-contiguous): the sum of both ranks' values
+        // all-reduce into two columns of a transposed view (strided, not contiguous): the
+        // sum of both ranks' values
         at::Tensor matrix = rank_values(r, {3, 4}, device).t();  // [4, 3] view
-        std::vector<at::Tensor> tensors{matrix.narrow(1, 1, 1)};
+        std::vector<at::Tensor> tensors{matrix.narrow(1, 1, 2)};
+        EXPECT_FALSE(tensors[0].is_contiguous());
         const at::Tensor untouched = matrix.narrow(1, 0, 1).clone();
         c10d::AllreduceOptions sum;
         sum.reduceOp = c10d::ReduceOp::SUM;
         group.allreduce(tensors, sum)->wait(timeout);
-        expect_equal(matrix.narrow(1, 1, 1),
-                     (rank_values(0, {3, 4}, device) + rank_values(1, {3, 4}, device)).t().narrow(1, 1, 1),
+        expect_equal(matrix.narrow(1, 1, 2),
+                     (rank_values(0, {3, 4}, device) + rank_values(1, {3, 4}, device)).t().narrow(1, 1, 2),
                      "all-reduce rank " + std::to_string(r));
         expect_equal(matrix.narrow(1, 0, 1), untouched, "the columns beside the all-reduced view");
         // broadcast from rank 1
@@ -78,19 +80,21 @@ inline void check_host_staged_collectives(c10::Device device) {
         group.reduce_scatter(mine, slots, scatter_sum)->wait(timeout);
         expect_equal(mine[0], (rank_values(0, {4}, device) + rank_values(1, {4}, device)) * (r + 1),
                      "reduce-scatter rank " + std::to_string(r));
-        // send and receive at once (a pipeline exchange): each rank gets its peer's rows,
-        // received into a row view of a larger tensor
+        // send and receive at once (a pipeline exchange): each rank gets its peer's values,
+        // received into two columns of a larger tensor (strided)
         std::vector<at::Tensor> outgoing{rank_values(r, {3, 2}, device)};
-        at::Tensor landing = at::zeros({5, 2}, outgoing[0].options());
-        std::vector<at::Tensor> incoming{landing.narrow(0, 1, 3)};
+        at::Tensor landing = at::zeros({3, 4}, outgoing[0].options());
+        std::vector<at::Tensor> incoming{landing.narrow(1, 1, 2)};
+        EXPECT_FALSE(incoming[0].is_contiguous());
         auto sent = group.send(outgoing, peer, /*tag=*/7);
         auto received = group.recv(incoming, peer, /*tag=*/7);
         EXPECT_FALSE(received->isCompleted()) << "complete before its results were copied back";
         received->wait(timeout);
         sent->wait(timeout);
-        expect_equal(landing.narrow(0, 1, 3), rank_values(peer, {3, 2}, device), "received rows on rank " +
-                                                                                    std::to_string(r));
-        expect_equal(landing.narrow(0, 0, 1), at::zeros({1, 2}, landing.options()), "rows beside the received ones");
+        expect_equal(landing.narrow(1, 1, 2), rank_values(peer, {3, 2}, device),
+                     "received values on rank " + std::to_string(r));
+        expect_equal(landing.narrow(1, 0, 1), at::zeros({3, 1}, landing.options()), "the column beside them");
+        expect_equal(landing.narrow(1, 3, 1), at::zeros({3, 1}, landing.options()), "the column after them");
         EXPECT_TRUE(received->isCompleted());
         group.barrier(c10d::BarrierOptions())->wait(timeout);
       } catch (const std::exception& e) {
