@@ -16,7 +16,6 @@
 #include <map>
 
 #include "harness/common/atomic_file.h"
-#include "harness/parallel/tensor_parallel/tensor_parallel_group.h"
 #include "harness/parallel/tensor_parallel/tensor_parallel_sharding.h"
 #include "harness/train/saved_model_files.h"
 #include "models/qwen2/qwen2_hf_checkpoint.h"
@@ -207,33 +206,36 @@ void save_checkpoint(const fs::path& run_dir, int64_t iterations_done, const Run
   if (context.dp_rank() == 0 && context.cp_rank() == 0) {  // one copy of each stage's state
     // Under TP every TP rank of the stage takes part in gathering the whole tensors
     // (full_tensor, in the same order on each) and TP rank 0 writes them: checkpoints are
-    // unsharded, HF layout, whatever the TP degree.
+    // unsharded, HF layout, whatever the TP degree. Only the writer keeps a gathered
+    // tensor, moved to the host at once: no rank holds a whole stage on its device.
+    const bool writer = context.tp_rank() == 0;
     std::vector<std::pair<std::string, at::Tensor>> weights, moments, adapters;
+    const auto keep = [writer](std::vector<std::pair<std::string, at::Tensor>>& into, std::string name,
+                               const at::Tensor& whole) {
+      if (writer) into.emplace_back(std::move(name), whole.cpu());
+    };
     for (auto& [name, tensor] : stage.merged_weights()) {
-      weights.emplace_back(qwen2_hf_tensor_name(name), stage.full_tensor(name, tensor));
+      keep(weights, qwen2_hf_tensor_name(name), stage.full_tensor(name, tensor));
     }
     for (const StageParameter& p : stage.parameters()) {
       if (p.tied_copy) continue;
       const std::string hf = qwen2_hf_tensor_name(p.name);
       if (qwen2_is_lora_parameter(p.name)) {
-        adapters.emplace_back(qwen2_peft_tensor_name(p.name), stage.full_tensor(p.name, p.tensor.detach()));
+        keep(adapters, qwen2_peft_tensor_name(p.name), stage.full_tensor(p.name, p.tensor.detach()));
       }
       auto it = optimizer.state().find(p.tensor.unsafeGetTensorImpl());
       if (it == optimizer.state().end()) continue;  // no step taken yet (on every TP rank alike)
       const auto& state = static_cast<const torch::optim::AdamWParamState&>(*it->second);
-      moments.emplace_back(hf + ".exp_avg", stage.full_tensor(p.name, state.exp_avg()));
-      moments.emplace_back(hf + ".exp_avg_sq", stage.full_tensor(p.name, state.exp_avg_sq()));
-      moments.emplace_back(hf + ".step", at::full({1}, state.step(), at::kLong));
+      keep(moments, hf + ".exp_avg", stage.full_tensor(p.name, state.exp_avg()));
+      keep(moments, hf + ".exp_avg_sq", stage.full_tensor(p.name, state.exp_avg_sq()));
+      keep(moments, hf + ".step", at::full({1}, state.step(), at::kLong));
     }
-    if (context.tp_rank() == 0) {
+    if (writer) {
       write_safetensors(partial / numbered("model", context.stage(), pp), weights);
       write_safetensors(partial / numbered("optimizer", context.stage(), pp), moments);
       if (run.manifest.train.lora) write_safetensors(partial / numbered("adapter", context.stage(), pp), adapters);
     }
   }
-  // The gathers above are not an iteration's TP communication: without this they would be
-  // counted in the next iteration's first micro-batch (tp_comm_ms and its timeline events).
-  if (TensorParallelGroup* group = stage.tensor_parallel_group()) group->take_intervals();
   write_safetensors(partial / rng_file(context.rank), generator_states());
   context.wait_for_all(name + "/written", limit);
   if (context.rank == 0) {

@@ -323,8 +323,7 @@ double Trainer::global_grad_norm() {
   }
   if (tensor_parallel_) {
     at::Tensor on_device = squared.to(context_.device);
-    tensor_parallel_->all_reduce(on_device);
-    tensor_parallel_->take_intervals();  // outside any micro-batch: part of the optimizer event
+    tensor_parallel_->all_reduce(on_device);  // timed, but outside any micro-batch: not reported
     squared = on_device.cpu();
   }
   return std::sqrt(squared.item<double>());

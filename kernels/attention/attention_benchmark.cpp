@@ -20,6 +20,7 @@
 #include <c10/cuda/CUDAFunctions.h>
 #endif
 
+#include "kernels/attention/attended_pairs.h"
 #include "kernels/attention/attention_backend.h"
 #include "kernels/attention/moba/moba_attention.h"
 #include "kernels/attention/moba/moba_reference.h"
@@ -205,27 +206,6 @@ MobaParams reference_params(const AttentionBenchConfig& c, double scale) {
   return params;
 }
 
-// Sum over heads and queries of the keys attended (see the header's formulas).
-double moba_attended_pairs(const at::Tensor& q, const at::Tensor& k, const PackedSequences& packed,
-                           const MobaParams& params) {
-  const c10::NoGradGuard no_grad;
-  const MobaLayout layout = MobaLayout::build(packed, packed, params.block_size, params.causal);
-  const MobaRouting routing = moba_attention(q, k, k, packed, params).routing;
-  const at::Tensor selected = routing.selected.cpu();
-  const auto ids = selected.accessor<int32_t, 3>();
-  double pairs = 0.0;
-  for (int64_t h = 0; h < selected.size(0); ++h) {
-    for (int64_t b = 0; b < selected.size(1); ++b) {
-      const double lq = static_cast<double>(layout.blocks[b].query_len);
-      for (int64_t i = 0; i < selected.size(2) && ids[h][b][i] >= 0; ++i) {
-        const int64_t j = ids[h][b][i];
-        pairs += j == b ? lq * (lq + 1.0) / 2.0 : lq * static_cast<double>(layout.blocks[j].key_len);
-      }
-    }
-  }
-  return pairs;
-}
-
 }  // namespace
 
 
@@ -289,8 +269,7 @@ struct BenchSubject {
         result.attended_pairs += static_cast<double>(vertical_slash_kept_pairs(head, length));
       }
     } else {
-      result.attended_pairs = static_cast<double>(config.q_heads) * static_cast<double>(length) *
-                              static_cast<double>(length + 1) / 2.0;
+      result.attended_pairs = dense_causal_attended_pairs(config.q_heads, length);
     }
   }
 

@@ -25,10 +25,10 @@
 #include <string>
 #include <vector>
 
+#include "kernels/attention/attended_pairs.h"
 #include "kernels/attention/attention_backend.h"
 #include "kernels/attention/attention_benchmark.h"
 #include "kernels/attention/moba/moba_attention.h"
-#include "kernels/attention/moba/moba_layout.h"
 #include "kernels/attention/sdpa_kernel_choice.h"
 
 namespace sb {
@@ -54,33 +54,6 @@ BlockSparseBenchInput block_sparse_bench_input(int64_t length) {
   in.v = at::randn({length, kKvHeads, kDim}, options);  // [L, Hkv, D]
   in.grad_out = at::randn_like(in.q);                   // [L, Hq, D]
   return in;
-}
-
-double dense_causal_pairs(int64_t length) {
-  return static_cast<double>(kQHeads) * static_cast<double>(length) *
-         static_cast<double>(length + 1) / 2.0;
-}
-
-// The pairs MoBA's routing makes the kernels attend on this input. Training layout (q
-// and k hold the same tokens): a query block of lq queries sees lq (lq + 1) / 2 pairs in
-// its causal diagonal and lq x block_size in each other listed block, all of which come
-// before the diagonal and are therefore whole.
-double moba_attended_pairs_of_routing(const BlockSparseBenchInput& in, int64_t block, int64_t top_k) {
-  MobaParams params;
-  params.block_size = block;
-  params.top_k = {top_k};
-  params.scale = in.scale;
-  params.cuda_kernel = MobaCudaKernel::kFused;
-  const c10::NoGradGuard no_grad;
-  const MobaRouting routing = moba_attention(in.q, in.k, in.v, in.packed, params).routing;
-  const MobaLayout layout = MobaLayout::build(in.packed, in.packed, block, /*causal=*/true);
-  const at::Tensor count = routing.selected_count.cpu().to(at::kDouble);  // [Hq, NB]
-  std::vector<double> query_len;
-  for (const MobaBlock& b : layout.blocks) query_len.push_back(static_cast<double>(b.query_len));
-  const at::Tensor lq = at::tensor(query_len, at::kDouble);  // [NB]
-  const at::Tensor diagonal = lq * (lq + 1.0) / 2.0;
-  const at::Tensor earlier = (count - 1.0).clamp_min(0.0) * (lq * static_cast<double>(block));
-  return ((count > 0).to(at::kDouble) * diagonal + earlier).sum().item<double>();
 }
 
 // The work `bench attention` counts for these pairs (its FLOP formulas).
@@ -119,9 +92,14 @@ void run_attention_cuda(benchmark::State& state, const AttentionOptions& options
   try {
     in = block_sparse_bench_input(length);
     if (options.is_moba()) {
-      pairs = moba_attended_pairs_of_routing(in, options.block_size, options.top_k);
+      MobaParams params;
+      params.block_size = options.block_size;
+      params.top_k = {options.top_k};
+      params.scale = in.scale;
+      params.cuda_kernel = options.moba_cuda_kernel;
+      pairs = moba_attended_pairs(in.q, in.k, in.packed, params);
     } else {
-      pairs = dense_causal_pairs(length);
+      pairs = dense_causal_attended_pairs(kQHeads, length);
       state.SetLabel("sdpa: " + dense_sdpa_kernel(in.q, in.k, in.v, in.scale));
     }
     for (int i = 0; i < kWarmup; ++i) call();
@@ -144,7 +122,7 @@ void run_attention_cuda(benchmark::State& state, const AttentionOptions& options
       benchmark::Counter(static_cast<double>(length) * iterations, benchmark::Counter::kIsRate);
   state.counters["FLOP/s"] =
       benchmark::Counter(attention_flop(pairs, backward) * iterations, benchmark::Counter::kIsRate);
-  state.counters["ideal"] = dense_causal_pairs(length) / pairs;
+  state.counters["ideal"] = dense_causal_attended_pairs(kQHeads, length) / pairs;
 }
 
 AttentionOptions dense_options() { return AttentionOptions{}; }

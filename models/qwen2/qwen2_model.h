@@ -82,7 +82,6 @@ class Qwen2DecoderLayerImpl : public torch::nn::Module {
   // Tensor parallelism: the layer's projections hold this rank's shards
   // (harness/parallel/tensor_parallel/tensor_parallel_sharding.h) and `sp` joins them.
   void set_sequence_parallel(std::shared_ptr<Qwen2SequenceParallel> sp) { sequence_parallel_ = std::move(sp); }
-  const std::shared_ptr<Qwen2SequenceParallel>& sequence_parallel() const { return sequence_parallel_; }
 
  private:
   std::shared_ptr<Qwen2SequenceParallel> sequence_parallel_;

@@ -57,6 +57,9 @@ std::vector<FusedCase> fused_cases() {
       {"decoding", {7, 100}, {300, 260}, 64, 8, 2, 64},
       {"decoding_dim128", {1, 130}, {300, 130}, 64, 4, 1, 128, RoutingKind::kAnyBlocks},
       {"non_causal", {300, 150}, {300, 150}, 64, 4, 2, 64, RoutingKind::kAnyBlocks, false},
+      // Hq == Hkv: dK/dV written directly, without the per-head shares summed afterwards.
+      {"no_gqa", {300, 170}, {300, 170}, 64, 4, 4, 64, RoutingKind::kAnyBlocks},
+      {"no_gqa_dim128", {257}, {257}, 128, 2, 2, 128},
   };
 }
 
@@ -256,30 +259,35 @@ TEST(BlockSparseCuda, EveryBlockListedIsDenseCausalAttention) {
   }
 }
 
+// Both dK/dV paths: per-head shares summed over a KV group (14/2), and written directly
+// (Hq == Hkv, where nothing overwrites an element the kernel missed).
 TEST(BlockSparseCuda, BackwardRepeatsBitForBitAndWritesEveryElement) {
-  const std::vector<int64_t> lengths{900, 333};
-  const MobaLayout layout = MobaLayout::build(PackedSequences::from_lengths(lengths),
-                                              PackedSequences::from_lengths(lengths), 64, true);
-  std::mt19937 rng(8);
-  const Routing routing = draw_routing(layout, 14, RoutingKind::kAnyBlocks, rng);
-  const test::MobaInputs in = test::moba_random_inputs(lengths, lengths, 14, 2, 64, at::kBFloat16, 9);
-  const BlockSparseTables tables =
-      block_sparse_tables(layout, routing.selected.cuda(), routing.count.cuda(), 0.125);
-  const BlockSparseInverse inverse = block_sparse_inverse(tables.selected);
-  const at::Tensor q = in.q.cuda(), k = in.k.cuda(), v = in.v.cuda(), grad_out = in.grad_out.cuda();
-  const auto poisoned = [](const at::Tensor& like) { return at::full_like(like, NAN); };
-  at::Tensor out = poisoned(q), lse = at::full({q.size(0), q.size(1)}, NAN, q.options().dtype(at::kFloat));
-  block_sparse_forward_cuda(q, k, v, tables, out, lse);
-  EXPECT_FALSE(out.isnan().any().item<bool>());
-  EXPECT_FALSE(lse.isnan().any().item<bool>());
-  std::vector<std::vector<at::Tensor>> runs;
-  for (int run = 0; run < 2; ++run) {
-    at::Tensor dq = poisoned(q), dk = poisoned(k), dv = poisoned(v);
-    block_sparse_backward_cuda(grad_out, q, k, v, out, lse, tables, inverse, dq, dk, dv);
-    EXPECT_FALSE(dq.isnan().any().item<bool>() || dk.isnan().any().item<bool>() || dv.isnan().any().item<bool>());
-    runs.push_back({dq, dk, dv});
+  for (const auto& [q_heads, kv_heads] : std::vector<std::pair<int64_t, int64_t>>{{14, 2}, {4, 4}}) {
+    SCOPED_TRACE(std::to_string(q_heads) + "/" + std::to_string(kv_heads) + " heads");
+    const std::vector<int64_t> lengths{900, 333};
+    const MobaLayout layout = MobaLayout::build(PackedSequences::from_lengths(lengths),
+                                                PackedSequences::from_lengths(lengths), 64, true);
+    std::mt19937 rng(8);
+    const Routing routing = draw_routing(layout, q_heads, RoutingKind::kAnyBlocks, rng);
+    const test::MobaInputs in = test::moba_random_inputs(lengths, lengths, q_heads, kv_heads, 64, at::kBFloat16, 9);
+    const BlockSparseTables tables =
+        block_sparse_tables(layout, routing.selected.cuda(), routing.count.cuda(), 0.125);
+    const BlockSparseInverse inverse = block_sparse_inverse(tables.selected);
+    const at::Tensor q = in.q.cuda(), k = in.k.cuda(), v = in.v.cuda(), grad_out = in.grad_out.cuda();
+    const auto poisoned = [](const at::Tensor& like) { return at::full_like(like, NAN); };
+    at::Tensor out = poisoned(q), lse = at::full({q.size(0), q.size(1)}, NAN, q.options().dtype(at::kFloat));
+    block_sparse_forward_cuda(q, k, v, tables, out, lse);
+    EXPECT_FALSE(out.isnan().any().item<bool>());
+    EXPECT_FALSE(lse.isnan().any().item<bool>());
+    std::vector<std::vector<at::Tensor>> runs;
+    for (int run = 0; run < 2; ++run) {
+      at::Tensor dq = poisoned(q), dk = poisoned(k), dv = poisoned(v);
+      block_sparse_backward_cuda(grad_out, q, k, v, out, lse, tables, inverse, dq, dk, dv);
+      EXPECT_FALSE(dq.isnan().any().item<bool>() || dk.isnan().any().item<bool>() || dv.isnan().any().item<bool>());
+      runs.push_back({dq, dk, dv});
+    }
+    for (int i = 0; i < 3; ++i) EXPECT_TRUE(at::equal(runs[0][i], runs[1][i])) << "gradient " << i;
   }
-  for (int i = 0; i < 3; ++i) EXPECT_TRUE(at::equal(runs[0][i], runs[1][i])) << "gradient " << i;
 }
 
 TEST(BlockSparseCuda, RejectsWhatTheKernelsDoNotTake) {

@@ -18,33 +18,40 @@ GradientSync::GradientSync(const std::vector<StageParameter>& parameters, int64_
       timeout_(timeout),
       who_(std::move(who)) {
   if (bucket_bytes < 1) throw std::invalid_argument("GradientSync: bucket_bytes must be >= 1");
-  size_t begin = 0;
-  while (begin < parameters.size()) {
-    // A bucket: consecutive parameters of one dtype and device, all split or all whole
-    // under TP, up to bucket_bytes (a larger parameter gets a bucket of its own).
-    const at::TensorOptions options = parameters[begin].tensor.options();
-    const bool whole = parameters[begin].tp_split_dim < 0;
-    size_t end = begin;
-    int64_t numel = 0;
-    while (end < parameters.size()) {
-      const at::Tensor& t = parameters[end].tensor;
-      if (t.scalar_type() != options.dtype().toScalarType() || t.device() != options.device()) break;
-      if ((parameters[end].tp_split_dim < 0) != whole) break;
-      if (end > begin && (numel + t.numel()) * t.element_size() > bucket_bytes) break;
-      numel += t.numel();
-      ++end;
+  // Under TP the tensors every TP rank holds whole (norms, LoRA factors of row-split
+  // layers...) alternate with the split ones in model order; bucketing them apart, each in
+  // its own pass, keeps the buckets full instead of closing one at every change.
+  for (const bool whole : {false, true}) {
+    std::vector<const StageParameter*> group;
+    for (const StageParameter& p : parameters) {
+      if ((p.tp_split_dim < 0) == whole) group.push_back(&p);
     }
-    Bucket bucket{at::zeros({numel}, options.requires_grad(false)), whole};
-    int64_t offset = 0;
-    for (size_t i = begin; i < end; ++i) {
-      at::Tensor param = parameters[i].tensor;
-      at::Tensor view = bucket.flat.narrow(0, offset, param.numel()).view(param.sizes());
-      param.mutable_grad() = view;
-      if (parameters[i].name == "embed_tokens.weight") embedding_grad_ = view;
-      offset += param.numel();
+    size_t begin = 0;
+    while (begin < group.size()) {
+      // A bucket: consecutive parameters of one dtype and device, up to bucket_bytes (a
+      // larger parameter gets a bucket of its own).
+      const at::TensorOptions options = group[begin]->tensor.options();
+      size_t end = begin;
+      int64_t numel = 0;
+      while (end < group.size()) {
+        const at::Tensor& t = group[end]->tensor;
+        if (t.scalar_type() != options.dtype().toScalarType() || t.device() != options.device()) break;
+        if (end > begin && (numel + t.numel()) * t.element_size() > bucket_bytes) break;
+        numel += t.numel();
+        ++end;
+      }
+      Bucket bucket{at::zeros({numel}, options.requires_grad(false)), whole};
+      int64_t offset = 0;
+      for (size_t i = begin; i < end; ++i) {
+        at::Tensor param = group[i]->tensor;
+        at::Tensor view = bucket.flat.narrow(0, offset, param.numel()).view(param.sizes());
+        param.mutable_grad() = view;
+        if (group[i]->name == "embed_tokens.weight") embedding_grad_ = view;
+        offset += param.numel();
+      }
+      buckets_.push_back(std::move(bucket));
+      begin = end;
     }
-    buckets_.push_back(std::move(bucket));
-    begin = end;
   }
   if (embedding_ && !embedding_grad_.defined()) {
     throw std::logic_error("GradientSync: an embedding group but no embedding weight on this stage");
@@ -74,11 +81,13 @@ void GradientSync::all_reduce() {
     c10d::AllreduceOptions sum;
     sum.reduceOp = c10d::ReduceOp::SUM;
     try {
+      std::vector<c10::intrusive_ptr<c10d::Work>> works;
       for (Bucket& b : buckets_) {
         if (!b.tp_whole) continue;
         std::vector<at::Tensor> tensors{b.flat};
-        tensor_parallel_->allreduce(tensors, sum)->wait(timeout_);
+        works.push_back(tensor_parallel_->allreduce(tensors, sum));
       }
+      for (auto& w : works) w->wait(timeout_);
     } catch (const std::exception& e) {
       throw std::runtime_error(who_ + ": summing the gradients of the tensors every TP rank holds whole (norms, "
                                "LoRA factors) over the tensor-parallel group failed: " + error_text(e));

@@ -76,6 +76,7 @@ class OneFOneBRun {
     const StageMicroBatch& mb = microbatches_[i];
     InFlight& s = state_[i];
     const double start = timeline_.now_ms();
+    drop_tensor_parallel_comm();
     prepare_backend(mb);
     at::Tensor input = stage_.is_first() ? mb.packed.tokens : s.input.requires_grad_(true);
     at::Tensor out = stage_.forward(input, mb.packed.position_ids, mb.packed.sequences);
@@ -90,6 +91,13 @@ class OneFOneBRun {
     synchronize(stage_.device());
     timeline_.record(EventKind::kForward, microbatch, start, timeline_.now_ms());
     record_tensor_parallel_comm(microbatch);
+  }
+
+  // A forward or backward reports the TP collectives timed since it started: what ran
+  // between micro-batches (the gradient norm's sum, a checkpoint's gathers) is no
+  // micro-batch's communication.
+  void drop_tensor_parallel_comm() {
+    if (TensorParallelGroup* group = stage_.tensor_parallel_group()) group->take_intervals();
   }
 
   // The TP collectives of the micro-batch's forward or backward just run: timeline
@@ -113,6 +121,7 @@ class OneFOneBRun {
   void backward(int64_t microbatch) {
     InFlight& s = state_[static_cast<size_t>(microbatch)];
     const double start = timeline_.now_ms();
+    drop_tensor_parallel_comm();
     prepare_backend(microbatches_[static_cast<size_t>(microbatch)]);
     if (stage_.is_last()) {
       s.output.backward();

@@ -146,12 +146,8 @@ at::Tensor PipelineStage::full_tensor(const std::string& name, const at::Tensor&
   // The split dimension first; shards of an uneven split (sizes floor or ceil of full /
   // tp) padded to the widest for the gather and cut back after it.
   const int64_t widest = (full + tp - 1) / tp;
-  at::Tensor rows = shard.detach().transpose(0, dim).contiguous();  // [n_r, ...]
-  if (rows.size(0) < widest) {
-    std::vector<int64_t> pad_shape = rows.sizes().vec();
-    pad_shape[0] = widest - rows.size(0);
-    rows = at::cat({rows, at::zeros(pad_shape, rows.options())}, 0);
-  }
+  // n_r rows, 0 < n_r <= widest: padded to the one multiple of widest above them.
+  const at::Tensor rows = pad_rows_to_multiple(shard.detach().transpose(0, dim).contiguous(), widest);
   const at::Tensor gathered = tp_group_->all_gather_rows(rows);  // [tp * widest, ...]
   std::vector<at::Tensor> parts;
   for (int64_t r = 0; r < tp; ++r) parts.push_back(gathered.narrow(0, r * widest, split_range(full, tp, r).size()));

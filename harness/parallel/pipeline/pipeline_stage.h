@@ -71,7 +71,6 @@ class PipelineStage {
   // keep their identity) and joins the decoder layers by sequence parallelism. Once,
   // before training; `group` is shared with the caller, which reads its comm time.
   void enable_tensor_parallelism(std::shared_ptr<TensorParallelGroup> group);
-  int64_t tensor_parallel_size() const { return tp_group_ ? tp_group_->size() : 1; }
   TensorParallelGroup* tensor_parallel_group() const { return tp_group_.get(); }
 
   // Moves this stage's parameters to `device` in place (they keep their identity, so an

@@ -21,7 +21,6 @@ class C10dSequenceParallel : public Qwen2SequenceParallel {
   at::Tensor gather(const at::Tensor& x, int64_t tokens) override;  // [L, H] -> [T, H]
   at::Tensor scatter(const at::Tensor& x) override;                 // [T, H] -> [L, H]
 
-  TensorParallelGroup& group() { return *group_; }
 
  private:
   std::shared_ptr<TensorParallelGroup> group_;

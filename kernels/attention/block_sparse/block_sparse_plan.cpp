@@ -9,15 +9,15 @@
 namespace sb {
 namespace {
 
-// A host int32 table on `device`. To a GPU through pinned memory, asynchronously: the
-// caching host allocator keeps the pinned buffer until the copy has run, so the host
-// does not wait for the device's queue (a pageable copy would).
+// A host int32 table on `device`. To a GPU it is written straight into pinned memory and
+// copied asynchronously: the caching host allocator keeps the pinned buffer until the copy
+// has run, so the host does not wait for the device's queue (a pageable copy would).
 at::Tensor int_table_on(const std::vector<int32_t>& values, int64_t columns, const at::Device& device) {
   const int64_t rows = static_cast<int64_t>(values.size()) / columns;
-  at::Tensor host = at::empty({rows, columns}, at::kInt);
+  at::Tensor host = at::empty({rows, columns}, at::TensorOptions(at::kInt).pinned_memory(!device.is_cpu()));
   std::copy(values.begin(), values.end(), host.mutable_data_ptr<int32_t>());
   if (device.is_cpu()) return host;
-  return host.pin_memory().to(device, /*non_blocking=*/true);
+  return host.to(device, /*non_blocking=*/true);
 }
 
 int32_t narrow_int(int64_t value, const char* what) {

@@ -19,14 +19,15 @@ namespace sb {
 // block; a key tile: its keys of one key block).
 constexpr int64_t kBlockSparseTile = 64;
 
-// Columns of BlockSparseTables::block_table (int32), one row per block.
+// Columns of BlockSparseTables::block_table (int32), one row per block: the MoBA block
+// table's (moba_block_table), under the names the kernels use.
 enum BlockSparseBlockField : int64_t {
-  kBsKeyStart = 0,
-  kBsKeyLen,
-  kBsQueryStart,
-  kBsQueryLen,
-  kBsQueryPos0,  // position inside the block of its first query (decoding: > 0)
-  kBsBlockFields
+  kBsKeyStart = kMobaKeyStart,
+  kBsKeyLen = kMobaKeyLen,
+  kBsQueryStart = kMobaQueryStart,
+  kBsQueryLen = kMobaQueryLen,
+  kBsQueryPos0 = kMobaQueryPos0,  // position inside the block of its first query (decoding: > 0)
+  kBsBlockFields = kMobaBlockFields
 };
 
 struct BlockSparseTables {

@@ -1,0 +1,24 @@
+#pragma once
+// The (query, key) pairs an attention call attends, summed over query heads: the work
+// `bench attention` and the Google benchmarks divide time by (attention_benchmark.h,
+// "Formulas"; docs/benchmarks.md).
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+
+#include "kernels/attention/moba/moba_attention.h"
+#include "kernels/attention/packed_sequences.h"
+
+namespace sb {
+
+// Dense causal attention over one sequence of `length` tokens: Hq L (L + 1) / 2.
+double dense_causal_attended_pairs(int64_t q_heads, int64_t length);
+
+// MoBA's pairs on q [T, Hq, D], k [T, Hkv, D] (q and k the same tokens, `packed`): the
+// routing `params` gives (run here), a listed diagonal block counting its causal
+// triangle, every other listed block whole.
+double moba_attended_pairs(const at::Tensor& q, const at::Tensor& k, const PackedSequences& packed,
+                           const MobaParams& params);
+
+}  // namespace sb
