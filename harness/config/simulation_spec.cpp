@@ -126,8 +126,14 @@ SimulationSection parse_simulation_section(const json& j, const std::string& pat
     // With fit_from, `simulate` replaces the exponent by the fit (a resolved manifest
     // carries both: the folder and the exponent fitted from it).
     s.coverage.fit_from = resolve_manifest_path(file, c.optional<std::string>("fit_from", ""));
+    s.coverage.rule_keys = c.optional<int64_t>("rule_keys", s.coverage.rule_keys);
+    s.coverage.spread = c.optional<double>("spread", s.coverage.spread);
     c.finish();
     c.expect(s.coverage.exponent >= 0, "exponent", "must be >= 0", "e.g. 1.0 (0: uniform routing scores)");
+    c.expect(s.coverage.rule_keys >= 0, "rule_keys", "must be >= 0",
+             "e.g. 160 (keys a late query keeps under a vertical-slash top_k rule; 0: the default from the method's counts)");
+    c.expect(s.coverage.spread >= 0 && s.coverage.spread <= 1, "spread", "must be in [0, 1]",
+             "0 (every query keeps the same extra keys) .. 1 (a share of its past growing with its position)");
   }
   if (const json* noise = r.optional_value("latency_noise")) {
     JsonObjectReader n(*noise, r.child_path("latency_noise"), file);
@@ -202,6 +208,8 @@ json cluster_section_to_json(const ClusterSection& c) {
 json simulation_section_to_json(const SimulationSection& s) {
   json coverage{{"model", s.coverage.model}, {"exponent", s.coverage.exponent}};
   if (!s.coverage.fit_from.empty()) coverage["fit_from"] = s.coverage.fit_from;
+  if (s.coverage.rule_keys > 0) coverage["rule_keys"] = s.coverage.rule_keys;
+  if (s.coverage.spread > 0) coverage["spread"] = s.coverage.spread;
   json j{{"coverage", coverage},
          {"forward_fraction", s.forward_fraction},
          {"optimizer_ms", s.optimizer_ms}};

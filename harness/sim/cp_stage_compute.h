@@ -4,7 +4,8 @@
 //
 //   A            = packed_attention_ms(attention_ms(L_i, k_i) for each sequence i): the
 //                  micro-batch's attention per layer on one device, forward + backward
-//   step r <- b  = ring_compute_factor x A x pairs[r][b] / total pairs   (ring_work_model.h)
+//   step r <- b  = ring_compute_factor x A x pairs[r][b] / total pairs   (ring_work_model.h;
+//                  vertical-slash: ring_vertical_slash_work.h)
 //                  + ring_step_ms_per_token x T_r (what every step costs whatever its
 //                  pairs: merging the partial output of the rank's T_r queries, visiting
 //                  their rows), T_r the tokens rank r holds
@@ -35,6 +36,12 @@ struct CpComputeSpec {
   int64_t inner = 1;  // ranks per inner ring (cp: flat)
   CpLayout layout;
   int64_t block_size = 128;  // MoBA's block; any value for dense
+  // Vertical-slash: budgets are kept keys per query and the work is
+  // ring_vertical_slash_work.h's, with the pattern's forced sinks and window.
+  bool vertical_slash = false;
+  int64_t sink_tokens = 0;
+  int64_t local_window = 0;
+  double spread = 0.0;  // simulation.coverage.spread
   int64_t query_heads = 1;
   int64_t kv_heads = 1;
   int64_t head_dim = 1;
@@ -55,7 +62,8 @@ struct CpMicrobatch {
   double attention_ms = 0;
 };
 
-// lengths / budgets: the micro-batch's sequences and their effective budgets (0: dense).
+// lengths / budgets: the micro-batch's sequences and their effective budgets (0: dense;
+// vertical-slash: kept keys per query).
 CpMicrobatch cp_microbatch(const LatencyPredictor& predictor, const CpComputeSpec& spec,
                            const std::vector<int64_t>& lengths, const std::vector<int64_t>& budgets);
 

@@ -39,6 +39,21 @@ double keep_probability(int64_t budget, int64_t earlier) {
 
 }  // namespace
 
+DealtMicrobatch deal_microbatch(const std::vector<int64_t>& lengths, int64_t cp, const CpLayout& layout) {
+  DealtMicrobatch out;
+  out.packed = PackedSequences::from_lengths(lengths);
+  const CpSharding sharding = CpSharding::build(out.packed, cp, layout);
+  out.owner.assign(static_cast<size_t>(out.packed.total_tokens()), 0);
+  const auto W = static_cast<size_t>(cp);
+  out.work.tokens.assign(W, 0);
+  out.work.pairs.assign(W, std::vector<double>(W, 0.0));
+  for (int64_t r = 0; r < cp; ++r) {
+    for (int64_t t : sharding.tokens_of(r)) out.owner[static_cast<size_t>(t)] = static_cast<int32_t>(r);
+    out.work.tokens[static_cast<size_t>(r)] = sharding.size_of(r);
+  }
+  return out;
+}
+
 RingWork ring_work(const std::vector<int64_t>& lengths, const std::vector<int64_t>& budgets, int64_t cp,
                    const CpLayout& layout, int64_t block_size, int64_t query_heads) {
   if (lengths.size() != budgets.size()) {
@@ -46,17 +61,11 @@ RingWork ring_work(const std::vector<int64_t>& lengths, const std::vector<int64_
                                 std::to_string(budgets.size()) + " budgets");
   }
   if (block_size < 1) throw std::invalid_argument("ring_work: block_size must be >= 1");
-  const PackedSequences packed = PackedSequences::from_lengths(lengths);
-  const CpSharding sharding = CpSharding::build(packed, cp, layout);
-  std::vector<int32_t> owner(static_cast<size_t>(packed.total_tokens()), 0);
-  RingWork work;
+  DealtMicrobatch dealt = deal_microbatch(lengths, cp, layout);
+  const PackedSequences& packed = dealt.packed;
+  const std::vector<int32_t>& owner = dealt.owner;
+  RingWork& work = dealt.work;
   const auto W = static_cast<size_t>(cp);
-  work.tokens.assign(W, 0);
-  work.pairs.assign(W, std::vector<double>(W, 0.0));
-  for (int64_t r = 0; r < cp; ++r) {
-    for (int64_t t : sharding.tokens_of(r)) owner[static_cast<size_t>(t)] = static_cast<int32_t>(r);
-    work.tokens[static_cast<size_t>(r)] = sharding.size_of(r);
-  }
 
   std::vector<double> in_block(W), earlier(W);  // tokens per rank: this block, the sequence's earlier blocks
   std::vector<OwnerRun> runs;
@@ -94,7 +103,7 @@ RingWork ring_work(const std::vector<int64_t>& lengths, const std::vector<int64_
   for (auto& row : work.pairs) {
     for (double& p : row) p *= static_cast<double>(query_heads);
   }
-  return work;
+  return std::move(work);
 }
 
 }  // namespace sb

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/attention/packed_sequences.h"
 #include "kernels/attention/ring/cp_sharding.h"
 
 namespace sb {
@@ -35,6 +36,15 @@ struct RingWork {
   // Rank a's pairs over every shard it visits (its ring compute, in pairs).
   double row(int64_t a) const;
 };
+
+// A packed micro-batch dealt to the CP ranks by the trainer's CpSharding: the rank that
+// holds each token (packed order), and a RingWork with each rank's tokens and no pairs yet.
+struct DealtMicrobatch {
+  PackedSequences packed;
+  std::vector<int32_t> owner;
+  RingWork work;
+};
+DealtMicrobatch deal_microbatch(const std::vector<int64_t>& lengths, int64_t cp, const CpLayout& layout);
 
 // lengths: the micro-batch's sequences in packing order; budgets: one per sequence,
 // 0 for dense causal attention, k >= 1 for MoBA; block_size: MoBA's block (any value

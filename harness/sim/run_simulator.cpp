@@ -12,6 +12,7 @@
 #include "harness/parallel/parallel_layout.h"
 #include "harness/sim/pipeline_simulator.h"
 #include "harness/sim/ring_timing_model.h"
+#include "harness/sim/vertical_slash_pattern_model.h"
 #include "harness/trace/iteration_metrics.h"
 #include "harness/train/lr_schedule.h"
 #include "harness/train/method_planner_options.h"
@@ -38,6 +39,40 @@ std::pair<double, double> projection_shape(const Qwen2Config& c, const std::stri
   if (name == "gate_proj" || name == "up_proj") return {h, i};
   if (name == "down_proj") return {i, h};
   throw std::invalid_argument("projection_shape: unknown projection \"" + name + "\"");
+}
+
+// Vertical-slash's index under CP, per layer: its all-reduces over the CP group
+// (float64; docs/context_parallel.md, "Vertical-slash under CP"): the last queries
+// (N x Hq x D, N the last queries of all sequences), their score maxima and softmax
+// denominators (N x Hq each), the column and diagonal sums (Hq x 2 x L per sequence) and
+// the coverage of the lists run (Hq per sequence). A DST request adds the references'
+// coverage (the budgeted lists' takes the place of the lists run's), and with a floor one
+// per step of the floor's lockstep binary search, taken as ceil(log2(2 L)) for the longest
+// L, and one for the floor levels (docs/vertical_slash.md, "Budgets").
+double vertical_slash_index_sync_ms(const Manifest& m, const LinkSection& link, const std::vector<int64_t>& lengths,
+                                    const PlannedMicroBatch& mb) {
+  const Qwen2Config& c = m.model.config;
+  const VerticalSlashParams& v = m.methods.at(0).attention.vertical_slash;
+  const auto heads = static_cast<double>(c.num_attention_heads);
+  const int64_t cp = m.parallelism.cp;
+  double last = 0, tokens = 0;
+  int64_t longest = 1;
+  for (int64_t length : lengths) {
+    last += static_cast<double>(std::min(v.last_queries, length));
+    tokens += static_cast<double>(length);
+    longest = std::max(longest, length);
+  }
+  const double per_head = static_cast<double>(lengths.size()) * heads * 8.0;
+  double ms = ring_allreduce_ms(link, cp, last * heads * static_cast<double>(c.head_dim) * 8.0) +
+              2.0 * ring_allreduce_ms(link, cp, last * heads * 8.0) +
+              ring_allreduce_ms(link, cp, heads * 2.0 * tokens * 8.0) + ring_allreduce_ms(link, cp, per_head);
+  const bool requested = mb.budget > 0 || !mb.sequence_budgets.empty() || mb.coverage_floor_ratio > 0;
+  if (requested) ms += ring_allreduce_ms(link, cp, per_head);
+  if (mb.coverage_floor_ratio > 0) {
+    const double steps = std::ceil(std::log2(2.0 * static_cast<double>(longest)));
+    ms += (steps + 1.0) * ring_allreduce_ms(link, cp, per_head);
+  }
+  return ms;
 }
 
 }  // namespace
@@ -84,11 +119,6 @@ RunSimulator::RunSimulator(const Manifest& m, SimProfile profile, ClusterSection
       simulation_(m.simulation ? *m.simulation : SimulationSection{}),
       noise_(simulation_.latency_noise.sigma, simulation_.latency_noise.rank_sigma, static_cast<uint64_t>(m.seed)) {
   const Qwen2Config& config = m.model.config;
-  if (m.methods.at(0).attention.is_vertical_slash()) {
-    throw ConfigError(m.file, "$.methods[0].attention",
-                      "is vertical_slash: the simulator has no latency or coverage model for it yet",
-                      "simulate dense or moba attention");
-  }
   if (m.parallelism.cp > 1 && m.parallelism.tp > 1) {
     throw ConfigError(m.file, "$.parallelism.tp",
                       "is " + std::to_string(m.parallelism.tp) + " with cp " + std::to_string(m.parallelism.cp) +
@@ -112,11 +142,24 @@ RunSimulator::RunSimulator(const Manifest& m, SimProfile profile, ClusterSection
   if (method.attention.is_moba()) {
     coverage_ = std::make_unique<ZipfCoverageModel>(simulation_.coverage.exponent, method.attention.block_size);
   }
+  if (method.attention.is_vertical_slash()) {
+    try {
+      pattern_ = std::make_unique<VerticalSlashPatternModel>(
+          simulation_.coverage.exponent,
+          vertical_slash_pattern_rule(method.attention.vertical_slash, simulation_.coverage.rule_keys,
+                                      simulation_.coverage.spread));
+    } catch (const std::invalid_argument& e) {
+      throw ConfigError(m.file, "$.simulation.coverage",
+                        std::string("with the method's vertical_slash attention gives no pattern model: ") + e.what(),
+                        "give rule_keys >= 1 for a top_k rule whose counts are all 0, or check the attention block");
+    }
+  }
   stage_trained_params_ = stage_trained_parameters(m);
   stage_dp_bytes_ = stage_dp_allreduce_bytes(m);
 }
 
-void RunSimulator::simulate_context_parallel_microbatch(int64_t d, const std::vector<int64_t>& lengths,
+void RunSimulator::simulate_context_parallel_microbatch(int64_t d, const PlannedMicroBatch& mb,
+                                                       const std::vector<int64_t>& lengths,
                                                        const std::vector<int64_t>& budgets, double noise,
                                                        PipelineSimInput& in, IterationRecord& record) const {
   const Manifest& m = manifest_;
@@ -140,6 +183,7 @@ void RunSimulator::simulate_context_parallel_microbatch(int64_t d, const std::ve
                                                work.blocks * config.head_dim) * 8.0;
       c.timing.layer_sync_ms = ring_allreduce_ms(cluster_.context_parallel_group_link(d, s), cp, bytes);
     }
+    if (pattern_) c.timing.layer_sync_ms = vertical_slash_index_sync_ms(m, cluster_.context_parallel_group_link(d, s), lengths, mb);
     const RingTiming t = simulate_ring_microbatch(c.timing);
     in.forward_ms[static_cast<size_t>(d)][static_cast<size_t>(s)].push_back(std::max(0.0, t.forward_ms));
     in.backward_ms[static_cast<size_t>(d)][static_cast<size_t>(s)].push_back(std::max(0.0, t.backward_ms));
@@ -165,6 +209,80 @@ void RunSimulator::simulate_context_parallel_microbatch(int64_t d, const std::ve
   record.cp_kept_pairs.push_back(std::move(kept));
 }
 
+RunSimulator::SimulatedAttention RunSimulator::block_attention(const PlannedMicroBatch& mb,
+                                                               const std::vector<int64_t>& lengths,
+                                                               int64_t total_layers, IterationRecord& record) const {
+  const MethodSection& method = manifest_.methods.at(0);
+  const bool moba = method.attention.is_moba();
+  const int64_t planned_k = mb.budget > 0 ? mb.budget : method.attention.top_k;
+  SimulatedAttention out;
+  double budget_sum = 0, coverage_sum = 0;
+  for (int64_t length : lengths) {
+    int64_t k = moba ? planned_k : 0;
+    if (moba && coverage_) {
+      k = coverage_->effective_budget(length, planned_k, mb.coverage_reference_k, mb.coverage_floor_ratio);
+      coverage_sum += coverage_->coverage(length, k);
+    }
+    budget_sum += static_cast<double>(k);
+    out.sequence_budgets.push_back(k);
+  }
+  const auto n = static_cast<double>(lengths.size());
+  out.realized = moba ? budget_sum / n : static_cast<double>(mb.budget);
+  const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
+  if (moba && coverage_ && mb.coverage_floor_ratio > 0) {
+    out.floor = static_cast<double>(coverage_->floor_budget(longest, mb.coverage_reference_k, mb.coverage_floor_ratio));
+  }
+  if (moba) {
+    record.budgets.push_back(planned_k);
+    record.coverage.push_back(coverage_sum / n);
+    // The coverage model has no layers: every layer runs the sequences' modelled budgets.
+    record.layer_budgets.emplace_back(static_cast<size_t>(total_layers), out.realized);
+  }
+  return out;
+}
+
+RunSimulator::SimulatedAttention RunSimulator::vertical_slash_attention(
+    const PlannedMicroBatch& mb, const std::vector<int64_t>& lengths, int64_t total_layers, IterationRecord& record,
+    std::vector<double>& sample_budgets, std::vector<double>& sample_references) const {
+  SimulatedAttention out;
+  double kept_sum = 0, reference_sum = 0, floor_sum = 0, coverage_sum = 0;
+  std::vector<double> kept, references;
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    // The plan's budget in kept keys per query (one per sequence, or the micro-batch's for
+    // all); 0: the pattern's own rule.
+    const int64_t budget = !mb.sequence_budgets.empty() ? mb.sequence_budgets.at(i) : mb.budget;
+    const VerticalSlashSequenceModel seq = pattern_->sequence(lengths[i], budget, mb.coverage_floor_ratio);
+    // As the backend reports them (vertical_slash_backend.cpp): whole kept keys per query
+    // for each sequence, the floor's as a fraction.
+    const int64_t sequence_kept = kept_keys_as_budget(seq.kept_keys);
+    const int64_t sequence_reference = kept_keys_as_budget(seq.reference_kept_keys);
+    out.sequence_budgets.push_back(sequence_kept);
+    kept.push_back(static_cast<double>(sequence_kept));
+    references.push_back(static_cast<double>(sequence_reference));
+    kept_sum += static_cast<double>(sequence_kept);
+    reference_sum += static_cast<double>(sequence_reference);
+    floor_sum += seq.floor_kept_keys;
+    coverage_sum += seq.coverage;
+    sample_budgets.at(static_cast<size_t>(mb.samples.at(i))) = static_cast<double>(sequence_kept);
+    sample_references.at(static_cast<size_t>(mb.samples.at(i))) = static_cast<double>(sequence_reference);
+  }
+  const auto n = static_cast<double>(lengths.size());
+  const auto layers = static_cast<size_t>(total_layers);
+  // A layer's kept keys, rule, coverage and floor are means over the sequences (the floor
+  // rounded); the model has no layers, so every layer reports the same.
+  out.realized = kept_sum / n;
+  out.floor = static_cast<double>(std::llround(floor_sum / n));
+  record.budgets.push_back(mb.budget);
+  record.coverage.push_back(coverage_sum / n);
+  record.layer_budgets.emplace_back(layers, out.realized);
+  record.layer_coverage.emplace_back(layers, coverage_sum / n);
+  record.layer_reference_budgets.emplace_back(layers, reference_sum / n);
+  record.layer_floors.emplace_back(layers, std::llround(floor_sum / n));
+  record.sequence_budgets.push_back(std::move(kept));
+  record.sequence_reference_budgets.push_back(std::move(references));
+  return out;
+}
+
 SimulatedIteration RunSimulator::simulate_iteration(int64_t iteration) {
   const Manifest& m = manifest_;
   const TrainSection& train = m.train;
@@ -172,7 +290,6 @@ SimulatedIteration RunSimulator::simulate_iteration(int64_t iteration) {
   const Qwen2Config& config = m.model.config;
   const LatencyPredictor& predictor = *profile_.predictor;
   const int64_t dp = m.parallelism.dp, pp = m.parallelism.pp, tp = m.parallelism.tp;
-  const bool moba = method.attention.is_moba();
 
   SimulatedIteration out;
   IterationRecord& record = out.record;
@@ -203,43 +320,30 @@ SimulatedIteration RunSimulator::simulate_iteration(int64_t iteration) {
                                                m.parallelism.stage_layers.end(), int64_t{0});
   std::vector<std::vector<double>> realized(static_cast<size_t>(dp));
   std::vector<std::vector<double>> floors(static_cast<size_t>(dp));  // DST's floor, as the backend reports it
+  // Vertical-slash: per sample (plan position), the kept keys it ran with and its rule's.
+  std::vector<double> sample_budgets, sample_references;
+  if (pattern_) {
+    sample_budgets.assign(lengths.size(), 0.0);
+    sample_references.assign(lengths.size(), 0.0);
+  }
   for (int64_t d = 0; d < dp; ++d) {
     const auto& mbs = out.plan.ranks[static_cast<size_t>(d)];
     for (size_t mb_index = 0; mb_index < mbs.size(); ++mb_index) {
       const PlannedMicroBatch& mb = mbs[mb_index];
       const double noise = noise_.factor(iteration, d, static_cast<int64_t>(mb_index));
       const std::vector<int64_t> mb_lengths = microbatch_lengths(mb, lengths);
-      const int64_t planned_k = mb.budget > 0 ? mb.budget : method.attention.top_k;
+      const SimulatedAttention attention =
+          pattern_ ? vertical_slash_attention(mb, mb_lengths, total_layers, record, sample_budgets, sample_references)
+                   : block_attention(mb, mb_lengths, total_layers, record);
+      const std::vector<int64_t>& sequence_budgets = attention.sequence_budgets;
+      realized[static_cast<size_t>(d)].push_back(attention.realized);
+      floors[static_cast<size_t>(d)].push_back(attention.floor);
       std::vector<double> attention_terms;
-      std::vector<int64_t> sequence_budgets;  // 0: dense
-      double budget_sum = 0, coverage_sum = 0;
-      for (int64_t length : mb_lengths) {
-        int64_t k = moba ? planned_k : 0;
-        if (moba && coverage_) {
-          k = coverage_->effective_budget(length, planned_k, mb.coverage_reference_k, mb.coverage_floor_ratio);
-          coverage_sum += coverage_->coverage(length, k);
-        }
-        budget_sum += static_cast<double>(k);
-        sequence_budgets.push_back(k);
-        attention_terms.push_back(predictor.attention_ms(length, k));
-      }
-      const auto n = static_cast<double>(mb_lengths.size());
-      realized[static_cast<size_t>(d)].push_back(moba ? budget_sum / n : static_cast<double>(mb.budget));
-      const int64_t longest = *std::max_element(mb_lengths.begin(), mb_lengths.end());
-      floors[static_cast<size_t>(d)].push_back(
-          moba && coverage_ && mb.coverage_floor_ratio > 0
-              ? static_cast<double>(
-                    coverage_->floor_budget(longest, mb.coverage_reference_k, mb.coverage_floor_ratio))
-              : 0.0);
-      if (moba) {
-        record.budgets.push_back(planned_k);
-        record.coverage.push_back(coverage_sum / n);
-        // The coverage model has no layers: every layer runs the sequences' modelled budgets.
-        record.layer_budgets.emplace_back(static_cast<size_t>(total_layers),
-                                          realized[static_cast<size_t>(d)].back());
+      for (size_t i = 0; i < mb_lengths.size(); ++i) {
+        attention_terms.push_back(predictor.attention_ms(mb_lengths[i], sequence_budgets[i]));
       }
       if (cp_spec_) {
-        simulate_context_parallel_microbatch(d, mb_lengths, sequence_budgets, noise, in, record);
+        simulate_context_parallel_microbatch(d, mb, mb_lengths, sequence_budgets, noise, in, record);
         record.microbatch_tokens.push_back(mb.tokens);
         if (mb.predicted_ms >= 0) record.microbatch_pred_ms.push_back(mb.predicted_ms);
         continue;
@@ -303,7 +407,12 @@ SimulatedIteration RunSimulator::simulate_iteration(int64_t iteration) {
   elapsed_ms_ += metrics.iter_ms;
   out.timeline.ranks = std::move(sim.ranks);
   record.microbatch_lengths = plan_microbatch_lengths(out.plan, lengths);
-  planner_->observe(out.plan, lengths, realized, floors);
+  // As the trainer's record: floors only when some layer computed one.
+  const bool any_floor = std::any_of(record.layer_floors.begin(), record.layer_floors.end(), [](const auto& layers) {
+    return std::any_of(layers.begin(), layers.end(), [](int64_t f) { return f > 0; });
+  });
+  if (!any_floor) record.layer_floors.clear();
+  planner_->observe(out.plan, lengths, realized, floors, sample_budgets, sample_references);
   return out;
 }
 

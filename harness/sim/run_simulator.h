@@ -7,7 +7,8 @@
 // writes (docs/simulator.md).
 //
 // Per micro-batch m with samples of lengths L_i, planned budget k_m (DST's coverage floor
-// applied per sequence with coverage_model.h: k_i = max(k_m, floor(L_i))), T tokens:
+// applied per sequence with coverage_model.h: k_i = max(k_m, floor(L_i)); vertical-slash:
+// each sequence's kept keys per query from vertical_slash_pattern_model.h), T tokens:
 //   compute of stage s  = layers_s x (sum_i attention_ms(L_i, k_i) + rest_ms(T))
 //                         (+ head_ms(T) on the last stage when the predictor includes it)
 //   with TP:              compute / tp + layers_s x 4 ring all-reduces of T x hidden x
@@ -47,6 +48,7 @@
 #include "harness/sim/cp_stage_compute.h"
 #include "harness/sim/latency_noise.h"
 #include "harness/sim/pipeline_simulator.h"
+#include "harness/sim/vertical_slash_pattern_model.h"
 #include "harness/latency/run_profiles/sim_profile.h"
 #include "harness/trace/timeline.h"
 
@@ -77,13 +79,31 @@ class RunSimulator {
   const SimProfile& profile() const { return profile_; }
   const ClusterModel& cluster() const { return cluster_; }
   const ZipfCoverageModel* coverage() const { return coverage_.get(); }
+  const VerticalSlashPatternModel* pattern() const { return pattern_.get(); }
   const SimulationSection& simulation() const { return simulation_; }
   BatchPlanner& planner() { return *planner_; }
 
  private:
+  // What a micro-batch's attention runs with (one budget per sequence for the predictor,
+  // 0 for dense), what the planner observes of it (its realized budget and DST's floor, as
+  // the trainer's record gives them) and its attention statistics appended to `record`.
+  struct SimulatedAttention {
+    std::vector<int64_t> sequence_budgets;
+    double realized = 0;
+    double floor = 0;  // 0: none
+  };
+  // Dense and MoBA (DST's floor from coverage_model.h).
+  SimulatedAttention block_attention(const PlannedMicroBatch& mb, const std::vector<int64_t>& lengths,
+                                     int64_t total_layers, IterationRecord& record) const;
+  // Vertical-slash (vertical_slash_pattern_model.h); also each sample's kept keys and its
+  // rule's, by plan position, for the planner's estimators.
+  SimulatedAttention vertical_slash_attention(const PlannedMicroBatch& mb, const std::vector<int64_t>& lengths,
+                                              int64_t total_layers, IterationRecord& record,
+                                              std::vector<double>& sample_budgets,
+                                              std::vector<double>& sample_references) const;
   // cp > 1: one micro-batch of DP rank d on every stage (ring_timing_model.h), appended
   // to `in`, and its per-CP-rank attention time and kept pairs to `record`.
-  void simulate_context_parallel_microbatch(int64_t d, const std::vector<int64_t>& lengths,
+  void simulate_context_parallel_microbatch(int64_t d, const PlannedMicroBatch& mb, const std::vector<int64_t>& lengths,
                                             const std::vector<int64_t>& budgets, double noise,
                                             PipelineSimInput& in, IterationRecord& record) const;
 
@@ -95,6 +115,7 @@ class RunSimulator {
   std::unique_ptr<Dataset> dataset_;
   std::unique_ptr<BatchPlanner> planner_;
   std::unique_ptr<ZipfCoverageModel> coverage_;
+  std::unique_ptr<VerticalSlashPatternModel> pattern_;  // vertical_slash attention
   LatencyNoise noise_;
   std::vector<double> stage_trained_params_;  // [stage], whole stage (all TP ranks)
   std::vector<double> stage_dp_bytes_;        // [stage], stage_dp_allreduce_bytes

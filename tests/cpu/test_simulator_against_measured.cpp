@@ -100,5 +100,62 @@ TEST(SimulatorAgainstTheCpu, HeldOutInvocationPerMethod) {
   fs::remove_all(out);
 }
 
+TEST(SimulatorAgainstTheCpu, VerticalSlashHeldOutInvocationPerMethod) {
+  // experiments/sim/table1-vs-cpu-sim.json fits the vertical-slash pattern model (Zipf
+  // exponent and the top_k rule's keys), the latency noise, the iteration overhead and the
+  // all-reduce to the first invocation of table1-vs-cpu (5c242d9) and is checked against a
+  // second one, a day later on the same kind of machine (ranks waited 2.4-3.8 % of their
+  // time for a core). The first computed 1.13-1.31x what the profile measured with it
+  // predicts, the second 0.90-1.03x: the raw iteration time carries that drift (held out:
+  // -3.5 .. +12.5 % per method),
+  // at the measured speed it is -3.4 .. +2.4 %. The mean bubble fraction of the
+  // data-order methods (0.16-0.18) within 5 % (seen: -0.2 .. +3.5 %); the balanced ones
+  // wait 0.02-0.04 of the iteration, where one hundredth is 25-50 % of it: compared
+  // absolutely (seen: +0.005 .. +0.010).
+  const fs::path out = test::fresh_temp_dir("sim_vs_cpu_vertical_slash");
+  const json v = validate_kept(out, "table1-vs-cpu-sim", "cpu/table1-vs-cpu-rerun");
+  ASSERT_EQ(v.at("methods").size(), 7u) << v.dump(2);
+  for (const json& method : v.at("methods")) {
+    SCOPED_TRACE(method.dump());
+    EXPECT_LT(std::abs(validation_error(method, "median_iter_ms")), 0.15);
+    EXPECT_LT(std::abs(validation_error(method, "median_iter_ms", "relative_error_at_measured_speed")), 0.05);
+    const json& bubble = method.at("mean_bubble_fraction");
+    if (bubble.at("measured").get<double>() > 0.1) {
+      EXPECT_LT(std::abs(validation_error(method, "mean_bubble_fraction")), 0.05);
+    } else {
+      EXPECT_LT(std::abs(validation_error(method, "mean_bubble_fraction", "absolute_error")), 0.015);
+    }
+  }
+  fs::remove_all(out);
+}
+
+TEST(SimulatorAgainstTheCpu, VerticalSlashUnderContextParallelismHeldOut) {
+  // experiments/sim/mtraining-cp2-cpu-sim.json fits the ring compute factors, the
+  // vertical-slash pattern model (its spread to the rerun's per-rank kept pairs), the
+  // iteration overhead and the all-reduce to the rerun of mtraining-cp2-cpu (the
+  // invocation with timelines, profiles measured right after it) and is checked against
+  // the first invocation. That one took 1.18-1.77x the compute time the rerun's profiles
+  // predict (both ran CP ranks on 2 cores: the first's waited 12-24 % of their time for a
+  // core, the rerun's 13-31 %), so the raw iteration time carries the drift (-29 .. -40 %
+  // per method) and is not bounded here;
+  // at the measured speed every method is within 5 % (seen: -1.1 .. +4.1 %). Per run, the
+  // worker imbalance by work within 3 % (seen: -2.4 .. +1.5 %) and by time within 8 %
+  // (seen: -6.3 .. 0 %, MoBA contiguous the largest) for every pattern and layout.
+  const fs::path out = test::fresh_temp_dir("sim_mtraining_cp2_cpu");
+  const json v = validate_kept(out, "mtraining-cp2-cpu-sim", "cpu/mtraining-cp2-cpu");
+  ASSERT_EQ(v.at("methods").size(), 4u) << v.dump(2);
+  for (const json& method : v.at("methods")) {
+    SCOPED_TRACE(method.dump());
+    EXPECT_LT(std::abs(validation_error(method, "median_iter_ms", "relative_error_at_measured_speed")), 0.05);
+  }
+  ASSERT_EQ(v.at("runs").size(), 12u);
+  for (const json& run : v.at("runs")) {
+    SCOPED_TRACE(run.dump());
+    EXPECT_LT(std::abs(validation_error(run, "median_cp_work_imbalance")), 0.03);
+    EXPECT_LT(std::abs(validation_error(run, "median_cp_worker_imbalance")), 0.08);
+  }
+  fs::remove_all(out);
+}
+
 }  // namespace
 }  // namespace sb

@@ -49,6 +49,7 @@ SimProfile load_sim_profile(const Manifest& m, int64_t longest_sample, const std
     device.matmul_efficiency = a.matmul_efficiency;
     device.attention_efficiency = a.attention_efficiency;
     const bool moba = method.attention.is_moba();
+    const bool vs = method.attention.is_vertical_slash();
     const int64_t block = moba ? method.attention.block_size : 256;
     std::vector<int64_t> seq_lens;
     if (block >= 8) {
@@ -63,8 +64,17 @@ SimProfile load_sim_profile(const Manifest& m, int64_t longest_sample, const std
       const int64_t k_max = std::max(method.attention.top_k, method.budget == BudgetKind::kDst ? method.dst.k_max : int64_t{0});
       for (int64_t k = 1; k <= k_max; ++k) budgets.push_back(k);
     }
-    LatencyProfile profile = make_analytic_profile(m.model.config, method.attention.name(), block,
-                                                   seq_lens, budgets, device);
+    if (vs) {
+      // Kept keys per query: doubling from 1 up to the longest sequence's dense mean (the
+      // predictor interpolates linearly between them; the term is linear in the budget up to
+      // each length's own dense mean, where it bends between two grid points).
+      budgets.clear();
+      const int64_t saturated = (seq_lens.back() + 2) / 2;
+      for (int64_t k = 1; k < saturated; k *= 2) budgets.push_back(k);
+      budgets.push_back(saturated);
+    }
+    LatencyProfile profile = make_analytic_profile(m.model.config, method.attention.name(), block, seq_lens, budgets,
+                                                   device, vs ? &method.attention.vertical_slash : nullptr);
     SimProfile p;
     p.kind = profile.kind;
     p.details = {{"device", device.name},

@@ -11,6 +11,7 @@
 #include "harness/common/atomic_file.h"
 #include "harness/records/iteration_record.h"
 #include "harness/sim/coverage_model.h"
+#include "harness/sim/fit/scalar_minimise.h"
 #include "harness/sim/measured_runs.h"
 
 namespace sb {
@@ -80,41 +81,11 @@ CoverageFit fit_coverage_exponent(const std::vector<CoverageObservation>& observ
                                   double max_exponent) {
   if (observations.empty()) throw std::invalid_argument("coverage fit: no observations");
   if (!(max_exponent > 0)) throw std::invalid_argument("coverage fit: max_exponent must be > 0");
-  const auto sse = [&](double s) { return sum_squared_error(observations, s, block_size); };
-  const double step = 0.05;
-  double best = 0, best_sse = std::numeric_limits<double>::infinity();
-  for (double s = 0; s <= max_exponent + 1e-12; s += step) {
-    const double e = sse(s);
-    if (e < best_sse) {
-      best_sse = e;
-      best = s;
-    }
-  }
-  // Golden-section search on the grid cell either side of the best grid point.
-  const double phi = (std::sqrt(5.0) - 1.0) / 2.0;
-  double a = std::max(0.0, best - step), b = std::min(max_exponent, best + step);
-  double c = b - phi * (b - a), d = a + phi * (b - a);
-  double fc = sse(c), fd = sse(d);
-  while (b - a > 1e-4) {
-    if (fc < fd) {
-      b = d;
-      d = c;
-      fd = fc;
-      c = b - phi * (b - a);
-      fc = sse(c);
-    } else {
-      a = c;
-      c = d;
-      fc = fd;
-      d = a + phi * (b - a);
-      fd = sse(d);
-    }
-  }
-  const double refined = (a + b) / 2;
-  const double refined_sse = sse(refined);
+  const ScalarMinimum best = minimise_on_interval(
+      [&](double s) { return sum_squared_error(observations, s, block_size); }, 0.0, max_exponent, 0.05, 1e-4);
   CoverageFit fit;
-  fit.exponent = refined_sse < best_sse ? refined : best;
-  fit.rmse = std::sqrt(std::min(refined_sse, best_sse) / static_cast<double>(observations.size()));
+  fit.exponent = best.x;
+  fit.rmse = std::sqrt(best.value / static_cast<double>(observations.size()));
   fit.points = static_cast<int64_t>(observations.size());
   return fit;
 }

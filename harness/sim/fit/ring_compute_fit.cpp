@@ -10,13 +10,34 @@
 #include "harness/records/iteration_record.h"
 #include "harness/sim/cp_stage_compute.h"
 #include "harness/sim/measured_runs.h"
+#include "harness/sim/vertical_slash_pattern_model.h"
 #include "harness/trace/timeline.h"
 
 namespace sb {
 namespace {
 
 bool same_attention(const AttentionOptions& a, const AttentionOptions& b) {
-  return a.kind == b.kind && (!a.is_moba() || a.block_size == b.block_size);
+  return a.kind == b.kind && (!a.is_moba() || a.block_size == b.block_size) &&
+         (!a.is_vertical_slash() || a.vertical_slash == b.vertical_slash);
+}
+
+// The mean over layers of micro-batch k's recorded budget; negative without one.
+double mean_layer_budget(const IterationRecord& record, size_t k) {
+  if (k >= record.layer_budgets.size() || record.layer_budgets[k].empty()) return -1;
+  double sum = 0;
+  for (double b : record.layer_budgets[k]) sum += b;
+  return sum / static_cast<double>(record.layer_budgets[k].size());
+}
+
+// Vertical-slash: each sequence's kept keys per query, its mean over the layers
+// (sequence_budgets), or the micro-batch's mean for every sequence without them.
+std::vector<int64_t> recorded_kept_keys(const IterationRecord& record, size_t k, size_t sequences) {
+  std::vector<int64_t> out;
+  if (k < record.sequence_budgets.size() && record.sequence_budgets[k].size() == sequences) {
+    for (double kept : record.sequence_budgets[k]) out.push_back(kept_keys_as_budget(kept));
+    return out;
+  }
+  return std::vector<int64_t>(sequences, kept_keys_as_budget(mean_layer_budget(record, k)));
 }
 
 // (DP rank, index in its list, CP rank) -> the compute of the micro-batch's forward and
@@ -37,11 +58,8 @@ std::map<ComputeKey, double> measured_compute(const TimelineIteration& iteration
 
 // Every sequence of micro-batch k runs the record's mean effective budget (MoBA).
 int64_t recorded_budget(const IterationRecord& record, size_t k, const AttentionOptions& attention) {
-  if (k < record.layer_budgets.size() && !record.layer_budgets[k].empty()) {
-    double sum = 0;
-    for (double b : record.layer_budgets[k]) sum += b;
-    return std::max<int64_t>(1, std::llround(sum / static_cast<double>(record.layer_budgets[k].size())));
-  }
+  const double mean = mean_layer_budget(record, k);
+  if (mean >= 0) return std::max<int64_t>(1, std::llround(mean));
   // A planned budget of 0 means the method's default, as the simulator reads it.
   if (k < record.budgets.size() && record.budgets[k] > 0) return record.budgets[k];
   return attention.top_k;
@@ -63,13 +81,14 @@ Manifest run_manifest(const std::filesystem::path& run_dir) {
 
 std::vector<RingComputeObservation> ring_compute_observations(const std::filesystem::path& run_dir,
                                                               const LatencyPredictor& predictor,
-                                                              const AttentionOptions& attention) {
+                                                              const AttentionOptions& attention, double spread) {
   const std::vector<TimelineIteration> timelines = measured_timeline_iterations(run_dir);
   if (timelines.empty()) return {};
   const Manifest m = run_manifest(run_dir);
   if (m.parallelism.cp <= 1 || !same_attention(m.methods.at(0).attention, attention)) return {};
   CpComputeSpec spec = cp_compute_spec(m);
   spec.ring_compute_factor = 1.0;
+  spec.spread = spread;  // the simulated run's, not the measured manifest's (which has no simulation block)
   std::map<int64_t, IterationRecord> records;
   for (IterationRecord& r : read_iteration_records(run_dir / "records.jsonl")) records[r.iteration] = std::move(r);
   const int64_t stages = m.parallelism.pp;
@@ -88,8 +107,10 @@ std::vector<RingComputeObservation> ring_compute_observations(const std::filesys
       const std::vector<int64_t>& lengths = record.microbatch_lengths[k];
       const int64_t budget = attention.is_moba() ? recorded_budget(record, k, attention) : 0;
       std::vector<RingComputeObservation> ranks(static_cast<size_t>(cp));
-      const CpMicrobatch microbatch =
-          cp_microbatch(predictor, spec, lengths, std::vector<int64_t>(lengths.size(), budget));
+      const CpMicrobatch microbatch = cp_microbatch(
+          predictor, spec, lengths,
+          attention.is_vertical_slash() ? recorded_kept_keys(record, k, lengths.size())
+                                        : std::vector<int64_t>(lengths.size(), budget));
       for (int64_t s = 0; s < stages; ++s) {
         const CpStageCompute c =
             cp_stage_compute(predictor, spec, microbatch, m.parallelism.stage_layers[static_cast<size_t>(s)], s, stages,
@@ -152,11 +173,11 @@ RingComputeFit fit_ring_compute(const std::vector<RingComputeObservation>& obser
 }
 
 RingComputeFit fit_ring_compute_from_results(const std::filesystem::path& results_dir,
-                                             const LatencyPredictor& predictor, const AttentionOptions& attention,
+                                             const LatencyPredictor& predictor, const AttentionOptions& attention, double spread,
                                              const std::string& manifest_file, const std::string& json_path) {
   MeasuredObservations<RingComputeObservation> observed = observe_measured_runs<RingComputeObservation>(
       results_dir, manifest_file, json_path,
-      [&](const std::filesystem::path& dir) { return ring_compute_observations(dir, predictor, attention); });
+      [&](const std::filesystem::path& dir) { return ring_compute_observations(dir, predictor, attention, spread); });
   if (observed.all.empty()) {
     throw ConfigError(manifest_file, json_path,
                       "found no measured run under " + results_dir.string() + " with parallelism.cp > 1 and " +

@@ -3,7 +3,8 @@
 // harness/sim/cp_stage_compute.h fitted to measured context-parallel runs.
 //
 // Per measured (non-warm-up) iteration, micro-batch and CP rank of a run with cp > 1
-// whose attention is the simulated run's (dense, or MoBA with the same block size):
+// whose attention is the simulated run's (dense, MoBA with the same block size, or
+// vertical-slash with the same pattern):
 //   measured = the CP rank's forward and backward events of the micro-batch on every
 //              stage, less the ring_wait events inside them (which hold every wait of the
 //              ring, MoBA's block-means all-reduce included: ring_attention.h): its
@@ -17,7 +18,7 @@
 // error if that is not positive either: the runs' ring compute must grow with its pairs). The
 // waits and the imbalance stay the ring model's. MoBA's budgets are the record's mean
 // effective budget over the layers (layer_budgets), rounded, for every sequence of the
-// micro-batch.
+// micro-batch; vertical-slash's each sequence's kept keys per query (sequence_budgets).
 
 #include <cstdint>
 #include <filesystem>
@@ -37,10 +38,11 @@ struct RingComputeObservation {
 };
 
 // One run folder's observations; empty unless it ran with cp > 1 and `attention`'s kind
-// (and MoBA block size).
+// (and MoBA block size, or vertical-slash pattern). spread: the simulated run's
+// vertical-slash spread (simulation.coverage.spread), with which its ring work is counted.
 std::vector<RingComputeObservation> ring_compute_observations(const std::filesystem::path& run_dir,
                                                               const LatencyPredictor& predictor,
-                                                              const AttentionOptions& attention);
+                                                              const AttentionOptions& attention, double spread = 0.0);
 
 struct RingComputeFit {
   double factor = 1.0;
@@ -57,7 +59,7 @@ RingComputeFit fit_ring_compute(const std::vector<RingComputeObservation>& obser
 // Over every measured run under results_dir; ConfigError naming json_path in
 // manifest_file when none has a usable micro-batch.
 RingComputeFit fit_ring_compute_from_results(const std::filesystem::path& results_dir,
-                                             const LatencyPredictor& predictor, const AttentionOptions& attention,
+                                             const LatencyPredictor& predictor, const AttentionOptions& attention, double spread,
                                              const std::string& manifest_file, const std::string& json_path);
 
 }  // namespace sb

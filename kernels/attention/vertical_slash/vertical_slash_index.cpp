@@ -17,6 +17,12 @@ const OptionNames<VerticalSlashBudget>& vertical_slash_budget_options() {
   return names;
 }
 
+bool operator==(const VerticalSlashParams& a, const VerticalSlashParams& b) {
+  return a.budget == b.budget && a.p == b.p && a.vertical_count == b.vertical_count && a.slash_count == b.slash_count &&
+         a.max_verticals == b.max_verticals && a.max_slashes == b.max_slashes && a.sink_tokens == b.sink_tokens &&
+         a.local_window == b.local_window && a.last_queries == b.last_queries && a.block_size == b.block_size;
+}
+
 std::optional<VerticalSlashParamsProblem> VerticalSlashParams::first_problem() const {
   if (!(p > 0.0 && p <= 1.0)) return VerticalSlashParamsProblem{"p", "must be in (0, 1]", "e.g. 0.9 or 0.95 (MTraining)"};
   if (vertical_count < 0) return VerticalSlashParamsProblem{"vertical_count", "must be >= 0", "e.g. 1000"};

@@ -65,6 +65,10 @@ struct VerticalSlashParams {
   void validate() const;
 };
 
+// Every field equal: the same pattern.
+bool operator==(const VerticalSlashParams& a, const VerticalSlashParams& b);
+inline bool operator!=(const VerticalSlashParams& a, const VerticalSlashParams& b) { return !(a == b); }
+
 
 // One (sequence, query head)'s pattern.
 struct VerticalSlashHeadIndex {
