@@ -484,11 +484,14 @@ void check_tensor_parallel_training(const Manifest& m) {
                       "set cp or tp to 1");
   }
   for (size_t i = 0; i < m.methods.size(); ++i) {
-    if (m.methods[i].attention.is_vertical_slash()) {
-      throw ConfigError(m.file, "$.methods[" + std::to_string(i) + "].attention",
-                        "is vertical_slash with parallelism.tp " + tp_text +
-                            ": its index and budgets are not split by heads across TP ranks yet",
-                        "use dense or moba attention under tensor parallelism, or tp 1");
+    // The rule runs per head; a DST budget's level is one per sequence over every head's
+    // lists, which the TP ranks would have to search together (not implemented).
+    if (m.methods[i].attention.is_vertical_slash() && m.methods[i].budget == BudgetKind::kDst) {
+      throw ConfigError(m.file, "$.methods[" + std::to_string(i) + "].budget",
+                        "is \"dst\" over vertical_slash attention with parallelism.tp " + tp_text +
+                            ": a budget's level reads every head's lists, and the TP ranks do not search it "
+                            "together yet",
+                        "use \"fixed\" (the pattern's own rule runs under tensor parallelism), moba attention, or tp 1");
     }
   }
 }

@@ -386,6 +386,63 @@ TEST(VerticalSlashAttentionCpu, EqualsTheReferenceForwardAndBackward) {
   }
 }
 
+// Tensor parallelism splits a layer's heads over ranks: each head's lists come from its
+// own attention, so a shard's index and output are the whole layer's for its heads, and
+// with set_head_shard_sum the statistics are the whole layer's on every shard. Two head
+// shards (query heads 0-1 with KV head 0, 2-3 with KV head 1) stand for two TP ranks: a
+// first pass records each shard's own sums, a second adds the other shard's.
+TEST(VerticalSlashBackend, HeadShardsSharingTheirSumsReportTheWholeLayer) {
+  at::manual_seed(9);
+  const PackedSequences sequences = PackedSequences::from_lengths({40, 24, 33});
+  const auto opts = at::TensorOptions().dtype(at::kDouble);
+  at::Tensor q = at::randn({97, 4, 8}, opts);
+  const at::Tensor k = at::randn({97, 2, 8}, opts), v = at::randn({97, 2, 8}, opts);
+  q.narrow(1, 2, 2).mul_(3.0);  // sharper attention on the second shard's heads: the shards differ alone
+  VerticalSlashParams params;
+  params.budget = VerticalSlashBudget::kTopK;
+  params.sink_tokens = 2;
+  params.local_window = 3;
+  params.vertical_count = 3;
+  params.slash_count = 2;
+  params.last_queries = 8;
+  params.block_size = 4;
+  VerticalSlashAttention whole_backend(params);
+  const at::Tensor whole_out = whole_backend.forward(q, k, v, sequences, 0.35, 0);
+  const AttentionLayerStats whole = whole_backend.take_layer_stats().at(0);
+
+  const auto shard = [](const at::Tensor& t, int64_t s) { return t.narrow(1, s * t.size(1) / 2, t.size(1) / 2).contiguous(); };
+  std::vector<std::vector<double>> own(2);
+  std::vector<AttentionLayerStats> alone;
+  for (int64_t s = 0; s < 2; ++s) {
+    VerticalSlashAttention recording(params);
+    recording.set_head_shard_sum([&own, s](std::vector<double>& sums) { own[static_cast<size_t>(s)] = sums; });
+    recording.forward(shard(q, s), shard(k, s), shard(v, s), sequences, 0.35, 0);
+    alone.push_back(recording.take_layer_stats().at(0));
+  }
+  EXPECT_NE(alone[0].top_k, alone[1].top_k) << "non-vacuous: alone, the shards report different kept keys";
+  for (int64_t s = 0; s < 2; ++s) {
+    VerticalSlashAttention sharing(params);
+    const std::vector<double>& other = own[static_cast<size_t>(1 - s)];
+    sharing.set_head_shard_sum([&other](std::vector<double>& sums) {
+      ASSERT_EQ(sums.size(), other.size());
+      for (size_t i = 0; i < sums.size(); ++i) sums[i] += other[i];
+    });
+    const at::Tensor out = sharing.forward(shard(q, s), shard(k, s), shard(v, s), sequences, 0.35, 0);
+    EXPECT_LT(max_diff(out, whole_out.narrow(1, 2 * s, 2)), 1e-15) << "shard " << s;
+    const AttentionLayerStats stats = sharing.take_layer_stats().at(0);
+    EXPECT_EQ(stats.top_k, whole.top_k) << "shard " << s;
+    EXPECT_EQ(stats.reference_top_k, whole.top_k);
+    ASSERT_EQ(stats.coverage.size(), whole.coverage.size());
+    for (size_t i = 0; i < stats.coverage.size(); ++i) EXPECT_NEAR(stats.coverage[i], whole.coverage[i], 1e-15);
+    EXPECT_NEAR(stats.coverage_mean, whole.coverage_mean, 1e-15);
+    // A budget's level reads every head's lists: refused with the heads split.
+    AttentionBudgetRequest request;
+    request.top_k = {10, 10, 10};
+    sharing.set_budget_request(request);
+    EXPECT_THROW(sharing.forward(shard(q, s), shard(k, s), shard(v, s), sequences, 0.35, 0), std::logic_error);
+  }
+}
+
 TEST(VerticalSlashBackend, RecordsCoverageAndKeptKeysPerLayer) {
   // Two sequences, 2 query heads: the layer's coverage per sequence is the mean of its
   // heads' index coverage, its budget the kept keys per query (the kernel's pairs over

@@ -46,7 +46,7 @@ struct Case {
   std::string cp_layout = "striped";
   int64_t cp_inner = 0;               // 0: a flat ring
   int64_t tp = 1;                     // tensor parallelism with sequence parallelism
-  std::string attention = "dense";    // "moba": block 8, top-k 2
+  std::string attention = "dense";    // "moba": block 8, top-k 2; "vertical_slash": top-k, blocks of 4
   bool lora = false;                  // LoRA r 4 on every projection, the rest frozen
   bool activation_checkpointing = false;  // every decoder layer recomputed in the backward
   bool after_step = false;  // compare iteration 1's gradients, after one optimizer step
@@ -90,6 +90,11 @@ json case_manifest(const Case& c) {
   j["train"]["precision"] = c.precision;
   if (c.attention == "moba") {
     j["methods"] = json::parse(R"([{"name": "moba", "attention": {"name": "moba", "block_size": 8, "top_k": 2}}])");
+  }
+  if (c.attention == "vertical_slash") {  // sparse at these lengths: 2 sinks, 3 offsets, 3 columns, 2 slashes
+    j["methods"] = json::parse(R"([{"name": "vs", "attention": {"name": "vertical_slash", "budget": "top_k",
+        "vertical_count": 3, "slash_count": 2, "sink_tokens": 2, "local_window": 3, "last_queries": 8,
+        "block_size": 4}}])");
   }
   if (c.lora) {
     j["train"]["lora"] = {{"rank", 4}, {"alpha", 8.0}, {"dropout", 0.0},
@@ -358,6 +363,11 @@ TEST(TensorParallel, FourRanksEqualOneProcess) { check_case(tp_case("tp4", 1, 1,
 
 TEST(TensorParallel, TwoRanksWithMobaEqualOneProcess) {
   check_case(tp_case("tp2_moba", 1, 1, 2, 6, "moba", false), any_plan);
+}
+
+// Each TP rank builds its heads' vertical-slash index from its own heads' attention.
+TEST(TensorParallel, TwoRanksWithVerticalSlashEqualOneProcess) {
+  check_case(tp_case("tp2_vertical_slash", 1, 1, 2, 6, "vertical_slash", false), any_plan);
 }
 
 TEST(TensorParallel, TwoRanksWithLoraEqualOneProcess) {

@@ -13,24 +13,32 @@ VerticalSlashAttention::VerticalSlashAttention(VerticalSlashParams params) : par
 
 AttentionLayerStats vertical_slash_layer_stats(int64_t layer, const std::vector<std::vector<VerticalSlashHeadIndex>>& index,
                                                const PackedSequences& sequences,
-                                               const std::vector<int64_t>& kept_pairs_per_sequence) {
+                                               const std::vector<int64_t>& kept_pairs_per_sequence,
+                                               const std::function<void(std::vector<double>&)>& sum_over_head_shards) {
   TORCH_CHECK(kept_pairs_per_sequence.size() == index.size(), "vertical-slash stats: one pair count per sequence expected");
+  // Per sequence: kept pairs, the heads' coverage summed, and the head count; summed over
+  // the TP ranks' head shards when the heads are split (every count is an integer well
+  // below 2^53, so the float64 sums are exact).
+  const size_t n = index.size();
+  std::vector<double> sums(3 * n, 0.0);
+  for (size_t s = 0; s < n; ++s) {
+    sums[s] = static_cast<double>(kept_pairs_per_sequence[s]);
+    for (const VerticalSlashHeadIndex& head : index[s]) sums[n + s] += head.coverage;
+    sums[2 * n + s] = static_cast<double>(index[s].size());
+  }
+  if (sum_over_head_shards) sum_over_head_shards(sums);
   AttentionLayerStats stats;
   stats.layer = layer;
-  double coverage_sum = 0;
-  int64_t heads_counted = 0;
-  for (size_t s = 0; s < index.size(); ++s) {
-    const int64_t length = sequences.length(static_cast<int64_t>(s));
-    double sequence_coverage = 0;
-    for (const VerticalSlashHeadIndex& head : index[s]) sequence_coverage += head.coverage;
-    const auto heads = static_cast<double>(std::max<size_t>(1, index[s].size()));
-    stats.coverage.push_back(sequence_coverage / heads);
-    coverage_sum += sequence_coverage;
-    heads_counted += static_cast<int64_t>(index[s].size());
-    stats.top_k.push_back(vertical_slash_kept_keys_per_query(kept_pairs_per_sequence[s], length,
-                                                             static_cast<int64_t>(index[s].size())));
+  double coverage_sum = 0, heads_counted = 0;
+  for (size_t s = 0; s < n; ++s) {
+    const double heads = sums[2 * n + s];
+    stats.coverage.push_back(sums[n + s] / std::max(1.0, heads));
+    coverage_sum += sums[n + s];
+    heads_counted += heads;
+    stats.top_k.push_back(vertical_slash_kept_keys_per_query(std::llround(sums[s]), sequences.length(static_cast<int64_t>(s)),
+                                                             std::llround(heads)));
   }
-  stats.coverage_mean = heads_counted > 0 ? coverage_sum / static_cast<double>(heads_counted) : 1.0;
+  stats.coverage_mean = heads_counted > 0 ? coverage_sum / heads_counted : 1.0;
   return stats;
 }
 
@@ -57,12 +65,21 @@ void VerticalSlashAttention::set_budget_request(const AttentionBudgetRequest& re
 at::Tensor VerticalSlashAttention::forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                            const PackedSequences& sequences, double scale, int64_t layer) {
   if (budget_.empty()) {  // the params' own rule: its kept keys are the reference
+    // Each head's lists come from its own attention, so a TP rank's heads need nothing of
+    // the others'; the statistics sum over the head shards (docs/tensor_parallel.md).
     const auto index = vertical_slash_index(q, k, sequences, params_, scale);
     VerticalSlashAttentionResult result = vertical_slash_attention_cpu(q, k, v, sequences, index, scale);
-    AttentionLayerStats stats = vertical_slash_layer_stats(layer, index, sequences, result.kept_pairs_per_sequence);
+    AttentionLayerStats stats =
+        vertical_slash_layer_stats(layer, index, sequences, result.kept_pairs_per_sequence, head_shard_sum_);
     stats.reference_top_k = stats.top_k;
     stats_[layer] = std::move(stats);
     return result.out;
+  }
+  if (head_shard_sum_) {
+    // A budget's level is one per sequence over every head's lists: not split over TP
+    // ranks yet (the manifest refuses DST over vertical_slash with tp > 1).
+    throw std::logic_error("vertical_slash: a budget request with the heads split over tensor-parallel ranks is not "
+                           "implemented");
   }
   const VerticalSlashBudgetedIndex chosen = vertical_slash_budgeted_index(q, k, sequences, params_, scale, budget_);
   VerticalSlashAttentionResult result = vertical_slash_attention_cpu(q, k, v, sequences, chosen.index, scale);

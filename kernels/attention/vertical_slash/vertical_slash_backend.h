@@ -5,6 +5,7 @@
 // CPU kernel (vertical_slash_attention_cpu.h); per layer it records the pattern's
 // coverage of the last queries' attention mass and its kept keys per query.
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -20,10 +21,13 @@ namespace sb {
 // heads) and over the call (the mean over every head); top_k per sequence the kept keys
 // per query (pairs over length x query heads, rounded). The one-rank backend passes the
 // kernel's pair counts; the context-parallel ring counts them from the index every rank
-// shares (each rank computes only its own queries' pairs).
-AttentionLayerStats vertical_slash_layer_stats(int64_t layer, const std::vector<std::vector<VerticalSlashHeadIndex>>& index,
-                                               const PackedSequences& sequences,
-                                               const std::vector<int64_t>& kept_pairs_per_sequence);
+// shares (each rank computes only its own queries' pairs). sum_over_head_shards (tensor
+// parallelism, AttentionBackend::set_head_shard_sum): adds the per-sequence pairs,
+// coverage sums and head counts over the TP ranks, so every rank reports the whole layer.
+AttentionLayerStats vertical_slash_layer_stats(
+    int64_t layer, const std::vector<std::vector<VerticalSlashHeadIndex>>& index, const PackedSequences& sequences,
+    const std::vector<int64_t>& kept_pairs_per_sequence,
+    const std::function<void(std::vector<double>&)>& sum_over_head_shards = {});
 
 // What a budgeted call adds to its layer's statistics (one rank or the ring alike): per
 // sequence the reference rule's kept keys per query, and k_floor, the kept keys per query
@@ -45,6 +49,10 @@ class VerticalSlashAttention : public AttentionBackend {
   // and coverage_curve_up_to are ignored. An empty request (no top_k, no floor) restores
   // the params' rule (docs/vertical_slash.md, "Budgets").
   void set_budget_request(const AttentionBudgetRequest& request) override;
+  // Tensor parallelism: this rank holds a share of the heads. The params' rule runs per
+  // head unchanged and the statistics sum over the shards; a budget request then throws
+  // std::logic_error (its level reads every head's lists).
+  void set_head_shard_sum(std::function<void(std::vector<double>&)> sum) override { head_shard_sum_ = std::move(sum); }
   // Per layer: coverage per sequence (mean over its query heads) and over the call;
   // top_k holds each sequence's kept keys per query, averaged over its heads and rows;
   // reference_top_k the same for the params' own rule (equal to top_k without a
@@ -61,6 +69,7 @@ class VerticalSlashAttention : public AttentionBackend {
   VerticalSlashParams params_;
   VerticalSlashBudgetRequest budget_;  // empty: the params' rule
   std::map<int64_t, AttentionLayerStats> stats_;  // by layer; a rerun replaces its entry
+  std::function<void(std::vector<double>&)> head_shard_sum_;  // null: this rank holds every head
 };
 
 }  // namespace sb
