@@ -105,8 +105,9 @@ TEST(SimulatorAgainstTheCpu, VerticalSlashHeldOutInvocationPerMethod) {
   // exponent and the top_k rule's keys), the latency noise, the iteration overhead and the
   // all-reduce to the first invocation of table1-vs-cpu (5c242d9) and is checked against a
   // second one, a day later on the same kind of machine (ranks waited 2.4-3.8 % of their
-  // time for a core). The first computed 1.13-1.31x what the profile measured with it
-  // predicts, the second 0.90-1.03x: the raw iteration time carries that drift (held out:
+  // time for a core). Against the profile the second ran with (the simulation's), the
+  // first computed 1.13-1.31x, the second 0.90-1.03x: the raw iteration time carries that
+  // drift (held out:
   // -3.5 .. +12.5 % per method),
   // at the measured speed it is -3.4 .. +2.4 %. The mean bubble fraction of the
   // data-order methods (0.16-0.18) within 5 % (seen: -0.2 .. +3.5 %); the balanced ones
