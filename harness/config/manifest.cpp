@@ -467,16 +467,6 @@ void check_tensor_parallel_training(const Manifest& m) {
     throw ConfigError(m.file, "$.parallelism.tp", "is larger than the vocabulary (" + std::to_string(c.vocab_size) + ")",
                       "lower tp");
   }
-  if (m.train.lora && m.train.lora->dropout > 0.0) {
-    // Dropout on a row-parallel adapter's input draws from each rank's generator, and the
-    // ranks' generators drift apart when some hold no rows of a micro-batch (fewer tokens
-    // than tp): the column-parallel masks, which must agree, would then differ.
-    throw ConfigError(m.file, "$.train.lora.dropout",
-                      "is " + std::to_string(m.train.lora->dropout) + " with tp " + tp_text +
-                          ": LoRA dropout under tensor parallelism is not implemented (the TP ranks' dropout "
-                          "masks are not kept consistent yet)",
-                      "set train.lora.dropout to 0, or tp to 1");
-  }
   if (m.parallelism.cp > 1) {
     throw ConfigError(m.file, "$.parallelism.cp",
                       "is " + std::to_string(m.parallelism.cp) + " with tp " + tp_text +

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace sb {
 
@@ -31,9 +32,27 @@ Qwen2LinearImpl::Qwen2LinearImpl(int64_t in_features, int64_t out_features, bool
 at::Tensor Qwen2LinearImpl::forward(const at::Tensor& x) {
   at::Tensor y = at::linear(x, weight, bias);  // [..., out]
   if (!has_lora()) return y;
-  const at::Tensor dropped = at::dropout(x, lora_dropout_, is_training());    // [..., in]
+  at::Tensor dropped;  // [..., in]
+  if (input_shards_ > 1 && is_training() && lora_dropout_ > 0) {
+    // The whole input's mask (ones through dropout: the kept entries scaled by 1 / (1 - p)),
+    // this shard's columns of it.
+    std::vector<int64_t> whole = x.sizes().vec();
+    whole.back() *= input_shards_;
+    const at::Tensor mask = at::dropout(at::ones(whole, x.options()), lora_dropout_, true);
+    dropped = x * mask.narrow(-1, input_shard_ * x.size(-1), x.size(-1));
+  } else {
+    dropped = at::dropout(x, lora_dropout_, is_training());
+  }
   const at::Tensor low_rank = lora_B->forward(lora_A->forward(dropped));      // [..., out]
   return y + low_rank * lora_scale();
+}
+
+void Qwen2LinearImpl::set_input_shard(int64_t index, int64_t count) {
+  if (count < 1 || index < 0 || index >= count) {
+    throw std::invalid_argument("Qwen2Linear: input shard " + std::to_string(index) + " of " + std::to_string(count));
+  }
+  input_shard_ = index;
+  input_shards_ = count;
 }
 
 void Qwen2LinearImpl::add_lora(int64_t rank, double alpha, double dropout) {

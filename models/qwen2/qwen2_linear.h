@@ -29,6 +29,15 @@ class Qwen2LinearImpl : public torch::nn::Module {
   double lora_dropout() const { return lora_dropout_; }
   double lora_scale() const;
 
+  // Tensor parallelism, row-parallel projections (o_proj, down_proj): this projection's
+  // input is shard `index` of `count` equal column shards of the layer's input. LoRA
+  // dropout then draws the mask of the whole input, as one process would, and keeps this
+  // shard's columns: the TP ranks draw the same numbers in the same order (seeded alike,
+  // the same projections on the same token counts), so their masks together are one
+  // mask, the one-process run's when the generators agree. Column-parallel projections
+  // see the whole input on every rank and need nothing. count 1: the whole input.
+  void set_input_shard(int64_t index, int64_t count);
+
   // W + scale * B A ([out, in], the weight's dtype; the product is formed in float64),
   // what a merged checkpoint stores. Without an adapter: the weight itself (detached).
   at::Tensor merged_weight() const;
@@ -44,6 +53,7 @@ class Qwen2LinearImpl : public torch::nn::Module {
  private:
   double lora_alpha_ = 0.0;
   double lora_dropout_ = 0.0;
+  int64_t input_shard_ = 0, input_shards_ = 1;  // set_input_shard
 };
 TORCH_MODULE(Qwen2Linear);
 

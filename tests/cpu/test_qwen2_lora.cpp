@@ -126,6 +126,53 @@ TEST(Qwen2Lora, DropoutActsOnTheAdapterInputOnly) {
   expect_close(layer->forward(x), lora_reference(x, at::ones_like(x), g, *layer).y, "eval y");
 }
 
+// Tensor parallelism: a row-parallel projection holds a column shard of the input and of
+// A. With set_input_shard its dropout keeps its columns of the whole input's mask, so two
+// shards started from the same generator state drop exactly what the whole layer drops:
+// their outputs (partial sums through their A columns) add up to the whole layer's.
+TEST(Qwen2Lora, RowParallelShardsKeepTheirColumnsOfTheWholeDropoutMask) {
+  const double p = 0.4;
+  Qwen2Linear whole = make_adapted_layer(24, 40, 4, 8.0, p);
+  at::manual_seed(21);
+  const at::Tensor x = at::randn({9, 24});
+  at::manual_seed(22);
+  const at::Tensor mask = at::dropout(at::ones_like(x), p, /*train=*/true);
+  EXPECT_GT(mask.eq(0).sum().item<int64_t>(), 20) << "non-vacuous: the mask drops entries";
+  at::manual_seed(22);
+  const at::Tensor y = whole->forward(x);
+  expect_close(y, lora_reference(x, mask, at::zeros({9, 40}), *whole).y, "whole y");
+
+  at::Tensor sum = at::zeros_like(y);
+  for (int64_t shard = 0; shard < 2; ++shard) {
+    Qwen2Linear part = make_adapted_layer(12, 40, 4, 8.0, p);
+    {
+      c10::NoGradGuard no_grad;
+      part->weight.copy_(whole->weight.narrow(1, 12 * shard, 12));
+      part->lora_A->weight.copy_(whole->lora_A->weight.narrow(1, 12 * shard, 12));
+      part->lora_B->weight.copy_(whole->lora_B->weight);
+      part->bias.copy_(shard == 0 ? whole->bias : at::zeros_like(whole->bias));  // added once
+    }
+    part->set_input_shard(shard, 2);
+    at::manual_seed(22);  // every TP rank's generator is where the one process's is
+    sum = sum + part->forward(x.narrow(1, 12 * shard, 12));
+  }
+  expect_close(sum, y, "shards' partial sums");
+  // Without the shard, each rank would draw its own 9 x 12 mask: not the whole one.
+  Qwen2Linear alone = make_adapted_layer(12, 40, 4, 8.0, p);
+  {
+    c10::NoGradGuard no_grad;
+    alone->weight.copy_(whole->weight.narrow(1, 12, 12));
+    alone->lora_A->weight.copy_(whole->lora_A->weight.narrow(1, 12, 12));
+    alone->lora_B->weight.copy_(whole->lora_B->weight);
+  }
+  at::manual_seed(22);
+  const at::Tensor unsharded = alone->forward(x.narrow(1, 12, 12));
+  alone->set_input_shard(1, 2);
+  at::manual_seed(22);
+  EXPECT_FALSE(at::allclose(unsharded, alone->forward(x.narrow(1, 12, 12))));
+  EXPECT_THROW(alone->set_input_shard(2, 2), std::invalid_argument);
+}
+
 TEST(Qwen2Lora, InitialisationIsPeftsKaimingUniformAndZeroB) {
   at::manual_seed(3);
   Qwen2Linear layer(256, 64, /*bias=*/false);

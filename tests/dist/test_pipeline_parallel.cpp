@@ -48,6 +48,7 @@ struct Case {
   int64_t tp = 1;                     // tensor parallelism with sequence parallelism
   std::string attention = "dense";    // "moba": block 8, top-k 2; "vertical_slash": top-k, blocks of 4
   bool lora = false;                  // LoRA r 4 on every projection, the rest frozen
+  double lora_dropout = 0.0;          // on the adapters' inputs
   bool activation_checkpointing = false;  // every decoder layer recomputed in the backward
   bool after_step = false;  // compare iteration 1's gradients, after one optimizer step
   std::string precision = "fp32";  // "bf16-mixed": compared within kBf16RelativeTolerance of each tensor's scale
@@ -97,7 +98,7 @@ json case_manifest(const Case& c) {
         "block_size": 4}}])");
   }
   if (c.lora) {
-    j["train"]["lora"] = {{"rank", 4}, {"alpha", 8.0}, {"dropout", 0.0},
+    j["train"]["lora"] = {{"rank", 4}, {"alpha", 8.0}, {"dropout", c.lora_dropout},
                           {"target_modules", {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}}};
   }
   return j;
@@ -378,6 +379,24 @@ TEST(TensorParallel, TwoRanksWithLoraEqualOneProcess) {
 // step they are not, and they, B's and the loss still equal one process.
 TEST(TensorParallel, TwoRanksWithLoraAfterAStepEqualOneProcess) {
   Case c = tp_case("tp2_lora_step", 1, 1, 2, 6, "dense", true);
+  c.after_step = true;
+  check_case(c, any_plan);
+}
+
+// LoRA dropout: the column-parallel adapters see the whole input on every TP rank and
+// draw its mask alike; the row-parallel ones draw the whole input's mask and keep their
+// columns (Qwen2Linear::set_input_shard). Every rank draws what the one process draws, so
+// with the same seed the masks are its masks: at iteration 0 B's gradients carry them (A's
+// are zero while B is), after a step A's too.
+TEST(TensorParallel, TwoRanksWithLoraDropoutEqualOneProcess) {
+  Case c = tp_case("tp2_lora_dropout", 1, 1, 2, 6, "dense", true);
+  c.lora_dropout = 0.3;
+  check_case(c, any_plan);
+}
+
+TEST(TensorParallel, FourRanksWithLoraDropoutAfterAStepEqualOneProcess) {
+  Case c = tp_case("tp4_lora_dropout_step", 1, 1, 4, 5, "dense", true);
+  c.lora_dropout = 0.3;
   c.after_step = true;
   check_case(c, any_plan);
 }

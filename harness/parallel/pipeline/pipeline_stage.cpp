@@ -124,7 +124,12 @@ void PipelineStage::enable_tensor_parallelism(std::shared_ptr<TensorParallelGrou
   }
   tp_group_ = std::move(group);
   sequence_parallel_ = std::make_shared<C10dSequenceParallel>(tp_group_);
-  for (auto& layer : decoder_layers_) layer->set_sequence_parallel(sequence_parallel_);
+  for (auto& layer : decoder_layers_) {
+    layer->set_sequence_parallel(sequence_parallel_);
+    // Row-parallel projections: LoRA dropout keeps this rank's columns of the whole mask.
+    layer->self_attn->o_proj->set_input_shard(rank, tp);
+    layer->mlp->down_proj->set_input_shard(rank, tp);
+  }
   vocab_ = split_range(config_.vocab_size, tp, rank);
 }
 
