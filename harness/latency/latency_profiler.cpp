@@ -181,6 +181,12 @@ class LayerBench {
         continue;
       }
       projection->add_lora(lora.rank, lora.alpha, lora.dropout);
+      // One TP rank's share: its row-parallel adapters draw the whole input's dropout mask,
+      // as in training (Qwen2Linear::set_input_shard).
+      const std::string leaf = leaf_name(item.key());
+      if (training_.tensor_parallel > 1 && (leaf == "o_proj" || leaf == "down_proj")) {
+        projection->set_input_shard(0, training_.tensor_parallel);
+      }
       ++added;
     }
     if (added != lora.target_modules.size()) {

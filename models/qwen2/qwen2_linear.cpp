@@ -34,12 +34,22 @@ at::Tensor Qwen2LinearImpl::forward(const at::Tensor& x) {
   if (!has_lora()) return y;
   at::Tensor dropped;  // [..., in]
   if (input_shards_ > 1 && is_training() && lora_dropout_ > 0) {
-    // The whole input's mask (ones through dropout: the kept entries scaled by 1 / (1 - p)),
-    // this shard's columns of it.
+    // The whole input's draws (ones through dropout, in x's dtype and on its device, so the
+    // random numbers fall as they do for the whole input), this shard's columns of them as
+    // a keep mask with its own storage: the whole mask is freed here, not kept for the
+    // backward.
     std::vector<int64_t> whole = x.sizes().vec();
     whole.back() *= input_shards_;
-    const at::Tensor mask = at::dropout(at::ones(whole, x.options()), lora_dropout_, true);
-    dropped = x * mask.narrow(-1, input_shard_ * x.size(-1), x.size(-1));
+    const at::Tensor keep = at::dropout(at::ones(whole, x.options()), lora_dropout_, true)
+                                .narrow(-1, input_shard_ * x.size(-1), x.size(-1))
+                                .ne(0);
+    if (x.is_cuda()) {
+      // The fused CUDA dropout computes x * keep * scale in float and rounds once.
+      dropped = x * keep * (1.0 / (1.0 - lora_dropout_));
+    } else {
+      // The CPU dropout: a noise tensor in x's dtype, divided by 1 - p, times x.
+      dropped = x * keep.to(x.scalar_type()).div_(1.0 - lora_dropout_);
+    }
   } else {
     dropped = at::dropout(x, lora_dropout_, is_training());
   }

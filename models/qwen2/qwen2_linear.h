@@ -34,8 +34,9 @@ class Qwen2LinearImpl : public torch::nn::Module {
   // dropout then draws the mask of the whole input, as one process would, and keeps this
   // shard's columns: the TP ranks draw the same numbers in the same order (seeded alike,
   // the same projections on the same token counts), so their masks together are one
-  // mask, the one-process run's when the generators agree. Column-parallel projections
-  // see the whole input on every rank and need nothing. count 1: the whole input.
+  // mask, the one-process run's when the generators agree (on the CPU bit for bit; on CUDA
+  // the same mask, scaled as the fused kernel scales). Column-parallel projections see the
+  // whole input on every rank and need nothing. count 1: the whole input.
   void set_input_shard(int64_t index, int64_t count);
 
   // W + scale * B A ([out, in], the weight's dtype; the product is formed in float64),

@@ -171,6 +171,15 @@ TEST(Qwen2Lora, RowParallelShardsKeepTheirColumnsOfTheWholeDropoutMask) {
   at::manual_seed(22);
   EXPECT_FALSE(at::allclose(unsharded, alone->forward(x.narrow(1, 12, 12))));
   EXPECT_THROW(alone->set_input_shard(2, 2), std::invalid_argument);
+  // In eval mode the shard draws nothing and drops nothing.
+  alone->eval();
+  at::manual_seed(22);
+  const at::Tensor before = at::rand({1});
+  at::manual_seed(22);
+  const at::Tensor evaluated = alone->forward(x.narrow(1, 12, 12));
+  EXPECT_TRUE(at::equal(at::rand({1}), before)) << "no draw in eval mode";
+  expect_close(evaluated, lora_reference(x.narrow(1, 12, 12), at::ones({9, 12}), at::zeros({9, 40}), *alone).y,
+               "eval y");
 }
 
 TEST(Qwen2Lora, InitialisationIsPeftsKaimingUniformAndZeroB) {

@@ -394,6 +394,15 @@ TEST(TensorParallel, TwoRanksWithLoraDropoutEqualOneProcess) {
   check_case(c, any_plan);
 }
 
+// The recomputed forward of activation checkpointing replays the generator, so it draws
+// the same whole-input masks again.
+TEST(TensorParallel, TwoRanksWithLoraDropoutAndActivationCheckpointingEqualOneProcess) {
+  Case c = tp_case("tp2_lora_dropout_recompute", 1, 1, 2, 6, "dense", true);
+  c.lora_dropout = 0.3;
+  c.activation_checkpointing = true;
+  check_case(c, any_plan);
+}
+
 TEST(TensorParallel, FourRanksWithLoraDropoutAfterAStepEqualOneProcess) {
   Case c = tp_case("tp4_lora_dropout_step", 1, 1, 4, 5, "dense", true);
   c.lora_dropout = 0.3;

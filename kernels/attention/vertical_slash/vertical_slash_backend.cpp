@@ -17,8 +17,9 @@ AttentionLayerStats vertical_slash_layer_stats(int64_t layer, const std::vector<
                                                const std::function<void(std::vector<double>&)>& sum_over_head_shards) {
   TORCH_CHECK(kept_pairs_per_sequence.size() == index.size(), "vertical-slash stats: one pair count per sequence expected");
   // Per sequence: kept pairs, the heads' coverage summed, and the head count; summed over
-  // the TP ranks' head shards when the heads are split (every count is an integer well
-  // below 2^53, so the float64 sums are exact).
+  // the TP ranks' head shards when the heads are split (the counts are integers well below
+  // 2^53, so their float64 sums are exact; the coverage sums may differ from one process's
+  // in the last place, added in another order).
   const size_t n = index.size();
   std::vector<double> sums(3 * n, 0.0);
   for (size_t s = 0; s < n; ++s) {
