@@ -40,12 +40,11 @@ namespace fs = std::filesystem;
 std::vector<std::vector<double>> brute_force_pairs(const std::vector<int64_t>& lengths,
                                                    const std::vector<int64_t>& budgets, int64_t cp,
                                                    const CpLayout& layout, int64_t block, int64_t heads) {
-  const PackedSequences packed = PackedSequences::from_lengths(lengths);
-  const CpSharding sharding = CpSharding::build(packed, cp, layout);
-  std::vector<int64_t> owner(static_cast<size_t>(packed.total_tokens()));
-  for (int64_t r = 0; r < cp; ++r) {
-    for (int64_t t : sharding.tokens_of(r)) owner[static_cast<size_t>(t)] = r;
-  }
+  // Who holds each token is the trainer's CpSharding (tested on its own); what is
+  // counted here is the pairs, key by key.
+  const DealtMicrobatch dealt = deal_microbatch(lengths, cp, layout);
+  const PackedSequences& packed = dealt.packed;
+  const std::vector<int32_t>& owner = dealt.owner;
   std::vector<std::vector<double>> pairs(static_cast<size_t>(cp), std::vector<double>(static_cast<size_t>(cp), 0.0));
   for (int64_t s = 0; s < packed.num_sequences(); ++s) {
     const int64_t offset = packed.offsets[static_cast<size_t>(s)];

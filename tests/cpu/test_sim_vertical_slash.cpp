@@ -457,12 +457,11 @@ std::vector<std::vector<double>> brute_force_ring_work(const std::vector<int64_t
                                                        const std::vector<int64_t>& kept, int64_t cp,
                                                        const CpLayout& layout, int64_t sink, int64_t window,
                                                        double spread) {
-  const PackedSequences packed = PackedSequences::from_lengths(lengths);
-  const CpSharding sharding = CpSharding::build(packed, cp, layout);
-  std::vector<int64_t> owner(static_cast<size_t>(packed.total_tokens()));
-  for (int64_t r = 0; r < cp; ++r) {
-    for (int64_t t : sharding.tokens_of(r)) owner[static_cast<size_t>(t)] = r;
-  }
+  // Who holds each token is the trainer's CpSharding (tested on its own); what is
+  // counted here is the pairs, key by key.
+  const DealtMicrobatch dealt = deal_microbatch(lengths, cp, layout);
+  const PackedSequences& packed = dealt.packed;
+  const std::vector<int32_t>& owner = dealt.owner;
   std::vector<std::vector<double>> pairs(static_cast<size_t>(cp), std::vector<double>(static_cast<size_t>(cp), 0.0));
   const int64_t F = sink + window;
   for (size_t s = 0; s < lengths.size(); ++s) {

@@ -39,15 +39,18 @@ double mean(const std::vector<double>& v) {
 }  // namespace
 
 VerticalSlashObservations vertical_slash_observations(const fs::path& run_dir) {
+  const fs::path resolved_file = run_dir / "manifest.resolved.json";
+  return vertical_slash_observations(
+      run_dir, fs::exists(resolved_file) ? json::parse(read_file(resolved_file)) : json::object());
+}
+
+VerticalSlashObservations vertical_slash_observations(const fs::path& run_dir, const json& resolved) {
   VerticalSlashObservations out;
   // The CP layout of a context-parallel run (its work observations need it).
   std::optional<Manifest> manifest;
-  const fs::path resolved_file = run_dir / "manifest.resolved.json";
-  if (fs::exists(resolved_file)) {
-    const json resolved = json::parse(read_file(resolved_file));
-    if (resolved.contains("parallelism") && resolved["parallelism"].value("cp", int64_t{1}) > 1) {
-      manifest = load_manifest(resolved_file);  // ConfigError naming the file when it does not parse
-    }
+  if (resolved.contains("parallelism") && resolved["parallelism"].value("cp", int64_t{1}) > 1) {
+    // ConfigError naming the file when it does not parse.
+    manifest = parse_manifest(resolved, (run_dir / "manifest.resolved.json").string());
   }
   const bool context_parallel = manifest.has_value();
   for (const IterationRecord& r : read_iteration_records(run_dir / "records.jsonl")) {
@@ -223,10 +226,11 @@ VerticalSlashPatternFit fit_vertical_slash_pattern_from_results(const fs::path& 
         std::vector<VerticalSlashObservations> some;
         const fs::path resolved_file = dir / "manifest.resolved.json";
         if (!fs::exists(resolved_file)) return some;
-        const std::optional<AttentionOptions> attention = run_attention(json::parse(read_file(resolved_file)), resolved_file);
+        const json resolved = json::parse(read_file(resolved_file));
+        const std::optional<AttentionOptions> attention = run_attention(resolved, resolved_file);
         if (!attention || !attention->is_vertical_slash() || attention->vertical_slash != pattern) return some;
         ++same_pattern_runs;
-        some.push_back(vertical_slash_observations(dir));
+        some.push_back(vertical_slash_observations(dir, resolved));
         return some;
       });
   VerticalSlashObservations all;

@@ -32,6 +32,8 @@
 //              coverage alone cannot tell exponents apart where the kept keys are nearly
 //              dense). Grid of 0.05, then golden section.
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -85,6 +87,9 @@ struct VerticalSlashPatternFit {
 // One run folder's observations (work ones only when its resolved manifest has cp > 1;
 // ConfigError when that manifest does not parse).
 VerticalSlashObservations vertical_slash_observations(const std::filesystem::path& run_dir);
+// The same with the run's resolved manifest already read (an empty object: none).
+VerticalSlashObservations vertical_slash_observations(const std::filesystem::path& run_dir,
+                                                      const nlohmann::json& resolved);
 
 // The model's coverage of one observation (the mean over its sequences).
 double modelled_vertical_slash_coverage(const VerticalSlashPatternModel& model,
