@@ -467,12 +467,6 @@ void check_tensor_parallel_training(const Manifest& m) {
     throw ConfigError(m.file, "$.parallelism.tp", "is larger than the vocabulary (" + std::to_string(c.vocab_size) + ")",
                       "lower tp");
   }
-  if (m.parallelism.cp > 1) {
-    throw ConfigError(m.file, "$.parallelism.cp",
-                      "is " + std::to_string(m.parallelism.cp) + " with tp " + tp_text +
-                          ": context and tensor parallelism together are not implemented in the trainer",
-                      "set cp or tp to 1");
-  }
   for (size_t i = 0; i < m.methods.size(); ++i) {
     // The rule runs per head; a DST budget's level is one per sequence over every head's
     // lists, which the TP ranks would have to search together (not implemented).

@@ -152,7 +152,9 @@ void assemble_iteration_record(const std::vector<RankIterationReport>& reports,
   if (!all_predicted) record.microbatch_pred_ms.clear();
 
   // Worker imbalance under CP: per global micro-batch, each CP rank's ring compute summed
-  // over the stages, then max / mean over the CP ranks.
+  // over the stages, then max / mean over the CP ranks. Under TP as well, a CP rank is its
+  // TP ranks' rings together: its compute the slowest TP rank's (each summed over the
+  // stages), its kept pairs their sum (every query head).
   record.cp_attention_ms.clear();
   record.cp_kept_pairs.clear();
   record.cp_worker_imbalance.clear();
@@ -163,10 +165,14 @@ void assemble_iteration_record(const std::vector<RankIterationReport>& reports,
         std::vector<double> ms_per_cp_rank(static_cast<size_t>(layout.cp()), 0.0);
         std::vector<int64_t> pairs_per_cp_rank(ms_per_cp_rank.size(), 0);
         for (int64_t c = 0; c < layout.cp(); ++c) {
-          for (int64_t s = 0; s < layout.pp(); ++s) {
-            const RankIterationReport& report = reports[static_cast<size_t>(layout.rank_of(d, s, c))];
-            if (j < report.cp_attention_ms.size()) ms_per_cp_rank[static_cast<size_t>(c)] += report.cp_attention_ms[j];
-            if (j < report.cp_kept_pairs.size()) pairs_per_cp_rank[static_cast<size_t>(c)] += report.cp_kept_pairs[j];
+          for (int64_t t = 0; t < layout.tp(); ++t) {
+            double ms = 0.0;
+            for (int64_t s = 0; s < layout.pp(); ++s) {
+              const RankIterationReport& report = reports[static_cast<size_t>(layout.rank_of(d, s, c, t))];
+              if (j < report.cp_attention_ms.size()) ms += report.cp_attention_ms[j];
+              if (j < report.cp_kept_pairs.size()) pairs_per_cp_rank[static_cast<size_t>(c)] += report.cp_kept_pairs[j];
+            }
+            ms_per_cp_rank[static_cast<size_t>(c)] = std::max(ms_per_cp_rank[static_cast<size_t>(c)], ms);
           }
         }
         record.cp_worker_imbalance.push_back(max_over_mean(ms_per_cp_rank));
@@ -178,17 +184,21 @@ void assemble_iteration_record(const std::vector<RankIterationReport>& reports,
     }
   }
 
-  // TP communication: per global micro-batch, each TP rank's collectives summed over the stages.
+  // TP communication: per global micro-batch, each TP rank's collectives summed over the
+  // stages; under CP as well, the mean over the CP ranks' TP groups.
   record.tp_comm_ms.clear();
   if (layout.tp() > 1) {
     for (int64_t d = 0; d < layout.dp(); ++d) {
       for (size_t j = 0; j < plan.ranks[static_cast<size_t>(d)].size(); ++j) {
         std::vector<double> per_tp_rank(static_cast<size_t>(layout.tp()), 0.0);
         for (int64_t t = 0; t < layout.tp(); ++t) {
-          for (int64_t s = 0; s < layout.pp(); ++s) {
-            const RankIterationReport& report = reports[static_cast<size_t>(layout.rank_of(d, s, 0, t))];
-            if (j < report.tp_comm_ms.size()) per_tp_rank[static_cast<size_t>(t)] += report.tp_comm_ms[j];
+          for (int64_t c = 0; c < layout.cp(); ++c) {
+            for (int64_t s = 0; s < layout.pp(); ++s) {
+              const RankIterationReport& report = reports[static_cast<size_t>(layout.rank_of(d, s, c, t))];
+              if (j < report.tp_comm_ms.size()) per_tp_rank[static_cast<size_t>(t)] += report.tp_comm_ms[j];
+            }
           }
+          per_tp_rank[static_cast<size_t>(t)] /= static_cast<double>(layout.cp());
         }
         record.tp_comm_ms.push_back(std::move(per_tp_rank));
       }

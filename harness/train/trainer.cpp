@@ -150,12 +150,15 @@ Trainer::Trainer(const RunSpec& run, const RankContext& context, TrainerOptions 
   const AttentionOptions& attention = m.methods.at(0).attention;
   std::shared_ptr<AttentionBackend> backend;
   if (context_.layout.cp() > 1) {
-    // Attention as a ring over this stage's CP group (docs/context_parallel.md).
+    // Attention as a ring over this stage's CP group (docs/context_parallel.md); under TP
+    // too, the ring of this TP rank's heads over the CP ranks of the same TP rank.
     const ParallelLayout& layout = context_.layout;
-    const int64_t dp_rank = context_.dp_rank(), stage_index = context_.stage();
+    const int64_t dp_rank = context_.dp_rank(), stage_index = context_.stage(), tp_rank = context_.tp_rank();
     auto ring = std::make_shared<RingContext>(
         context_.context_parallel, context_.cp_rank(), layout.cp(), m.parallelism.cp_inner, context_.timeout,
-        [layout, dp_rank, stage_index](int64_t c) { return layout.describe_rank(layout.rank_of(dp_rank, stage_index, c)); });
+        [layout, dp_rank, stage_index, tp_rank](int64_t c) {
+          return layout.describe_rank(layout.rank_of(dp_rank, stage_index, c, tp_rank));
+        });
     ring_backend_ = std::make_shared<RingAttentionBackend>(attention, ring);
     backend = ring_backend_;
   } else {

@@ -227,6 +227,52 @@ TEST(IterationReport, ContextParallelRanksGiveWorkerImbalance) {
   EXPECT_EQ(back.cp_worker_imbalance, record.cp_worker_imbalance);
 }
 
+TEST(IterationReport, ContextTimesTensorParallelRanksByHand) {
+  // cp 2 x tp 2, one stage: world ranks (cp, tp) = 0 (0, 0), 1 (0, 1), 2 (1, 0), 3 (1, 1).
+  // A CP rank's ring compute is its slowest TP rank's, its kept pairs the sum over its TP
+  // ranks; TP rank t's communication the mean over the CP ranks; the loss TP rank 0's of
+  // each CP rank; a layer's coverage the mean over CP rank 0's TP ranks.
+  const ParallelLayout layout(1, 1, 2, {}, 2, 2);
+  GlobalBatchPlan plan;
+  plan.ranks = {{planned({0, 1}, 30, 8, 12.5)}};
+  std::vector<RankIterationReport> reports(4);
+  for (int r = 0; r < 4; ++r) {
+    reports[static_cast<size_t>(r)].timeline = RankTimeline{r, 0, 0, 0, 6, {F(0, 0, 2), B(0, 2, 6)}};
+  }
+  reports[0].loss_sum = 30.0;
+  reports[1].loss_sum = 30.0;  // TP rank 1 holds the same loss as TP rank 0: not counted
+  reports[2].loss_sum = 12.0;
+  reports[3].loss_sum = 12.0;
+  reports[0].cp_attention_ms = {3.0};
+  reports[1].cp_attention_ms = {5.0};
+  reports[2].cp_attention_ms = {2.0};
+  reports[3].cp_attention_ms = {1.0};
+  reports[0].cp_kept_pairs = {10};
+  reports[1].cp_kept_pairs = {12};
+  reports[2].cp_kept_pairs = {40};
+  reports[3].cp_kept_pairs = {48};
+  reports[0].tp_comm_ms = {1.0};
+  reports[1].tp_comm_ms = {2.0};
+  reports[2].tp_comm_ms = {3.0};
+  reports[3].tp_comm_ms = {6.0};
+  reports[0].layer_stats = {{layer(0, 8, 0.9), layer(1, 8, 0.5)}};
+  reports[1].layer_stats = {{layer(0, 8, 0.7), layer(1, 8, 0.3)}};
+  reports[2].layer_stats = {{layer(0, 8, 0.1), layer(1, 8, 0.1)}};  // CP ranks route alike: read CP rank 0
+  reports[3].layer_stats = {{layer(0, 8, 0.1), layer(1, 8, 0.1)}};
+  IterationRecord record;
+  record.loss_tokens = 21;
+  assemble_iteration_record(reports, plan, layout, 2, record);
+  EXPECT_DOUBLE_EQ(record.loss, 2.0);  // (30 + 12) / 21
+  EXPECT_EQ(record.cp_attention_ms, (std::vector<std::vector<double>>{{5.0, 2.0}}));
+  EXPECT_EQ(record.cp_kept_pairs, (std::vector<std::vector<int64_t>>{{22, 88}}));
+  EXPECT_DOUBLE_EQ(record.cp_worker_imbalance[0], 5.0 / 3.5);
+  EXPECT_DOUBLE_EQ(record.cp_work_imbalance[0], 88.0 / 55.0);
+  EXPECT_EQ(record.tp_comm_ms, (std::vector<std::vector<double>>{{2.0, 4.0}}));
+  ASSERT_EQ(record.layer_coverage.size(), 1u);
+  EXPECT_DOUBLE_EQ(record.layer_coverage[0][0], 0.8);
+  EXPECT_DOUBLE_EQ(record.layer_coverage[0][1], 0.4);
+}
+
 TEST(IterationReport, JsonRoundTrip) {
   RankIterationReport r;
   r.timeline = two_stage_example()[1];

@@ -454,6 +454,43 @@ TEST(TensorParallel, DataTwoPipelineTwoTensorTwoWithMobaAndLoraEqualsOneProcess)
   check_case(tp_case("dp2xpp2xtp2_moba_lora", 2, 2, 2, 8, "moba", true), any_plan);
 }
 
+// Context and tensor parallelism together: each CP rank's tokens are split again by
+// sequence parallelism over its TP ranks, and each TP rank's heads run as a ring over the
+// CP ranks of the same TP rank (docs/context_parallel.md). MoBA's floor and the
+// vertical-slash statistics read every head through the TP group inside the ring.
+Case cp_tp_case(const std::string& name, int64_t dp, int64_t pp, int64_t cp, const std::string& layout,
+                const std::string& attention, bool lora, int64_t batch) {
+  Case c = tp_case(name, dp, pp, 2, batch, attention, lora);
+  c.cp = cp;
+  c.cp_layout = layout;
+  return c;
+}
+
+TEST(ContextTensorParallel, CpTwoTimesTpTwoEqualsOneProcess) {
+  check_case(cp_tp_case("cp2xtp2", 1, 1, 2, "striped", "dense", false, 6), any_plan);
+}
+
+TEST(ContextTensorParallel, CpTwoTimesTpTwoWithMobaAndLoraEqualsOneProcess) {
+  check_case(cp_tp_case("cp2xtp2_moba_lora", 1, 1, 2, "zigzag", "moba", true, 6), any_plan);
+}
+
+TEST(ContextTensorParallel, CpTwoTimesTpTwoWithVerticalSlashEqualsOneProcess) {
+  check_case(cp_tp_case("cp2xtp2_vertical_slash", 1, 1, 2, "contiguous", "vertical_slash", false, 6), any_plan);
+}
+
+TEST(ContextTensorParallel, PipelineTwoTimesCpTwoTimesTpTwoWithMobaEqualsOneProcess) {
+  check_case(cp_tp_case("pp2xcp2xtp2_moba", 1, 2, 2, "striped", "moba", false, 5), [](const GlobalBatchPlan& plan) {
+    EXPECT_GT(plan.ranks[0].size(), 2u) << "steady 1F1B phase: more micro-batches than stages";
+  });
+}
+
+TEST(ContextTensorParallel, DataTwoTimesCpTwoTimesTpTwoEqualsOneProcess) {
+  check_case(cp_tp_case("dp2xcp2xtp2", 2, 1, 2, "zigzag", "dense", false, 8), [](const GlobalBatchPlan& plan) {
+    const auto counts = microbatch_counts(plan);
+    EXPECT_NE(counts[0], counts[1]) << "DP ranks should train different micro-batch counts";
+  });
+}
+
 // Checkpoints are unsharded (HF layout) whatever the TP degree: one saved by two TP ranks
 // after a training step loads into the plain one-process model, whose logits equal
 // those the two ranks compute (their vocabulary columns put together). With LoRA the

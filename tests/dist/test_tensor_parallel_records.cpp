@@ -3,6 +3,7 @@
 // rank sums the layer's statistics over them (docs/tensor_parallel.md, "Attention and
 // budgets"), so the kept keys, coverage and the rule's budgets the record carries are
 // the whole layer's, and the planner's estimators learn from them what one rank would.
+// Under context parallelism too (MoBA's kept pairs, coverage and DST's floor).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -16,8 +17,9 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// Runs `m` with tp ranks into dir / tag; returns its records.
-std::vector<json> run_with_tp(const fs::path& dir, json m, int64_t tp, const std::string& tag) {
+// Runs `m` with tp ranks into dir / tag; returns the records of its method `method`.
+std::vector<json> run_with_tp(const fs::path& dir, json m, int64_t tp, const std::string& tag,
+                              const std::string& method = "vs") {
   m["name"] = m["name"].get<std::string>() + "_" + tag;
   m["parallelism"]["tp"] = tp;
   const fs::path manifest = test::write_manifest(dir, m);
@@ -26,7 +28,7 @@ std::vector<json> run_with_tp(const fs::path& dir, json m, int64_t tp, const std
   const test::Worker cli = test::start_cli(manifest, results, results / "out.log");
   const int code = test::wait_worker(cli, std::chrono::steady_clock::now() + std::chrono::seconds(300));
   EXPECT_EQ(code, 0) << test::slurp(results / "out.log");
-  return test::read_records(results / m["name"].get<std::string>() / "vs");
+  return test::read_records(results / m["name"].get<std::string>() / method);
 }
 
 TEST(TensorParallelRecords, VerticalSlashStatisticsAreTheWholeLayersOnTwoRanks) {
@@ -64,6 +66,61 @@ TEST(TensorParallelRecords, VerticalSlashStatisticsAreTheWholeLayersOnTwoRanks) 
                 1e-5 * std::abs(one[i].at("loss").get<double>()));
   }
   EXPECT_TRUE(sparse) << "non-vacuous: the pattern drops keys";
+  fs::remove_all(dir);
+}
+
+// Context and tensor parallelism together (cp 2 x tp 2 against cp 2 alone): each CP
+// rank's kept pairs are summed over its TP ranks' heads, a layer's coverage is the mean
+// over the TP ranks, and DST runs (docs/context_parallel.md, "With tensor parallelism").
+TEST(TensorParallelRecords, ContextParallelMobaRecordsAreTheWholeLayersOnTwoTpRanks) {
+  const fs::path dir = test::fresh_temp_dir("cp_tp_records");
+  json m = test::job_manifest("cp_tp_moba", 1, 1, 2, 60, 0);
+  m["model"] = {{"preset", "qwen2-test-kv4"}};
+  m["train"]["warmup_iterations"] = 0;
+  m["parallelism"]["cp"] = 2;
+  m["parallelism"]["cp_layout"] = "zigzag";
+  m["methods"] = json::parse(R"([
+      {"name": "moba", "attention": {"name": "moba", "block_size": 8, "top_k": 2}},
+      {"name": "dst", "preset": "dst", "attention": {"name": "moba", "block_size": 8, "top_k": 3},
+       "dst": {"p": 0.05}}])");
+  m["methods"][1]["profile"] = (dir / "profile-tp1.json").string();
+  const std::vector<json> one = run_with_tp(dir, m, 1, "tp1", "moba");
+  const std::vector<json> dst_one = test::read_records(dir / "tp1" / "cp_tp_moba_tp1" / "dst");
+  m["methods"][1]["profile"] = (dir / "profile-tp2.json").string();
+  const std::vector<json> two = run_with_tp(dir, m, 2, "tp2", "moba");
+  const std::vector<json> dst_two = test::read_records(dir / "tp2" / "cp_tp_moba_tp2" / "dst");
+  ASSERT_EQ(one.size(), 2u);
+  ASSERT_EQ(two.size(), one.size());
+  bool sparse = false;
+  for (size_t i = 0; i < one.size(); ++i) {
+    SCOPED_TRACE("iteration " + std::to_string(i));
+    EXPECT_EQ(two[i].at("microbatch_lengths"), one[i].at("microbatch_lengths"));
+    EXPECT_EQ(two[i].at("layer_budgets"), one[i].at("layer_budgets"));
+    EXPECT_EQ(two[i].at("cp_kept_pairs"), one[i].at("cp_kept_pairs"));
+    const json& coverage_one = one[i].at("layer_coverage");
+    const json& coverage_two = two[i].at("layer_coverage");
+    ASSERT_EQ(coverage_two.size(), coverage_one.size());
+    for (size_t k = 0; k < coverage_one.size(); ++k) {
+      for (size_t l = 0; l < coverage_one[k].size(); ++l) {
+        EXPECT_NEAR(coverage_two[k][l].get<double>(), coverage_one[k][l].get<double>(), 1e-9);
+        sparse = sparse || coverage_one[k][l].get<double>() < 0.999;
+      }
+    }
+    ASSERT_EQ(two[i].at("tp_comm_ms").size(), two[i].at("cp_kept_pairs").size());
+    EXPECT_EQ(two[i].at("tp_comm_ms")[0].size(), 2u);
+    EXPECT_NEAR(two[i].at("loss").get<double>(), one[i].at("loss").get<double>(),
+                1e-5 * std::abs(one[i].at("loss").get<double>()));
+  }
+  EXPECT_TRUE(sparse) << "non-vacuous: MoBA drops key blocks";
+  // DST: the two runs' budgets come from their own measured profiles, but iteration 0's
+  // floors depend only on the weights and the floor ratio. (At these seeded weights every
+  // floor is k0 on one rank or two heads alike: the head sum inside the ring is checked in
+  // tests/cpu/test_ring_backend_head_shards.cpp, where the shards' floors differ alone.)
+  ASSERT_FALSE(dst_one.empty());
+  ASSERT_FALSE(dst_two.empty());
+  ASSERT_TRUE(dst_one[0].contains("layer_floors"));
+  EXPECT_EQ(dst_two[0].at("microbatch_lengths"), dst_one[0].at("microbatch_lengths"));
+  EXPECT_EQ(dst_two[0].at("layer_floors"), dst_one[0].at("layer_floors"));
   fs::remove_all(dir);
 }
 

@@ -65,10 +65,16 @@ at::Tensor RingAttentionBackend::forward(const at::Tensor& q, const at::Tensor& 
   if (spec.moba) {
     spec.moba_params = moba_params_for_request(request_, options_.block_size, options_.top_k, scale,
                                                sharding_->sequences().num_sequences(), layer);
+    spec.moba_params.sum_over_head_shards = head_shard_sum_;
   }
   if (spec.vertical_slash) {
     spec.vertical_slash_params = options_.vertical_slash;
     spec.vertical_slash_request = VerticalSlashBudgetRequest{request_.top_k, request_.coverage_floor_ratio};
+    if (head_shard_sum_ && !spec.vertical_slash_request.empty()) {
+      // As the one-rank backend: the manifest refuses DST over vertical_slash with tp > 1.
+      throw std::logic_error("ring attention backend: a vertical-slash budget request with the heads split over "
+                             "tensor-parallel ranks is not implemented");
+    }
   }
   if (!geometry_) geometry_ = RingGeometry::build(*sharding_, spec.block_size, !spec.moba && !spec.vertical_slash);
   RingAttentionResult result = ring_attention(q, k, v, geometry_, spec, context_);
@@ -82,7 +88,8 @@ at::Tensor RingAttentionBackend::forward(const at::Tensor& q, const at::Tensor& 
       if (length == 0) continue;
       for (const VerticalSlashHeadIndex& head : result.vertical_slash_index[s]) pairs[s] += vertical_slash_kept_pairs(head, length);
     }
-    AttentionLayerStats stats = vertical_slash_layer_stats(layer, result.vertical_slash_index, sequences, pairs);
+    AttentionLayerStats stats =
+        vertical_slash_layer_stats(layer, result.vertical_slash_index, sequences, pairs, head_shard_sum_);
     if (result.vertical_slash_budget) {
       vertical_slash_add_budget_stats(*result.vertical_slash_budget, sequences, q.size(1), stats);
     } else {

@@ -5,8 +5,10 @@
 // MoBA as the options say. The trainer tells the backend how the current micro-batch
 // is dealt (set_context_parallel_sharding) before running it; budget requests and per-layer statistics
 // behave as in the one-rank backends, and MoBA's routing is the micro-batch's, the same
-// on every CP rank.
+// on every CP rank. Under tensor parallelism as well, the ring carries this TP rank's
+// heads only (its CP group is the ranks of its TP rank).
 
+#include <functional>
 #include <map>
 #include <memory>
 
@@ -28,6 +30,11 @@ class RingAttentionBackend : public AttentionBackend {
   at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                      const PackedSequences& sequences, double scale, int64_t layer) override;
   void set_budget_request(const AttentionBudgetRequest& request) override { request_ = request; }
+  // Tensor parallelism beside CP: this rank's ring runs its share of the heads. MoBA's
+  // floor reads the layer's coverage curve over every head and vertical-slash's
+  // statistics sum over the head shards, as in the one-rank backends; a vertical-slash
+  // budget request then throws std::logic_error (its level reads every head's lists).
+  void set_head_shard_sum(std::function<void(std::vector<double>&)> sum) override { head_shard_sum_ = std::move(sum); }
   std::vector<AttentionLayerStats> take_layer_stats() override;
   // Not supported: generation runs on one rank (std::logic_error).
   at::Tensor forward_cached(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
@@ -51,6 +58,7 @@ class RingAttentionBackend : public AttentionBackend {
   std::shared_ptr<const CpSharding> sharding_;
   std::shared_ptr<const RingGeometry> geometry_;  // the sharding's, built at its first layer
   AttentionBudgetRequest request_;
+  std::function<void(std::vector<double>&)> head_shard_sum_;  // null: this rank holds every head
   std::map<int64_t, AttentionLayerStats> stats_;
   std::map<const CpSharding*, Work> work_;
 
