@@ -36,16 +36,20 @@ at::Tensor Qwen2AttentionImpl::forward(const at::Tensor& x, const at::Tensor& co
                                        const at::Tensor& sin, const PackedSequences& sequences,
                                        AttentionBackend& backend) {
   // Head counts from the projections: under tensor parallelism they hold this rank's
-  // heads only (Hq / tp and Hkv / tp), and o_proj then returns partial sums.
+  // heads only (Hq / tp and Hkv / tp), and o_proj then returns partial sums. Explicit
+  // sizes, not -1: a context-parallel rank may hold no token of a micro-batch (T = 0).
   const int64_t tokens = x.size(0);
-  const at::Tensor q = q_proj->forward(x).view({tokens, -1, head_dim_});  // [T, Hq, D]
-  const at::Tensor k = k_proj->forward(x).view({tokens, -1, head_dim_});  // [T, Hkv, D]
-  const at::Tensor v = v_proj->forward(x).view({tokens, -1, head_dim_});  // [T, Hkv, D]
+  const auto heads_of = [&](const at::Tensor& projected) {  // [T, heads x D] -> [T, heads, D]
+    return projected.view({tokens, projected.size(1) / head_dim_, head_dim_});
+  };
+  const at::Tensor q = heads_of(q_proj->forward(x));  // [T, Hq, D]
+  const at::Tensor k = heads_of(k_proj->forward(x));  // [T, Hkv, D]
+  const at::Tensor v = heads_of(v_proj->forward(x));  // [T, Hkv, D]
   const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
   const at::Tensor attended =
       backend.forward(qwen2_apply_rotary(q, cos, sin), qwen2_apply_rotary(k, cos, sin), v,
                       sequences, scale, layer_index_);  // [T, Hq, D]
-  return o_proj->forward(attended.reshape({tokens, -1}));  // [T, H]
+  return o_proj->forward(attended.reshape({tokens, attended.size(1) * attended.size(2)}));  // [T, H]
 }
 
 at::Tensor Qwen2AttentionImpl::forward_cached(const at::Tensor& x, const at::Tensor& cos,

@@ -45,6 +45,7 @@ struct Case {
   int64_t cp = 1;                     // context parallelism: the ring over cp ranks
   std::string cp_layout = "striped";
   int64_t cp_inner = 0;               // 0: a flat ring
+  int64_t cp_stripe_tokens = 8;       // striped: shorter than the samples
   int64_t tp = 1;                     // tensor parallelism with sequence parallelism
   std::string attention = "dense";    // "moba": block 8, top-k 2; "vertical_slash": top-k, blocks of 4
   bool lora = false;                  // LoRA r 4 on every projection, the rest frozen
@@ -82,7 +83,7 @@ json case_manifest(const Case& c) {
   if (c.cp > 1) {
     j["parallelism"]["cp"] = c.cp;
     j["parallelism"]["cp_layout"] = c.cp_layout;
-    j["parallelism"]["cp_stripe_tokens"] = 8;  // stripes shorter than the samples
+    j["parallelism"]["cp_stripe_tokens"] = c.cp_stripe_tokens;
     j["parallelism"]["cp_inner"] = c.cp_inner;
   }
   if (!c.stage_layers.empty()) j["parallelism"]["stage_layers"] = c.stage_layers;
@@ -333,6 +334,15 @@ TEST(ContextParallel, DataParallelTwoTimesCpTwoEqualsOneProcess) {
     const auto counts = microbatch_counts(plan);
     EXPECT_NE(counts[0], counts[1]) << "DP ranks should train different micro-batch counts";
   });
+}
+
+// Stripes of 64 tokens and micro-batches of at most 64: CP rank 1 holds no token of most
+// micro-batches and still runs every layer (zero rows) and takes part in every ring.
+TEST(ContextParallel, RanksWithoutTokensInAMicroBatchEqualOneProcess) {
+  Case c{"cp2_empty_rank", 1, 1, "qwen2-test", 6, {}, 2, "striped"};
+  c.cp_stripe_tokens = 64;
+  c.attention = "moba";
+  check_case(c, [](const GlobalBatchPlan&) {});
 }
 
 TEST(ContextParallel, PipelineTwoTimesCpTwoWithTiedEmbeddingsEqualsOneProcess) {
