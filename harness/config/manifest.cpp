@@ -467,17 +467,6 @@ void check_tensor_parallel_training(const Manifest& m) {
     throw ConfigError(m.file, "$.parallelism.tp", "is larger than the vocabulary (" + std::to_string(c.vocab_size) + ")",
                       "lower tp");
   }
-  for (size_t i = 0; i < m.methods.size(); ++i) {
-    // The rule runs per head; a DST budget's level is one per sequence over every head's
-    // lists, which the TP ranks would have to search together (not implemented).
-    if (m.methods[i].attention.is_vertical_slash() && m.methods[i].budget == BudgetKind::kDst) {
-      throw ConfigError(m.file, "$.methods[" + std::to_string(i) + "].budget",
-                        "is \"dst\" over vertical_slash attention with parallelism.tp " + tp_text +
-                            ": a budget's level reads every head's lists, and the TP ranks do not search it "
-                            "together yet",
-                        "use \"fixed\" (the pattern's own rule runs under tensor parallelism), moba attention, or tp 1");
-    }
-  }
 }
 
 }  // namespace

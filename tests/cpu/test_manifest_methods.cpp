@@ -124,19 +124,17 @@ TEST(ManifestMethods, VerticalSlashTakesItsDefaultsAndSparseBalancesBudgetsInKep
   } catch (const ConfigError& e) {
     EXPECT_NE(e.json_path(), "$.methods[0].budget") << e.what();
   }
-  // Under tensor parallelism the pattern's own rule runs (per head); DST's budget level,
-  // one per sequence over every head's lists, is refused naming the method's budget.
-  json tp = manifest_with(json::array({{{"name", "rule"}}, {{"name", "sab"}, {"batching", "sab"}}}), defaults);
+  // Under tensor parallelism the pattern's own rule runs per head, and DST's budget level,
+  // one per sequence over every head's lists, is searched by the TP ranks together
+  // (vertical_slash_sharded_budget.h), alone and beside CP.
+  json tp = manifest_with(json::array({{{"name", "rule"}}, {{"name", "sab"}, {"batching", "sab"}},
+                                       {{"name", "dst"}, {"budget", "dst"}}}),
+                          defaults);
   tp["model"] = {{"preset", "qwen2-test-kv4"}};
   tp["parallelism"] = {{"tp", 2}};
   EXPECT_NO_THROW(check_runnable_by_trainer(parse_manifest(tp, "m.json")));
-  tp["methods"].push_back({{"name", "dst"}, {"budget", "dst"}});
-  try {
-    check_runnable_by_trainer(parse_manifest(tp, "m.json"));
-    FAIL() << "DST over vertical_slash with tp 2";
-  } catch (const ConfigError& e) {
-    EXPECT_EQ(e.json_path(), "$.methods[2].budget") << e.what();
-  }
+  tp["parallelism"]["cp"] = 2;
+  EXPECT_NO_THROW(check_runnable_by_trainer(parse_manifest(tp, "m.json")));
 }
 
 TEST(ManifestMethods, LatencyCalibrationAppliesToMethodsWithAProfile) {

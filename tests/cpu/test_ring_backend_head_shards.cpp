@@ -136,14 +136,6 @@ TEST(RingBackendHeadShards, VerticalSlashShardsSharingTheirSumsReportTheWholeLay
     for (size_t i = 0; i < whole.coverage.size(); ++i) EXPECT_NEAR(r.stats.coverage[i], whole.coverage[i], 1e-15);
     EXPECT_NEAR(r.stats.coverage_mean, whole.coverage_mean, 1e-15);
   }
-  // A budget's level reads every head's lists: refused with the heads split, as on one rank.
-  auto split = one_rank_ring(options, sequences);
-  split->set_head_shard_sum([](std::vector<double>&) {});
-  AttentionBudgetRequest budget;
-  budget.top_k = {10, 10, 10};
-  split->set_budget_request(budget);
-  EXPECT_THROW(split->forward(head_shard(q, 0), head_shard(k, 0), head_shard(v, 0), sequences, kScale, 0),
-               std::logic_error);
 }
 
 }  // namespace

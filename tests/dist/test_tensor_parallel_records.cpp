@@ -69,6 +69,41 @@ TEST(TensorParallelRecords, VerticalSlashStatisticsAreTheWholeLayersOnTwoRanks) 
   fs::remove_all(dir);
 }
 
+// DST over vertical-slash with the heads split over TP ranks: the budget level of each
+// sequence is searched over every rank's heads (vertical_slash_sharded_budget.h), alone
+// and on a CP ring. The two runs' budgets come from their own measured profiles, so their
+// lists differ; what does not depend on the budgets must agree at iteration 0: the
+// rule's kept keys (the reference) and DST's floor of every layer.
+TEST(TensorParallelRecords, DstOverVerticalSlashRunsOnTwoTpRanksAloneAndOnARing) {
+  const fs::path dir = test::fresh_temp_dir("tp_vs_dst");
+  json m = test::job_manifest("tp_vs_dst", 1, 1, 2, 60, 0);
+  m["model"] = {{"preset", "qwen2-test-kv4"}};
+  m["train"]["warmup_iterations"] = 0;
+  m["methods"] = json::parse(R"([{"name": "vs", "preset": "dst", "dst": {"p": 0.3},
+      "attention": {"name": "vertical_slash", "budget": "top_p", "p": 0.9, "sink_tokens": 2, "local_window": 3,
+                    "last_queries": 8, "block_size": 4, "expected_keys": 12}}])");
+  for (const int64_t cp : {1, 2}) {
+    SCOPED_TRACE("cp " + std::to_string(cp));
+    if (cp > 1) {
+      m["parallelism"]["cp"] = cp;
+      m["parallelism"]["cp_layout"] = "striped";
+    }
+    const std::string tag = "cp" + std::to_string(cp);
+    m["methods"][0]["profile"] = (dir / (tag + "-profile-tp1.json")).string();
+    const std::vector<json> one = run_with_tp(dir, m, 1, tag + "_tp1");
+    m["methods"][0]["profile"] = (dir / (tag + "-profile-tp2.json")).string();
+    const std::vector<json> two = run_with_tp(dir, m, 2, tag + "_tp2");
+    ASSERT_EQ(one.size(), 2u);
+    ASSERT_EQ(two.size(), one.size());
+    EXPECT_EQ(two[0].at("microbatch_lengths"), one[0].at("microbatch_lengths"));
+    EXPECT_EQ(two[0].at("layer_reference_budgets"), one[0].at("layer_reference_budgets"));
+    ASSERT_TRUE(one[0].contains("layer_floors"));
+    EXPECT_EQ(two[0].at("layer_floors"), one[0].at("layer_floors"));
+    EXPECT_EQ(two[0].at("budgets").size(), one[0].at("budgets").size());
+  }
+  fs::remove_all(dir);
+}
+
 // Context and tensor parallelism together (cp 2 x tp 2 against cp 2 alone): each CP
 // rank's kept pairs are summed over its TP ranks' heads, a layer's coverage is the mean
 // over the TP ranks, and DST runs (docs/context_parallel.md, "With tensor parallelism").

@@ -445,7 +445,8 @@ RingAttentionResult ring_attention(const at::Tensor& q, const at::Tensor& k, con
           ring_vertical_slash_index(q, k, *geometry, spec.vertical_slash_params, spec.scale, *context, plan->call);
     } else {
       result.vertical_slash_budget = ring_vertical_slash_budgeted_index(
-          q, k, *geometry, spec.vertical_slash_params, spec.scale, spec.vertical_slash_request, *context, plan->call);
+          q, k, *geometry, spec.vertical_slash_params, spec.scale, spec.vertical_slash_request, *context, plan->call,
+          spec.vertical_slash_head_shard_sum);
       result.vertical_slash_index = std::move(result.vertical_slash_budget->index);
     }
     RingVerticalSlashPattern pattern = RingVerticalSlashPattern::build(result.vertical_slash_index, geometry->layout);

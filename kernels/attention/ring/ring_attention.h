@@ -102,6 +102,9 @@ struct RingAttentionSpec {
   bool vertical_slash = false;
   VerticalSlashParams vertical_slash_params;  // its block_size must be the spec's
   VerticalSlashBudgetRequest vertical_slash_request;  // DST's budget and floor (empty: the params' rule)
+  // vertical-slash under TP beside CP: sums over the TP ranks' head shards, for a budget's
+  // level (null: this rank holds every head; MoBA's is moba_params.sum_over_head_shards)
+  std::function<void(std::vector<double>&)> vertical_slash_head_shard_sum;
   double scale = 0.0;        // softmax scale (> 0)
 };
 

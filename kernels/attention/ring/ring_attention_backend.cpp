@@ -70,11 +70,7 @@ at::Tensor RingAttentionBackend::forward(const at::Tensor& q, const at::Tensor& 
   if (spec.vertical_slash) {
     spec.vertical_slash_params = options_.vertical_slash;
     spec.vertical_slash_request = VerticalSlashBudgetRequest{request_.top_k, request_.coverage_floor_ratio};
-    if (head_shard_sum_ && !spec.vertical_slash_request.empty()) {
-      // As the one-rank backend: the manifest refuses DST over vertical_slash with tp > 1.
-      throw std::logic_error("ring attention backend: a vertical-slash budget request with the heads split over "
-                             "tensor-parallel ranks is not implemented");
-    }
+    spec.vertical_slash_head_shard_sum = head_shard_sum_;
   }
   if (!geometry_) geometry_ = RingGeometry::build(*sharding_, spec.block_size, !spec.moba && !spec.vertical_slash);
   RingAttentionResult result = ring_attention(q, k, v, geometry_, spec, context_);
@@ -91,7 +87,7 @@ at::Tensor RingAttentionBackend::forward(const at::Tensor& q, const at::Tensor& 
     AttentionLayerStats stats =
         vertical_slash_layer_stats(layer, result.vertical_slash_index, sequences, pairs, head_shard_sum_);
     if (result.vertical_slash_budget) {
-      vertical_slash_add_budget_stats(*result.vertical_slash_budget, sequences, q.size(1), stats);
+      vertical_slash_add_budget_stats(*result.vertical_slash_budget, sequences, q.size(1), stats, head_shard_sum_);
     } else {
       stats.reference_top_k = stats.top_k;  // the pattern's own rule: its kept keys are the reference
     }

@@ -31,9 +31,9 @@ class RingAttentionBackend : public AttentionBackend {
                      const PackedSequences& sequences, double scale, int64_t layer) override;
   void set_budget_request(const AttentionBudgetRequest& request) override { request_ = request; }
   // Tensor parallelism beside CP: this rank's ring runs its share of the heads. MoBA's
-  // floor reads the layer's coverage curve over every head and vertical-slash's
-  // statistics sum over the head shards, as in the one-rank backends; a vertical-slash
-  // budget request then throws std::logic_error (its level reads every head's lists).
+  // floor reads the layer's coverage curve over every head, a vertical-slash budget's
+  // level is searched over every head's lists and its statistics sum over the head
+  // shards, as in the one-rank backends.
   void set_head_shard_sum(std::function<void(std::vector<double>&)> sum) override { head_shard_sum_ = std::move(sum); }
   std::vector<AttentionLayerStats> take_layer_stats() override;
   // Not supported: generation runs on one rank (std::logic_error).

@@ -5,6 +5,7 @@
 
 #include "kernels/attention/ring/ring_vertical_slash_sums.h"
 #include "kernels/attention/vertical_slash/vertical_slash_blocks.h"
+#include "kernels/attention/vertical_slash/vertical_slash_sharded_budget.h"
 
 namespace sb {
 namespace {
@@ -39,7 +40,8 @@ VerticalSlashBudgetedIndex ring_vertical_slash_budgeted_index(const at::Tensor& 
                                                               const RingGeometry& geometry,
                                                               const VerticalSlashParams& params, double scale,
                                                               const VerticalSlashBudgetRequest& request,
-                                                              RingContext& context, int64_t call) {
+                                                              RingContext& context, int64_t call,
+                                                              const std::function<void(std::vector<double>&)>& sum_over_head_shards) {
   vertical_slash_check_budget_request(request, geometry.sequences.num_sequences());
   RingVerticalSlashSums sums(q, k, geometry, params, scale, context, call);
   const auto& sequences = sums.sequences();
@@ -104,10 +106,12 @@ VerticalSlashBudgetedIndex ring_vertical_slash_budgeted_index(const at::Tensor& 
                   "vertical-slash's floor coverage");
   }
 
-  // The budget levels (pair counts only: no communication), then the lists each head runs.
+  // The budget levels (pair counts only: no CP communication), then the lists each head runs.
   VerticalSlashBudgetedIndex out;
   std::vector<RingHeadSearch*> budgeted_heads;
   std::vector<std::vector<VerticalSlashHeadIndex>> chosen(sequences.size());
+  std::vector<VerticalSlashBudgetTarget> targets;
+  std::vector<size_t> target_sequence;
   for (size_t s = 0; s < sequences.size(); ++s) {
     const int64_t length = sequences[s].length;
     out.level.push_back(std::nullopt);
@@ -143,8 +147,15 @@ VerticalSlashBudgetedIndex ring_vertical_slash_budgeted_index(const at::Tensor& 
       for (size_t h = 0; h < chosen[s].size(); ++h) chosen[s][h] = search[s][h].reference;
       continue;
     }
-    const double threshold = vertical_slash_budget_threshold(ladders, request.kept_keys[s], length, total);
-    out.level.back() = threshold / total;
+    targets.push_back({std::move(ladders), request.kept_keys[s], length, total});
+    target_sequence.push_back(s);
+  }
+  // Alone, or with the other head shards under TP (their sums: no CP communication).
+  const std::vector<double> thresholds = vertical_slash_budget_thresholds(targets, sum_over_head_shards);
+  for (size_t j = 0; j < targets.size(); ++j) {
+    const size_t s = target_sequence[j];
+    const double threshold = thresholds[j];
+    out.level[s] = threshold / targets[j].total;
     for (size_t h = 0; h < chosen[s].size(); ++h) {
       RingHeadSearch& head = search[s][h];
       if (floor_ratio > 0.0 && head.floor_threshold >= threshold) {

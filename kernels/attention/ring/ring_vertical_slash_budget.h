@@ -12,6 +12,8 @@
 //     floor, one per step of the floor's binary search, all heads searching in lockstep
 //     (about log2 of a head's thresholds, under 14 with 4096-entry caps), and one for the
 //     floor levels' lists; with a budget, one for the lists the budgeted heads run.
+// Under TP as well, the budget level is searched over the TP ranks' heads
+// (vertical_slash_sharded_budget.h): its sums run over the TP group, after the CP ones.
 // The result equals the one-rank search up to float64 rounding of the coverage sums
 // (summed in another order; a floor comparison within rounding of its target could go
 // the other way).
@@ -19,6 +21,8 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
+#include <vector>
 
 #include "kernels/attention/ring/ring_attention.h"
 #include "kernels/attention/vertical_slash/vertical_slash_budget.h"
@@ -28,10 +32,11 @@ namespace sb {
 // As ring_vertical_slash_index (q, k: this rank's tokens; every rank calls it in the same
 // order), for `request` over the geometry's sequences. Records one kRingBlockMeansStep
 // event. Throws std::invalid_argument for a malformed request (as the one-rank search).
-VerticalSlashBudgetedIndex ring_vertical_slash_budgeted_index(const at::Tensor& q, const at::Tensor& k,
-                                                              const RingGeometry& geometry,
-                                                              const VerticalSlashParams& params, double scale,
-                                                              const VerticalSlashBudgetRequest& request,
-                                                              RingContext& context, int64_t call);
+// sum_over_head_shards (TP beside CP: q and k hold this TP rank's heads): the budget
+// levels are searched with the other TP ranks' heads (vertical_slash_sharded_budget.h).
+VerticalSlashBudgetedIndex ring_vertical_slash_budgeted_index(
+    const at::Tensor& q, const at::Tensor& k, const RingGeometry& geometry, const VerticalSlashParams& params,
+    double scale, const VerticalSlashBudgetRequest& request, RingContext& context, int64_t call,
+    const std::function<void(std::vector<double>&)>& sum_over_head_shards = {});
 
 }  // namespace sb

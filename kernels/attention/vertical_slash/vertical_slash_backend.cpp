@@ -44,16 +44,27 @@ AttentionLayerStats vertical_slash_layer_stats(int64_t layer, const std::vector<
 }
 
 void vertical_slash_add_budget_stats(const VerticalSlashBudgetedIndex& chosen, const PackedSequences& sequences,
-                                     int64_t heads, AttentionLayerStats& stats) {
+                                     int64_t heads, AttentionLayerStats& stats,
+                                     const std::function<void(std::vector<double>&)>& sum_over_head_shards) {
+  // [reference pairs per sequence, floor pairs per sequence, heads]: this rank's, or summed
+  // over the head shards (integers well below 2^53: exact).
+  const auto n = static_cast<size_t>(sequences.num_sequences());
+  const bool floored = !chosen.floor_kept_pairs.empty();
+  std::vector<double> sums(2 * n + 1, 0.0);
+  for (size_t s = 0; s < n; ++s) {
+    sums[s] = static_cast<double>(chosen.reference_kept_pairs[s]);
+    if (floored) sums[n + s] = static_cast<double>(chosen.floor_kept_pairs[s]);
+  }
+  sums[2 * n] = static_cast<double>(heads);
+  if (sum_over_head_shards) sum_over_head_shards(sums);
+  const int64_t all_heads = std::llround(sums[2 * n]);
   double floor_sum = 0;
   int64_t counted = 0;
-  for (int64_t s = 0; s < sequences.num_sequences(); ++s) {
-    const int64_t length = sequences.length(s);
-    stats.reference_top_k.push_back(
-        vertical_slash_kept_keys_per_query(chosen.reference_kept_pairs[static_cast<size_t>(s)], length, heads));
-    if (chosen.floor_kept_pairs.empty() || length == 0) continue;
-    floor_sum += static_cast<double>(chosen.floor_kept_pairs[static_cast<size_t>(s)]) /
-                 (static_cast<double>(length) * static_cast<double>(heads));
+  for (size_t s = 0; s < n; ++s) {
+    const int64_t length = sequences.length(static_cast<int64_t>(s));
+    stats.reference_top_k.push_back(vertical_slash_kept_keys_per_query(std::llround(sums[s]), length, all_heads));
+    if (!floored || length == 0) continue;
+    floor_sum += sums[n + s] / (static_cast<double>(length) * static_cast<double>(all_heads));
     ++counted;
   }
   stats.k_floor = counted > 0 ? std::llround(floor_sum / static_cast<double>(counted)) : 0;
@@ -76,17 +87,14 @@ at::Tensor VerticalSlashAttention::forward(const at::Tensor& q, const at::Tensor
     stats_[layer] = std::move(stats);
     return result.out;
   }
-  if (head_shard_sum_) {
-    // A budget's level is one per sequence over every head's lists: not split over TP
-    // ranks yet (the manifest refuses DST over vertical_slash with tp > 1).
-    throw std::logic_error("vertical_slash: a budget request with the heads split over tensor-parallel ranks is not "
-                           "implemented");
-  }
-  const VerticalSlashBudgetedIndex chosen = vertical_slash_budgeted_index(q, k, sequences, params_, scale, budget_);
+  // Under TP a budget's level is searched with the other ranks' heads (one level per
+  // sequence over every head's lists), and the statistics sum over the head shards.
+  const VerticalSlashBudgetedIndex chosen =
+      vertical_slash_budgeted_index(q, k, sequences, params_, scale, budget_, head_shard_sum_);
   VerticalSlashAttentionResult result = vertical_slash_attention_cpu(q, k, v, sequences, chosen.index, scale);
   AttentionLayerStats stats =
-      vertical_slash_layer_stats(layer, chosen.index, sequences, result.kept_pairs_per_sequence);
-  vertical_slash_add_budget_stats(chosen, sequences, q.size(1), stats);
+      vertical_slash_layer_stats(layer, chosen.index, sequences, result.kept_pairs_per_sequence, head_shard_sum_);
+  vertical_slash_add_budget_stats(chosen, sequences, q.size(1), stats, head_shard_sum_);
   stats_[layer] = std::move(stats);
   return result.out;
 }

@@ -32,9 +32,11 @@ AttentionLayerStats vertical_slash_layer_stats(
 // What a budgeted call adds to its layer's statistics (one rank or the ring alike): per
 // sequence the reference rule's kept keys per query, and k_floor, the kept keys per query
 // the floor levels alone keep (the mean over the call's non-empty sequences, rounded; 0
-// without a floor).
+// without a floor). heads: the query heads `chosen` holds; sum_over_head_shards (TP):
+// the pair counts and heads are summed over the shards first.
 void vertical_slash_add_budget_stats(const VerticalSlashBudgetedIndex& chosen, const PackedSequences& sequences,
-                                     int64_t heads, AttentionLayerStats& stats);
+                                     int64_t heads, AttentionLayerStats& stats,
+                                     const std::function<void(std::vector<double>&)>& sum_over_head_shards = {});
 
 class VerticalSlashAttention : public AttentionBackend {
  public:
@@ -50,8 +52,8 @@ class VerticalSlashAttention : public AttentionBackend {
   // the params' rule (docs/vertical_slash.md, "Budgets").
   void set_budget_request(const AttentionBudgetRequest& request) override;
   // Tensor parallelism: this rank holds a share of the heads. The params' rule runs per
-  // head unchanged and the statistics sum over the shards; a budget request then throws
-  // std::logic_error (its level reads every head's lists).
+  // head unchanged, a budget's level is searched with the other shards
+  // (vertical_slash_sharded_budget.h), and the statistics sum over the shards.
   void set_head_shard_sum(std::function<void(std::vector<double>&)> sum) override { head_shard_sum_ = std::move(sum); }
   // Per layer: coverage per sequence (mean over its query heads) and over the call;
   // top_k holds each sequence's kept keys per query, averaged over its heads and rows;

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "kernels/attention/vertical_slash/vertical_slash_blocks.h"
+#include "kernels/attention/vertical_slash/vertical_slash_sharded_budget.h"
 
 namespace sb {
 
@@ -104,8 +105,16 @@ HeadSearch search_head(const at::Tensor& attention, int64_t length, int64_t n, c
   return head;
 }
 
-// The pairs every head of a sequence keeps at one level threshold.
-int64_t pairs_at(const std::vector<const VerticalSlashLadders*>& heads, double threshold, int64_t length) {
+std::vector<const VerticalSlashLadders*> ladders_of(const std::vector<HeadSearch>& heads) {
+  std::vector<const VerticalSlashLadders*> ladders;
+  for (const HeadSearch& head : heads) ladders.push_back(&*head.ladders);
+  return ladders;
+}
+
+}  // namespace
+
+int64_t vertical_slash_pairs_at(const std::vector<const VerticalSlashLadders*>& heads, double threshold,
+                                int64_t length) {
   std::vector<int64_t> pairs(heads.size(), 0);
   at::parallel_for(0, static_cast<int64_t>(heads.size()), 1, [&](int64_t begin, int64_t end) {
     for (int64_t h = begin; h < end; ++h) {
@@ -114,14 +123,6 @@ int64_t pairs_at(const std::vector<const VerticalSlashLadders*>& heads, double t
   });
   return std::accumulate(pairs.begin(), pairs.end(), int64_t{0});
 }
-
-std::vector<const VerticalSlashLadders*> ladders_of(const std::vector<HeadSearch>& heads) {
-  std::vector<const VerticalSlashLadders*> ladders;
-  for (const HeadSearch& head : heads) ladders.push_back(&*head.ladders);
-  return ladders;
-}
-
-}  // namespace
 
 std::vector<double> vertical_slash_level_thresholds(const std::vector<const VerticalSlashLadders*>& heads,
                                                     double total) {
@@ -136,7 +137,7 @@ double vertical_slash_budget_threshold(const std::vector<const VerticalSlashLadd
   // No query keeps more than `length` keys: the cap changes nothing and cannot overflow.
   const int64_t limit = std::min(kept_keys, length) * length * static_cast<int64_t>(heads.size());
   const int64_t within = leading_count(static_cast<int64_t>(thresholds.size()), [&](int64_t i) {
-    return pairs_at(heads, thresholds[static_cast<size_t>(i)], length) <= limit;
+    return vertical_slash_pairs_at(heads, thresholds[static_cast<size_t>(i)], length) <= limit;
   });
   return thresholds[static_cast<size_t>(std::max<int64_t>(within - 1, 0))];
 }
@@ -149,7 +150,8 @@ int64_t vertical_slash_kept_keys_per_query(int64_t pairs, int64_t length, int64_
 VerticalSlashBudgetedIndex vertical_slash_budgeted_index(const at::Tensor& q, const at::Tensor& k,
                                                          const PackedSequences& sequences,
                                                          const VerticalSlashParams& params, double scale,
-                                                         const VerticalSlashBudgetRequest& request) {
+                                                         const VerticalSlashBudgetRequest& request,
+                                                         const std::function<void(std::vector<double>&)>& sum_over_head_shards) {
   params.validate();
   vertical_slash_check_inputs(q, k, sequences);
   vertical_slash_check_budget_request(request, sequences.num_sequences());
@@ -157,6 +159,11 @@ VerticalSlashBudgetedIndex vertical_slash_budgeted_index(const at::Tensor& q, co
   const int64_t num_heads = q.size(1);
   const double floor_ratio = request.coverage_floor_ratio;
   VerticalSlashBudgetedIndex out;
+  // First pass, per sequence: every head's ladders, reference and floor (one head's
+  // attention at a time per thread); the budgeted sequences' heads are kept for the search.
+  std::vector<std::vector<HeadSearch>> searched(static_cast<size_t>(sequences.num_sequences()));
+  std::vector<VerticalSlashBudgetTarget> targets;
+  std::vector<int64_t> target_sequence;
   for (int64_t s = 0; s < sequences.num_sequences(); ++s) {
     const int64_t length = sequences.length(s);
     const bool budgeted = !request.kept_keys.empty() && request.kept_keys[static_cast<size_t>(s)] > 0;
@@ -173,8 +180,8 @@ VerticalSlashBudgetedIndex vertical_slash_budgeted_index(const at::Tensor& q, co
     }
     const VerticalSlashSequenceInputs inputs(q, k, sequences, s, params.last_queries);
     const auto total = static_cast<double>(inputs.n);
-    // First pass, one head's attention at a time per thread.
-    std::vector<HeadSearch> heads(static_cast<size_t>(num_heads));
+    std::vector<HeadSearch>& heads = searched[static_cast<size_t>(s)];
+    heads.resize(static_cast<size_t>(num_heads));
     at::parallel_for(0, num_heads, 1, [&](int64_t begin, int64_t end) {
       for (int64_t h = begin; h < end; ++h) {
         heads[static_cast<size_t>(h)] = search_head(inputs.attention(h, scale), length, inputs.n, params, floor_ratio);
@@ -195,17 +202,31 @@ VerticalSlashBudgetedIndex vertical_slash_budgeted_index(const at::Tensor& q, co
       out.floor_level.push_back(std::move(floor_level));
       out.floor_kept_pairs.push_back(floor_pairs);
     }
-    std::vector<VerticalSlashHeadIndex> chosen(static_cast<size_t>(num_heads));
     if (!budgeted) {  // the reference rule (it meets any floor r <= 1 by definition)
+      std::vector<VerticalSlashHeadIndex> chosen(static_cast<size_t>(num_heads));
       for (size_t h = 0; h < heads.size(); ++h) chosen[h] = std::move(heads[h].reference);
       out.index.push_back(std::move(chosen));
+      heads.clear();
       continue;
     }
-    const double threshold =
-        vertical_slash_budget_threshold(ladders_of(heads), request.kept_keys[static_cast<size_t>(s)], length, total);
-    out.level.back() = threshold / total;
-    // Second pass: each head at max(lambda_b, lambda_f,h); its coverage needs its attention
-    // again unless the floor's lists are the ones it runs.
+    out.index.emplace_back();  // filled below
+    targets.push_back({ladders_of(heads), request.kept_keys[static_cast<size_t>(s)], length, total});
+    target_sequence.push_back(s);
+  }
+
+  // The budget levels: alone per sequence, or with the other head shards.
+  const std::vector<double> thresholds = vertical_slash_budget_thresholds(targets, sum_over_head_shards);
+
+  // Second pass: each budgeted head at max(lambda_b, lambda_f,h); its coverage needs its
+  // attention again unless the floor's lists are the ones it runs.
+  for (size_t j = 0; j < targets.size(); ++j) {
+    const int64_t s = target_sequence[j];
+    const double threshold = thresholds[j];
+    const int64_t length = sequences.length(s);
+    std::vector<HeadSearch>& heads = searched[static_cast<size_t>(s)];
+    out.level[static_cast<size_t>(s)] = threshold / targets[j].total;
+    const VerticalSlashSequenceInputs inputs(q, k, sequences, s, params.last_queries);
+    std::vector<VerticalSlashHeadIndex> chosen(static_cast<size_t>(num_heads));
     at::parallel_for(0, num_heads, 1, [&](int64_t begin, int64_t end) {
       for (int64_t h = begin; h < end; ++h) {
         HeadSearch& head = heads[static_cast<size_t>(h)];
@@ -218,7 +239,7 @@ VerticalSlashBudgetedIndex vertical_slash_budgeted_index(const at::Tensor& q, co
         }
       }
     });
-    out.index.push_back(std::move(chosen));
+    out.index[static_cast<size_t>(s)] = std::move(chosen);
   }
   return out;
 }

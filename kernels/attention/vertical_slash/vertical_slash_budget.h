@@ -33,6 +33,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -68,11 +69,14 @@ struct VerticalSlashBudgetedIndex {
 // q [T, Hq, D], k [T, Hkv, D] packed by `sequences` (any floating dtype; the search runs in
 // float64), Hq % Hkv == 0; scale: the softmax scale. Throws std::invalid_argument when
 // kept_keys is neither empty nor one entry per sequence, holds a negative entry, or r is
-// outside [0, 1].
-VerticalSlashBudgetedIndex vertical_slash_budgeted_index(const at::Tensor& q, const at::Tensor& k,
-                                                         const PackedSequences& sequences,
-                                                         const VerticalSlashParams& params, double scale,
-                                                         const VerticalSlashBudgetRequest& request);
+// outside [0, 1]. sum_over_head_shards (tensor parallelism: q and k hold this rank's
+// heads): the budget levels are searched with the other ranks' heads
+// (vertical_slash_sharded_budget.h), so each rank's lists are the whole call's for its
+// heads; the per-sequence pair counts in the result stay this rank's.
+VerticalSlashBudgetedIndex vertical_slash_budgeted_index(
+    const at::Tensor& q, const at::Tensor& k, const PackedSequences& sequences, const VerticalSlashParams& params,
+    double scale, const VerticalSlashBudgetRequest& request,
+    const std::function<void(std::vector<double>&)>& sum_over_head_shards = {});
 
 // A sequence's kept keys per query from its pairs summed over query heads, rounded (0 for
 // an empty sequence): the statistic a layer reports as top_k.
@@ -89,6 +93,9 @@ std::vector<double> vertical_slash_level_thresholds(const std::vector<const Vert
 //   level 0 keeps more).
 double vertical_slash_budget_threshold(const std::vector<const VerticalSlashLadders*>& heads, int64_t kept_keys,
                                        int64_t length, double total);
+//   the kept pairs of `heads` at one level threshold (lambda x n), summed over the heads;
+int64_t vertical_slash_pairs_at(const std::vector<const VerticalSlashLadders*>& heads, double threshold,
+                                int64_t length);
 //   the request checked against a micro-batch of `num_sequences` (std::invalid_argument).
 void vertical_slash_check_budget_request(const VerticalSlashBudgetRequest& request, int64_t num_sequences);
 
