@@ -105,6 +105,18 @@ std::vector<double> stage_trained_parameters(const Manifest& m) {
   return out;
 }
 
+TensorParallelStage tensor_parallel_stage(const Manifest& m, int64_t stage) {
+  TensorParallelStage out;
+  out.tp = m.parallelism.tp;
+  out.layers = m.parallelism.stage_layers.at(static_cast<size_t>(stage));
+  out.first_stage = stage == 0;
+  out.last_stage = stage == m.parallelism.pp - 1;
+  out.activation_checkpointing = m.train.activation_checkpointing;
+  out.hidden = m.model.config.hidden_size;
+  out.element_bytes = activation_bytes(m);
+  return out;
+}
+
 std::vector<double> stage_dp_allreduce_bytes(const Manifest& m) {
   std::vector<double> bytes = stage_trained_parameters(m);
   for (double& b : bytes) b *= 4.0 / static_cast<double>(m.parallelism.tp);
@@ -350,6 +362,7 @@ SimulatedIteration RunSimulator::simulate_iteration(int64_t iteration) {
       }
       const double per_layer = predictor.packed_attention_ms(attention_terms) + predictor.rest_ms(mb.tokens);
       const double tokens_bytes = static_cast<double>(mb.tokens) * hidden * act_bytes;
+      double tp_comm_ms = 0.0;  // summed over the stages, as the trainer records it
       for (int64_t s = 0; s < pp; ++s) {
         const auto layers = static_cast<double>(m.parallelism.stage_layers[static_cast<size_t>(s)]);
         double compute = layers * per_layer;
@@ -359,13 +372,18 @@ SimulatedIteration RunSimulator::simulate_iteration(int64_t iteration) {
         // One TP rank's share: measured so, or the whole layer's split evenly.
         const bool share_profiled = predictor.profile().training.tensor_parallel == tp;
         compute *= noise / (share_profiled ? 1.0 : static_cast<double>(tp));
-        const double tp_allreduce =
-            tp > 1 ? layers * 2.0 * ring_allreduce_ms(cluster_.tensor_parallel_link(d, s), tp, tokens_bytes) : 0.0;
-        in.forward_ms[static_cast<size_t>(d)][static_cast<size_t>(s)].push_back(f * compute + tp_allreduce);
-        in.backward_ms[static_cast<size_t>(d)][static_cast<size_t>(s)].push_back((1 - f) * compute + tp_allreduce);
+        // The stage's TP collectives (tensor_parallel_comm_model.h), per micro-batch and TP rank.
+        const TensorParallelStage tp_stage = tensor_parallel_stage(m, s);
+        const LinkSection& tp_link = cluster_.tensor_parallel_link(d, s);
+        const double tp_forward = tensor_parallel_traffic(tp_stage, mb.tokens, true).ms(tp_link);
+        const double tp_backward = tensor_parallel_traffic(tp_stage, mb.tokens, false).ms(tp_link);
+        tp_comm_ms += tp_forward + tp_backward;
+        in.forward_ms[static_cast<size_t>(d)][static_cast<size_t>(s)].push_back(f * compute + tp_forward);
+        in.backward_ms[static_cast<size_t>(d)][static_cast<size_t>(s)].push_back((1 - f) * compute + tp_backward);
         in.transfer_ms[static_cast<size_t>(d)][static_cast<size_t>(s)].push_back(
             s + 1 < pp ? alpha_beta_ms(cluster_.pipeline_link(d, s), tokens_bytes / static_cast<double>(tp)) : 0.0);
       }
+      if (tp > 1) record.tp_comm_ms.push_back(std::vector<double>(static_cast<size_t>(tp), tp_comm_ms));
       record.microbatch_tokens.push_back(mb.tokens);
       if (mb.predicted_ms >= 0) record.microbatch_pred_ms.push_back(mb.predicted_ms);
     }

@@ -48,6 +48,7 @@
 #include "harness/sim/cp_stage_compute.h"
 #include "harness/sim/latency_noise.h"
 #include "harness/sim/pipeline_simulator.h"
+#include "harness/sim/tensor_parallel_comm_model.h"
 #include "harness/sim/vertical_slash_pattern_model.h"
 #include "harness/latency/run_profiles/sim_profile.h"
 #include "harness/trace/timeline.h"
@@ -131,5 +132,7 @@ std::vector<double> stage_trained_parameters(const Manifest& manifest);
 // parameters as fp32 gradients (4 bytes each). What the simulator sends and what the
 // all-reduce fit (allreduce_fit.h) divides measured times by.
 std::vector<double> stage_dp_allreduce_bytes(const Manifest& manifest);
+// What stage `stage` of the run holds for its TP collectives (tensor_parallel_comm_model.h).
+TensorParallelStage tensor_parallel_stage(const Manifest& manifest, int64_t stage);
 
 }  // namespace sb

@@ -124,12 +124,14 @@ json simulation_context(const RunSpec& run, const SimulateOptions& options, cons
   context["cluster"]["from"] = m.cluster ? "manifest" : "default (preset h200)";
   if (fits.allreduce != nullptr) {
     context["cluster"]["intra_node_bandwidth_from"] = {
-        {"kind", "fitted: the measured DP all-reduces' total payload 2 (n - 1) / n x bytes over their total time "
-                 "from the last rank's entry to the last exit, less 2 (n - 1) alpha each "
+        {"kind", "fitted: the measured collectives' total payload over their total time less their latency hops x "
+                 "alpha: DP all-reduces (2 (n - 1) / n x bytes, from the last rank's entry to the last exit) and TP "
+                 "micro-batches (the trainer's collectives, mean tp_comm_ms over the TP ranks) "
                  "(harness/sim/fit/allreduce_fit.h)"},
         {"results", cluster.intra_node.fit_from},
         {"runs", fits.allreduce->runs},
         {"samples", fits.allreduce->samples},
+        {"tensor_parallel_samples", fits.allreduce->tensor_parallel_samples},
         {"mean_measured_ms", fits.allreduce->mean_ms}};
   }
   const SimulationSection& s = sim.simulation();
@@ -377,8 +379,10 @@ FittedRuns fit_runs(const Manifest& manifest, const RunManifestOptions& options,
       fits.allreduce = &fitted_once(out.allreduce, std::make_pair(link.fit_from, link.alpha_us), [&] {
         AllreduceFit fit =
             fit_allreduce_from_results(link.fit_from, link.alpha_us, manifest_file, "$.cluster.intra_node.fit_from");
-        log << "intra-node bandwidth fitted to " << fit.samples << " DP all-reduces (mean " << fit.mean_ms
-            << " ms) of " << fit.runs.size() << " measured runs under " << link.fit_from << ": "
+        log << "intra-node bandwidth fitted to "
+            << (fit.tensor_parallel_samples > 0 ? std::to_string(fit.tensor_parallel_samples) + " TP micro-batches' collectives"
+                                                : std::to_string(fit.samples) + " DP all-reduces");
+        log << " (mean " << fit.mean_ms << " ms) of " << fit.runs.size() << " measured runs under " << link.fit_from << ": "
             << fit.bandwidth_gbps << " Gbit/s with alpha " << link.alpha_us << " us\n";
         return fit;
       });

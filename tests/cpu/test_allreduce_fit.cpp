@@ -106,8 +106,9 @@ TEST(AllreduceFit, BandwidthFromTheMeasuredRingsByHand) {
   const double expected_ms[] = {1.7, 3.0, 3.3, 2.0};
   for (size_t i = 0; i < 4; ++i) {
     EXPECT_NEAR(observations[i].ms, expected_ms[i], 1e-9) << i;
-    EXPECT_EQ(observations[i].ranks, 2);
-    EXPECT_DOUBLE_EQ(observations[i].bytes, bytes[i % 2]);
+    // n = 2: 2 (n - 1) / n x bytes sent, 2 (n - 1) = 2 latency hops.
+    EXPECT_DOUBLE_EQ(observations[i].traffic.payload_bytes, bytes[i % 2]);
+    EXPECT_DOUBLE_EQ(observations[i].traffic.latency_hops, 2.0);
   }
 
   // n = 2: payload (2 (n - 1) / n) x bytes x 8 = 8 bytes bits per ring, latency term
@@ -138,8 +139,9 @@ TEST(AllreduceFit, BandwidthFromTheMeasuredRingsByHand) {
   const double modelled = (ring_allreduce_ms(link, 2, bytes[0]) + ring_allreduce_ms(link, 2, bytes[1])) / 2;
   EXPECT_NEAR(modelled, fit.mean_ms, 1e-9);
 
-  EXPECT_THROW(fit_allreduce_bandwidth({{1.0, 1, 1e6}}, 0), std::invalid_argument) << "a ring of one rank";
-  EXPECT_THROW(fit_allreduce_bandwidth({{1.0, 2, 0}}, 0), std::invalid_argument) << "nothing to transfer";
+  EXPECT_THROW(ring_allreduce_observation(1.0, 1, 1e6), std::invalid_argument) << "a ring of one rank";
+  EXPECT_THROW(ring_allreduce_observation(1.0, 2, 0), std::invalid_argument) << "nothing to transfer";
+  EXPECT_THROW(fit_allreduce_bandwidth({AllreduceObservation{1.0, {}}}, 0), std::invalid_argument) << "no payload";
   try {
     fit_allreduce_from_results(dir, 2500.0, "m.json", "$.cluster.intra_node.fit_from");
     FAIL() << "alpha 2.5 ms leaves no time for the payload";
@@ -155,6 +157,55 @@ TEST(AllreduceFit, BandwidthFromTheMeasuredRingsByHand) {
     EXPECT_EQ(e.json_path(), "$.cluster.intra_node.fit_from");
   }
   EXPECT_THROW(fit_allreduce_from_results(dir / "missing", 100.0, "m.json", "$"), ConfigError);
+  fs::remove_all(dir);
+}
+
+// Tensor parallelism (tp 2, one DP rank, two stages, qwen2-test: hidden 64, 2 layers per
+// stage, fp32): per measured micro-batch the mean of its TP ranks' tp_comm_ms, with the
+// traffic worked out by hand from the trainer's collectives (tensor_parallel_comm_model.h).
+TEST(AllreduceFit, TensorParallelCollectivesByHand) {
+  const fs::path dir = test::fresh_temp_dir("allreduce_fit_tp");
+  json manifest = resolved_manifest(1);
+  manifest["parallelism"]["tp"] = 2;
+  const Manifest parsed = parse_manifest(manifest, "<test>");
+  ASSERT_EQ(parsed.parallelism.stage_layers, (std::vector<int64_t>{1, 1}));
+  const int64_t hidden = parsed.model.config.hidden_size;
+  std::vector<IterationRecord> records(2);
+  records[0].iteration = 0;
+  records[0].warmup = true;  // left out
+  records[0].microbatch_tokens = {40};
+  records[0].tp_comm_ms = {{500.0, 500.0}};
+  records[1].iteration = 1;
+  records[1].microbatch_tokens = {40, 17};
+  records[1].tp_comm_ms = {{3.0, 5.0}, {1.0, 2.0}};
+  test::write_measured_run_folder(dir / "tp2", false, records, manifest);
+  const std::vector<AllreduceObservation> observations = allreduce_observations(dir / "tp2");
+  ASSERT_EQ(observations.size(), 2u) << "one per measured micro-batch; no DP ring";
+  EXPECT_DOUBLE_EQ(observations[0].ms, 4.0);
+  EXPECT_DOUBLE_EQ(observations[1].ms, 1.5);
+  // One layer per stage. Gathers (all-gather or reduce-scatter of [T padded, H] fp32, each
+  // sending half and waiting one hop): forward 4 + 1 (stage 0's embedding) + 4 + 1 (stage
+  // 1's final norm), backward the same: 20. The loss's all-reduces (forward, last stage):
+  // [T] and [2, T] fp32, each 2 gathers of half.
+  for (size_t k = 0; k < 2; ++k) {
+    const int64_t tokens = k == 0 ? 40 : 17;
+    const double padded = k == 0 ? 40 : 18;
+    const double stream = padded * static_cast<double>(hidden) * 4.0;
+    const double loss = 2 * 0.5 * tokens * 4.0 + 2 * 0.5 * 2 * tokens * 4.0;
+    EXPECT_DOUBLE_EQ(observations[k].traffic.payload_bytes, 20 * 0.5 * stream + loss) << k;
+    EXPECT_DOUBLE_EQ(observations[k].traffic.latency_hops, 20.0 + 4.0) << k;
+  }
+  // The fit reproduces the mean measured time.
+  const AllreduceFit fit = fit_allreduce_from_results(dir, 50.0, "m.json", "$.cluster.intra_node.fit_from");
+  EXPECT_EQ(fit.samples, 2);
+  EXPECT_EQ(fit.tensor_parallel_samples, 2);
+  const LinkSection link{50.0, fit.bandwidth_gbps, ""};
+  EXPECT_NEAR((observations[0].traffic.ms(link) + observations[1].traffic.ms(link)) / 2, fit.mean_ms, 1e-9);
+  EXPECT_DOUBLE_EQ(fit.mean_ms, (4.0 + 1.5) / 2);
+  // Without TP (tp 1, one DP rank) the same records give nothing to fit.
+  manifest["parallelism"]["tp"] = 1;
+  test::write_measured_run_folder(dir / "tp1", false, records, manifest);
+  EXPECT_TRUE(allreduce_observations(dir / "tp1").empty());
   fs::remove_all(dir);
 }
 

@@ -277,7 +277,11 @@ TEST(RunSimulator, RecordsTheModelledBudgetOfEveryLayer) {
   }
 }
 
-TEST(RunSimulator, TensorParallelismDividesComputeAndAddsFourAllReducesPerLayer) {
+// TP 2 on one stage: compute halved, plus the trainer's collectives worked out by hand: per
+// layer 2 all-gathers and 2 reduce-scatters of the [T, H] stream each way, the
+// embedding's and the head's (each way), and the loss's all-reduces of [T] and [2, T]
+// (forward). A gather of B bytes over 2 ranks: alpha + B / 2 / bandwidth.
+TEST(RunSimulator, TensorParallelismDividesComputeAndAddsTheTrainersCollectives) {
   json j = tiny_manifest_json();
   j["methods"] = json::array({{{"name", "x"}, {"preset", "baseline"}}});
   j["train"]["global_batch_size"] = 1;
@@ -287,9 +291,19 @@ TEST(RunSimulator, TensorParallelismDividesComputeAndAddsFourAllReducesPerLayer)
   RunSimulator a = test::simulator_of(m1), b = test::simulator_of(m2);
   const SimulatedIteration x = a.simulate_iteration(0), y = b.simulate_iteration(0);
   const Qwen2Config& c = qwen2_preset("qwen2-test");
-  const double bytes = static_cast<double>(x.record.tokens * c.hidden_size) * 4.0;  // fp32 activations
-  const double per_layer = 4.0 * ring_allreduce_ms(cluster_preset("h200").intra_node, 2, bytes);
-  EXPECT_NEAR(y.record.iter_ms, x.record.iter_ms / 2.0 + static_cast<double>(c.num_hidden_layers) * per_layer, 1e-9);
+  const LinkSection link = cluster_preset("h200").intra_node;
+  const auto gather_ms = [&](double bytes) {
+    return link.alpha_us / 1000.0 + bytes / 2.0 * 8.0 / (link.bandwidth_gbps * 1e9) * 1000.0;
+  };
+  const int64_t tokens = x.record.tokens;
+  const double stream = static_cast<double>((tokens + 1) / 2 * 2 * c.hidden_size) * 4.0;  // fp32, rows padded to 2
+  const double row = static_cast<double>(tokens) * 4.0;
+  const double gathers = 2.0 * (4.0 * static_cast<double>(c.num_hidden_layers) + 2.0);  // both ways
+  const double tp_ms = gathers * gather_ms(stream) + 2.0 * gather_ms(row) + 2.0 * gather_ms(2.0 * row);
+  EXPECT_NEAR(y.record.iter_ms, x.record.iter_ms / 2.0 + tp_ms, 1e-9);
+  ASSERT_EQ(y.record.tp_comm_ms.size(), 1u);
+  EXPECT_NEAR(y.record.tp_comm_ms[0][0], tp_ms, 1e-9);
+  EXPECT_TRUE(x.record.tp_comm_ms.empty());
 }
 
 TEST(RunSimulator, MicrobatchTimeIsThePredictorsStageTimesSummed) {

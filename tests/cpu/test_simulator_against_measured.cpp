@@ -130,6 +130,28 @@ TEST(SimulatorAgainstTheCpu, VerticalSlashHeldOutInvocationPerMethod) {
   fs::remove_all(out);
 }
 
+TEST(SimulatorAgainstTheCpu, TensorParallelHeldOutInvocationPerMethod) {
+  // experiments/sim/table1-cpu-tp2-sim.json (TP2: one stage, one DP rank) fits the
+  // intra-node link to the first invocation's TP collectives (tp_comm_ms against the
+  // trainer's collectives, tensor_parallel_comm_model.h), and the coverage exponent, the
+  // latency noise and the iteration overhead too, and is checked against the second
+  // invocation, run right after it from the same build with the same profile. Both
+  // contended: each TP collective waits for cores (ranks waited 41-49 % of their time), so
+  // the fitted link (1.6 Gbit/s) stands for Gloo on this machine. Per method, held out:
+  // iteration time -2.1 .. +2.7 % (at the measured speed -3.9 .. +2.8 %); the mean bubble
+  // (no DP wait, no pipeline: 0.010 measured) 0.004 below, compared absolutely.
+  const fs::path out = test::fresh_temp_dir("sim_vs_cpu_tp2");
+  const json v = validate_kept(out, "table1-cpu-tp2-sim", "cpu/table1-cpu-tp2-rerun");
+  ASSERT_EQ(v.at("methods").size(), 4u) << v.dump(2);
+  for (const json& method : v.at("methods")) {
+    SCOPED_TRACE(method.dump());
+    EXPECT_LT(std::abs(validation_error(method, "median_iter_ms")), 0.10);
+    EXPECT_LT(std::abs(validation_error(method, "median_iter_ms", "relative_error_at_measured_speed")), 0.10);
+    EXPECT_LT(std::abs(validation_error(method, "mean_bubble_fraction", "absolute_error")), 0.01);
+  }
+  fs::remove_all(out);
+}
+
 TEST(SimulatorAgainstTheCpu, VerticalSlashUnderContextParallelismHeldOut) {
   // experiments/sim/mtraining-cp2-cpu-sim.json fits the ring compute factors, the
   // vertical-slash pattern model (its spread to the rerun's per-rank kept pairs), the

@@ -1,12 +1,15 @@
 #include "harness/sim/fit/allreduce_fit.h"
 
 #include <algorithm>
+#include <fstream>
 #include <map>
+#include <numeric>
 #include <set>
 #include <stdexcept>
 
 #include "common/errors.h"
 #include "harness/config/manifest.h"
+#include "harness/records/iteration_record.h"
 #include "harness/sim/measured_runs.h"
 #include "harness/sim/run_simulator.h"
 #include "harness/trace/timeline.h"
@@ -40,31 +43,33 @@ std::map<int64_t, StageRing> rings_of(const TimelineIteration& iteration) {
   return rings;
 }
 
-}  // namespace
-
-std::vector<AllreduceObservation> allreduce_observations(const std::filesystem::path& run_dir) {
-  const std::vector<TimelineIteration> measured = measured_timeline_iterations(run_dir);
-  const auto has_ring = [](const TimelineIteration& it) {
-    for (const auto& [stage, ring] : rings_of(it)) {
-      if (ring.ranks.size() >= 2) return true;
-    }
-    return false;
-  };
-  // The manifest only for runs that have a DP ring to fit (a one-rank run may lack it).
-  if (std::none_of(measured.begin(), measured.end(), has_ring)) return {};
+Manifest run_manifest(const std::filesystem::path& run_dir) {
   const std::filesystem::path manifest_file = run_dir / "manifest.resolved.json";
-  std::vector<double> stage_bytes;
-  bool ties_stages = false;
   try {
-    const Manifest manifest = load_manifest(manifest_file);
-    stage_bytes = stage_dp_allreduce_bytes(manifest);
-    ties_stages = manifest.parallelism.pp > 1 && manifest.model.config.tie_word_embeddings;
+    return load_manifest(manifest_file);
   } catch (const ConfigError&) {
     throw;
   } catch (const std::exception& e) {
     throw ConfigError(manifest_file.string(), "", std::string("cannot be read as a manifest: ") + e.what(),
                       "point fit_from at the results of `sparsebalance run`");
   }
+}
+
+// Whether the run's resolved manifest says tp > 1 (false without a readable one: the full
+// parse, with its errors, is for runs that have something to fit).
+bool ran_tensor_parallel(const std::filesystem::path& run_dir) {
+  std::ifstream in(run_dir / "manifest.resolved.json");
+  if (!in) return false;
+  const nlohmann::json resolved = nlohmann::json::parse(in, nullptr, false);
+  return !resolved.is_discarded() && resolved.is_object() && resolved.contains("parallelism") &&
+         resolved["parallelism"].is_object() && resolved["parallelism"].value("tp", int64_t{1}) > 1;
+}
+
+// The DP rings of the run's measured iterations.
+std::vector<AllreduceObservation> data_parallel_observations(const std::vector<TimelineIteration>& measured,
+                                                             const Manifest& manifest) {
+  const std::vector<double> stage_bytes = stage_dp_allreduce_bytes(manifest);
+  const bool ties_stages = manifest.parallelism.pp > 1 && manifest.model.config.tie_word_embeddings;
   const auto last_stage = static_cast<int64_t>(stage_bytes.size()) - 1;
   std::vector<AllreduceObservation> out;
   for (const TimelineIteration& iteration : measured) {
@@ -74,29 +79,84 @@ std::vector<AllreduceObservation> allreduce_observations(const std::filesystem::
       // also holds the embedding's all-reduce between them, and with it a wait for the
       // other stage: not the ring's own time.
       if (ties_stages && (stage == 0 || stage == last_stage)) continue;
-      out.push_back({ring.last_exit_ms - ring.last_entry_ms, static_cast<int64_t>(ring.ranks.size()),
-                     stage_bytes[static_cast<size_t>(stage)]});
+      out.push_back(ring_allreduce_observation(ring.last_exit_ms - ring.last_entry_ms,
+                                               static_cast<int64_t>(ring.ranks.size()),
+                                               stage_bytes[static_cast<size_t>(stage)]));
     }
   }
   return out;
 }
 
+// The TP collectives of the run's measured micro-batches (tp > 1).
+std::vector<AllreduceObservation> tensor_parallel_observations(const std::filesystem::path& run_dir,
+                                                               const Manifest& manifest) {
+  std::vector<AllreduceObservation> out;
+  const int64_t pp = manifest.parallelism.pp;
+  for (const IterationRecord& r : read_iteration_records(run_dir / "records.jsonl")) {
+    if (r.warmup || r.tp_comm_ms.size() != r.microbatch_tokens.size()) continue;
+    for (size_t k = 0; k < r.tp_comm_ms.size(); ++k) {
+      const std::vector<double>& per_rank = r.tp_comm_ms[k];
+      if (per_rank.empty()) continue;
+      AllreduceObservation o;
+      o.tensor_parallel = true;
+      o.ms = std::accumulate(per_rank.begin(), per_rank.end(), 0.0) / static_cast<double>(per_rank.size());
+      for (int64_t s = 0; s < pp; ++s) {
+        const TensorParallelStage stage = tensor_parallel_stage(manifest, s);
+        o.traffic += tensor_parallel_traffic(stage, r.microbatch_tokens[k], true);
+        o.traffic += tensor_parallel_traffic(stage, r.microbatch_tokens[k], false);
+      }
+      out.push_back(o);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+AllreduceObservation ring_allreduce_observation(double ms, int64_t ranks, double bytes) {
+  if (ranks < 2 || !(bytes > 0)) {
+    throw std::invalid_argument("an all-reduce observation needs 2 or more ranks and a positive payload");
+  }
+  const auto n = static_cast<double>(ranks);
+  AllreduceObservation o;
+  o.ms = ms;
+  o.traffic.payload_bytes = 2.0 * (n - 1.0) / n * bytes;
+  o.traffic.latency_hops = 2.0 * (n - 1.0);
+  return o;
+}
+
+std::vector<AllreduceObservation> allreduce_observations(const std::filesystem::path& run_dir) {
+  const std::vector<TimelineIteration> measured = measured_timeline_iterations(run_dir);
+  const auto has_ring = [](const TimelineIteration& it) {
+    for (const auto& [stage, ring] : rings_of(it)) {
+      if (ring.ranks.size() >= 2) return true;
+    }
+    return false;
+  };
+  // The manifest only for runs with a DP ring or TP collectives to fit (a one-rank run may
+  // lack it).
+  if (std::none_of(measured.begin(), measured.end(), has_ring) && !ran_tensor_parallel(run_dir)) return {};
+  const Manifest manifest = run_manifest(run_dir);
+  // Under TP a rank's all-reduce event also holds the sums of the tensors every TP rank
+  // holds whole over its TP group: not the DP ring alone, so only the TP collectives count.
+  if (manifest.parallelism.tp > 1) return tensor_parallel_observations(run_dir, manifest);
+  return data_parallel_observations(measured, manifest);
+}
+
 AllreduceFit fit_allreduce_bandwidth(const std::vector<AllreduceObservation>& observations, double alpha_us) {
   if (observations.empty()) throw std::invalid_argument("no all-reduce observations to fit");
+  AllreduceFit fit;
   double payload_bits = 0, transfer_ms = 0, total_ms = 0;
   for (const AllreduceObservation& o : observations) {
-    if (o.ranks < 2 || !(o.bytes > 0)) {
-      throw std::invalid_argument("an all-reduce observation needs 2 or more ranks and a positive payload");
-    }
-    const auto n = static_cast<double>(o.ranks);
-    payload_bits += 2.0 * (n - 1.0) / n * o.bytes * 8.0;
-    transfer_ms += o.ms - 2.0 * (n - 1.0) * alpha_us / 1000.0;
+    if (!(o.traffic.payload_bytes > 0)) throw std::invalid_argument("an observation without payload");
+    payload_bits += o.traffic.payload_bytes * 8.0;
+    transfer_ms += o.ms - o.traffic.latency_hops * alpha_us / 1000.0;
     total_ms += o.ms;
+    if (o.tensor_parallel) ++fit.tensor_parallel_samples;
   }
   if (transfer_ms <= 0) {
-    throw std::invalid_argument("the latency terms 2 (n - 1) alpha alone take as long as the measured all-reduces");
+    throw std::invalid_argument("the latency terms (hops x alpha) alone take as long as the measured collectives");
   }
-  AllreduceFit fit;
   fit.bandwidth_gbps = payload_bits / (transfer_ms / 1000.0) / 1e9;
   fit.samples = static_cast<int64_t>(observations.size());
   fit.mean_ms = total_ms / static_cast<double>(observations.size());
@@ -110,9 +170,10 @@ AllreduceFit fit_allreduce_from_results(const std::filesystem::path& results_dir
   if (observed.all.empty()) {
     throw ConfigError(manifest_file, json_path,
                       "found no measured run under " + results_dir.string() +
-                          " with a data-parallel all-reduce (2 or more DP x CP ranks) in a measured iteration",
-                      "point it at the results of a `sparsebalance run` with parallelism.dp x cp >= 2, or give "
-                      "bandwidth_gbps instead");
+                          " with a data-parallel all-reduce (2 or more DP x CP ranks) or tensor-parallel "
+                          "collectives in a measured iteration",
+                      "point it at the results of a `sparsebalance run` with parallelism.dp x cp >= 2 or tp >= 2, "
+                      "or give bandwidth_gbps instead");
   }
   try {
     AllreduceFit fit = fit_allreduce_bandwidth(observed.all, alpha_us);
