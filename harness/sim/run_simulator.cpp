@@ -105,7 +105,7 @@ std::vector<double> stage_trained_parameters(const Manifest& m) {
   return out;
 }
 
-TensorParallelStage tensor_parallel_stage(const Manifest& m, int64_t stage) {
+TensorParallelStage tensor_parallel_stage(const Manifest& m, int64_t stage, bool floor, bool budgeted) {
   TensorParallelStage out;
   out.tp = m.parallelism.tp;
   out.layers = m.parallelism.stage_layers.at(static_cast<size_t>(stage));
@@ -114,6 +114,8 @@ TensorParallelStage tensor_parallel_stage(const Manifest& m, int64_t stage) {
   out.activation_checkpointing = m.train.activation_checkpointing;
   out.hidden = m.model.config.hidden_size;
   out.element_bytes = activation_bytes(m);
+  out.gloo = !m.train.on_cuda() || m.train.collectives == TrainCollectives::kGloo;
+  out.attention_sums_per_layer = attention_sums_per_layer(m.methods.at(0).attention, floor, budgeted);
   return out;
 }
 
@@ -373,7 +375,8 @@ SimulatedIteration RunSimulator::simulate_iteration(int64_t iteration) {
         const bool share_profiled = predictor.profile().training.tensor_parallel == tp;
         compute *= noise / (share_profiled ? 1.0 : static_cast<double>(tp));
         // The stage's TP collectives (tensor_parallel_comm_model.h), per micro-batch and TP rank.
-        const TensorParallelStage tp_stage = tensor_parallel_stage(m, s);
+        const TensorParallelStage tp_stage = tensor_parallel_stage(
+            m, s, mb.coverage_floor_ratio > 0, mb.budget > 0 || !mb.sequence_budgets.empty());
         const LinkSection& tp_link = cluster_.tensor_parallel_link(d, s);
         const double tp_forward = tensor_parallel_traffic(tp_stage, mb.tokens, true).ms(tp_link);
         const double tp_backward = tensor_parallel_traffic(tp_stage, mb.tokens, false).ms(tp_link);

@@ -132,7 +132,8 @@ std::vector<double> stage_trained_parameters(const Manifest& manifest);
 // parameters as fp32 gradients (4 bytes each). What the simulator sends and what the
 // all-reduce fit (allreduce_fit.h) divides measured times by.
 std::vector<double> stage_dp_allreduce_bytes(const Manifest& manifest);
-// What stage `stage` of the run holds for its TP collectives (tensor_parallel_comm_model.h).
-TensorParallelStage tensor_parallel_stage(const Manifest& manifest, int64_t stage);
+// What stage `stage` of the run holds for its TP collectives (tensor_parallel_comm_model.h),
+// for a micro-batch that asks for a coverage floor and budgets or not.
+TensorParallelStage tensor_parallel_stage(const Manifest& manifest, int64_t stage, bool floor, bool budgeted);
 
 }  // namespace sb

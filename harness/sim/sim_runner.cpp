@@ -379,9 +379,10 @@ FittedRuns fit_runs(const Manifest& manifest, const RunManifestOptions& options,
       fits.allreduce = &fitted_once(out.allreduce, std::make_pair(link.fit_from, link.alpha_us), [&] {
         AllreduceFit fit =
             fit_allreduce_from_results(link.fit_from, link.alpha_us, manifest_file, "$.cluster.intra_node.fit_from");
-        log << "intra-node bandwidth fitted to "
-            << (fit.tensor_parallel_samples > 0 ? std::to_string(fit.tensor_parallel_samples) + " TP micro-batches' collectives"
-                                                : std::to_string(fit.samples) + " DP all-reduces");
+        const int64_t data_parallel = fit.samples - fit.tensor_parallel_samples;
+        log << "intra-node bandwidth fitted to ";
+        if (data_parallel > 0) log << data_parallel << " DP all-reduces" << (fit.tensor_parallel_samples > 0 ? " and " : "");
+        if (fit.tensor_parallel_samples > 0) log << fit.tensor_parallel_samples << " TP micro-batches' collectives";
         log << " (mean " << fit.mean_ms << " ms) of " << fit.runs.size() << " measured runs under " << link.fit_from << ": "
             << fit.bandwidth_gbps << " Gbit/s with alpha " << link.alpha_us << " us\n";
         return fit;

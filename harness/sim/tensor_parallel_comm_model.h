@@ -10,26 +10,33 @@
 // vocabulary-parallel embedding reduce-scatters its output (backward: an all-gather); the
 // last stage all-gathers the final norm's output for the head (backward: a
 // reduce-scatter) and the vocabulary-parallel loss all-reduces [T] row maxima and [2, T]
-// sums (forward only). An activation-checkpointed layer runs its forward collectives
-// again in the backward.
+// sums (forward only). The attention adds small all-reduces of a few float64 sums per
+// layer where it reads every head (attention_sums_per_layer). An activation-checkpointed
+// layer runs its forward collectives again in the backward.
 //
 // Cost per rank, ring algorithm over n = tp ranks: an all-gather or a reduce-scatter of B
 // bytes (the whole tensor) moves (n - 1) / n x B and takes n - 1 latency hops; an
-// all-reduce twice both.
+// all-reduce twice both. Gloo has no reduce-scatter: the trainer all-reduces and keeps
+// its rows (harness/parallel/tensor_parallel/tensor_parallel_group.cpp), so over Gloo a
+// reduce-scatter costs an all-reduce. The attention's sums are counted by their hops
+// (their payload, under a kilobyte, is left out).
 
 #include <cstdint>
 
 #include "harness/config/simulation_spec.h"
+#include "kernels/attention/attention_backend.h"
 
 namespace sb {
 
 struct CollectiveTraffic {
   double payload_bytes = 0;  // bytes one rank sends
   double latency_hops = 0;   // messages one rank waits for in turn (each costs alpha)
+  double calls = 0;          // collectives (each one a `tp_comm` event in the trainer's timeline)
 
   CollectiveTraffic& operator+=(const CollectiveTraffic& other) {
     payload_bytes += other.payload_bytes;
     latency_hops += other.latency_hops;
+    calls += other.calls;
     return *this;
   }
   // On `link`: hops x alpha + payload / bandwidth (ms).
@@ -44,7 +51,16 @@ struct TensorParallelStage {
   bool activation_checkpointing = false;
   int64_t hidden = 0;               // hidden size
   double element_bytes = 4;         // bytes per activation element (4 fp32, 2 bf16)
+  bool gloo = false;                // Gloo carries the collectives: a reduce-scatter is an all-reduce
+  double attention_sums_per_layer = 0;  // the attention's small all-reduces per layer forward
 };
+
+// The attention's all-reduces over the TP ranks per layer forward (its head-shard sums):
+// MoBA one when a coverage floor is asked (the floor reads every head's curve);
+// vertical-slash one for its statistics, one more under a request (the budget
+// statistics) and, when sequences are budgeted, the level search's: one for its ends and
+// [our rule] 13 rounds (what 2 of 2 measured searches took; at most 14). Dense none.
+double attention_sums_per_layer(const AttentionOptions& attention, bool floor, bool budgeted);
 
 // One micro-batch of `tokens` tokens on the stage: its forward's collectives, or its
 // backward's. Nothing for tp = 1.

@@ -29,8 +29,8 @@ enum class EventKind {
   kRingCompute,
   kRingWait,
   // Tensor parallelism: one collective of the TP group (sequence-parallel all-gather or
-  // reduce-scatter, the vocabulary-parallel loss's all-reduces), inside the micro-batch's
-  // forward or backward event like the ring's.
+  // reduce-scatter, the vocabulary-parallel loss's all-reduces, the attention's head-shard
+  // sums), inside the micro-batch's forward or backward event like the ring's.
   kTensorParallel,
 };
 

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <set>
+#include <map>
 #include <fstream>
 #include <sstream>
 
@@ -183,17 +185,19 @@ TEST(AllreduceFit, TensorParallelCollectivesByHand) {
   ASSERT_EQ(observations.size(), 2u) << "one per measured micro-batch; no DP ring";
   EXPECT_DOUBLE_EQ(observations[0].ms, 4.0);
   EXPECT_DOUBLE_EQ(observations[1].ms, 1.5);
-  // One layer per stage. Gathers (all-gather or reduce-scatter of [T padded, H] fp32, each
-  // sending half and waiting one hop): forward 4 + 1 (stage 0's embedding) + 4 + 1 (stage
-  // 1's final norm), backward the same: 20. The loss's all-reduces (forward, last stage):
-  // [T] and [2, T] fp32, each 2 gathers of half.
+  // One layer per stage, MoBA without a floor (no attention sums), Gloo (a reduce-scatter
+  // is an all-reduce: 2 gathers' worth). Gathers of [T padded, H] fp32, each sending half
+  // and waiting one hop: per layer and direction 2 all-gathers + 2 reduce-scatters = 6;
+  // stage 0's embedding 2 forward (reduce-scatter) + 1 backward; stage 1's head 1 forward
+  // + 2 backward: 4 x 6 + 3 + 3 = 30. The loss's all-reduces (forward, last stage): [T]
+  // and [2, T] fp32, each 2 gathers of half.
   for (size_t k = 0; k < 2; ++k) {
     const int64_t tokens = k == 0 ? 40 : 17;
     const double padded = k == 0 ? 40 : 18;
     const double stream = padded * static_cast<double>(hidden) * 4.0;
     const double loss = 2 * 0.5 * tokens * 4.0 + 2 * 0.5 * 2 * tokens * 4.0;
-    EXPECT_DOUBLE_EQ(observations[k].traffic.payload_bytes, 20 * 0.5 * stream + loss) << k;
-    EXPECT_DOUBLE_EQ(observations[k].traffic.latency_hops, 20.0 + 4.0) << k;
+    EXPECT_DOUBLE_EQ(observations[k].traffic.payload_bytes, 30 * 0.5 * stream + loss) << k;
+    EXPECT_DOUBLE_EQ(observations[k].traffic.latency_hops, 30.0 + 4.0) << k;
   }
   // The fit reproduces the mean measured time.
   const AllreduceFit fit = fit_allreduce_from_results(dir, 50.0, "m.json", "$.cluster.intra_node.fit_from");
@@ -207,6 +211,45 @@ TEST(AllreduceFit, TensorParallelCollectivesByHand) {
   test::write_measured_run_folder(dir / "tp1", false, records, manifest);
   EXPECT_TRUE(allreduce_observations(dir / "tp1").empty());
   fs::remove_all(dir);
+}
+
+// The model's collectives are the trainer's: per micro-batch of the kept TP2 runs (MoBA;
+// baseline and +SAB without a floor, +DST and +SAB+DST with one), the `tp_comm` events
+// of each rank's timeline, counted, equal the model's calls (forward and backward).
+TEST(AllreduceFit, TensorParallelCollectivesCountedAsTheTrainerRunsThem) {
+  const fs::path kept = fs::path(SB_SOURCE_DIR) / "experiments" / "measured" / "cpu" / "table1-cpu-tp2";
+  int64_t compared = 0;
+  std::set<double> counts;
+  for (const std::string run : {"baseline__seed=1", "dst__seed=1", "sab__seed=2", "sab_dst__seed=2"}) {
+    SCOPED_TRACE(run);
+    const Manifest m = load_manifest(kept / run / "manifest.resolved.json");
+    const bool dst = m.methods.at(0).budget == BudgetKind::kDst;
+    CollectiveTraffic model;
+    for (int64_t s = 0; s < m.parallelism.pp; ++s) {
+      const TensorParallelStage stage = tensor_parallel_stage(m, s, dst, dst);
+      model += tensor_parallel_traffic(stage, 100, true);
+      model += tensor_parallel_traffic(stage, 100, false);
+    }
+    counts.insert(model.calls);
+    std::ifstream timelines(kept / run / "timeline_events.jsonl");
+    std::string line;
+    while (std::getline(timelines, line)) {
+      const TimelineIteration iteration = timeline_iteration_from_json(json::parse(line));
+      for (const RankTimeline& rank : iteration.ranks) {
+        std::map<int64_t, int64_t> per_microbatch;
+        for (const TimelineEvent& e : rank.events) {
+          if (e.kind == EventKind::kTensorParallel) ++per_microbatch[e.microbatch];
+        }
+        for (const auto& [mb, events] : per_microbatch) {
+          EXPECT_EQ(static_cast<double>(events), model.calls) << "iteration " << iteration.iteration << " rank "
+                                                               << rank.rank << " micro-batch " << mb;
+          ++compared;
+        }
+      }
+    }
+  }
+  EXPECT_GT(compared, 100);
+  EXPECT_EQ(counts, (std::set<double>{38.0, 42.0})) << "qwen2-tiny: 4 layers x 8 + 6; DST's floor: 4 more";
 }
 
 TEST(AllreduceFit, CutOffTimelineLineIsNamedWithItsLine) {

@@ -137,8 +137,8 @@ TEST(SimulatorAgainstTheCpu, TensorParallelHeldOutInvocationPerMethod) {
   // latency noise and the iteration overhead too, and is checked against the second
   // invocation, run right after it from the same build with the same profile. Both
   // contended: each TP collective waits for cores (ranks waited 41-49 % of their time), so
-  // the fitted link (1.6 Gbit/s) stands for Gloo on this machine. Per method, held out:
-  // iteration time -2.1 .. +2.7 % (at the measured speed -3.9 .. +2.8 %); the mean bubble
+  // the fitted link (2.5 Gbit/s) stands for Gloo on this machine. Per method, held out:
+  // iteration time -1.9 .. +2.5 % (at the measured speed -3.9 .. +2.8 %); the mean bubble
   // (no DP wait, no pipeline: 0.010 measured) 0.004 below, compared absolutely.
   const fs::path out = test::fresh_temp_dir("sim_vs_cpu_tp2");
   const json v = validate_kept(out, "table1-cpu-tp2-sim", "cpu/table1-cpu-tp2-rerun");

@@ -13,10 +13,10 @@
 
 #include <chrono>
 #include <condition_variable>
-#include <iostream>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -135,6 +135,7 @@ void expect_same_lists(const VerticalSlashHeadIndex& got, const VerticalSlashHea
 TEST(VerticalSlashShardedBudget, LevelsAndListsEqualTheOneRankSearchOverEveryHead) {
   const VerticalSlashParams params = shard_params();
   bool shards_alone_differ = false;
+  bool level_zero = false, level_one = false, level_between = false;  // the cases the requests reach
   for (const uint64_t seed : {26u, 27u, 28u}) {
     const ShardCase c = shard_case(seed);
     // Per sequence: forced-only (1), in between, everything (1000); with and without a floor.
@@ -150,6 +151,12 @@ TEST(VerticalSlashShardedBudget, LevelsAndListsEqualTheOneRankSearchOverEveryHea
         shards[static_cast<size_t>(s)] = vertical_slash_budgeted_index(head_shard(c.q, s), head_shard(c.k, s),
                                                                        c.sequences, params, kScale, request, sum);
       });
+      for (const std::optional<double>& level : whole.level) {
+        if (!level) continue;
+        level_zero = level_zero || *level == 0.0;
+        level_one = level_one || *level == 1.0;
+        level_between = level_between || (*level > 0.0 && *level < 1.0);
+      }
       for (int64_t s = 0; s < 2; ++s) {
         alone[static_cast<size_t>(s)] =
             vertical_slash_budgeted_index(head_shard(c.q, s), head_shard(c.k, s), c.sequences, params, kScale, request);
@@ -174,6 +181,7 @@ TEST(VerticalSlashShardedBudget, LevelsAndListsEqualTheOneRankSearchOverEveryHea
     }
   }
   EXPECT_TRUE(shards_alone_differ) << "non-vacuous: alone, a shard's heads would choose other levels";
+  EXPECT_TRUE(level_zero && level_one && level_between) << "levels 0, 1 and one between them reached";
 }
 
 TEST(VerticalSlashShardedBudget, SearchEndsInFewRoundsAndRejectsEmptyTargets) {
@@ -224,7 +232,6 @@ TEST(VerticalSlashShardedBudget, SearchEndsInFewRoundsAndRejectsEmptyTargets) {
   // Both parties' calls: the ends, then at most 14 rounds of 31 probes (intervals of under
   // 2^63 bit patterns).
   EXPECT_LE(sum->calls(), 2 * 15) << "rounds of the search";
-  std::cout << "[sharded budget search] " << sum->calls() / 2 << " sums\n";
   EXPECT_GE(sum->calls(), 2 * 2);
 
   std::vector<VerticalSlashBudgetTarget> bad = targets_of(0);

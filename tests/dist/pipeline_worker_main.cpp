@@ -4,6 +4,9 @@
 //       DP, before clipping; this TP rank's shards) and loss sum -> OUT_DIR/rank<r>.safetensors
 //   sb_pipeline_worker gradients-after-step MANIFEST OUT_DIR   the same for iteration 1,
 //       after iteration 0's optimizer step (LoRA's B is then non-zero, so A has gradients)
+//   sb_pipeline_worker gradients-budgeted MANIFEST OUT_DIR   iteration 0's gradients as
+//       `gradients`, with the data-order plan asking every sequence for a budget (kept
+//       keys per query 4, 6, 8, 10 in turn; vertical-slash's axis) and a coverage floor of 0.6
 //   sb_pipeline_worker checkpoint MANIFEST OUT_DIR  one training iteration, a checkpoint of
 //       it under OUT_DIR/run/checkpoints/ (pp = 1), then every rank's logits of the trained
 //       model on iteration 1's global batch packed as one micro-batch (under TP: this
@@ -19,6 +22,7 @@
 #include <iostream>
 #include <string>
 
+#include "harness/balance/sequential_batching.h"
 #include "harness/common/atomic_file.h"
 #include "harness/config/manifest.h"
 #include "harness/parallel/process_group.h"
@@ -33,6 +37,24 @@
 namespace {
 
 using nlohmann::json;
+
+// The data-order plan with a budget for every sequence and a floor on every micro-batch:
+// the same requests on every layout, so a budgeted run can be compared with one process.
+class SequenceBudgetBatching : public sb::SequentialBatching {
+ public:
+  sb::GlobalBatchPlan plan(const sb::BatchingInput& input) override {
+    sb::GlobalBatchPlan plan = sb::SequentialBatching::plan(input);
+    int64_t next = 0;
+    for (auto& rank : plan.ranks) {
+      for (sb::PlannedMicroBatch& mb : rank) {
+        mb.sequence_budgets.clear();
+        for (size_t i = 0; i < mb.samples.size(); ++i) mb.sequence_budgets.push_back(4 + 2 * (next++ % 4));
+        mb.coverage_floor_ratio = 0.6;
+      }
+    }
+    return plan;
+  }
+};
 
 int write_gradients(sb::Trainer& trainer, const std::filesystem::path& out, int rank, int64_t iteration) {
   for (int64_t it = 0; it < iteration; ++it) trainer.train_iteration(it);
@@ -77,7 +99,8 @@ int checkpoint_and_logits(sb::Trainer& trainer, const std::filesystem::path& out
 
 int main(int argc, char** argv) {
   if (argc != 4) {
-    std::cerr << "usage: sb_pipeline_worker gradients|gradients-after-step|checkpoint|record MANIFEST OUT_DIR\n";
+    std::cerr << "usage: sb_pipeline_worker gradients|gradients-after-step|gradients-budgeted|checkpoint|record "
+                 "MANIFEST OUT_DIR\n";
     return 2;
   }
   const std::string mode = argv[1];
@@ -96,13 +119,16 @@ int main(int argc, char** argv) {
                                                        c10::kCPU, config.tie_word_embeddings, timeout);
     sb::TrainerOptions options;
     std::shared_ptr<sb::test::RecordingAttentionBackend> recorder;
+    if (mode == "gradients-budgeted") {
+      options.make_batching = [](sb::BatchingKind) { return std::make_unique<SequenceBudgetBatching>(); };
+    }
     if (mode == "record") {
       recorder = std::make_shared<sb::test::RecordingAttentionBackend>();
       options.make_backend = [recorder](const sb::AttentionOptions&) { return recorder; };
       options.make_batching = [](sb::BatchingKind) { return std::make_unique<sb::test::BudgetingBatching>(); };
     }
     sb::Trainer trainer(run, context, options);
-    if (mode == "gradients") return write_gradients(trainer, out, env.rank, 0);
+    if (mode == "gradients" || mode == "gradients-budgeted") return write_gradients(trainer, out, env.rank, 0);
     if (mode == "gradients-after-step") return write_gradients(trainer, out, env.rank, 1);
     if (mode == "checkpoint") return checkpoint_and_logits(trainer, out, env.rank);
     if (mode != "record") {

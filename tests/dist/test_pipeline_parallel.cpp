@@ -52,13 +52,17 @@ struct Case {
   double lora_dropout = 0.0;          // on the adapters' inputs
   bool activation_checkpointing = false;  // every decoder layer recomputed in the backward
   bool after_step = false;  // compare iteration 1's gradients, after one optimizer step
+  bool budgeted = false;    // every sequence asks for a budget, every micro-batch a floor (worker mode)
   std::string precision = "fp32";  // "bf16-mixed": compared within kBf16RelativeTolerance of each tensor's scale
 };
 
 // bf16 rounds every product; the TP ranks round partial sums the one process never forms.
 constexpr double kBf16RelativeTolerance = 1e-2;
 
-std::string gradient_mode(const Case& c) { return c.after_step ? "gradients-after-step" : "gradients"; }
+std::string gradient_mode(const Case& c) {
+  if (c.budgeted) return "gradients-budgeted";
+  return c.after_step ? "gradients-after-step" : "gradients";
+}
 
 // The same case on one process: dp = pp = cp = tp = 1.
 Case one_process_case(Case c) {
@@ -258,7 +262,7 @@ void expect_equal_to_one_process(const Case& c, const fs::path& dir, const Oracl
 
 void check_case(const Case& c, const std::function<void(const GlobalBatchPlan&)>& expect_plan) {
   const fs::path dir = test::fresh_temp_dir("pp_" + c.name);
-  const bool plain_model = c.attention == "dense" && !c.lora && !c.after_step && c.precision == "fp32";
+  const bool plain_model = c.attention == "dense" && !c.lora && !c.after_step && !c.budgeted && c.precision == "fp32";
   const Oracle oracle = plain_model ? one_process_oracle(c) : one_process_worker_oracle(c);
   expect_plan(oracle.plan);
   std::set<int64_t> lengths;
@@ -381,6 +385,15 @@ TEST(TensorParallel, TwoRanksWithVerticalSlashEqualOneProcess) {
   check_case(tp_case("tp2_vertical_slash", 1, 1, 2, 6, "vertical_slash", false), any_plan);
 }
 
+// DST's requests over vertical-slash (a kept-keys budget per sequence, a floor): each
+// sequence's level is searched over both TP ranks' heads (vertical_slash_sharded_budget.h),
+// so every head runs the one process's lists.
+TEST(TensorParallel, TwoRanksWithVerticalSlashUnderABudgetEqualOneProcess) {
+  Case c = tp_case("tp2_vertical_slash_budget", 1, 1, 2, 6, "vertical_slash", false);
+  c.budgeted = true;
+  check_case(c, any_plan);
+}
+
 TEST(TensorParallel, TwoRanksWithLoraEqualOneProcess) {
   check_case(tp_case("tp2_lora", 1, 1, 2, 6, "dense", true), any_plan);
 }
@@ -486,6 +499,14 @@ TEST(ContextTensorParallel, CpTwoTimesTpTwoWithMobaAndLoraEqualsOneProcess) {
 
 TEST(ContextTensorParallel, CpTwoTimesTpTwoWithVerticalSlashEqualsOneProcess) {
   check_case(cp_tp_case("cp2xtp2_vertical_slash", 1, 1, 2, "contiguous", "vertical_slash", false, 6), any_plan);
+}
+
+// The same on a CP ring: the ring's index sums over the CP ranks, then the level search over
+// the TP ranks' heads.
+TEST(ContextTensorParallel, CpTwoTimesTpTwoWithVerticalSlashUnderABudgetEqualsOneProcess) {
+  Case c = cp_tp_case("cp2xtp2_vertical_slash_budget", 1, 1, 2, "striped", "vertical_slash", false, 6);
+  c.budgeted = true;
+  check_case(c, any_plan);
 }
 
 TEST(ContextTensorParallel, PipelineTwoTimesCpTwoTimesTpTwoWithMobaEqualsOneProcess) {

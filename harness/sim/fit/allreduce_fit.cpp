@@ -87,11 +87,16 @@ std::vector<AllreduceObservation> data_parallel_observations(const std::vector<T
   return out;
 }
 
-// The TP collectives of the run's measured micro-batches (tp > 1).
+// The TP collectives of the run's measured micro-batches (tp > 1). None under CP as well:
+// each TP group then moves its CP rank's share of a micro-batch, which the simulator does
+// not model (it refuses cp x tp).
 std::vector<AllreduceObservation> tensor_parallel_observations(const std::filesystem::path& run_dir,
                                                                const Manifest& manifest) {
   std::vector<AllreduceObservation> out;
+  if (manifest.parallelism.cp > 1) return out;
   const int64_t pp = manifest.parallelism.pp;
+  // DST asks every micro-batch for budgets and a coverage floor; the other methods for none.
+  const bool dst = manifest.methods.at(0).budget == BudgetKind::kDst;
   for (const IterationRecord& r : read_iteration_records(run_dir / "records.jsonl")) {
     if (r.warmup || r.tp_comm_ms.size() != r.microbatch_tokens.size()) continue;
     for (size_t k = 0; k < r.tp_comm_ms.size(); ++k) {
@@ -101,7 +106,7 @@ std::vector<AllreduceObservation> tensor_parallel_observations(const std::filesy
       o.tensor_parallel = true;
       o.ms = std::accumulate(per_rank.begin(), per_rank.end(), 0.0) / static_cast<double>(per_rank.size());
       for (int64_t s = 0; s < pp; ++s) {
-        const TensorParallelStage stage = tensor_parallel_stage(manifest, s);
+        const TensorParallelStage stage = tensor_parallel_stage(manifest, s, dst, dst);
         o.traffic += tensor_parallel_traffic(stage, r.microbatch_tokens[k], true);
         o.traffic += tensor_parallel_traffic(stage, r.microbatch_tokens[k], false);
       }

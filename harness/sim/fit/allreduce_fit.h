@@ -17,8 +17,9 @@
 // embeddings over a pipeline the first and last stages are left out: their all-reduce
 // event also holds the embedding's all-reduce between them, a wait for the other stage.
 //
-// TP collectives (runs with tp > 1, which give no DP observation: their all-reduce event
-// also holds the TP group's sums of the tensors every TP rank holds whole): per measured
+// TP collectives (runs with tp > 1 and cp = 1; they give no DP observation: their
+// all-reduce event also holds the TP group's sums of the tensors every TP rank holds
+// whole): per measured
 // iteration and micro-batch, the mean over
 // the TP ranks of `tp_comm_ms` (records.jsonl: each rank's time inside its TP
 // collectives, summed over the stages), with the traffic the simulator charges for that
