@@ -249,8 +249,13 @@ RunSimulator::SimulatedAttention RunSimulator::block_attention(const PlannedMicr
   if (moba) {
     record.budgets.push_back(planned_k);
     record.coverage.push_back(coverage_sum / n);
-    // The coverage model has no layers: every layer runs the sequences' modelled budgets.
-    record.layer_budgets.emplace_back(static_cast<size_t>(total_layers), out.realized);
+    // The coverage model has no layers: every layer runs the sequences' modelled budgets,
+    // at their coverage, with the micro-batch's floor (as the trainer records them; floors
+    // are dropped from an iteration where none applies).
+    const auto layers = static_cast<size_t>(total_layers);
+    record.layer_budgets.emplace_back(layers, out.realized);
+    record.layer_coverage.emplace_back(layers, coverage_sum / n);
+    record.layer_floors.emplace_back(layers, static_cast<int64_t>(out.floor));
   }
   return out;
 }

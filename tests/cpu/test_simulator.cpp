@@ -249,7 +249,9 @@ TEST(RunSimulator, SameSeedSameRecords) {
 TEST(RunSimulator, RecordsTheModelledBudgetOfEveryLayer) {
   // The coverage model's budget, one value per layer of every micro-batch (the report's
   // effective_budget_mean reads these): the requested budget where no floor applies
-  // (fixed budgets), never below the request and never above k0 or k_max under DST.
+  // (fixed budgets), never below the request and never above k0 or k_max under DST. Every
+  // layer also records the micro-batch's modelled coverage, and under DST its floor, as
+  // the trainer's records do (no floors without one).
   for (const char* preset : {"baseline", "sab+dst"}) {
     json j = tiny_manifest_json();
     j["methods"] = json::array({{{"name", "x"}, {"preset", preset}}});
@@ -270,6 +272,22 @@ TEST(RunSimulator, RecordsTheModelledBudgetOfEveryLayer) {
           } else {
             EXPECT_GE(b, static_cast<double>(r.budgets[k]));
             EXPECT_LE(b, 4.0);
+          }
+        }
+        ASSERT_EQ(r.layer_coverage.size(), r.budgets.size());
+        ASSERT_EQ(static_cast<int64_t>(r.layer_coverage[k].size()), layers);
+        for (double c : r.layer_coverage[k]) EXPECT_DOUBLE_EQ(c, r.coverage[k]);
+        EXPECT_GT(r.coverage[k], 0.0);
+        EXPECT_LE(r.coverage[k], 1.0);
+      }
+      if (std::string(preset) == "baseline") {
+        EXPECT_TRUE(r.layer_floors.empty()) << "no floor asked";
+      } else {
+        ASSERT_EQ(r.layer_floors.size(), r.budgets.size());
+        for (size_t k = 0; k < r.layer_floors.size(); ++k) {
+          for (int64_t f : r.layer_floors[k]) {
+            EXPECT_EQ(f, r.layer_floors[k][0]);
+            EXPECT_GE(f, 1);
           }
         }
       }
