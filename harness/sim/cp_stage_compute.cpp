@@ -19,6 +19,8 @@ CpComputeSpec cp_compute_spec(const Manifest& m) {
   spec.spread = simulation.coverage.spread;
   spec.query_heads = c.num_attention_heads;
   spec.kv_heads = c.num_key_value_heads;
+  spec.tp = m.parallelism.tp;
+  spec.compute_scale = 1.0 / static_cast<double>(spec.tp);  // RunSimulator: 1 for a profile of this tp
   spec.head_dim = c.head_dim;
   spec.act_bytes = m.train.precision == Qwen2Precision::kFloat32 ? 4.0 : 2.0;
   spec.forward_fraction = simulation.forward_fraction;
@@ -44,7 +46,7 @@ CpStageCompute cp_stage_compute(const LatencyPredictor& predictor, const CpCompu
                                 double noise) {
   CpStageCompute out;
   const RingWork& work = microbatch.work;
-  const double attention = microbatch.attention_ms;
+  const double attention = microbatch.attention_ms * spec.compute_scale;
   const double total_pairs = work.total();
   const double f = spec.forward_fraction;
   const auto W = static_cast<size_t>(spec.cp);
@@ -61,7 +63,7 @@ CpStageCompute cp_stage_compute(const LatencyPredictor& predictor, const CpCompu
   out.other_ms.assign(W, 0.0);
   for (size_t r = 0; r < W; ++r) {
     const int64_t tokens = work.tokens[r];
-    const double per_step = spec.ring_step_ms_per_token * static_cast<double>(tokens);
+    const double per_step = spec.ring_step_ms_per_token * static_cast<double>(tokens) * spec.compute_scale;
     out.step_tokens[r] = static_cast<double>(layers * spec.cp * tokens);
     for (size_t b = 0; b < W; ++b) {
       const double unit = total_pairs > 0 ? attention * work.pairs[r][b] / total_pairs : 0.0;
@@ -70,9 +72,11 @@ CpStageCompute cp_stage_compute(const LatencyPredictor& predictor, const CpCompu
       t.forward_step_ms[r][b] = f * ms;
       t.backward_step_ms[r][b] = (1 - f) * ms;
     }
-    const double rest = tokens > 0 ? predictor.rest_ms(tokens) : 0.0;
-    const double outside = tokens > 0 ? predictor.microbatch_overhead_share_ms(tokens, stage, stages) : 0.0;
-    const double head = last && predictor.options().include_head && tokens > 0 ? predictor.head_ms(tokens) : 0.0;
+    const double scale = spec.compute_scale;
+    const double rest = tokens > 0 ? scale * predictor.rest_ms(tokens) : 0.0;
+    const double outside = tokens > 0 ? scale * predictor.microbatch_overhead_share_ms(tokens, stage, stages) : 0.0;
+    const double head =
+        last && predictor.options().include_head && tokens > 0 ? scale * predictor.head_ms(tokens) : 0.0;
     out.other_ms[r] = static_cast<double>(layers) * rest + outside + head;
     t.forward_head_ms.push_back(f * head * noise);
     t.backward_head_ms.push_back((1 - f) * head * noise);
@@ -80,8 +84,8 @@ CpStageCompute cp_stage_compute(const LatencyPredictor& predictor, const CpCompu
     t.backward_rest_ms.push_back((1 - f) * rest * noise);
     t.forward_outside_ms.push_back(f * outside * noise);
     t.backward_outside_ms.push_back((1 - f) * outside * noise);
-    t.shard_bytes.push_back(static_cast<double>(tokens) * static_cast<double>(spec.kv_heads * spec.head_dim) * 2.0 *
-                            spec.act_bytes);
+    t.shard_bytes.push_back(static_cast<double>(tokens) * static_cast<double>(spec.kv_heads / spec.tp * spec.head_dim) *
+                            2.0 * spec.act_bytes);
   }
   return out;
 }

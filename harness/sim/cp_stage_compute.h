@@ -14,7 +14,9 @@
 //                  layers; head_ms(T_r) on the last stage when the predictor includes the
 //                  head, after them (forward) and before them (backward)
 //   each split into forward_fraction / (1 - forward_fraction), all x the latency noise
-//   shard bytes  = T_r x kv_heads x head_dim x 2 (keys and values) x act_bytes
+//   shard bytes  = T_r x kv_heads / tp x head_dim x 2 (keys and values) x act_bytes
+//   under TP every compute term x compute_scale (one TP rank's heads, MLP columns and
+//   vocabulary); the TP collectives are the caller's (tensor_parallel_comm_model.h)
 //
 // ring_compute_factor and ring_step_ms_per_token (simulation.ring_compute) say what the
 // ring's kernels cost against the profile's single-device attention term for the same
@@ -42,8 +44,11 @@ struct CpComputeSpec {
   int64_t sink_tokens = 0;
   int64_t local_window = 0;
   double spread = 0.0;  // simulation.coverage.spread
-  int64_t query_heads = 1;
+  int64_t query_heads = 1;  // the whole layer's (the work counts every head's pairs)
   int64_t kv_heads = 1;
+  int64_t tp = 1;           // tensor parallelism beside CP: each TP rank's ring carries kv_heads / tp
+  double compute_scale = 1.0;  // one TP rank's share of the profile's compute (1 / tp, or 1 for
+                               // a profile measured for the run's tp)
   int64_t head_dim = 1;
   double act_bytes = 4;  // bytes per key/value element on the wire
   double forward_fraction = 1.0 / 3.0;

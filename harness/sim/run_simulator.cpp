@@ -53,7 +53,7 @@ double vertical_slash_index_sync_ms(const Manifest& m, const LinkSection& link, 
                                     const PlannedMicroBatch& mb) {
   const Qwen2Config& c = m.model.config;
   const VerticalSlashParams& v = m.methods.at(0).attention.vertical_slash;
-  const auto heads = static_cast<double>(c.num_attention_heads);
+  const auto heads = static_cast<double>(c.num_attention_heads / m.parallelism.tp);  // this TP rank's
   const int64_t cp = m.parallelism.cp;
   double last = 0, tokens = 0;
   int64_t longest = 1;
@@ -133,12 +133,6 @@ RunSimulator::RunSimulator(const Manifest& m, SimProfile profile, ClusterSection
       simulation_(m.simulation ? *m.simulation : SimulationSection{}),
       noise_(simulation_.latency_noise.sigma, simulation_.latency_noise.rank_sigma, static_cast<uint64_t>(m.seed)) {
   const Qwen2Config& config = m.model.config;
-  if (m.parallelism.cp > 1 && m.parallelism.tp > 1) {
-    throw ConfigError(m.file, "$.parallelism.tp",
-                      "is " + std::to_string(m.parallelism.tp) + " with cp " + std::to_string(m.parallelism.cp) +
-                          ": the simulator does not model tensor and context parallelism together",
-                      "set tp to 1 (context parallelism) or cp to 1 (tensor parallelism)");
-  }
   // A profile times either the whole layer (scaled by 1 / tp below) or one TP rank's share
   // measured for this tp (docs/tensor_parallel.md, "Latency profiles").
   const int64_t profiled_tp = profile_.predictor->profile().training.tensor_parallel;
@@ -149,7 +143,10 @@ RunSimulator::RunSimulator(const Manifest& m, SimProfile profile, ClusterSection
                       "measure a profile for tp " + std::to_string(m.parallelism.tp) +
                           " (sparsebalance profile --tensor-parallel), or one without tensor parallelism");
   }
-  if (m.parallelism.cp > 1) cp_spec_ = cp_compute_spec(m);
+  if (m.parallelism.cp > 1) {
+    cp_spec_ = cp_compute_spec(m);
+    if (profiled_tp == m.parallelism.tp) cp_spec_->compute_scale = 1.0;  // measured as one TP rank's share
+  }
   dataset_ = make_dataset(m.data, m.seed, dataset_limits(m));
   planner_ = std::make_unique<BatchPlanner>(method_planner_options(m, m.parallelism.dp), profile_.predictor);
   const MethodSection& method = m.methods.at(0);
@@ -178,9 +175,10 @@ void RunSimulator::simulate_context_parallel_microbatch(int64_t d, const Planned
                                                        PipelineSimInput& in, IterationRecord& record) const {
   const Manifest& m = manifest_;
   const Qwen2Config& config = m.model.config;
-  const int64_t pp = m.parallelism.pp, cp = m.parallelism.cp;
+  const int64_t pp = m.parallelism.pp, cp = m.parallelism.cp, tp = m.parallelism.tp;
   const bool moba = m.methods.at(0).attention.is_moba();
   const auto W = static_cast<size_t>(cp);
+  std::vector<double> tp_comm(W, 0.0);  // each CP rank's TP collectives, summed over the stages
   // Each pass runs the ring: forward, backward, and the recomputed forward under checkpointing.
   const double passes = m.train.activation_checkpointing ? 3.0 : 2.0;
   std::vector<double> attention_ms(W, 0.0), pairs(W, 0.0);
@@ -192,12 +190,36 @@ void RunSimulator::simulate_context_parallel_microbatch(int64_t d, const Planned
     c.timing.transfer_ms = [&](int64_t from, int64_t to, double bytes) {
       return alpha_beta_ms(cluster_.context_parallel_link(d, s, from, to), bytes);
     };
-    if (moba) {  // the block means' all-reduce before each layer's ring (float64 sums of q and k)
-      const double bytes = static_cast<double>((config.num_attention_heads + config.num_key_value_heads) *
+    if (moba) {  // the block means' all-reduce before each layer's ring (float64 sums of q and k; this TP rank's heads)
+      const double bytes = static_cast<double>((config.num_attention_heads + config.num_key_value_heads) / tp *
                                                work.blocks * config.head_dim) * 8.0;
       c.timing.layer_sync_ms = ring_allreduce_ms(cluster_.context_parallel_group_link(d, s), cp, bytes);
     }
     if (pattern_) c.timing.layer_sync_ms = vertical_slash_index_sync_ms(m, cluster_.context_parallel_group_link(d, s), lengths, mb);
+    if (tp > 1) {
+      // Each CP rank's TP collectives on its tokens: the layers' with each layer's compute
+      // outside attention, the embedding's before the layers, the head's and the loss's
+      // after them (forward; the other way round backward).
+      const LinkSection& tp_link = cluster_.tensor_parallel_link(d, s);
+      const bool floor = mb.coverage_floor_ratio > 0, budgeted = mb.budget > 0 || !mb.sequence_budgets.empty();
+      TensorParallelStage per_layer = tensor_parallel_stage(m, s, floor, budgeted);
+      per_layer.layers = 1;
+      per_layer.first_stage = per_layer.last_stage = false;
+      TensorParallelStage ends = tensor_parallel_stage(m, s, floor, budgeted);
+      ends.layers = 0;
+      for (size_t r = 0; r < W; ++r) {
+        const int64_t tokens = work.tokens[r];
+        const double layer_forward = tensor_parallel_traffic(per_layer, tokens, true).ms(tp_link);
+        const double layer_backward = tensor_parallel_traffic(per_layer, tokens, false).ms(tp_link);
+        const double ends_forward = tensor_parallel_traffic(ends, tokens, true).ms(tp_link);
+        const double ends_backward = tensor_parallel_traffic(ends, tokens, false).ms(tp_link);
+        c.timing.forward_rest_ms[r] += layer_forward;
+        c.timing.backward_rest_ms[r] += layer_backward;
+        c.timing.forward_outside_ms[r] += ends_forward;
+        c.timing.backward_outside_ms[r] += ends_backward;
+        tp_comm[r] += static_cast<double>(layers) * (layer_forward + layer_backward) + ends_forward + ends_backward;
+      }
+    }
     const RingTiming t = simulate_ring_microbatch(c.timing);
     in.forward_ms[static_cast<size_t>(d)][static_cast<size_t>(s)].push_back(std::max(0.0, t.forward_ms));
     in.backward_ms[static_cast<size_t>(d)][static_cast<size_t>(s)].push_back(std::max(0.0, t.backward_ms));
@@ -221,6 +243,10 @@ void RunSimulator::simulate_context_parallel_microbatch(int64_t d, const Planned
   record.cp_work_imbalance.push_back(max_over_mean(pairs));
   record.cp_attention_ms.push_back(std::move(attention_ms));
   record.cp_kept_pairs.push_back(std::move(kept));
+  if (tp > 1) {  // as the trainer records it: per TP rank (all alike here), the mean over the CP ranks
+    const double mean = std::accumulate(tp_comm.begin(), tp_comm.end(), 0.0) / static_cast<double>(cp);
+    record.tp_comm_ms.push_back(std::vector<double>(static_cast<size_t>(tp), mean));
+  }
 }
 
 RunSimulator::SimulatedAttention RunSimulator::block_attention(const PlannedMicroBatch& mb,

@@ -88,8 +88,8 @@ std::vector<AllreduceObservation> data_parallel_observations(const std::vector<T
 }
 
 // The TP collectives of the run's measured micro-batches (tp > 1). None under CP as well:
-// each TP group then moves its CP rank's share of a micro-batch, which the simulator does
-// not model (it refuses cp x tp).
+// each TP group then moves its CP rank's share of a micro-batch, and the records average
+// tp_comm_ms over the CP ranks, whose shares differ.
 std::vector<AllreduceObservation> tensor_parallel_observations(const std::filesystem::path& run_dir,
                                                                const Manifest& manifest) {
   std::vector<AllreduceObservation> out;
