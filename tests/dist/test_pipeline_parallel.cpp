@@ -509,6 +509,14 @@ TEST(ContextTensorParallel, CpTwoTimesTpTwoWithVerticalSlashUnderABudgetEqualsOn
   check_case(c, any_plan);
 }
 
+// 64-token stripes: CP rank 1 holds no token of most micro-batches, so its TP ranks run
+// the sequence-parallel collectives, the ring and MoBA's block means on zero rows.
+TEST(ContextTensorParallel, CpRanksWithoutTokensEqualOneProcess) {
+  Case c = cp_tp_case("cp2xtp2_empty_rank", 1, 1, 2, "striped", "moba", false, 6);
+  c.cp_stripe_tokens = 64;
+  check_case(c, any_plan);
+}
+
 TEST(ContextTensorParallel, PipelineTwoTimesCpTwoTimesTpTwoWithMobaEqualsOneProcess) {
   check_case(cp_tp_case("pp2xcp2xtp2_moba", 1, 2, 2, "striped", "moba", false, 5), [](const GlobalBatchPlan& plan) {
     EXPECT_GT(plan.ranks[0].size(), 2u) << "steady 1F1B phase: more micro-batches than stages";
