@@ -4,7 +4,7 @@
 
 namespace sb {
 
-CpComputeSpec cp_compute_spec(const Manifest& m) {
+CpComputeSpec cp_compute_spec(const Manifest& m, int64_t profiled_tp) {
   const Qwen2Config& c = m.model.config;
   const AttentionOptions& attention = m.methods.at(0).attention;
   const SimulationSection simulation = m.simulation ? *m.simulation : SimulationSection{};
@@ -20,7 +20,7 @@ CpComputeSpec cp_compute_spec(const Manifest& m) {
   spec.query_heads = c.num_attention_heads;
   spec.kv_heads = c.num_key_value_heads;
   spec.tp = m.parallelism.tp;
-  spec.compute_scale = 1.0 / static_cast<double>(spec.tp);  // RunSimulator: 1 for a profile of this tp
+  spec.compute_scale = profiled_tp == spec.tp ? 1.0 : 1.0 / static_cast<double>(spec.tp);
   spec.head_dim = c.head_dim;
   spec.act_bytes = m.train.precision == Qwen2Precision::kFloat32 ? 4.0 : 2.0;
   spec.forward_fraction = simulation.forward_fraction;

@@ -47,8 +47,8 @@ struct CpComputeSpec {
   int64_t query_heads = 1;  // the whole layer's (the work counts every head's pairs)
   int64_t kv_heads = 1;
   int64_t tp = 1;           // tensor parallelism beside CP: each TP rank's ring carries kv_heads / tp
-  double compute_scale = 1.0;  // one TP rank's share of the profile's compute (1 / tp, or 1 for
-                               // a profile measured for the run's tp)
+  double compute_scale = 1.0;  // one TP rank's share of the profile's compute: 1 / tp, or 1 for
+                               // a profile measured for the run's tp
   int64_t head_dim = 1;
   double act_bytes = 4;  // bytes per key/value element on the wire
   double forward_fraction = 1.0 / 3.0;
@@ -57,8 +57,9 @@ struct CpComputeSpec {
 };
 
 // The spec of a manifest's runs: its parallelism, attention and model; the factor and
-// the forward fraction of its simulation block (defaults without one).
-CpComputeSpec cp_compute_spec(const Manifest& manifest);
+// the forward fraction of its simulation block (defaults without one). profiled_tp: the
+// tensor parallelism the latency profile was measured for (1: the whole layer).
+CpComputeSpec cp_compute_spec(const Manifest& manifest, int64_t profiled_tp);
 
 // What a micro-batch's stages share: the ring's work and the profile's attention term A
 // (one layer, forward + backward, on one device). Computed once per micro-batch.

@@ -119,6 +119,10 @@ TensorParallelStage tensor_parallel_stage(const Manifest& m, int64_t stage, bool
   return out;
 }
 
+TensorParallelStage tensor_parallel_stage(const Manifest& m, int64_t stage, const PlannedMicroBatch& mb) {
+  return tensor_parallel_stage(m, stage, mb.coverage_floor_ratio > 0, mb.budget > 0 || !mb.sequence_budgets.empty());
+}
+
 std::vector<double> stage_dp_allreduce_bytes(const Manifest& m) {
   std::vector<double> bytes = stage_trained_parameters(m);
   for (double& b : bytes) b *= 4.0 / static_cast<double>(m.parallelism.tp);
@@ -143,10 +147,7 @@ RunSimulator::RunSimulator(const Manifest& m, SimProfile profile, ClusterSection
                       "measure a profile for tp " + std::to_string(m.parallelism.tp) +
                           " (sparsebalance profile --tensor-parallel), or one without tensor parallelism");
   }
-  if (m.parallelism.cp > 1) {
-    cp_spec_ = cp_compute_spec(m);
-    if (profiled_tp == m.parallelism.tp) cp_spec_->compute_scale = 1.0;  // measured as one TP rank's share
-  }
+  if (m.parallelism.cp > 1) cp_spec_ = cp_compute_spec(m, profiled_tp);
   dataset_ = make_dataset(m.data, m.seed, dataset_limits(m));
   planner_ = std::make_unique<BatchPlanner>(method_planner_options(m, m.parallelism.dp), profile_.predictor);
   const MethodSection& method = m.methods.at(0);
@@ -198,26 +199,29 @@ void RunSimulator::simulate_context_parallel_microbatch(int64_t d, const Planned
     if (pattern_) c.timing.layer_sync_ms = vertical_slash_index_sync_ms(m, cluster_.context_parallel_group_link(d, s), lengths, mb);
     if (tp > 1) {
       // Each CP rank's TP collectives on its tokens: the layers' with each layer's compute
-      // outside attention, the embedding's before the layers, the head's and the loss's
-      // after them (forward; the other way round backward).
+      // outside attention, the embedding's with the compute before the layers, the head's
+      // and the loss's with the head (forward after the layers, backward before them).
       const LinkSection& tp_link = cluster_.tensor_parallel_link(d, s);
-      const bool floor = mb.coverage_floor_ratio > 0, budgeted = mb.budget > 0 || !mb.sequence_budgets.empty();
-      TensorParallelStage per_layer = tensor_parallel_stage(m, s, floor, budgeted);
-      per_layer.layers = 1;
-      per_layer.first_stage = per_layer.last_stage = false;
-      TensorParallelStage ends = tensor_parallel_stage(m, s, floor, budgeted);
-      ends.layers = 0;
+      const TensorParallelStage stage = tensor_parallel_stage(m, s, mb);
+      TensorParallelStage one_layer = stage, embedding = stage, head = stage;
+      one_layer.layers = 1;
+      embedding.layers = head.layers = 0;
+      one_layer.first_stage = one_layer.last_stage = head.first_stage = embedding.last_stage = false;
+      const auto ms = [&](const TensorParallelStage& part, int64_t tokens, bool forward) {
+        return tensor_parallel_traffic(part, tokens, forward).ms(tp_link);
+      };
       for (size_t r = 0; r < W; ++r) {
         const int64_t tokens = work.tokens[r];
-        const double layer_forward = tensor_parallel_traffic(per_layer, tokens, true).ms(tp_link);
-        const double layer_backward = tensor_parallel_traffic(per_layer, tokens, false).ms(tp_link);
-        const double ends_forward = tensor_parallel_traffic(ends, tokens, true).ms(tp_link);
-        const double ends_backward = tensor_parallel_traffic(ends, tokens, false).ms(tp_link);
-        c.timing.forward_rest_ms[r] += layer_forward;
-        c.timing.backward_rest_ms[r] += layer_backward;
-        c.timing.forward_outside_ms[r] += ends_forward;
-        c.timing.backward_outside_ms[r] += ends_backward;
-        tp_comm[r] += static_cast<double>(layers) * (layer_forward + layer_backward) + ends_forward + ends_backward;
+        const double layer[2] = {ms(one_layer, tokens, true), ms(one_layer, tokens, false)};
+        const double before[2] = {ms(embedding, tokens, true), ms(embedding, tokens, false)};
+        const double after[2] = {ms(head, tokens, true), ms(head, tokens, false)};
+        c.timing.forward_rest_ms[r] += layer[0];
+        c.timing.backward_rest_ms[r] += layer[1];
+        c.timing.forward_outside_ms[r] += before[0];
+        c.timing.backward_outside_ms[r] += before[1];
+        c.timing.forward_head_ms[r] += after[0];
+        c.timing.backward_head_ms[r] += after[1];
+        tp_comm[r] += static_cast<double>(layers) * (layer[0] + layer[1]) + before[0] + before[1] + after[0] + after[1];
       }
     }
     const RingTiming t = simulate_ring_microbatch(c.timing);
@@ -406,8 +410,7 @@ SimulatedIteration RunSimulator::simulate_iteration(int64_t iteration) {
         const bool share_profiled = predictor.profile().training.tensor_parallel == tp;
         compute *= noise / (share_profiled ? 1.0 : static_cast<double>(tp));
         // The stage's TP collectives (tensor_parallel_comm_model.h), per micro-batch and TP rank.
-        const TensorParallelStage tp_stage = tensor_parallel_stage(
-            m, s, mb.coverage_floor_ratio > 0, mb.budget > 0 || !mb.sequence_budgets.empty());
+        const TensorParallelStage tp_stage = tensor_parallel_stage(m, s, mb);
         const LinkSection& tp_link = cluster_.tensor_parallel_link(d, s);
         const double tp_forward = tensor_parallel_traffic(tp_stage, mb.tokens, true).ms(tp_link);
         const double tp_backward = tensor_parallel_traffic(tp_stage, mb.tokens, false).ms(tp_link);

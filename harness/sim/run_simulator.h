@@ -135,5 +135,7 @@ std::vector<double> stage_dp_allreduce_bytes(const Manifest& manifest);
 // What stage `stage` of the run holds for its TP collectives (tensor_parallel_comm_model.h),
 // for a micro-batch that asks for a coverage floor and budgets or not.
 TensorParallelStage tensor_parallel_stage(const Manifest& manifest, int64_t stage, bool floor, bool budgeted);
+// The same for a planned micro-batch (its floor ratio and budgets).
+TensorParallelStage tensor_parallel_stage(const Manifest& manifest, int64_t stage, const PlannedMicroBatch& mb);
 
 }  // namespace sb

@@ -25,11 +25,12 @@
 #include "kernels/attention/vertical_slash/vertical_slash_backend.h"
 #include "kernels/attention/vertical_slash/vertical_slash_budget.h"
 #include "kernels/attention/vertical_slash/vertical_slash_sharded_budget.h"
+#include "tests/cpu/vertical_slash_budget_case.h"
 
 namespace sb {
 namespace {
 
-constexpr double kScale = 0.35;
+using test::kScale;
 using HeadShardSum = std::function<void(std::vector<double>&)>;
 
 // Sums float64 vectors over `parties` threads: each call blocks until every party has
@@ -92,39 +93,15 @@ void on_two_shards(const std::function<void(int64_t, const HeadShardSum&)>& body
 
 at::Tensor head_shard(const at::Tensor& t, int64_t s) { return t.narrow(1, s * t.size(1) / 2, t.size(1) / 2).contiguous(); }
 
-struct ShardCase {
-  PackedSequences sequences;
-  at::Tensor q, k, v;
-};
-
-// Packed sequences (one shorter than the forced entries, one empty), GQA 4:2, float64;
-// the second KV head's queries sharper, so that the shards' lists differ.
-ShardCase shard_case(uint64_t seed, std::vector<int64_t> lengths = {37, 61, 6, 0, 50}) {
-  at::manual_seed(seed);
-  ShardCase c;
-  c.sequences = PackedSequences::from_lengths(lengths);
-  const auto opts = at::TensorOptions().dtype(at::kDouble);
-  const int64_t tokens = c.sequences.total_tokens();
-  c.q = at::randn({tokens, 4, 8}, opts) * 2;
+// The budget tests' packed case (one sequence shorter than the forced entries, one
+// empty), with the second KV head's queries sharper, so that the shards' lists differ.
+test::BudgetCase shard_case(uint64_t seed, std::vector<int64_t> lengths = {37, 61, 6, 0, 50}) {
+  test::BudgetCase c = test::budget_case(seed, std::move(lengths));
   c.q.narrow(1, 2, 2).mul_(2.0);
-  c.k = at::randn({tokens, 2, 8}, opts);
-  c.v = at::randn({tokens, 2, 8}, opts);
   return c;
 }
 
-// Blocks of 4 and lists capped at 30 entries: at these lengths a level moves the mask.
-VerticalSlashParams shard_params() {
-  VerticalSlashParams p;
-  p.budget = VerticalSlashBudget::kTopP;
-  p.p = 0.8;
-  p.sink_tokens = 3;
-  p.local_window = 4;
-  p.max_verticals = 30;
-  p.max_slashes = 30;
-  p.last_queries = 16;
-  p.block_size = 4;
-  return p;
-}
+VerticalSlashParams shard_params() { return test::budget_params(VerticalSlashBudget::kTopP); }
 
 void expect_same_lists(const VerticalSlashHeadIndex& got, const VerticalSlashHeadIndex& want, const std::string& where) {
   EXPECT_EQ(got.verticals, want.verticals) << where;
@@ -137,7 +114,7 @@ TEST(VerticalSlashShardedBudget, LevelsAndListsEqualTheOneRankSearchOverEveryHea
   bool shards_alone_differ = false;
   bool level_zero = false, level_one = false, level_between = false;  // the cases the requests reach
   for (const uint64_t seed : {26u, 27u, 28u}) {
-    const ShardCase c = shard_case(seed);
+    const test::BudgetCase c = shard_case(seed);
     // Per sequence: forced-only (1), in between, everything (1000); with and without a floor.
     for (const VerticalSlashBudgetRequest& request :
          {VerticalSlashBudgetRequest{{1, 9, 3, 0, 14}, 0.0}, VerticalSlashBudgetRequest{{12, 20, 4, 0, 1000}, 0.0},
@@ -185,7 +162,7 @@ TEST(VerticalSlashShardedBudget, LevelsAndListsEqualTheOneRankSearchOverEveryHea
 }
 
 TEST(VerticalSlashShardedBudget, SearchEndsInFewRoundsAndRejectsEmptyTargets) {
-  const ShardCase c = shard_case(31, {64, 40});
+  const test::BudgetCase c = shard_case(31, {64, 40});
   const VerticalSlashParams params = shard_params();
   std::vector<std::vector<VerticalSlashLadders>> ladders(2);  // [shard][sequence x head]
   const auto build = [&](int64_t s) {
@@ -242,7 +219,7 @@ TEST(VerticalSlashShardedBudget, SearchEndsInFewRoundsAndRejectsEmptyTargets) {
 // The one-rank backend and the ring (one CP rank) under a budget and a floor: each shard's
 // output is the whole layer's for its heads, and its statistics the whole layer's.
 TEST(VerticalSlashShardedBudget, BackendsUnderABudgetReportTheWholeLayer) {
-  const ShardCase c = shard_case(29);
+  const test::BudgetCase c = shard_case(29);
   AttentionOptions options;
   options.kind = AttentionKind::kVerticalSlash;
   options.vertical_slash = shard_params();

@@ -18,11 +18,30 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// Runs `m` with tp ranks into dir / tag; returns the records of its method `method`.
+// What the tests share: qwen2-test-kv4 (GQA 8:4: tp 2 splits whole groups), no warm-up.
+json records_manifest(const std::string& name, int64_t iterations) {
+  json m = test::job_manifest(name, 1, 1, iterations, 60, 0);
+  m["model"] = {{"preset", "qwen2-test-kv4"}};
+  m["train"]["warmup_iterations"] = 0;
+  return m;
+}
+
+// The records of `method` of run `m` under dir / tag.
+std::vector<json> records_of(const fs::path& dir, const json& m, const std::string& tag, const std::string& method) {
+  return test::read_records(dir / tag / (m["name"].get<std::string>() + "_" + tag) / method);
+}
+
+// Runs `m` with tp ranks into dir / tag; returns the records of its method `method`. A DST
+// method measures its profile on first use, one per run (profiles are keyed by tp).
 std::vector<json> run_with_tp(const fs::path& dir, json m, int64_t tp, const std::string& tag,
                               const std::string& method = "vs") {
   m["name"] = m["name"].get<std::string>() + "_" + tag;
   m["parallelism"]["tp"] = tp;
+  for (json& each : m["methods"]) {
+    if (each.value("preset", "") == "dst") {
+      each["profile"] = (dir / (tag + "-" + each.at("name").get<std::string>() + "-profile.json")).string();
+    }
+  }
   const fs::path manifest = test::write_manifest(dir, m);
   const fs::path results = dir / tag;
   fs::create_directories(results);
@@ -51,9 +70,7 @@ bool expect_same_coverage_and_loss(const json& one, const json& two, double tole
 
 TEST(TensorParallelRecords, VerticalSlashStatisticsAreTheWholeLayersOnTwoRanks) {
   const fs::path dir = test::fresh_temp_dir("tp_records");
-  json m = test::job_manifest("tp_vs", 1, 1, 3, 60, 0);
-  m["model"] = {{"preset", "qwen2-test-kv4"}};
-  m["train"]["warmup_iterations"] = 0;
+  json m = records_manifest("tp_vs", 3);
   m["methods"] = json::parse(R"([{"name": "vs",
       "attention": {"name": "vertical_slash", "budget": "top_k", "vertical_count": 3, "slash_count": 2,
                     "sink_tokens": 2, "local_window": 3, "last_queries": 8, "block_size": 4, "expected_keys": 12}}])");
@@ -86,9 +103,7 @@ TEST(TensorParallelRecords, VerticalSlashStatisticsAreTheWholeLayersOnTwoRanks) 
 // TensorParallel.TwoRanksWithVerticalSlashUnderABudgetEqualOneProcess.
 TEST(TensorParallelRecords, DstOverVerticalSlashRunsOnTwoTpRanksAloneAndOnARing) {
   const fs::path dir = test::fresh_temp_dir("tp_vs_dst");
-  json m = test::job_manifest("tp_vs_dst", 1, 1, 2, 60, 0);
-  m["model"] = {{"preset", "qwen2-test-kv4"}};
-  m["train"]["warmup_iterations"] = 0;
+  json m = records_manifest("tp_vs_dst", 2);
   m["methods"] = json::parse(R"([{"name": "vs", "preset": "dst", "dst": {"p": 0.3},
       "attention": {"name": "vertical_slash", "budget": "top_p", "p": 0.9, "sink_tokens": 2, "local_window": 3,
                     "last_queries": 8, "block_size": 4, "expected_keys": 12}}])");
@@ -99,9 +114,7 @@ TEST(TensorParallelRecords, DstOverVerticalSlashRunsOnTwoTpRanksAloneAndOnARing)
       m["parallelism"]["cp_layout"] = "striped";
     }
     const std::string tag = "cp" + std::to_string(cp);
-    m["methods"][0]["profile"] = (dir / (tag + "-profile-tp1.json")).string();
     const std::vector<json> one = run_with_tp(dir, m, 1, tag + "_tp1");
-    m["methods"][0]["profile"] = (dir / (tag + "-profile-tp2.json")).string();
     const std::vector<json> two = run_with_tp(dir, m, 2, tag + "_tp2");
     ASSERT_EQ(one.size(), 2u);
     ASSERT_EQ(two.size(), one.size());
@@ -118,21 +131,16 @@ TEST(TensorParallelRecords, DstOverVerticalSlashRunsOnTwoTpRanksAloneAndOnARing)
 // over the TP ranks, and DST runs (docs/context_parallel.md, "With tensor parallelism").
 TEST(TensorParallelRecords, ContextParallelMobaRecordsAreTheWholeLayersOnTwoTpRanks) {
   const fs::path dir = test::fresh_temp_dir("cp_tp_records");
-  json m = test::job_manifest("cp_tp_moba", 1, 1, 2, 60, 0);
-  m["model"] = {{"preset", "qwen2-test-kv4"}};
-  m["train"]["warmup_iterations"] = 0;
+  json m = records_manifest("cp_tp_moba", 2);
   m["parallelism"]["cp"] = 2;
   m["parallelism"]["cp_layout"] = "zigzag";
   m["methods"] = json::parse(R"([
       {"name": "moba", "attention": {"name": "moba", "block_size": 8, "top_k": 2}},
       {"name": "dst", "preset": "dst", "attention": {"name": "moba", "block_size": 8, "top_k": 3},
        "dst": {"p": 0.05}}])");
-  m["methods"][1]["profile"] = (dir / "profile-tp1.json").string();
   const std::vector<json> one = run_with_tp(dir, m, 1, "tp1", "moba");
-  const std::vector<json> dst_one = test::read_records(dir / "tp1" / "cp_tp_moba_tp1" / "dst");
-  m["methods"][1]["profile"] = (dir / "profile-tp2.json").string();
   const std::vector<json> two = run_with_tp(dir, m, 2, "tp2", "moba");
-  const std::vector<json> dst_two = test::read_records(dir / "tp2" / "cp_tp_moba_tp2" / "dst");
+  const std::vector<json> dst_one = records_of(dir, m, "tp1", "dst"), dst_two = records_of(dir, m, "tp2", "dst");
   ASSERT_EQ(one.size(), 2u);
   ASSERT_EQ(two.size(), one.size());
   bool sparse = false;

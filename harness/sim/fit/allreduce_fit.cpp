@@ -1,7 +1,6 @@
 #include "harness/sim/fit/allreduce_fit.h"
 
 #include <algorithm>
-#include <fstream>
 #include <map>
 #include <numeric>
 #include <set>
@@ -53,16 +52,6 @@ Manifest run_manifest(const std::filesystem::path& run_dir) {
     throw ConfigError(manifest_file.string(), "", std::string("cannot be read as a manifest: ") + e.what(),
                       "point fit_from at the results of `sparsebalance run`");
   }
-}
-
-// Whether the run's resolved manifest says tp > 1 (false without a readable one: the full
-// parse, with its errors, is for runs that have something to fit).
-bool ran_tensor_parallel(const std::filesystem::path& run_dir) {
-  std::ifstream in(run_dir / "manifest.resolved.json");
-  if (!in) return false;
-  const nlohmann::json resolved = nlohmann::json::parse(in, nullptr, false);
-  return !resolved.is_discarded() && resolved.is_object() && resolved.contains("parallelism") &&
-         resolved["parallelism"].is_object() && resolved["parallelism"].value("tp", int64_t{1}) > 1;
 }
 
 // The DP rings of the run's measured iterations.
@@ -138,9 +127,12 @@ std::vector<AllreduceObservation> allreduce_observations(const std::filesystem::
     }
     return false;
   };
-  // The manifest only for runs with a DP ring or TP collectives to fit (a one-rank run may
-  // lack it).
-  if (std::none_of(measured.begin(), measured.end(), has_ring) && !ran_tensor_parallel(run_dir)) return {};
+  // A run without a DP ring may be one rank without a manifest: nothing to fit there. With
+  // one, a TP run still has its collectives.
+  if (std::none_of(measured.begin(), measured.end(), has_ring) &&
+      !std::filesystem::exists(run_dir / "manifest.resolved.json")) {
+    return {};
+  }
   const Manifest manifest = run_manifest(run_dir);
   // Under TP a rank's all-reduce event also holds the sums of the tensors every TP rank
   // holds whole over its TP group: not the DP ring alone, so only the TP collectives count.

@@ -86,7 +86,7 @@ std::vector<RingComputeObservation> ring_compute_observations(const std::filesys
   if (timelines.empty()) return {};
   const Manifest m = run_manifest(run_dir);
   if (m.parallelism.cp <= 1 || !same_attention(m.methods.at(0).attention, attention)) return {};
-  CpComputeSpec spec = cp_compute_spec(m);
+  CpComputeSpec spec = cp_compute_spec(m, predictor.profile().training.tensor_parallel);
   spec.ring_compute_factor = 1.0;
   spec.spread = spread;  // the simulated run's, not the measured manifest's (which has no simulation block)
   std::map<int64_t, IterationRecord> records;
