@@ -81,7 +81,7 @@ note() { printf '%s\n' "$*" | tee -a "$REPORT"; }
 # Two processes, the fused kernels' tests first: a device fault ends a CUDA process, and
 # the other tests should still run.
 if has_stage tests; then
-  for part in "BlockSparse*" "-BlockSparse*"; do
+  for part in "*BlockSparse*" "-*BlockSparse*"; do
     start=$(now)
     name="cuda-tests$([ "${part:0:1}" = "-" ] && echo "-others" || echo "-block-sparse")"
     timeout 150 "$TESTS" --gtest_filter="$part" --gtest_output="xml:$OUT/$name.xml" >"$OUT/$name.log" 2>&1
