@@ -128,6 +128,7 @@ nlohmann::json result_json(const AttentionBenchResult& r, const nlohmann::json& 
                    {"fwdbwd_samples_ms", r.fwdbwd_ms},
                    {"fwdbwd_tflops", has_bwd ? nlohmann::json(r.fwdbwd_flop() / (fwdbwd.median * 1e9))
                                              : nlohmann::json()},
+                   {"index_ms", r.index_ms.empty() ? nlohmann::json() : nlohmann::json(sample_stats(r.index_ms)->median)},
                    {"attended_pairs", r.attended_pairs},
                    {"coverage_mean", r.coverage_mean},
                    {"sdpa_kernel", r.sdpa_kernel.empty() ? nlohmann::json() : nlohmann::json(r.sdpa_kernel)},

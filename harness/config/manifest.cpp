@@ -422,7 +422,8 @@ TrainSection parse_train(const json& j, const std::string& path, const std::stri
 }
 
 // train.device "cuda": this build has the CUDA kernels, MoBA runs in bf16 (its CUDA path
-// is flash-attention, which has no float32 kernel), and this machine sees a GPU. Each
+// is flash-attention, which has no float32 kernel), vertical-slash in bf16 with head_dim
+// 64 or 128 (the fused block-sparse kernels), and this machine sees a GPU. Each
 // rank then uses the GPU of its local rank (harness/parallel/rank_context.cpp).
 void check_cuda_training(const Manifest& m) {
 #ifndef SB_WITH_CUDA
@@ -436,6 +437,20 @@ void check_cuda_training(const Manifest& m) {
                         "is \"" + qwen2_precision_name(m.train.precision) + "\" but methods[" + std::to_string(i) +
                             "] uses MoBA on CUDA, whose attention (flash-attention varlen) runs only in bfloat16",
                         "set train.precision to \"bf16-mixed\"");
+    }
+    if (!m.methods[i].attention.is_vertical_slash()) continue;
+    if (m.train.precision != Qwen2Precision::kBFloat16Mixed) {
+      throw ConfigError(m.file, "$.train.precision",
+                        "is \"" + qwen2_precision_name(m.train.precision) + "\" but methods[" + std::to_string(i) +
+                            "] uses vertical_slash on CUDA, whose fused block-sparse kernels run in bfloat16",
+                        "set train.precision to \"bf16-mixed\"");
+    }
+    const int64_t head_dim = m.model.config.head_dim;
+    if (head_dim != 64 && head_dim != 128) {
+      throw ConfigError(m.file, "$.methods[" + std::to_string(i) + "].attention",
+                        "is vertical_slash on CUDA but the model's head_dim is " + std::to_string(head_dim) +
+                            ": the fused block-sparse kernels take 64 or 128",
+                        "use a model with head_dim 64 or 128, or set train.device to \"cpu\"");
     }
   }
   if (c10::cuda::device_count() == 0) {
@@ -486,14 +501,12 @@ void check_runnable_by_trainer(const Manifest& m) {
                           "\" with parallelism.cp > 1: the CPU ring attention computes in float32 or float64",
                       "set train.precision to \"fp32\" for context parallelism");
   }
-  // Vertical-slash runs on its CPU kernels (docs/vertical_slash.md).
+  // Vertical-slash runs on its CPU kernel in float32, or on GPUs on the fused block-sparse
+  // kernels in bfloat16 with head_dim 64 or 128 (docs/vertical_slash.md).
   for (size_t i = 0; i < m.methods.size(); ++i) {
     if (!m.methods[i].attention.is_vertical_slash()) continue;
     const std::string method = "$.methods[" + std::to_string(i) + "].attention";
-    if (m.train.on_cuda()) {
-      throw ConfigError(m.file, method, "is vertical_slash with train.device \"cuda\": its kernel runs on the CPU only",
-                        "set train.device to \"cpu\", or use dense or moba attention on GPUs");
-    }
+    if (m.train.on_cuda()) continue;  // check_cuda_training
     if (m.train.precision != Qwen2Precision::kFloat32) {
       throw ConfigError(m.file, "$.train.precision",
                         "is \"" + std::string(qwen2_precision_name(m.train.precision)) +

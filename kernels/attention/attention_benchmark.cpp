@@ -103,7 +103,11 @@ void check_config(const AttentionBenchConfig& c) {
   if (moba_cuda_kernel_of(c.impl) != MobaCudaKernel::kAuto && c.device != "cuda") {
     fail("--impl " + c.impl + " chooses a CUDA path: use --device cuda (or --impl moba)");
   }
-  if (is_vertical_slash(c.impl) && c.device != "cpu") fail("--impl vertical_slash runs on the CPU only (--device cpu)");
+  if (is_vertical_slash(c.impl) && c.device == "cuda" &&
+      !((c.dtype == at::kBFloat16 || c.dtype == at::kHalf) && (c.head_dim == 64 || c.head_dim == 128))) {
+    fail("--impl vertical_slash on CUDA runs the fused block-sparse kernels: --dtype bfloat16 or float16 and "
+         "--head-dim 64 or 128");
+  }
   if (c.vs_verticals < 0 || c.vs_slashes < 0) fail("--vs-verticals and --vs-slashes must be >= 0");
   if (c.vs_block < 1) fail("--vs-block must be >= 1");
   if (!(c.vs_p >= 0 && c.vs_p <= 1)) fail("--vs-p must be in [0, 1] (0: top-k counts)");
@@ -292,6 +296,12 @@ struct BenchSubject {
   void run_once(bool measured) {
     const double fwd = forward();
     if (measured) result.fwd_ms.push_back(fwd);
+    if (is_vertical_slash(result.config.impl)) {
+      const double index = time_ms(cuda, [&] {
+        vertical_slash_index(q, k, packed, vertical_slash_params(result.config), scale);
+      });
+      if (measured) result.index_ms.push_back(index);
+    }
     if (result.config.backward) {
       const double fwdbwd = forward_backward();
       if (measured) result.fwdbwd_ms.push_back(fwdbwd);
@@ -309,9 +319,10 @@ struct BenchSubject {
     const int64_t first_row = length - result.checked_rows;
     if (is_vertical_slash(c.impl)) {  // the same index, densely, on the last rows
       const auto index = vertical_slash_index(q, k, packed, vertical_slash_params(c), scale);
-      const at::Tensor reference = vertical_slash_reference_rows(q, k, v, index.front(), scale, first_row);
+      const at::Tensor reference =
+          vertical_slash_reference_rows(q.cpu(), k.cpu(), v.cpu(), index.front(), scale, first_row);
       result.max_abs_err =
-          (last_out.narrow(0, first_row, result.checked_rows).to(at::kDouble) - reference).abs().max().item<double>();
+          (last_out.narrow(0, first_row, result.checked_rows).cpu().to(at::kDouble) - reference).abs().max().item<double>();
       return;
     }
     const MobaReferenceResult reference =

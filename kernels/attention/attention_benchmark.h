@@ -52,6 +52,9 @@ struct AttentionBenchResult {
   AttentionBenchConfig config;
   std::vector<double> fwd_ms;     // one per repetition
   std::vector<double> fwdbwd_ms;  // one per repetition; empty without backward
+  // vertical_slash: the index alone (vertical_slash_index on the inputs), one per
+  // repetition; fwd_ms and fwdbwd_ms include it, as the trainer's calls do.
+  std::vector<double> index_ms;
   double attended_pairs = 0.0;
   double max_abs_err = 0.0;        // output vs float64 oracle on the checked rows
   int64_t checked_rows = 0;

@@ -177,6 +177,40 @@ TEST(Manifest, CudaDeviceIsCheckedBeforeTraining) {
   EXPECT_EQ(runnable_error(parse_manifest(j, "m.json")), "");
 }
 
+// Vertical-slash on CUDA runs on the fused block-sparse kernels: bf16-mixed and a head_dim
+// of 64 or 128, each refused naming its key before the device is looked for.
+TEST(Manifest, VerticalSlashOnCudaNeedsWhatTheFusedKernelsTake) {
+  json j = minimal_manifest();
+  j["train"]["device"] = "cuda";
+  j["methods"] = json::parse(R"([{"name": "vs", "attention": {"name": "vertical_slash"}}])");
+  const auto runnable_error = [&j]() -> std::string {
+    try {
+      check_runnable_by_trainer(parse_manifest(j, "m.json"));
+    } catch (const ConfigError& e) {
+      return e.json_path() + " | " + e.what();
+    }
+    return "";
+  };
+#ifndef SB_WITH_CUDA
+  EXPECT_EQ(runnable_error().rfind("$.train.device |", 0), 0u);
+#else
+  const std::string precision = runnable_error();
+  EXPECT_EQ(precision.rfind("$.train.precision |", 0), 0u) << precision;
+  EXPECT_NE(precision.find("vertical_slash on CUDA"), std::string::npos) << precision;
+  j["train"]["precision"] = "bf16-mixed";
+  const std::string head_dim = runnable_error();  // qwen2-test: head_dim 8
+  EXPECT_EQ(head_dim.rfind("$.methods[0].attention |", 0), 0u) << head_dim;
+  EXPECT_NE(head_dim.find("head_dim is 8"), std::string::npos) << head_dim;
+  j["model"] = {{"preset", "qwen2.5-0.5b"}};  // head_dim 64
+  const std::string rest = runnable_error();
+  if (c10::cuda::device_count() == 0) {
+    EXPECT_EQ(rest.rfind("$.train.device |", 0), 0u) << rest;
+  } else {
+    EXPECT_EQ(rest, "");
+  }
+#endif
+}
+
 // train.collectives: "gloo" parses and is written to the resolved manifest; "auto" (the
 // default) is not, so earlier runs' manifests resolve as before. CUDA ranks sharing GPUs
 // are limited like CPU ranks (per core), not to one per visible GPU.

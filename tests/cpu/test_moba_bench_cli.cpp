@@ -83,8 +83,11 @@ TEST(MobaBenchCli, VerticalSlashIsCheckedAgainstItsReference) {
   EXPECT_GT(vs["attended_pairs"].get<double>(), 0.0);
   EXPECT_LT(vs["attended_pairs"].get<double>(), objects[0]["attended_pairs"].get<double>());
   EXPECT_LT(vs["coverage_mean"].get<double>(), 1.0);
-  const auto cuda = run_command(sparsebalance_binary() + " bench attention --impl vertical_slash --device cuda 2>&1");
+  // On CUDA the pattern runs on the fused kernels, which take bf16 / fp16 only.
+  const auto cuda = run_command(sparsebalance_binary() +
+                                " bench attention --impl vertical_slash --device cuda --dtype float32 2>&1");
   EXPECT_EQ(cuda.exit_code, 2) << cuda.output;
+  EXPECT_NE(cuda.output.find("--dtype bfloat16 or float16"), std::string::npos) << cuda.output;
 }
 
 TEST(MobaBenchCli, TableNamesTheTimeRatio) {

@@ -21,6 +21,7 @@
 #include "kernels/attention/vertical_slash/vertical_slash_blocks.h"
 #include "kernels/attention/vertical_slash/vertical_slash_index.h"
 #include "kernels/attention/vertical_slash/vertical_slash_reference.h"
+#include "tests/cpu/vertical_slash_index_cases.h"
 
 namespace sb {
 namespace {
@@ -337,25 +338,7 @@ TEST(VerticalSlashAttentionCpu, EqualsTheReferenceForwardAndBackward) {
     const auto d64 = at::TensorOptions().dtype(at::kDouble);
     const at::Tensor q0 = at::randn({237, hq, 8}, d64) * 2, k0 = at::randn({237, hkv, 8}, d64),
                      v0 = at::randn({237, hkv, 8}, d64), grad_out = at::randn({237, hq, 8}, d64);
-    VerticalSlashParams params;
-    params.sink_tokens = 3;
-    params.local_window = 4;
-    params.vertical_count = 5;
-    params.slash_count = 7;
-    params.max_verticals = 20;
-    params.max_slashes = 24;
-    params.last_queries = 16;
-    params.p = 0.8;
-    params.block_size = block;
-    std::vector<std::pair<std::string, std::vector<std::vector<VerticalSlashHeadIndex>>>> indexes;
-    params.budget = VerticalSlashBudget::kTopP;
-    indexes.emplace_back("top-p", vertical_slash_index(q0, k0, sequences, params, scale));
-    params.budget = VerticalSlashBudget::kTopK;
-    indexes.emplace_back("top-k", vertical_slash_index(q0, k0, sequences, params, scale));
-    // Fixed: verticals {0, 2, 50} (50 beyond some sequences), slashes {0, 1, 9}, every head.
-    indexes.emplace_back("fixed", std::vector<std::vector<VerticalSlashHeadIndex>>(
-                                      lengths.size(), std::vector<VerticalSlashHeadIndex>(
-                                                          static_cast<size_t>(hq), {{0, 2, 50}, {0, 1, 9}, 1.0, block})));
+    const auto indexes = test::vertical_slash_index_cases(q0, k0, sequences, block, scale);
     for (const auto& [name, index] : indexes) {
       at::Tensor qr = q0.clone().requires_grad_(true), kr = k0.clone().requires_grad_(true),
                  vr = v0.clone().requires_grad_(true);

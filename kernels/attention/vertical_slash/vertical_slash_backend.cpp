@@ -6,8 +6,25 @@
 #include "kernels/attention/dense_causal_attention.h"
 #include "kernels/attention/vertical_slash/vertical_slash_attention_cpu.h"
 #include "kernels/attention/vertical_slash/vertical_slash_budget.h"
+#ifdef SB_WITH_CUDA
+#include "kernels/attention/vertical_slash/cuda/vertical_slash_attention_cuda.h"
+#endif
 
 namespace sb {
+namespace {
+
+// The pattern's attention on the inputs' device: the CPU kernel, or on a GPU the fused
+// block-sparse kernels (docs/vertical_slash.md, "On GPUs").
+VerticalSlashAttentionResult attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                    const PackedSequences& sequences,
+                                    const std::vector<std::vector<VerticalSlashHeadIndex>>& index, double scale) {
+#ifdef SB_WITH_CUDA
+  if (q.is_cuda()) return vertical_slash_attention_cuda(q, k, v, sequences, index, scale);
+#endif
+  return vertical_slash_attention_cpu(q, k, v, sequences, index, scale);
+}
+
+}  // namespace
 
 VerticalSlashAttention::VerticalSlashAttention(VerticalSlashParams params) : params_(params) { params_.validate(); }
 
@@ -80,7 +97,7 @@ at::Tensor VerticalSlashAttention::forward(const at::Tensor& q, const at::Tensor
     // Each head's lists come from its own attention, so a TP rank's heads need nothing of
     // the others'; the statistics sum over the head shards (docs/tensor_parallel.md).
     const auto index = vertical_slash_index(q, k, sequences, params_, scale);
-    VerticalSlashAttentionResult result = vertical_slash_attention_cpu(q, k, v, sequences, index, scale);
+    VerticalSlashAttentionResult result = attend(q, k, v, sequences, index, scale);
     AttentionLayerStats stats =
         vertical_slash_layer_stats(layer, index, sequences, result.kept_pairs_per_sequence, head_shard_sum_);
     stats.reference_top_k = stats.top_k;
@@ -91,7 +108,7 @@ at::Tensor VerticalSlashAttention::forward(const at::Tensor& q, const at::Tensor
   // sequence over every head's lists), and the statistics sum over the head shards.
   const VerticalSlashBudgetedIndex chosen =
       vertical_slash_budgeted_index(q, k, sequences, params_, scale, budget_, head_shard_sum_);
-  VerticalSlashAttentionResult result = vertical_slash_attention_cpu(q, k, v, sequences, chosen.index, scale);
+  VerticalSlashAttentionResult result = attend(q, k, v, sequences, chosen.index, scale);
   AttentionLayerStats stats =
       vertical_slash_layer_stats(layer, chosen.index, sequences, result.kept_pairs_per_sequence, head_shard_sum_);
   vertical_slash_add_budget_stats(chosen, sequences, q.size(1), stats, head_shard_sum_);
@@ -114,7 +131,7 @@ at::Tensor VerticalSlashAttention::forward_cached(const at::Tensor& q, const at:
   // dense over the cache, as MInference decodes (docs/vertical_slash.md, "Generation").
   if (q.size(0) < k.size(0)) return DenseCausalAttention().forward_cached(q, k, v, scale);
   const PackedSequences one = PackedSequences::from_lengths({q.size(0)});
-  return vertical_slash_attention_cpu(q, k, v, one, vertical_slash_index(q, k, one, params_, scale), scale).out;
+  return attend(q, k, v, one, vertical_slash_index(q, k, one, params_, scale), scale).out;
 }
 
 }  // namespace sb

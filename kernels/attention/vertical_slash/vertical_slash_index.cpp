@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "kernels/attention/vertical_slash/vertical_slash_blocks.h"
+#include "kernels/attention/vertical_slash/vertical_slash_index_on_device.h"
 
 namespace sb {
 
@@ -49,11 +50,16 @@ void VerticalSlashParams::validate() const {
 
 namespace {
 
-// Indices 0..scores.size()-1 not in [0, forced), by descending score, ties by index.
-std::vector<int64_t> candidates_by_score(const std::vector<double>& scores, int64_t forced) {
+// The first `wanted` of the indices forced .. scores.size() - 1 by descending score, ties
+// by index (a partial sort: a list's cap is usually far below the sequence length).
+std::vector<int64_t> candidates_by_score(const std::vector<double>& scores, int64_t forced, int64_t wanted) {
   std::vector<int64_t> order(scores.size() - static_cast<size_t>(forced));
   std::iota(order.begin(), order.end(), forced);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return scores[a] > scores[b]; });
+  const auto keep = static_cast<int64_t>(std::clamp<int64_t>(wanted, 0, static_cast<int64_t>(order.size())));
+  std::partial_sort(order.begin(), order.begin() + keep, order.end(), [&](int64_t a, int64_t b) {
+    return scores[a] > scores[b] || (scores[a] == scores[b] && a < b);
+  });
+  order.resize(static_cast<size_t>(keep));
   return order;
 }
 
@@ -77,8 +83,7 @@ std::vector<int64_t> all_positions(int64_t length) {
 
 VerticalSlashLadder::VerticalSlashLadder(const std::vector<double>& scores, int64_t forced_entries, int64_t cap)
     : forced(std::min<int64_t>(forced_entries, static_cast<int64_t>(scores.size()))) {
-  order = candidates_by_score(scores, forced);
-  order.resize(static_cast<size_t>(std::clamp<int64_t>(cap - forced, 0, static_cast<int64_t>(order.size()))));
+  order = candidates_by_score(scores, forced, cap - forced);
   // The same sums in the same order as the list grows: forced entries, then each taken one.
   double mass = 0;
   for (int64_t j = 0; j < forced; ++j) mass += scores[static_cast<size_t>(j)];
@@ -137,11 +142,14 @@ VerticalSlashSequenceInputs::VerticalSlashSequenceInputs(const at::Tensor& q, co
 
 at::Tensor VerticalSlashSequenceInputs::attention(int64_t head, double scale) const {
   // The last n positions: length - n .. length - 1.
+  // On a GPU the product and softmax run there and only [n, L] comes back to the host,
+  // where the lists are chosen.
   at::Tensor scores = at::matmul(last_queries.select(1, head), keys.select(1, head / group).t()).mul_(scale);  // [n, L]
-  const at::Tensor row_pos = at::arange(length - n, length, at::kLong).unsqueeze(1);
-  const at::Tensor col = at::arange(length, at::kLong).unsqueeze(0);
+  const auto positions = scores.options().dtype(at::kLong);
+  const at::Tensor row_pos = at::arange(length - n, length, positions).unsqueeze(1);
+  const at::Tensor col = at::arange(length, positions).unsqueeze(0);
   scores.masked_fill_(col > row_pos, -std::numeric_limits<double>::infinity());
-  return at::softmax(scores, 1).contiguous();
+  return at::softmax(scores, 1).to(at::kCPU).contiguous();
 }
 
 VerticalSlashScores vertical_slash_scores(const at::Tensor& attention, int64_t length) {
@@ -230,6 +238,10 @@ std::vector<std::vector<VerticalSlashHeadIndex>> vertical_slash_index(const at::
       continue;
     }
     const VerticalSlashSequenceInputs inputs(q, k, sequences, s, params.last_queries);
+    if (!q.device().is_cpu()) {  // the attention, its sums and the coverage stay on the device
+      out.push_back(vertical_slash_sequence_index_on_device(inputs, heads, params, scale));
+      continue;
+    }
     for (int64_t h = 0; h < heads; ++h) {
       const at::Tensor attention = inputs.attention(h, scale);
       const VerticalSlashScores scores = vertical_slash_scores(attention, length);

@@ -151,7 +151,7 @@ struct VerticalSlashSequenceInputs {
   VerticalSlashSequenceInputs(const at::Tensor& q, const at::Tensor& k, const PackedSequences& sequences, int64_t s,
                               int64_t last_queries);
   // Query head h's last queries' attention to the sequence's keys, [n, L] float64
-  // contiguous, 0 past each query's position.
+  // contiguous on the host (computed on q's device), 0 past each query's position.
   at::Tensor attention(int64_t head, double scale) const;
 };
 // The vertical and slash scores of a whole sequence's attention [n, L] (every key held).

@@ -47,19 +47,18 @@ class BlockSparseFunction : public torch::autograd::Function<BlockSparseFunction
   }
 };
 
-// The kernels read rows with 16-byte loads: a view that starts off that alignment is copied.
-at::Tensor aligned_contiguous(const at::Tensor& x) {
+}  // namespace
+
+at::Tensor block_sparse_aligned(const at::Tensor& x) {
   at::Tensor c = x.contiguous();
   return reinterpret_cast<uintptr_t>(c.const_data_ptr()) % 16 == 0 ? c : c.clone();
 }
 
-}  // namespace
-
 std::pair<at::Tensor, at::Tensor> block_sparse_attention_cuda(const at::Tensor& q, const at::Tensor& k,
                                                               const at::Tensor& v,
                                                               const BlockSparseTables& tables) {
-  auto outputs = BlockSparseFunction::apply(aligned_contiguous(q), aligned_contiguous(k),
-                                             aligned_contiguous(v), &tables);
+  auto outputs = BlockSparseFunction::apply(block_sparse_aligned(q), block_sparse_aligned(k),
+                                             block_sparse_aligned(v), &tables);
   return {outputs[0], outputs[1]};
 }
 

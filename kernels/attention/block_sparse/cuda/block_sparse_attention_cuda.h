@@ -14,6 +14,10 @@ namespace sb {
 // q [Tq, Hq, D], k, v [Tk, Hkv, D] on one CUDA device (bfloat16 / float16, D 64 or 128).
 // Returns out [Tq, Hq, D] (differentiable with respect to q, k, v) and lse [Tq, Hq]
 // float32 (not differentiable).
+// x contiguous and starting on a 16-byte boundary (the kernels read rows with 16-byte
+// loads): x itself when it already is, else a copy.
+at::Tensor block_sparse_aligned(const at::Tensor& x);
+
 std::pair<at::Tensor, at::Tensor> block_sparse_attention_cuda(const at::Tensor& q, const at::Tensor& k,
                                                               const at::Tensor& v,
                                                               const BlockSparseTables& tables);

@@ -1,0 +1,100 @@
+#include "kernels/attention/vertical_slash/vertical_slash_index_on_device.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "kernels/attention/vertical_slash/vertical_slash_blocks.h"
+
+namespace sb {
+
+VerticalSlashHeadsAttention::VerticalSlashHeadsAttention(const VerticalSlashSequenceInputs& inputs, int64_t first_head,
+                                                         int64_t heads, double scale)
+    : length_(inputs.length), n_(inputs.n) {
+  const at::Tensor queries = inputs.last_queries.narrow(1, first_head, heads).permute({1, 0, 2});  // [H, n, D]
+  const auto longs = inputs.keys.options().dtype(at::kLong);
+  // Each query head's own key/value head (GQA).
+  const at::Tensor kv = at::div(at::arange(first_head, first_head + heads, longs), inputs.group, "floor");
+  const at::Tensor keys = inputs.keys.index_select(1, kv).permute({1, 2, 0});  // [H, D, L]
+  at::Tensor scores = at::bmm(queries, keys).mul_(scale);                      // [H, n, L]
+  const at::Tensor row_pos = at::arange(length_ - n_, length_, longs).unsqueeze(1);
+  const at::Tensor col = at::arange(length_, longs).unsqueeze(0);
+  scores.masked_fill_((col > row_pos).unsqueeze(0), -std::numeric_limits<double>::infinity());
+  attention_ = at::softmax(scores, 2);
+}
+
+std::vector<VerticalSlashScores> VerticalSlashHeadsAttention::scores() const {
+  const int64_t heads = attention_.size(0);
+  const auto longs = attention_.options().dtype(at::kLong);
+  // slash[d] = sum over rows i of A[i, p_i - d], p_i = L - n + i: gather each row's
+  // diagonal offsets (entries with d > p_i are 0).
+  const at::Tensor key = at::arange(length_ - n_, length_, longs).unsqueeze(1) - at::arange(length_, longs).unsqueeze(0);
+  const at::Tensor gathered = attention_.gather(2, key.clamp_min(0).unsqueeze(0).expand({heads, n_, length_}));
+  const at::Tensor slash = (gathered * (key >= 0).unsqueeze(0)).sum(1);  // [H, L]
+  const at::Tensor both = at::stack({attention_.sum(1), slash}, 1).to(at::kCPU).contiguous();  // [H, 2, L]
+  std::vector<VerticalSlashScores> out(static_cast<size_t>(heads));
+  const double* p = both.const_data_ptr<double>();
+  for (auto& head : out) {
+    head.vertical.assign(p, p + length_);
+    head.slash.assign(p + length_, p + 2 * length_);
+    p += 2 * length_;
+  }
+  return out;
+}
+
+std::vector<double> VerticalSlashHeadsAttention::coverage(const std::vector<VerticalSlashHeadIndex>& index) const {
+  const auto heads = static_cast<int64_t>(index.size());
+  TORCH_CHECK(heads == attention_.size(0), "vertical-slash coverage: one index per head expected");
+  if (heads == 0) return {};
+  // The last queries span query blocks m0 .. m1; per head and block, which keys the block
+  // keeps (vertical_slash_block_keys, as a [L] row); each query takes its block's row.
+  const int64_t block = index.front().block_size;
+  const int64_t m0 = (length_ - n_) / block, m1 = (length_ - 1) / block, blocks = m1 - m0 + 1;
+  at::Tensor keep = at::zeros({heads, blocks, length_}, at::kBool);
+  bool* k = keep.mutable_data_ptr<bool>();
+  std::vector<int64_t> keys;
+  for (int64_t h = 0; h < heads; ++h) {
+    TORCH_CHECK(index[static_cast<size_t>(h)].block_size == block, "vertical-slash coverage: one block size expected");
+    for (int64_t m = m0; m <= m1; ++m) {
+      vertical_slash_block_keys(index[static_cast<size_t>(h)], m, length_, keys);
+      bool* row = k + (h * blocks + (m - m0)) * length_;
+      for (const int64_t j : keys) row[j] = true;
+    }
+  }
+  const auto longs = attention_.options().dtype(at::kLong);
+  const at::Tensor row_block = at::div(at::arange(length_ - n_, length_, longs), block, "floor") - m0;  // [n]
+  const at::Tensor kept = keep.to(attention_.device()).index_select(1, row_block);  // [H, n, L]
+  const at::Tensor mass = (attention_ * kept).sum({1, 2}).to(at::kCPU).contiguous();
+  std::vector<double> out(static_cast<size_t>(heads));
+  std::memcpy(out.data(), mass.const_data_ptr<double>(), sizeof(double) * out.size());
+  for (double& c : out) c /= static_cast<double>(n_);
+  return out;
+}
+
+std::vector<VerticalSlashHeadIndex> vertical_slash_sequence_index_on_device(const VerticalSlashSequenceInputs& inputs,
+                                                                            int64_t q_heads,
+                                                                            const VerticalSlashParams& params,
+                                                                            double scale) {
+  // Attention and its gathered diagonals take 2 x n x L doubles per head.
+  constexpr int64_t kChunkBytes = int64_t{256} << 20;
+  const int64_t per_head = std::max<int64_t>(1, 2 * inputs.n * inputs.length * static_cast<int64_t>(sizeof(double)));
+  const int64_t chunk = std::clamp<int64_t>(kChunkBytes / per_head, 1, q_heads);
+  std::vector<VerticalSlashHeadIndex> out;
+  for (int64_t first = 0; first < q_heads; first += chunk) {
+    const VerticalSlashHeadsAttention attention(inputs, first, std::min(chunk, q_heads - first), scale);
+    std::vector<VerticalSlashHeadIndex> heads;
+    for (const VerticalSlashScores& s : attention.scores()) {
+      heads.push_back(vertical_slash_select(s.vertical, s.slash, inputs.n, params));
+    }
+    const std::vector<double> coverage = attention.coverage(heads);
+    for (size_t h = 0; h < heads.size(); ++h) {
+      heads[h].coverage = coverage[h];
+      out.push_back(std::move(heads[h]));
+    }
+  }
+  return out;
+}
+
+}  // namespace sb

@@ -1,0 +1,86 @@
+// The index's steps as batched ATen ops (vertical_slash_index_on_device.h, what a GPU runs)
+// against the host steps of vertical_slash_index.h on the CPU: the last queries' attention,
+// the vertical and slash scores, each index's coverage, and the lists chosen from them,
+// for top-p and top-k, GQA 7:1 and 4:2, blocks of 1, 5, 16 and 64, sequences shorter than
+// the last-query window, and a slice of heads that starts inside a GQA group.
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "kernels/attention/packed_sequences.h"
+#include "kernels/attention/vertical_slash/vertical_slash_index.h"
+#include "kernels/attention/vertical_slash/vertical_slash_index_on_device.h"
+#include "tests/cpu/vertical_slash_index_cases.h"
+
+namespace sb {
+namespace {
+
+double max_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
+  return worst;
+}
+
+TEST(VerticalSlashIndexOnDevice, BatchedStepsEqualTheHostSteps) {
+  at::manual_seed(17);
+  const std::vector<int64_t> lengths{70, 5, 0, 1, 33, 129};
+  const PackedSequences sequences = PackedSequences::from_lengths(lengths);
+  const double scale = 0.35;
+  int64_t compared_lists = 0;
+  for (const auto& [hq, hkv, block] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+           {7, 1, 1}, {4, 2, 5}, {7, 1, 16}, {4, 2, 64}}) {
+    const at::Tensor q = at::randn({sequences.total_tokens(), hq, 8}, at::kDouble) * 2;
+    const at::Tensor k = at::randn({sequences.total_tokens(), hkv, 8}, at::kDouble);
+    for (const auto& [name, index] : test::vertical_slash_index_cases(q, k, sequences, block, scale)) {
+      SCOPED_TRACE(name + " GQA " + std::to_string(hq) + ":" + std::to_string(hkv) + " block " + std::to_string(block));
+      VerticalSlashParams params = test::small_vertical_slash_params(block);
+      params.budget = name == "top-k" ? VerticalSlashBudget::kTopK : VerticalSlashBudget::kTopP;
+      for (int64_t s = 0; s < sequences.num_sequences(); ++s) {
+        const int64_t length = sequences.length(s);
+        if (length == 0) continue;
+        const VerticalSlashSequenceInputs inputs(q, k, sequences, s, params.last_queries);
+        const VerticalSlashHeadsAttention all(inputs, 0, hq, scale);
+        const std::vector<VerticalSlashScores> scores = all.scores();
+        const auto& heads = index[static_cast<size_t>(s)];
+        const std::vector<double> coverage = all.coverage(heads);
+        for (int64_t h = 0; h < hq; ++h) {
+          const at::Tensor host = inputs.attention(h, scale);
+          EXPECT_LT((all.attention()[h] - host).abs().max().item<double>(), 1e-14) << "head " << h;
+          const VerticalSlashScores expected = vertical_slash_scores(host, length);
+          EXPECT_LT(max_diff(scores[static_cast<size_t>(h)].vertical, expected.vertical), 1e-12) << "head " << h;
+          EXPECT_LT(max_diff(scores[static_cast<size_t>(h)].slash, expected.slash), 1e-12) << "head " << h;
+          EXPECT_NEAR(coverage[static_cast<size_t>(h)],
+                      vertical_slash_coverage(heads[static_cast<size_t>(h)], host, length), 1e-12)
+              << "head " << h;
+        }
+        // Heads 1 .. 2 alone: the slice's query heads map to their own key/value heads.
+        const VerticalSlashHeadsAttention slice(inputs, 1, 2, scale);
+        for (int64_t h = 1; h < 3; ++h) {
+          EXPECT_LT((slice.attention()[h - 1] - inputs.attention(h, scale)).abs().max().item<double>(), 1e-14);
+        }
+        if (name == "fixed") continue;
+        // The lists chosen from the batched scores are the host path's.
+        const std::vector<VerticalSlashHeadIndex> chosen =
+            vertical_slash_sequence_index_on_device(inputs, hq, params, scale);
+        ASSERT_EQ(chosen.size(), heads.size());
+        for (size_t h = 0; h < heads.size(); ++h) {
+          EXPECT_EQ(chosen[h].verticals, heads[h].verticals) << "sequence " << s << " head " << h;
+          EXPECT_EQ(chosen[h].slashes, heads[h].slashes) << "sequence " << s << " head " << h;
+          EXPECT_NEAR(chosen[h].coverage, heads[h].coverage, 1e-12);
+          ++compared_lists;
+        }
+      }
+    }
+  }
+  EXPECT_GT(compared_lists, 0);
+}
+
+}  // namespace
+}  // namespace sb
