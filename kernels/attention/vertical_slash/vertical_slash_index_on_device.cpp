@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <numeric>
 
 #include "kernels/attention/vertical_slash/vertical_slash_blocks.h"
 
@@ -25,7 +26,7 @@ VerticalSlashHeadsAttention::VerticalSlashHeadsAttention(const VerticalSlashSequ
   attention_ = at::softmax(scores, 2);
 }
 
-std::vector<VerticalSlashScores> VerticalSlashHeadsAttention::scores() const {
+at::Tensor VerticalSlashHeadsAttention::sums() const {
   const int64_t heads = attention_.size(0);
   const auto longs = attention_.options().dtype(at::kLong);
   // slash[d] = sum over rows i of A[i, p_i - d], p_i = L - n + i: gather each row's
@@ -33,7 +34,12 @@ std::vector<VerticalSlashScores> VerticalSlashHeadsAttention::scores() const {
   const at::Tensor key = at::arange(length_ - n_, length_, longs).unsqueeze(1) - at::arange(length_, longs).unsqueeze(0);
   const at::Tensor gathered = attention_.gather(2, key.clamp_min(0).unsqueeze(0).expand({heads, n_, length_}));
   const at::Tensor slash = (gathered * (key >= 0).unsqueeze(0)).sum(1);  // [H, L]
-  const at::Tensor both = at::stack({attention_.sum(1), slash}, 1).to(at::kCPU).contiguous();  // [H, 2, L]
+  return at::stack({attention_.sum(1), slash}, 1);
+}
+
+std::vector<VerticalSlashScores> VerticalSlashHeadsAttention::scores() const {
+  const int64_t heads = attention_.size(0);
+  const at::Tensor both = sums().to(at::kCPU).contiguous();  // [H, 2, L]
   std::vector<VerticalSlashScores> out(static_cast<size_t>(heads));
   const double* p = both.const_data_ptr<double>();
   for (auto& head : out) {
@@ -73,6 +79,66 @@ std::vector<double> VerticalSlashHeadsAttention::coverage(const std::vector<Vert
   return out;
 }
 
+namespace {
+
+// One list kind of every head, as VerticalSlashLadder and vertical_slash_select cut it:
+// the forced entries 0 .. forced - 1, then the best candidates (descending score, ties by
+// position; at most cap entries in all) while the list's mass before them is below
+// p x n (top-p), or the first `count` (top-k). scores [H, L] on the device. Returns per
+// head the kept entries, ascending.
+std::vector<std::vector<int64_t>> cut_lists(const at::Tensor& scores, int64_t forced_entries, int64_t cap,
+                                            int64_t count, int64_t n, const VerticalSlashParams& params) {
+  const int64_t heads = scores.size(0), length = scores.size(1);
+  const int64_t forced = std::min(forced_entries, length);
+  const int64_t width = std::clamp<int64_t>(cap - forced, 0, length - forced);
+  std::vector<std::vector<int64_t>> out(static_cast<size_t>(heads));
+  for (auto& list : out) {
+    list.resize(static_cast<size_t>(forced));
+    std::iota(list.begin(), list.end(), 0);
+  }
+  if (width == 0) return out;
+  // A stable descending sort keeps equal scores in position order.
+  auto [values, order] = at::sort(scores.narrow(1, forced, length - forced), /*stable=*/true, /*dim=*/1,
+                                  /*descending=*/true);
+  values = values.narrow(1, 0, width);
+  order = order.narrow(1, 0, width) + forced;
+  at::Tensor taken;
+  if (params.budget == VerticalSlashBudget::kTopP) {
+    // The list's mass before each candidate: its forced entries, then the candidates ahead.
+    const at::Tensor ahead = at::cat({at::zeros({heads, 1}, values.options()), values.narrow(1, 0, width - 1)}, 1);
+    const at::Tensor mass_before = scores.narrow(1, 0, forced).sum(1, /*keepdim=*/true) + ahead.cumsum(1);
+    taken = mass_before.lt(params.p * static_cast<double>(n)).sum(1);
+  } else {
+    taken = at::full({heads}, std::min(count, width), order.options());
+  }
+  const at::Tensor host_order = order.to(at::kCPU).contiguous(), host_taken = taken.to(at::kCPU).contiguous();
+  const int64_t* o = host_order.const_data_ptr<int64_t>();
+  const int64_t* t = host_taken.const_data_ptr<int64_t>();
+  for (int64_t h = 0; h < heads; ++h) {
+    std::vector<int64_t>& list = out[static_cast<size_t>(h)];
+    list.insert(list.end(), o + h * width, o + h * width + t[h]);
+    std::sort(list.begin(), list.end());
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<VerticalSlashHeadIndex> VerticalSlashHeadsAttention::select(const VerticalSlashParams& params) const {
+  const at::Tensor both = sums();
+  const auto verticals = cut_lists(both.select(1, 0), params.sink_tokens, params.max_verticals,
+                                   params.vertical_count, n_, params);
+  const auto slashes = cut_lists(both.select(1, 1), params.local_window, params.max_slashes,
+                                 params.slash_count, n_, params);
+  std::vector<VerticalSlashHeadIndex> out(verticals.size());
+  for (size_t h = 0; h < out.size(); ++h) {
+    out[h].verticals = verticals[h];
+    out[h].slashes = slashes[h];
+    out[h].block_size = params.block_size;
+  }
+  return out;
+}
+
 std::vector<VerticalSlashHeadIndex> vertical_slash_sequence_index_on_device(const VerticalSlashSequenceInputs& inputs,
                                                                             int64_t q_heads,
                                                                             const VerticalSlashParams& params,
@@ -84,10 +150,7 @@ std::vector<VerticalSlashHeadIndex> vertical_slash_sequence_index_on_device(cons
   std::vector<VerticalSlashHeadIndex> out;
   for (int64_t first = 0; first < q_heads; first += chunk) {
     const VerticalSlashHeadsAttention attention(inputs, first, std::min(chunk, q_heads - first), scale);
-    std::vector<VerticalSlashHeadIndex> heads;
-    for (const VerticalSlashScores& s : attention.scores()) {
-      heads.push_back(vertical_slash_select(s.vertical, s.slash, inputs.n, params));
-    }
+    std::vector<VerticalSlashHeadIndex> heads = attention.select(params);
     const std::vector<double> coverage = attention.coverage(heads);
     for (size_t h = 0; h < heads.size(); ++h) {
       heads[h].coverage = coverage[h];

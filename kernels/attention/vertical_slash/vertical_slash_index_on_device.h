@@ -2,7 +2,7 @@
 // The index's heavy steps for several query heads of one sequence at once, on the inputs'
 // device (docs/vertical_slash.md, "On GPUs"): the last queries' attention ([heads, n, L]
 // float64), the vertical and slash scores summed there (one copy of [heads, 2, L] to the
-// host, where the lists are chosen as vertical_slash_select chooses them), and each chosen
+// host for the tests) and the lists cut there by vertical_slash_select's rule, and each chosen
 // index's coverage (the kept mass summed there under the pattern's block mask). The same
 // ATen ops run on the CPU, where the tests compare them with the host steps of
 // vertical_slash_index.h.
@@ -27,10 +27,16 @@ class VerticalSlashHeadsAttention {
   std::vector<VerticalSlashScores> scores() const;
   // Per head: the attention mass on the keys `index[h]` keeps, over n (vertical_slash_coverage).
   std::vector<double> coverage(const std::vector<VerticalSlashHeadIndex>& index) const;
+  // Per head: the lists vertical_slash_select chooses from these scores, cut on the device
+  // (each list's candidates sorted there, descending with ties by position, the top-p cut
+  // from their running sum); only the cut lists come to the host. Coverage left at 1.
+  std::vector<VerticalSlashHeadIndex> select(const VerticalSlashParams& params) const;
 
   const at::Tensor& attention() const { return attention_; }  // [heads, n, L], 0 past each query
 
  private:
+  at::Tensor sums() const;  // [heads, 2, L] on the device: vertical, then slash scores
+
   at::Tensor attention_;
   int64_t length_ = 0, n_ = 0;
 };
