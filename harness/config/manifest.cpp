@@ -505,7 +505,6 @@ void check_runnable_by_trainer(const Manifest& m) {
   // kernels in bfloat16 with head_dim 64 or 128 (docs/vertical_slash.md).
   for (size_t i = 0; i < m.methods.size(); ++i) {
     if (!m.methods[i].attention.is_vertical_slash()) continue;
-    const std::string method = "$.methods[" + std::to_string(i) + "].attention";
     if (m.train.on_cuda()) continue;  // check_cuda_training
     if (m.train.precision != Qwen2Precision::kFloat32) {
       throw ConfigError(m.file, "$.train.precision",

@@ -4,8 +4,8 @@
 // same rounded inputs: output, log-sum-exp and q/k/v gradients, for indexes chosen by top-p
 // and top-k and given by hand, packed sequences (an empty and a one-token one), GQA 7:1, 2:1
 // and 1:1, head_dim 64 and 128, blocks of 16, 64 and 100 tokens, bf16 and fp16. The backward
-// repeats bit for bit, and the attention backend on a GPU (its index computed there) equals
-// the backend on the CPU, with and without DST's budget. Exits 77 without a GPU
+// repeats bit for bit; the index computed on a GPU equals the host's; the attention backend
+// on a GPU equals the backend on the CPU, with and without DST's budget. Exits 77 without a GPU
 // (cuda_test_main.cpp).
 
 #include <ATen/ATen.h>
@@ -20,6 +20,8 @@
 #include "kernels/attention/packed_sequences.h"
 #include "kernels/attention/vertical_slash/cuda/vertical_slash_attention_cuda.h"
 #include "kernels/attention/vertical_slash/vertical_slash_backend.h"
+#include "kernels/attention/vertical_slash/vertical_slash_block_sparse_plan.h"
+#include "kernels/attention/vertical_slash/vertical_slash_index.h"
 #include "kernels/attention/vertical_slash/vertical_slash_reference.h"
 #include "tests/cpu/test_moba_support.h"
 #include "tests/cpu/vertical_slash_index_cases.h"
@@ -68,6 +70,8 @@ TEST(VerticalSlashCuda, MatchesTheFloat64ReferenceForEveryIndexKind) {
                    v = in.v.to(at::kDouble).requires_grad_(true);
         const VerticalSlashReferenceResult ref = vertical_slash_reference(q, k, v, sequences, index, scale);
         const auto ref_grads = torch::autograd::grad({ref.out}, {q, k, v}, {in.grad_out.to(at::kDouble)});
+        // Both calls run: the pattern lists verticals outside its slash blocks.
+        EXPECT_GT(vertical_slash_block_sparse_plan(sequences, index, c.q_heads, c.kv_heads).vertical_rows.numel(), 0);
         const CudaRun got = run_cuda(in, sequences, index, scale);
         int64_t mask_pairs = 0;
         for (size_t s = 0; s < lengths.size(); ++s) {
@@ -107,6 +111,30 @@ TEST(VerticalSlashCuda, BackwardRepeatsBitForBit) {
   EXPECT_TRUE(at::equal(first.dq, second.dq));
   EXPECT_TRUE(at::equal(first.dk, second.dk));
   EXPECT_TRUE(at::equal(first.dv, second.dv));
+}
+
+// The index on a GPU (attention, sums, the lists' cut and coverage there) equals the
+// index computed on the host from the same rounded values: the same lists, coverage to
+// rounding, for top-p and top-k.
+TEST(VerticalSlashCuda, TheIndexOnTheGpuEqualsTheHostIndex) {
+  const std::vector<int64_t> lengths{600, 130, 1, 0, 257};
+  const PackedSequences sequences = PackedSequences::from_lengths(lengths);
+  const test::MobaInputs in = test::moba_random_inputs(lengths, lengths, 14, 2, 64, at::kBFloat16, 45);
+  for (const VerticalSlashBudget budget : {VerticalSlashBudget::kTopP, VerticalSlashBudget::kTopK}) {
+    VerticalSlashParams params = test::small_vertical_slash_params(64);
+    params.budget = budget;
+    const auto gpu = vertical_slash_index(in.q.cuda(), in.k.cuda(), sequences, params, 0.125);
+    const auto cpu = vertical_slash_index(in.q, in.k, sequences, params, 0.125);
+    ASSERT_EQ(gpu.size(), cpu.size());
+    for (size_t s = 0; s < cpu.size(); ++s) {
+      ASSERT_EQ(gpu[s].size(), cpu[s].size());
+      for (size_t h = 0; h < cpu[s].size(); ++h) {
+        EXPECT_EQ(gpu[s][h].verticals, cpu[s][h].verticals) << "sequence " << s << " head " << h;
+        EXPECT_EQ(gpu[s][h].slashes, cpu[s][h].slashes) << "sequence " << s << " head " << h;
+        EXPECT_NEAR(gpu[s][h].coverage, cpu[s][h].coverage, 1e-12);
+      }
+    }
+  }
 }
 
 // The backend on a GPU computes its index there (the last queries' attention in float64 on

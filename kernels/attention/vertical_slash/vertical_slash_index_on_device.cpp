@@ -143,9 +143,11 @@ std::vector<VerticalSlashHeadIndex> vertical_slash_sequence_index_on_device(cons
                                                                             int64_t q_heads,
                                                                             const VerticalSlashParams& params,
                                                                             double scale) {
-  // Attention and its gathered diagonals take 2 x n x L doubles per head.
+  // Per head at the peak: the scores, their softmax, the gathered diagonals and their
+  // masked product (4 x n x L doubles), and the head's copy of its keys (L x D doubles).
   constexpr int64_t kChunkBytes = int64_t{256} << 20;
-  const int64_t per_head = std::max<int64_t>(1, 2 * inputs.n * inputs.length * static_cast<int64_t>(sizeof(double)));
+  const int64_t per_head = std::max<int64_t>(
+      1, (4 * inputs.n + inputs.keys.size(2)) * inputs.length * static_cast<int64_t>(sizeof(double)));
   const int64_t chunk = std::clamp<int64_t>(kChunkBytes / per_head, 1, q_heads);
   std::vector<VerticalSlashHeadIndex> out;
   for (int64_t first = 0; first < q_heads; first += chunk) {

@@ -39,7 +39,7 @@ class BlockSparseFunction : public torch::autograd::Function<BlockSparseFunction
     }
     const auto state =
         c10::static_intrusive_pointer_cast<BlockSparseState>(ctx->saved_data["state"].toCapsule());
-    const at::Tensor grad_out = grads[0].to(q.scalar_type()).contiguous();
+    const at::Tensor grad_out = block_sparse_aligned(grads[0].to(q.scalar_type()));
     at::Tensor dq = at::empty_like(q), dk = at::empty_like(k), dv = at::empty_like(v);
     const BlockSparseInverse inverse = block_sparse_inverse(state->tables.selected);
     block_sparse_backward_cuda(grad_out, q, k, v, out, lse, state->tables, inverse, dq, dk, dv);

@@ -87,7 +87,7 @@ class VerticalSlashCudaFunction : public torch::autograd::Function<VerticalSlash
     if (!grads[0].defined()) return {at::zeros_like(q), at::zeros_like(k), at::zeros_like(v), at::Tensor()};
     const auto state =
         c10::static_intrusive_pointer_cast<VerticalSlashCudaState>(ctx->saved_data["state"].toCapsule());
-    const at::Tensor grad_out = grads[0].to(q.scalar_type()).contiguous();
+    const at::Tensor grad_out = block_sparse_aligned(grads[0].to(q.scalar_type()));
     // Each part's backward with the merged output and lse gives that part's share of the
     // gradients (docs/vertical_slash.md, "On GPUs").
     at::Tensor dq = at::empty_like(q), dk = at::empty_like(k), dv = at::empty_like(v);
