@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # What a lent GPU should check, in one go, into one report folder (docs/gpu.md):
 #   tests   the CUDA tests (sb_tests_cuda: fused block-sparse kernels, MoBA's two CUDA
-#           paths, bf16 training, RMSNorm, NCCL with one rank)
+#           paths, vertical-slash, bf16 training, RMSNorm, NCCL with one rank)
 #   bench   `sparsebalance bench attention`: dense attention (SDPA's own choice of kernel,
 #           cuDNN's on an H100, and SDPA pinned to flash-attention), MoBA through the fused
 #           kernels and through flash-attention varlen, side by side per shape
 #   train   one-GPU training, experiments/table1-gpu1-kernels.json (the two MoBA paths in
-#           one invocation)
+#           one invocation) and experiments/gpu1-vertical-slash.json (dense, MoBA and the
+#           vertical-slash pattern)
 #   multirank  experiments/gpu1-multirank.json as one process, then as DP 2, PP 2, TP 2,
 #           DP 2 x PP 2 and DP 2 x TP 2 ranks sharing the GPU (Gloo through host memory; NCCL
 #           refuses two ranks on one device), every iteration's loss and gradient norm
@@ -154,18 +155,19 @@ fi
 
 # ---- train ----------------------------------------------------------------------------
 if has_stage train; then
-  start=$(now)
-  manifest="$REPO/experiments/table1-gpu1-kernels.json"
-  timeout 400 "$SB" run "$manifest" --results "$OUT" --no-plots >"$OUT/train.log" 2>&1
-  rc=$?
-  note ""
-  note "## One-GPU training: table1-gpu1-kernels (exit $rc, $(( $(now) - start )) s)"
-  note ""
-  if [ -f "$OUT/table1-gpu1-kernels/report.md" ]; then
-    cat "$OUT/table1-gpu1-kernels/report.md" >>"$REPORT"
-  else
-    tail -20 "$OUT/train.log" | tee -a "$REPORT"
-  fi
+  for name in table1-gpu1-kernels gpu1-vertical-slash; do
+    start=$(now)
+    timeout 400 "$SB" run "$REPO/experiments/$name.json" --results "$OUT" --no-plots >"$OUT/train-$name.log" 2>&1
+    rc=$?
+    note ""
+    note "## One-GPU training: $name (exit $rc, $(( $(now) - start )) s)"
+    note ""
+    if [ -f "$OUT/$name/report.md" ]; then
+      cat "$OUT/$name/report.md" >>"$REPORT"
+    else
+      tail -20 "$OUT/train-$name.log" | tee -a "$REPORT"
+    fi
+  done
 fi
 
 # ---- multirank -------------------------------------------------------------------------
