@@ -33,8 +33,7 @@ double CollectiveTraffic::ms(const LinkSection& link) const {
 double attention_sums_per_layer(const AttentionOptions& attention, bool floor, bool budgeted) {
   if (attention.is_moba()) return floor ? 1.0 : 0.0;
   if (!attention.is_vertical_slash()) return 0.0;
-  double sums = 1.0;  // the layer's statistics
-  if (floor || budgeted) sums += 1.0;  // the budget statistics
+  double sums = 1.0;  // the layer's statistics, a budget's among them
   if (budgeted) sums += 1.0 + kLevelSearchRounds;
   return sums;
 }

@@ -57,9 +57,9 @@ struct TensorParallelStage {
 
 // The attention's all-reduces over the TP ranks per layer forward (its head-shard sums):
 // MoBA one when a coverage floor is asked (the floor reads every head's curve);
-// vertical-slash one for its statistics, one more under a request (the budget
-// statistics) and, when sequences are budgeted, the level search's: one for its ends and
-// [our rule] 13 rounds (what 2 of 2 measured searches took; at most 14). Dense none.
+// vertical-slash one for its statistics (a request's budget statistics with them) and,
+// when sequences are budgeted, the level search's: one for its ends and [our rule] 13
+// rounds (what 2 of 2 measured searches took; at most 14). Dense none.
 double attention_sums_per_layer(const AttentionOptions& attention, bool floor, bool budgeted);
 
 // One micro-batch of `tokens` tokens on the stage: its forward's collectives, or its

@@ -289,6 +289,35 @@ TEST(VerticalSlashBudget, WithoutARequestTheBackendIsTheParamsRuleBitForBit) {
   }
 }
 
+// Under tensor parallelism a budgeted layer's statistics (kept pairs, coverage, heads, and
+// the budget's reference and floor pairs) cross the TP group in one all-reduce. A hook that
+// stands for two identical head shards (it doubles every count) is called once, and the
+// per-query figures it gives equal one shard's own.
+TEST(VerticalSlashBudget, ABudgetedLayersStatisticsTakeOneSumOverTheHeadShards) {
+  const BudgetCase c = budget_case(23);
+  const VerticalSlashParams params = budget_params(VerticalSlashBudget::kTopP);
+  const VerticalSlashBudgetedIndex chosen = vertical_slash_budgeted_index(
+      c.q, c.k, c.sequences, params, kScale, {std::vector<int64_t>(c.lengths.size(), 3), 0.9});
+  const VerticalSlashAttentionResult kept = vertical_slash_attention_cpu(c.q, c.k, c.v, c.sequences, chosen.index, kScale);
+  const int64_t heads = c.q.size(1);
+  const AttentionLayerStats alone =
+      vertical_slash_layer_stats(1, chosen.index, c.sequences, kept.kept_pairs_per_sequence, {}, &chosen, heads);
+  int calls = 0;
+  const auto two_shards = [&calls](std::vector<double>& sums) {
+    ++calls;
+    for (double& x : sums) x *= 2;
+  };
+  const AttentionLayerStats summed =
+      vertical_slash_layer_stats(1, chosen.index, c.sequences, kept.kept_pairs_per_sequence, two_shards, &chosen, heads);
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(summed.top_k, alone.top_k);
+  EXPECT_EQ(summed.reference_top_k, alone.reference_top_k);
+  EXPECT_EQ(summed.k_floor, alone.k_floor);
+  EXPECT_GT(alone.k_floor, 0) << "the floor's statistics took part";
+  ASSERT_EQ(summed.coverage.size(), alone.coverage.size());
+  for (size_t s = 0; s < alone.coverage.size(); ++s) EXPECT_NEAR(summed.coverage[s], alone.coverage[s], 1e-15);
+}
+
 TEST(VerticalSlashBudget, LevelIsTheLargestWithinTheBudget) {
   const BudgetCase c = budget_case(22);
   const VerticalSlashParams params = budget_params(VerticalSlashBudget::kTopP);

@@ -84,13 +84,10 @@ at::Tensor RingAttentionBackend::forward(const at::Tensor& q, const at::Tensor& 
       if (length == 0) continue;
       for (const VerticalSlashHeadIndex& head : result.vertical_slash_index[s]) pairs[s] += vertical_slash_kept_pairs(head, length);
     }
+    const VerticalSlashBudgetedIndex* budget = result.vertical_slash_budget ? &*result.vertical_slash_budget : nullptr;
     AttentionLayerStats stats =
-        vertical_slash_layer_stats(layer, result.vertical_slash_index, sequences, pairs, head_shard_sum_);
-    if (result.vertical_slash_budget) {
-      vertical_slash_add_budget_stats(*result.vertical_slash_budget, sequences, q.size(1), stats, head_shard_sum_);
-    } else {
-      stats.reference_top_k = stats.top_k;  // the pattern's own rule: its kept keys are the reference
-    }
+        vertical_slash_layer_stats(layer, result.vertical_slash_index, sequences, pairs, head_shard_sum_, budget, q.size(1));
+    if (budget == nullptr) stats.reference_top_k = stats.top_k;  // the pattern's own rule: its kept keys are the reference
     stats_[layer] = std::move(stats);
   }
   return result.out;

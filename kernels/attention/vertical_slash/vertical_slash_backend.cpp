@@ -31,60 +31,55 @@ VerticalSlashAttention::VerticalSlashAttention(VerticalSlashParams params) : par
 AttentionLayerStats vertical_slash_layer_stats(int64_t layer, const std::vector<std::vector<VerticalSlashHeadIndex>>& index,
                                                const PackedSequences& sequences,
                                                const std::vector<int64_t>& kept_pairs_per_sequence,
-                                               const std::function<void(std::vector<double>&)>& sum_over_head_shards) {
+                                               const std::function<void(std::vector<double>&)>& sum_over_head_shards,
+                                               const VerticalSlashBudgetedIndex* budget, int64_t heads) {
   TORCH_CHECK(kept_pairs_per_sequence.size() == index.size(), "vertical-slash stats: one pair count per sequence expected");
-  // Per sequence: kept pairs, the heads' coverage summed, and the head count; summed over
-  // the TP ranks' head shards when the heads are split (the counts are integers well below
-  // 2^53, so their float64 sums are exact; the coverage sums may differ from one process's
-  // in the last place, added in another order).
+  // One vector, summed over the TP ranks' head shards in one all-reduce when the heads are
+  // split: per sequence kept pairs, the heads' coverage summed and the head count; then,
+  // under a budget, per sequence the reference rule's pairs and the floor levels' pairs,
+  // and this rank's query heads. The counts are integers well below 2^53, so their float64
+  // sums are exact; the coverage sums may differ from one process's in the last place,
+  // added in another order.
   const size_t n = index.size();
-  std::vector<double> sums(3 * n, 0.0);
+  const bool floored = budget != nullptr && !budget->floor_kept_pairs.empty();
+  std::vector<double> sums(3 * n + (budget != nullptr ? 2 * n + 1 : 0), 0.0);
   for (size_t s = 0; s < n; ++s) {
     sums[s] = static_cast<double>(kept_pairs_per_sequence[s]);
     for (const VerticalSlashHeadIndex& head : index[s]) sums[n + s] += head.coverage;
     sums[2 * n + s] = static_cast<double>(index[s].size());
+    if (budget == nullptr) continue;
+    sums[3 * n + s] = static_cast<double>(budget->reference_kept_pairs[s]);
+    if (floored) sums[4 * n + s] = static_cast<double>(budget->floor_kept_pairs[s]);
   }
+  if (budget != nullptr) sums[5 * n] = static_cast<double>(heads);
   if (sum_over_head_shards) sum_over_head_shards(sums);
   AttentionLayerStats stats;
   stats.layer = layer;
   double coverage_sum = 0, heads_counted = 0;
   for (size_t s = 0; s < n; ++s) {
-    const double heads = sums[2 * n + s];
-    stats.coverage.push_back(sums[n + s] / std::max(1.0, heads));
+    const double sequence_heads = sums[2 * n + s];
+    stats.coverage.push_back(sums[n + s] / std::max(1.0, sequence_heads));
     coverage_sum += sums[n + s];
-    heads_counted += heads;
+    heads_counted += sequence_heads;
     stats.top_k.push_back(vertical_slash_kept_keys_per_query(std::llround(sums[s]), sequences.length(static_cast<int64_t>(s)),
-                                                             std::llround(heads)));
+                                                             std::llround(sequence_heads)));
   }
   stats.coverage_mean = heads_counted > 0 ? coverage_sum / heads_counted : 1.0;
-  return stats;
-}
-
-void vertical_slash_add_budget_stats(const VerticalSlashBudgetedIndex& chosen, const PackedSequences& sequences,
-                                     int64_t heads, AttentionLayerStats& stats,
-                                     const std::function<void(std::vector<double>&)>& sum_over_head_shards) {
-  // [reference pairs per sequence, floor pairs per sequence, heads]: this rank's, or summed
-  // over the head shards (integers well below 2^53: exact).
-  const auto n = static_cast<size_t>(sequences.num_sequences());
-  const bool floored = !chosen.floor_kept_pairs.empty();
-  std::vector<double> sums(2 * n + 1, 0.0);
-  for (size_t s = 0; s < n; ++s) {
-    sums[s] = static_cast<double>(chosen.reference_kept_pairs[s]);
-    if (floored) sums[n + s] = static_cast<double>(chosen.floor_kept_pairs[s]);
-  }
-  sums[2 * n] = static_cast<double>(heads);
-  if (sum_over_head_shards) sum_over_head_shards(sums);
-  const int64_t all_heads = std::llround(sums[2 * n]);
+  if (budget == nullptr) return stats;
+  // The budget's statistics: the reference rule's kept keys per query, and k_floor, the
+  // mean over non-empty sequences of the floor levels' kept keys per query (0 without a floor).
+  const int64_t all_heads = std::llround(sums[5 * n]);
   double floor_sum = 0;
   int64_t counted = 0;
   for (size_t s = 0; s < n; ++s) {
     const int64_t length = sequences.length(static_cast<int64_t>(s));
-    stats.reference_top_k.push_back(vertical_slash_kept_keys_per_query(std::llround(sums[s]), length, all_heads));
+    stats.reference_top_k.push_back(vertical_slash_kept_keys_per_query(std::llround(sums[3 * n + s]), length, all_heads));
     if (!floored || length == 0) continue;
-    floor_sum += sums[n + s] / (static_cast<double>(length) * static_cast<double>(all_heads));
+    floor_sum += sums[4 * n + s] / (static_cast<double>(length) * static_cast<double>(all_heads));
     ++counted;
   }
   stats.k_floor = counted > 0 ? std::llround(floor_sum / static_cast<double>(counted)) : 0;
+  return stats;
 }
 
 void VerticalSlashAttention::set_budget_request(const AttentionBudgetRequest& request) {
@@ -109,10 +104,8 @@ at::Tensor VerticalSlashAttention::forward(const at::Tensor& q, const at::Tensor
   const VerticalSlashBudgetedIndex chosen =
       vertical_slash_budgeted_index(q, k, sequences, params_, scale, budget_, head_shard_sum_);
   VerticalSlashAttentionResult result = attend(q, k, v, sequences, chosen.index, scale);
-  AttentionLayerStats stats =
-      vertical_slash_layer_stats(layer, chosen.index, sequences, result.kept_pairs_per_sequence, head_shard_sum_);
-  vertical_slash_add_budget_stats(chosen, sequences, q.size(1), stats, head_shard_sum_);
-  stats_[layer] = std::move(stats);
+  stats_[layer] = vertical_slash_layer_stats(layer, chosen.index, sequences, result.kept_pairs_per_sequence,
+                                             head_shard_sum_, &chosen, q.size(1));
   return result.out;
 }
 

@@ -21,22 +21,17 @@ namespace sb {
 // heads) and over the call (the mean over every head); top_k per sequence the kept keys
 // per query (pairs over length x query heads, rounded). The one-rank backend passes the
 // kernel's pair counts; the context-parallel ring counts them from the index every rank
-// shares (each rank computes only its own queries' pairs). sum_over_head_shards (tensor
-// parallelism, AttentionBackend::set_head_shard_sum): adds the per-sequence pairs,
-// coverage sums and head counts over the TP ranks, so every rank reports the whole layer.
+// shares (each rank computes only its own queries' pairs). budget (a budgeted call; heads:
+// the query heads this rank holds) adds per sequence the reference rule's kept keys per
+// query (reference_top_k) and k_floor, the kept keys per query the floor levels alone keep
+// (the mean over the call's non-empty sequences, rounded; 0 without a floor).
+// sum_over_head_shards (tensor parallelism, AttentionBackend::set_head_shard_sum): every
+// count above is summed over the TP ranks in one call, so every rank reports the whole layer.
 AttentionLayerStats vertical_slash_layer_stats(
     int64_t layer, const std::vector<std::vector<VerticalSlashHeadIndex>>& index, const PackedSequences& sequences,
     const std::vector<int64_t>& kept_pairs_per_sequence,
-    const std::function<void(std::vector<double>&)>& sum_over_head_shards = {});
-
-// What a budgeted call adds to its layer's statistics (one rank or the ring alike): per
-// sequence the reference rule's kept keys per query, and k_floor, the kept keys per query
-// the floor levels alone keep (the mean over the call's non-empty sequences, rounded; 0
-// without a floor). heads: the query heads `chosen` holds; sum_over_head_shards (TP):
-// the pair counts and heads are summed over the shards first.
-void vertical_slash_add_budget_stats(const VerticalSlashBudgetedIndex& chosen, const PackedSequences& sequences,
-                                     int64_t heads, AttentionLayerStats& stats,
-                                     const std::function<void(std::vector<double>&)>& sum_over_head_shards = {});
+    const std::function<void(std::vector<double>&)>& sum_over_head_shards = {},
+    const VerticalSlashBudgetedIndex* budget = nullptr, int64_t heads = 0);
 
 class VerticalSlashAttention : public AttentionBackend {
  public:
