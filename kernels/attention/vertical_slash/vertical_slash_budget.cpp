@@ -11,6 +11,7 @@
 #include <string>
 
 #include "kernels/attention/vertical_slash/vertical_slash_blocks.h"
+#include "kernels/attention/vertical_slash/vertical_slash_index_on_device.h"
 #include "kernels/attention/vertical_slash/vertical_slash_sharded_budget.h"
 
 namespace sb {
@@ -34,6 +35,31 @@ void vertical_slash_check_budget_request(const VerticalSlashBudgetRequest& reque
 }
 
 namespace {
+
+// Runs body(h, attention) for every query head h of the sequence `inputs` holds, in
+// parallel over heads, attention being the head's [n, L] float64 on the host. On a GPU
+// (batched) this thread computes the heads' attention in batches and copies each batch
+// to the host once, so no device work runs on the worker threads; on the CPU each worker
+// computes its own heads'. (Here, in an OpenMP-compiled unit: at::parallel_for is
+// parallel only where _OPENMP is defined.)
+template <class Body>
+void for_each_head_attention(const VerticalSlashSequenceInputs& inputs, int64_t q_heads, double scale, bool batched,
+                             Body body) {
+  if (!batched) {
+    at::parallel_for(0, q_heads, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t h = begin; h < end; ++h) body(h, inputs.attention(h, scale));
+    });
+    return;
+  }
+  const int64_t batch = vertical_slash_heads_per_batch(inputs, q_heads);
+  for (int64_t first = 0; first < q_heads; first += batch) {
+    const int64_t heads = std::min(batch, q_heads - first);
+    const at::Tensor host = VerticalSlashHeadsAttention(inputs, first, heads, scale).attention().to(at::kCPU).contiguous();
+    at::parallel_for(0, heads, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t h = begin; h < end; ++h) body(first + h, host[h]);
+    });
+  }
+}
 
 // Appends the masses in (0, total) at which one of the head's lists takes its next candidate.
 void add_breakpoints(const VerticalSlashLadders& ladders, double total, std::vector<double>& thresholds) {
@@ -158,6 +184,9 @@ VerticalSlashBudgetedIndex vertical_slash_budgeted_index(const at::Tensor& q, co
   const c10::NoGradGuard no_grad;
   const int64_t num_heads = q.size(1);
   const double floor_ratio = request.coverage_floor_ratio;
+  // On a GPU each sequence's heads' attention is computed by this thread in batches and
+  // copied to the host, where the searches run on the worker threads.
+  const bool on_device = !q.device().is_cpu();
   VerticalSlashBudgetedIndex out;
   // First pass, per sequence: every head's ladders, reference and floor (one head's
   // attention at a time per thread); the budgeted sequences' heads are kept for the search.
@@ -182,10 +211,8 @@ VerticalSlashBudgetedIndex vertical_slash_budgeted_index(const at::Tensor& q, co
     const auto total = static_cast<double>(inputs.n);
     std::vector<HeadSearch>& heads = searched[static_cast<size_t>(s)];
     heads.resize(static_cast<size_t>(num_heads));
-    at::parallel_for(0, num_heads, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t h = begin; h < end; ++h) {
-        heads[static_cast<size_t>(h)] = search_head(inputs.attention(h, scale), length, inputs.n, params, floor_ratio);
-      }
+    for_each_head_attention(inputs, num_heads, scale, on_device, [&](int64_t h, const at::Tensor& attention) {
+      heads[static_cast<size_t>(h)] = search_head(attention, length, inputs.n, params, floor_ratio);
     });
     std::vector<double> reference_coverage;
     int64_t reference_pairs = 0, floor_pairs = 0;
@@ -227,18 +254,24 @@ VerticalSlashBudgetedIndex vertical_slash_budgeted_index(const at::Tensor& q, co
     out.level[static_cast<size_t>(s)] = threshold / targets[j].total;
     const VerticalSlashSequenceInputs inputs(q, k, sequences, s, params.last_queries);
     std::vector<VerticalSlashHeadIndex> chosen(static_cast<size_t>(num_heads));
-    at::parallel_for(0, num_heads, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t h = begin; h < end; ++h) {
-        HeadSearch& head = heads[static_cast<size_t>(h)];
-        VerticalSlashHeadIndex& lists = chosen[static_cast<size_t>(h)];
-        if (floor_ratio > 0.0 && head.floor_threshold >= threshold) {
-          lists = std::move(head.floored);
-        } else {
-          lists = head.ladders->at(threshold);
-          lists.coverage = vertical_slash_coverage(lists, inputs.attention(h, scale), length);
-        }
+    const auto choose = [&](int64_t h, const at::Tensor* attention) {
+      HeadSearch& head = heads[static_cast<size_t>(h)];
+      VerticalSlashHeadIndex& lists = chosen[static_cast<size_t>(h)];
+      if (floor_ratio > 0.0 && head.floor_threshold >= threshold) {
+        lists = std::move(head.floored);
+      } else {
+        lists = head.ladders->at(threshold);
+        lists.coverage = vertical_slash_coverage(lists, attention ? *attention : inputs.attention(h, scale), length);
       }
-    });
+    };
+    if (on_device) {  // every head's attention computed on the device by this thread
+      for_each_head_attention(inputs, num_heads, scale, true,
+                              [&](int64_t h, const at::Tensor& attention) { choose(h, &attention); });
+    } else {  // only the heads that need it compute their attention again
+      at::parallel_for(0, num_heads, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t h = begin; h < end; ++h) choose(h, nullptr);
+      });
+    }
     out.index[static_cast<size_t>(s)] = std::move(chosen);
   }
   return out;

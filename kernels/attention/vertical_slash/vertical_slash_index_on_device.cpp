@@ -139,16 +139,20 @@ std::vector<VerticalSlashHeadIndex> VerticalSlashHeadsAttention::select(const Ve
   return out;
 }
 
+int64_t vertical_slash_heads_per_batch(const VerticalSlashSequenceInputs& inputs, int64_t q_heads) {
+  // Per head at the peak: the scores, their softmax, the gathered diagonals and their
+  // masked product (4 x n x L doubles), and the head's copy of its keys (L x D doubles).
+  constexpr int64_t kBatchBytes = int64_t{256} << 20;
+  const int64_t per_head = std::max<int64_t>(
+      1, (4 * inputs.n + inputs.keys.size(2)) * inputs.length * static_cast<int64_t>(sizeof(double)));
+  return std::clamp<int64_t>(kBatchBytes / per_head, 1, std::max<int64_t>(q_heads, 1));
+}
+
 std::vector<VerticalSlashHeadIndex> vertical_slash_sequence_index_on_device(const VerticalSlashSequenceInputs& inputs,
                                                                             int64_t q_heads,
                                                                             const VerticalSlashParams& params,
                                                                             double scale) {
-  // Per head at the peak: the scores, their softmax, the gathered diagonals and their
-  // masked product (4 x n x L doubles), and the head's copy of its keys (L x D doubles).
-  constexpr int64_t kChunkBytes = int64_t{256} << 20;
-  const int64_t per_head = std::max<int64_t>(
-      1, (4 * inputs.n + inputs.keys.size(2)) * inputs.length * static_cast<int64_t>(sizeof(double)));
-  const int64_t chunk = std::clamp<int64_t>(kChunkBytes / per_head, 1, q_heads);
+  const int64_t chunk = vertical_slash_heads_per_batch(inputs, q_heads);
   std::vector<VerticalSlashHeadIndex> out;
   for (int64_t first = 0; first < q_heads; first += chunk) {
     const VerticalSlashHeadsAttention attention(inputs, first, std::min(chunk, q_heads - first), scale);

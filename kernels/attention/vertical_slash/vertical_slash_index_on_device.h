@@ -41,6 +41,10 @@ class VerticalSlashHeadsAttention {
   int64_t length_ = 0, n_ = 0;
 };
 
+// Query heads per batch of VerticalSlashHeadsAttention for this sequence: at most about
+// 256 MiB of its working memory at a time.
+int64_t vertical_slash_heads_per_batch(const VerticalSlashSequenceInputs& inputs, int64_t q_heads);
+
 // vertical_slash_index's lists and coverage for every query head of one sequence, with the
 // attention, scores and coverage on the inputs' device, heads taken in chunks of at most
 // about 256 MiB of attention.
