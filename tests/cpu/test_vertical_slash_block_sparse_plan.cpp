@@ -77,6 +77,11 @@ TEST(VerticalSlashBlockSparsePlan, TheTwoCallsReachExactlyThePatternsPairsOnce) 
     for (const auto& [name, index] : test::vertical_slash_index_cases(q, k, sequences, block, 0.35)) {
       SCOPED_TRACE(name + " GQA " + std::to_string(hq) + ":" + std::to_string(hkv) + " block " + std::to_string(block));
       const VerticalSlashBlockSparsePlan plan = vertical_slash_block_sparse_plan(sequences, index, hq, hkv);
+      // Heads taken one at a time (the batches long sequences need) give the same plan.
+      const VerticalSlashBlockSparsePlan one_head_at_a_time =
+          vertical_slash_block_sparse_plan(sequences, index, hq, hkv, at::Device(at::kCPU), 1);
+      EXPECT_TRUE(at::equal(one_head_at_a_time.vertical_rows, plan.vertical_rows));
+      EXPECT_TRUE(at::equal(one_head_at_a_time.vertical_count, plan.vertical_count));
       EXPECT_EQ(plan.vertical_layout.total_queries, hq * tokens);
       EXPECT_EQ(plan.vertical_layout.total_keys, plan.vertical_rows.numel());
       verticals_seen += plan.vertical_rows.numel();

@@ -87,7 +87,7 @@ std::pair<at::Tensor, at::Tensor> listed_verticals(const at::Tensor& verticals, 
 
 VerticalSlashBlockSparsePlan vertical_slash_block_sparse_plan(
     const PackedSequences& sequences, const std::vector<std::vector<VerticalSlashHeadIndex>>& index, int64_t q_heads,
-    int64_t kv_heads, const at::Device& device) {
+    int64_t kv_heads, const at::Device& device, int64_t max_batch_elements) {
   if (static_cast<int64_t>(index.size()) != sequences.num_sequences()) {
     throw std::invalid_argument("vertical-slash plan: " + std::to_string(index.size()) + " sequence indexes for " +
                                 std::to_string(sequences.num_sequences()) + " sequences");
@@ -138,11 +138,20 @@ VerticalSlashBlockSparsePlan vertical_slash_block_sparse_plan(
       }
     }
     plan.kept_pairs += plan.kept_pairs_per_sequence[static_cast<size_t>(s)];
-    auto [positions, per_block] = listed_verticals(verticals.to(device), covered.to(device), block);
-    // Rows of k taken [Hkv x T, D]: key/value head h / group, the sequence's offset.
-    const at::Tensor head_of = at::repeat_interleave(at::arange(q_heads, positions.options()), per_block.sum(1));
-    rows.push_back(at::div(head_of, group, "floor") * tokens + sequences.offsets[static_cast<size_t>(s)] + positions);
-    counts.push_back(per_block.reshape({-1}));
+    // Heads in batches: listed_verticals holds [heads, NB, V] temporaries.
+    const int64_t per_head = std::max<int64_t>(1, seq_blocks * static_cast<int64_t>(width));
+    const int64_t batch = std::clamp<int64_t>(max_batch_elements / per_head, 1, q_heads);
+    const at::Tensor device_verticals = verticals.to(device), device_covered = covered.to(device);
+    for (int64_t first = 0; first < q_heads; first += batch) {
+      const int64_t heads = std::min(batch, q_heads - first);
+      auto [positions, per_block] =
+          listed_verticals(device_verticals.narrow(0, first, heads), device_covered.narrow(0, first, heads), block);
+      // Rows of k taken [Hkv x T, D]: key/value head h / group, the sequence's offset.
+      const at::Tensor head_of =
+          at::repeat_interleave(at::arange(first, first + heads, positions.options()), per_block.sum(1));
+      rows.push_back(at::div(head_of, group, "floor") * tokens + sequences.offsets[static_cast<size_t>(s)] + positions);
+      counts.push_back(per_block.reshape({-1}));
+    }
   }
 
   // Slash part: [Hq, NB, capacity], -1 padding.

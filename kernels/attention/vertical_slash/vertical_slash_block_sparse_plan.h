@@ -51,10 +51,12 @@ struct VerticalSlashBlockSparsePlan {
 };
 
 // index [sequence][query head] with one block_size throughout; q_heads % kv_heads == 0;
-// device: where vertical_rows is found and kept. Throws std::invalid_argument when the
-// index does not fit the packing.
+// device: where vertical_rows is found and kept; max_batch_elements: the most (head, query
+// block, vertical) entries of a sequence examined at once (heads are taken in batches
+// within it: the search holds a few int64 tensors of that size). Throws
+// std::invalid_argument when the index does not fit the packing.
 VerticalSlashBlockSparsePlan vertical_slash_block_sparse_plan(
     const PackedSequences& sequences, const std::vector<std::vector<VerticalSlashHeadIndex>>& index, int64_t q_heads,
-    int64_t kv_heads, const at::Device& device = at::Device(at::kCPU));
+    int64_t kv_heads, const at::Device& device = at::Device(at::kCPU), int64_t max_batch_elements = int64_t{1} << 25);
 
 }  // namespace sb
