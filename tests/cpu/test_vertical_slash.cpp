@@ -206,17 +206,8 @@ TEST(VerticalSlashIndex, EqualsAPlainImplementationOfTheRule) {
     for (const auto& [budget, block] : std::vector<std::pair<VerticalSlashBudget, int64_t>>{
              {VerticalSlashBudget::kTopP, 1}, {VerticalSlashBudget::kTopK, 1}, {VerticalSlashBudget::kTopP, 8},
              {VerticalSlashBudget::kTopK, 16}}) {
-      VerticalSlashParams params;
+      VerticalSlashParams params = test::small_vertical_slash_params(block);
       params.budget = budget;
-      params.block_size = block;
-      params.p = 0.8;
-      params.vertical_count = 5;
-      params.slash_count = 7;
-      params.sink_tokens = 3;
-      params.local_window = 4;
-      params.max_verticals = 20;
-      params.max_slashes = 24;
-      params.last_queries = 16;
       const auto index = vertical_slash_index(q, k, sequences, params, 0.35);
       ASSERT_EQ(index.size(), lengths.size());
       for (int64_t s = 0; s < sequences.num_sequences(); ++s) {

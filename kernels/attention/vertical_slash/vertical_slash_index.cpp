@@ -3,7 +3,6 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
-#include <limits>
 #include <numeric>
 #include <stdexcept>
 
@@ -141,15 +140,9 @@ VerticalSlashSequenceInputs::VerticalSlashSequenceInputs(const at::Tensor& q, co
 }
 
 at::Tensor VerticalSlashSequenceInputs::attention(int64_t head, double scale) const {
-  // The last n positions: length - n .. length - 1.
-  // On a GPU the product and softmax run there and only [n, L] comes back to the host,
-  // where the lists are chosen.
-  at::Tensor scores = at::matmul(last_queries.select(1, head), keys.select(1, head / group).t()).mul_(scale);  // [n, L]
-  const auto positions = scores.options().dtype(at::kLong);
-  const at::Tensor row_pos = at::arange(length - n, length, positions).unsqueeze(1);
-  const at::Tensor col = at::arange(length, positions).unsqueeze(0);
-  scores.masked_fill_(col > row_pos, -std::numeric_limits<double>::infinity());
-  return at::softmax(scores, 1).to(at::kCPU).contiguous();
+  // The batched computation for one head (on a GPU it runs there and only [n, L] comes
+  // back to the host, where the lists are chosen).
+  return VerticalSlashHeadsAttention(*this, head, 1, scale).attention()[0].to(at::kCPU).contiguous();
 }
 
 VerticalSlashScores vertical_slash_scores(const at::Tensor& attention, int64_t length) {

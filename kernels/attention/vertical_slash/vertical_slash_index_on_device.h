@@ -22,8 +22,8 @@ class VerticalSlashHeadsAttention {
   VerticalSlashHeadsAttention(const VerticalSlashSequenceInputs& inputs, int64_t first_head, int64_t heads,
                               double scale);
 
-  // Per head, on the host: the vertical and slash scores (vertical_slash_scores' numbers,
-  // summed in another order).
+  // Per head, on the host: the vertical and slash scores select() cuts
+  // (vertical_slash_scores' numbers, summed in another order; the tests compare the two).
   std::vector<VerticalSlashScores> scores() const;
   // Per head: the attention mass on the keys `index[h]` keeps, over n (vertical_slash_coverage).
   std::vector<double> coverage(const std::vector<VerticalSlashHeadIndex>& index) const;
