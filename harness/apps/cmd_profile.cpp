@@ -16,6 +16,10 @@
 #include "harness/common/system_info.h"
 #include "harness/latency/latency_profiler.h"
 #include "harness/latency/run_profiles/method_profiles.h"
+#include "harness/latency/run_profiles/tensor_parallel_profile_peers.h"
+#include "harness/parallel/process_group.h"
+#include "harness/runner/local_launcher.h"
+#include "harness/runner/profile_ranks.h"
 #include "models/qwen2/qwen2_lora.h"
 #include "models/qwen2/qwen2_precision.h"
 
@@ -31,6 +35,9 @@ struct ProfileFlags {
   std::string precision = "fp32";
   bool activation_checkpointing = false;
   int64_t tensor_parallel = 1;
+  std::string collectives;  // "": gloo on the CPU, nccl on GPUs
+  double timeout_s = 300;
+  uint64_t seed = 0;
   int64_t lora_rank = 0;  // 0: full fine-tuning
   double lora_alpha = 0;
   double lora_dropout = 0;
@@ -96,6 +103,15 @@ LatencyProfileTraining training_of(const ProfileFlags& f) {
   training.activation_checkpointing = f.activation_checkpointing;
   if (f.tensor_parallel < 1) throw ConfigError("--tensor-parallel", "", "must be >= 1", "use the run's parallelism.tp");
   training.tensor_parallel = f.tensor_parallel;
+  if (f.tensor_parallel > 1) {
+    const std::string collectives = f.collectives.empty() ? (f.device == "cuda" ? "nccl" : "gloo") : f.collectives;
+    if (collectives == "nccl" && f.device != "cuda") {
+      throw ConfigError("--collectives", "", "nccl needs --device cuda", "use gloo on the CPU");
+    }
+    training.tensor_parallel_collectives = collectives == "none" ? "" : collectives;
+  } else if (!f.collectives.empty()) {
+    throw ConfigError("--collectives", "", "applies to --tensor-parallel above 1 only", "leave it out");
+  }
   const bool lora_flags = f.lora_alpha != 0 || f.lora_dropout != 0 || !f.lora_targets.empty();
   if (f.lora_rank == 0) {
     if (lora_flags) {
@@ -117,27 +133,64 @@ LatencyProfileTraining training_of(const ProfileFlags& f) {
   return training;
 }
 
-int run_check(const ProfileFlags& f) {
-  const LatencyProfile profile = load_latency_profile(f.check);
+// Progress lines to stderr, from the leader only (the TP ranks time the same points).
+ProgressFn progress_printer(bool leader) {
+  if (!leader) return {};
+  return [](const std::string& line) { std::cerr << "  " << line << "\n"; };
+}
+
+// The process that runs a TP profile's command: without a launcher it starts the tp
+// ranks (running `rank_arguments`) and returns their exit code; as one of them it runs
+// body(its TP peers, leader) (vocab_size: the model's). Exit code.
+using PeersBody = std::function<void(std::shared_ptr<const ProfileTensorParallelPeers>, bool)>;
+int on_tensor_parallel_ranks(int64_t tp, const std::string& device, const std::string& collectives, double timeout_s,
+                             int64_t vocab_size, const std::vector<std::string>& rank_arguments, const PeersBody& body) {
+  if (!DistEnv::started_as_rank()) return launch_profile_ranks(tp, "", rank_arguments, std::cerr);
+  arm_parent_death_signal();
+  ProfileRanksOptions options;
+  options.tp = tp;
+  options.cuda = device == "cuda";
+  options.gpu_backend = collectives == "nccl" ? CollectiveBackend::kNccl : CollectiveBackend::kGloo;
+  options.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  const c10::Device on = options.cuda ? c10::Device(c10::kCUDA) : c10::Device(c10::kCPU);
+  return run_as_profile_rank(
+      options,
+      [&](std::shared_ptr<TensorParallelGroup> group, bool leader) {
+        body(tensor_parallel_profile_peers(std::move(group), vocab_size, on), leader);
+      },
+      std::cerr);
+}
+
+// --timeout-s (when not the default) for the ranks' command lines.
+void add_timeout(std::vector<std::string>& args, const ProfileFlags& f) {
+  if (f.timeout_s != ProfileFlags{}.timeout_s) {
+    args.push_back("--timeout-s");
+    args.push_back(nlohmann::json(f.timeout_s).dump());
+  }
+}
+
+// Re-measures `profile`'s held-out points (on this TP rank, with its peers, when it has
+// them) and, on the leader, writes and prints the result.
+int check_and_print(const LatencyProfile& profile, const ProfileFlags& f,
+                    std::shared_ptr<const ProfileTensorParallelPeers> peers, bool leader) {
   // Time under the profile's own thread count unless --threads says otherwise: a check at
   // LibTorch's default (all cores) of a profile measured single-threaded reports the
   // thread difference as prediction error.
   const int64_t recorded = profile.measured_threads();
   if (f.threads == 0 && recorded > 0) at::set_num_threads(static_cast<int>(recorded));
   const int64_t threads = at::get_num_threads();
-  std::cerr << "re-measuring held-out points of " << f.check << " ("
+  if (leader) std::cerr << "re-measuring held-out points of " << f.check << " ("
             << profile.model.value("from", profile.model.value("preset", "?")) << ", " << profile.attention << ", "
             << profile.device << ", " << latency_profile_training_text(profile.training) << ", " << threads << " intra-op thread"
             << (threads == 1 ? "" : "s")
             << (f.threads == 0 && recorded > 0 ? ", as the profile was measured" : "") << ")\n";
-  if (f.threads > 0 && recorded > 0 && f.threads != recorded) {
+  if (leader && f.threads > 0 && recorded > 0 && f.threads != recorded) {
     std::cerr << "warning: --threads " << f.threads << " differs from the " << recorded
               << " thread(s) the profile was measured with; the error below includes that difference\n";
   }
   ProfileCheck check;
   try {
-    check = check_latency_profile(profile, f.warmup, f.repetitions,
-                                  [](const std::string& line) { std::cerr << "  " << line << "\n"; });
+    check = check_latency_profile(profile, f.warmup, f.repetitions, progress_printer(leader), std::move(peers));
   } catch (const std::invalid_argument& e) {
     throw ConfigError(f.check, "", e.what(), "re-profile on this machine");
   }
@@ -160,6 +213,7 @@ int run_check(const ProfileFlags& f) {
                               {"threads", threads},
                               {"profile_threads", recorded > 0 ? nlohmann::json(recorded) : nlohmann::json()},
                               {"context", collect_system_info()}};
+  if (!leader) return 0;
   if (!f.out.empty()) write_file_atomic(f.out, result.dump(1) + "\n");
   if (f.json) {
     std::cout << result.dump() << "\n";
@@ -179,6 +233,28 @@ int run_check(const ProfileFlags& f) {
   return 0;
 }
 
+
+int run_check(const ProfileFlags& f) {
+  const LatencyProfile profile = load_latency_profile(f.check);
+  if (!profile.training.tensor_parallel_collectives.empty()) {
+    // Timed on its TP ranks together: re-measured so.
+    std::vector<std::string> args{"profile", "--check", f.check, "--warmup", std::to_string(f.warmup),
+                                  "--repetitions", std::to_string(f.repetitions)};
+    if (f.threads > 0) args.insert(args.end(), {"--threads", std::to_string(f.threads)});
+    if (!f.out.empty()) args.insert(args.end(), {"--out", f.out});
+    if (f.json) args.push_back("--json");
+    add_timeout(args, f);
+    int code = 0;
+    const int launched = on_tensor_parallel_ranks(
+        profile.training.tensor_parallel, profile.device, profile.training.tensor_parallel_collectives, f.timeout_s,
+        profile.model.value("vocab_size", int64_t{0}), args,
+        [&](std::shared_ptr<const ProfileTensorParallelPeers> peers, bool leader) {
+          code = check_and_print(profile, f, std::move(peers), leader);
+        });
+    return launched != 0 ? launched : code;
+  }
+  return check_and_print(profile, f, nullptr, true);
+}
 }  // namespace
 
 Command register_profile(CLI::App& app) {
@@ -191,8 +267,11 @@ Command register_profile(CLI::App& app) {
       "sequences of the shortest length, with the machine's context and this command, and writes --out. "
       "The layer trains as the run the profile is for trains: --precision, --activation-checkpointing, "
       "and LoRA (--lora-rank, --lora-alpha, --lora-targets: adapters trained, the base frozen); "
-      "--tensor-parallel N times one TP rank's share of it (heads, MLP columns and vocabulary / N, "
-      "without the TP collectives). "
+      "--tensor-parallel N times one TP rank's share of it (heads, MLP columns and vocabulary / N) on N "
+      "TP ranks together, with the collectives between them (--collectives: gloo on the CPU, nccl or gloo "
+      "on GPUs; none times one rank's share alone, without them): this command starts the N ranks on "
+      "this machine, or is one of them under torchrun or srun; each repetition keeps the slowest rank's "
+      "time and rank 0 writes the profile. "
       "--check FILE re-measures the points halfway between grid points, and micro-batches packed from "
       "three sequences, and prints the predictor's error (MAPE) on each. Example:\n"
       "  sparsebalance profile --model qwen2-tiny --attention moba --block 64 "
@@ -216,8 +295,15 @@ Command register_profile(CLI::App& app) {
   sub->add_flag("--activation-checkpointing", f->activation_checkpointing,
                 "Run each layer with activation checkpointing (its forward again in the backward)");
   sub->add_option("--tensor-parallel", f->tensor_parallel,
-                  "The run's parallelism.tp: time one tensor-parallel rank's share of the layer")
+                  "The run's parallelism.tp: time the tensor-parallel ranks' shares of the layer together")
       ->capture_default_str();
+  sub->add_option("--collectives", f->collectives,
+                  "With --tensor-parallel: gloo | nccl | none (default: gloo on the CPU, nccl on GPUs)")
+      ->check(CLI::IsMember({"gloo", "nccl", "none"}));
+  sub->add_option("--timeout-s", f->timeout_s, "With --tensor-parallel: bound on the ranks' rendezvous and each collective")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  sub->add_option("--seed", f->seed, "Seed of the timed inputs and weights")->capture_default_str();
   sub->add_option("--lora-rank", f->lora_rank, "LoRA rank: time LoRA training (base frozen, adapters trained)");
   sub->add_option("--lora-alpha", f->lora_alpha, "LoRA alpha (with --lora-rank)");
   sub->add_option("--lora-dropout", f->lora_dropout, "LoRA dropout (with --lora-rank)")->capture_default_str();
@@ -276,17 +362,34 @@ Command register_profile(CLI::App& app) {
     }
     request.warmup = f->warmup;
     request.repetitions = f->repetitions;
-    LatencyProfile profile;
-    try {
-      profile = measure_latency_profile(request, [](const std::string& line) { std::cerr << "  " << line << "\n"; });
-    } catch (const std::invalid_argument& e) {
-      throw ConfigError("sparsebalance profile", "", e.what(), "fix the flags");
+    request.seed = f->seed;
+    // On the TP ranks together, each with its share of the cores unless --threads says.
+    const std::string& collectives = request.training.tensor_parallel_collectives;
+    const int64_t tp = request.training.tensor_parallel;
+    const int64_t threads = f->threads > 0 || collectives.empty() || request.device == "cuda" ? f->threads : rank_thread_count(0, tp);
+    const auto measure = [&](std::shared_ptr<const ProfileTensorParallelPeers> peers, bool leader) {
+      if (threads > 0) at::set_num_threads(static_cast<int>(threads));
+      request.tensor_parallel_peers = std::move(peers);
+      LatencyProfile profile;
+      try {
+        profile = measure_latency_profile(request, progress_printer(leader));
+      } catch (const std::invalid_argument& e) {
+        throw ConfigError("sparsebalance profile", "", e.what(), "fix the flags");
+      }
+      if (!leader) return;
+      // The command that measures this grid again, e.g. on another machine.
+      profile.context["command"] = profile_command_line(request, f->out, threads);
+      save_latency_profile(profile, f->out);
+      std::cerr << "wrote " << f->out << "\n";
+    };
+    if (collectives.empty()) {
+      measure(nullptr, true);
+      return 0;
     }
-    // The command that measures this grid again, e.g. on another machine.
-    profile.context["command"] = profile_command_line(request, f->out, f->threads);
-    save_latency_profile(profile, f->out);
-    std::cerr << "wrote " << f->out << "\n";
-    return 0;
+    std::vector<std::string> args = profile_command_arguments(request, f->out, threads);
+    add_timeout(args, *f);
+    return on_tensor_parallel_ranks(tp, request.device, collectives, f->timeout_s, request.config.vocab_size, args,
+                                    measure);
   };
 }
 

@@ -19,6 +19,7 @@
 #include "harness/report/report_plots.h"
 #include "harness/runner/job_session.h"
 #include "harness/runner/local_launcher.h"
+#include "harness/runner/profile_ranks.h"
 #include "harness/latency/run_profiles/method_profiles.h"
 #include "harness/runner/run_manifest.h"
 #include "harness/runner/run_preflight.h"
@@ -82,7 +83,10 @@ int launch(const Manifest& manifest, const RunFlags& flags, const RunManifestOpt
   const RunPlan plan = plan_runs(manifest, options);
   const std::vector<RunSpec> pending = plan.pending();
   check_run_inputs(pending);
-  ensure_method_profiles(pending, true, std::cerr);
+  ensure_method_profiles(pending, true, std::cerr, true,
+                         [](int64_t tp, const std::vector<std::string>& arguments, std::ostream& log) {
+                           return launch_profile_ranks(tp, "", arguments, log);
+                         });
   std::filesystem::create_directories(plan.manifest_dir);
   const std::filesystem::path plan_file = plan.manifest_dir / (".run_plan." + std::to_string(::getpid()) + ".json");
   write_run_plan(plan_file, plan);

@@ -124,7 +124,11 @@ std::string latency_profile_training_text(const LatencyProfileTraining& training
   return qwen2_precision_name(training.precision) + ", " +
          (training.activation_checkpointing ? "activation checkpointing" : "no activation checkpointing") + ", " +
          latency_profile_lora_text(training.lora) +
-         (training.tensor_parallel > 1 ? ", one of " + std::to_string(training.tensor_parallel) + " TP ranks" : "");
+         (training.tensor_parallel > 1 ? ", one of " + std::to_string(training.tensor_parallel) + " TP ranks" +
+                                             (training.tensor_parallel_collectives.empty()
+                                                  ? " without its collectives"
+                                                  : " with its " + training.tensor_parallel_collectives + " collectives")
+                                       : "");
 }
 
 nlohmann::json latency_profile_training_to_json(const LatencyProfileTraining& training) {
@@ -139,6 +143,9 @@ nlohmann::json latency_profile_training_to_json(const LatencyProfileTraining& tr
                       {"activation_checkpointing", training.activation_checkpointing},
                       {"lora", lora}};
   if (training.tensor_parallel > 1) j["tensor_parallel"] = training.tensor_parallel;
+  if (training.tensor_parallel > 1 && !training.tensor_parallel_collectives.empty()) {
+    j["tensor_parallel_collectives"] = training.tensor_parallel_collectives;
+  }
   return j;
 }
 
@@ -150,9 +157,12 @@ LatencyProfileTraining latency_profile_training_from_json(const nlohmann::json& 
       r.optional_choice("precision", qwen2_precision_name(training.precision), qwen2_precision_names()));
   training.activation_checkpointing = r.optional<bool>("activation_checkpointing", false);
   training.tensor_parallel = r.optional<int64_t>("tensor_parallel", 1);
+  training.tensor_parallel_collectives = r.optional_choice("tensor_parallel_collectives", "", {"gloo", "nccl"});
   const nlohmann::json* lora = r.optional_value("lora");
   r.finish();
   r.expect(training.tensor_parallel >= 1, "tensor_parallel", "must be >= 1", "regenerate the profile with `sparsebalance profile`");
+  r.expect(training.tensor_parallel > 1 || training.tensor_parallel_collectives.empty(), "tensor_parallel_collectives",
+           "is given without tensor_parallel > 1", "regenerate the profile with `sparsebalance profile`");
   if (lora == nullptr || lora->is_null()) return training;
   JsonObjectReader l(*lora, r.child_path("lora"), file);
   Qwen2LoraOptions options;

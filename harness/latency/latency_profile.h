@@ -29,7 +29,8 @@
 //    "device": "cpu" | "cuda",
 //    "training": {"precision": "fp32" | "bf16-mixed", "activation_checkpointing": bool,
 //                 "lora": null | {"rank": r, "alpha": a, "dropout": p, "target_modules": [...]},
-//                 "tensor_parallel": tp (only when > 1)},
+//                 "tensor_parallel": tp (only when > 1),
+//                 "tensor_parallel_collectives": "gloo" | "nccl" (only when timed with them)},
 //    "warmup": n, "repetitions": n,
 //    "seq_lens": [ascending], "budgets": [ascending; [0] for dense attention; vertical-slash:
 //                kept keys per query (docs/vertical_slash.md "Budgets")],
@@ -88,9 +89,16 @@ struct LatencyProfileTraining {
   bool activation_checkpointing = false;
   std::optional<Qwen2LoraOptions> lora;  // absent: full fine-tuning
   // Tensor parallelism: the timed layer is one TP rank's share of it
-  // (qwen2_tensor_parallel_rank_config: heads, MLP columns and vocabulary / tp), without
-  // the TP collectives. 1: the whole layer.
+  // (qwen2_tensor_parallel_rank_config: heads, MLP columns and vocabulary / tp). 1: the
+  // whole layer.
   int64_t tensor_parallel = 1;
+  // With tp > 1, the collectives the TP ranks timed together ran over ("gloo" or "nccl"):
+  // each point is a TP-sharded layer with its sequence-parallel gathers and scatters, the
+  // attention's head-shard sums and (head, model) the vocabulary-parallel loss, the
+  // slowest TP rank's time. "": one rank's share timed alone, without them (profiles
+  // measured before sparsebalance launched TP ranks for them; they under-predict every
+  // micro-batch by its collectives).
+  std::string tensor_parallel_collectives;
 };
 
 // "fp32, no activation checkpointing, full fine-tuning" and the like, for messages.

@@ -53,22 +53,34 @@ class PassThroughAttention : public AttentionBackend {
 
 // One decoder layer, a head and (when asked) the whole model on one device, trained as
 // the request's training options say; each method returns the sampler of one grid point,
-// holding its own inputs.
+// holding its own inputs. With TP peers, the TP rank's share joined to them as the
+// trainer joins it (PipelineStage::enable_tensor_parallelism): the layer takes this
+// rank's rows of the residual stream and runs its sequence-parallel collectives, the
+// attention sums its statistics over the head shards, the head takes this rank's
+// vocabulary with the vocabulary-parallel loss, and the whole model is a TP stage.
 class LayerBench {
  public:
   explicit LayerBench(const ProfileRequest& request)
       : config_(qwen2_tensor_parallel_rank_config(request.config, request.training.tensor_parallel)),
+        full_config_(request.config),
         device_(request.device == "cuda" ? c10::Device(c10::kCUDA) : c10::Device(c10::kCPU)),
-        training_(request.training) {
+        training_(request.training),
+        peers_(request.tensor_parallel_peers) {
     at::manual_seed(request.seed);
     layer_ = Qwen2DecoderLayer(config_, 0);
     layer_->to(device_);
     norm_ = Qwen2RMSNorm(config_.hidden_size, config_.rms_norm_eps);
     norm_->to(device_);
-    head_ = torch::nn::Linear(torch::nn::LinearOptions(config_.hidden_size, config_.vocab_size).bias(false));
+    int64_t head_rows = config_.vocab_size;
+    if (peers_) {
+      layer_->set_sequence_parallel(peers_->sequence_parallel);
+      head_rows = peers_->vocabulary_end - peers_->vocabulary_start;
+    }
+    head_ = torch::nn::Linear(torch::nn::LinearOptions(config_.hidden_size, head_rows).bias(false));
     head_->to(device_);
     if (training_.lora) train_as_lora(*training_.lora);
     attention_ = make_attention_backend(request.attention);
+    if (peers_) attention_->set_head_shard_sum(peers_->head_shard_sum);
     attention_options_ = request.attention;
   }
 
@@ -97,39 +109,42 @@ class LayerBench {
   // The whole model (embedding, every layer at `budget`, final norm, lm_head, loss) on one
   // sequence, as a single-stage pipeline runs a micro-batch.
   TimedPoint model(int64_t length, int64_t budget) {
-    if (!model_) {
-      model_backend_ = std::shared_ptr<AttentionBackend>(make_attention_backend(attention_options_));
-      model_ = Qwen2ForCausalLM(config_, model_backend_);
-      model_->to(device_);
-      // As the trainer sets the model up (harness/train/model_training_options.h).
-      model_->set_precision(training_.precision);
-      model_->set_activation_checkpointing(training_.activation_checkpointing);
-      if (training_.lora) qwen2_apply_lora(model_, *training_.lora);
-      model_->train();
-    }
+    if (!model_) build_model();
     const auto options = at::TensorOptions().dtype(at::kLong).device(device_);
-    const at::Tensor tokens = at::randint(0, config_.vocab_size, {length}, options);
-    const at::Tensor labels = at::randint(0, config_.vocab_size, {length}, options);
+    const at::Tensor tokens = at::randint(0, model_->config().vocab_size, {length}, options);
+    const at::Tensor labels = at::randint(0, model_->config().vocab_size, {length}, options);
     const at::Tensor positions = at::arange(length, options);
     const PackedSequences sequences = PackedSequences::from_lengths({length});
     return [this, budget, tokens, labels, positions, sequences] {
       if (has_budget(attention_options_)) model_backend_->set_budget_request(AttentionBudgetRequest{{budget}, 0.0, 0});
       return run_once([&] {
-        const at::Tensor logits = model_->forward(tokens, positions, sequences);
-        at::cross_entropy_loss(logits, labels).backward();
+        if (model_step_) {
+          model_step_(tokens, positions, sequences, labels).backward();
+        } else {
+          at::cross_entropy_loss(model_->forward(tokens, positions, sequences), labels).backward();
+        }
         model_backend_->take_layer_stats();  // as the trainer drains them after each micro-batch
       });
     };
   }
 
   TimedPoint head(int64_t length) {
-    const at::Tensor x = hidden(length);
-    const at::Tensor labels = at::randint(0, config_.vocab_size, {length}, at::TensorOptions().dtype(at::kLong).device(device_));
-    return [this, x, labels] {
+    const at::Tensor x = hidden(stream_rows(length));
+    // Token ids of the whole vocabulary with TP peers (the loss finds each label's rank),
+    // else of the share's.
+    const int64_t vocabulary = peers_ ? full_config_.vocab_size : config_.vocab_size;
+    const at::Tensor labels = at::randint(0, vocabulary, {length}, at::TensorOptions().dtype(at::kLong).device(device_));
+    return [this, x, labels, length] {
       return run_once([&] {
         Qwen2AutocastGuard autocast(device_.type(), training_.precision);
-        const at::Tensor logits = head_->forward(norm_->forward(x)).to(at::kFloat);
-        at::cross_entropy_loss(logits, labels).backward();
+        if (peers_) {
+          const at::Tensor normed = peers_->sequence_parallel->gather(norm_->forward(x), length);  // [T, H]
+          const at::Tensor logits = head_->forward(normed).to(at::kFloat);                        // [T, V / tp]
+          peers_->vocabulary_loss(logits, labels).backward();
+        } else {
+          const at::Tensor logits = head_->forward(norm_->forward(x)).to(at::kFloat);
+          at::cross_entropy_loss(logits, labels).backward();
+        }
       });
     };
   }
@@ -141,7 +156,7 @@ class LayerBench {
   nlohmann::json timed_layer() {
     const at::Tensor probe_positions = at::arange(2, at::TensorOptions().dtype(at::kLong).device(device_));
     const auto [cos, sin] = qwen2_rotary_tables(probe_positions, config_);
-    const at::Tensor probe = run_layer(hidden(2), cos, sin, PackedSequences::from_lengths({2}), pass_through_);
+    const at::Tensor probe = run_layer(hidden(stream_rows(2)), cos, sin, PackedSequences::from_lengths({2}), pass_through_);
     const bool checkpointed = probe.grad_fn() != nullptr && probe.grad_fn()->name() == "Qwen2CheckpointedLayerBackward";
     int64_t parameters = 0, trainable = 0;
     for (const at::Tensor& p : layer_->parameters()) {
@@ -185,7 +200,7 @@ class LayerBench {
       // as in training (Qwen2Linear::set_input_shard).
       const std::string leaf = leaf_name(item.key());
       if (training_.tensor_parallel > 1 && (leaf == "o_proj" || leaf == "down_proj")) {
-        projection->set_input_shard(0, training_.tensor_parallel);
+        projection->set_input_shard(peers_ ? peers_->sequence_parallel->rank() : 0, training_.tensor_parallel);
       }
       ++added;
     }
@@ -193,6 +208,30 @@ class LayerBench {
       throw std::logic_error("LayerBench: found " + std::to_string(added) + " of the " +
                              std::to_string(lora.target_modules.size()) + " LoRA target projections in the layer");
     }
+  }
+
+  // The whole model as the trainer sets it up (harness/train/model_training_options.h):
+  // with TP peers, a one-stage pipeline of this rank's shards joined to them; without,
+  // the rank's share of the architecture on its own.
+  void build_model() {
+    model_backend_ = std::shared_ptr<AttentionBackend>(make_attention_backend(attention_options_));
+    model_ = Qwen2ForCausalLM(peers_ ? full_config_ : config_, model_backend_);
+    model_->set_precision(training_.precision);
+    model_->set_activation_checkpointing(training_.activation_checkpointing);
+    if (training_.lora) qwen2_apply_lora(model_, *training_.lora);
+    if (peers_) {
+      model_backend_->set_head_shard_sum(peers_->head_shard_sum);
+      model_step_ = peers_->tensor_parallel_model(model_, model_backend_, device_);
+    } else {
+      model_->to(device_);
+      model_->train();
+    }
+  }
+
+  // Rows of a T-token residual stream this process holds: ceil(T / tp) of them under
+  // sequence parallelism.
+  int64_t stream_rows(int64_t tokens) const {
+    return peers_ ? peers_->sequence_parallel->local_rows(tokens) : tokens;
   }
 
   at::Tensor hidden(int64_t length) {
@@ -207,11 +246,11 @@ class LayerBench {
     std::vector<at::Tensor> ranges;
     for (int64_t length : lengths) ranges.push_back(at::arange(length, index));
     const at::Tensor positions = at::cat(ranges);
-    const int64_t total = positions.size(0);
-    const at::Tensor x = hidden(total);
+    const int64_t rows = stream_rows(positions.size(0));
+    const at::Tensor x = hidden(rows);
     const auto [cos, sin] = qwen2_rotary_tables(positions, config_);
     const PackedSequences sequences = PackedSequences::from_lengths(lengths);
-    const at::Tensor grad = at::randn({total, config_.hidden_size}, x.options().requires_grad(false));
+    const at::Tensor grad = at::randn({rows, config_.hidden_size}, x.options().requires_grad(false));
     return [this, backend = std::move(backend), x, cos = cos, sin = sin, sequences, grad] {
       const std::shared_ptr<AttentionBackend> attention = backend();
       return run_once([&] {
@@ -244,9 +283,11 @@ class LayerBench {
     return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   }
 
-  Qwen2Config config_;
+  Qwen2Config config_;       // the TP rank's share of the architecture
+  Qwen2Config full_config_;  // the whole architecture
   c10::Device device_;
   LatencyProfileTraining training_;
+  std::shared_ptr<const ProfileTensorParallelPeers> peers_;  // null: no TP peers
   Qwen2DecoderLayer layer_{nullptr};
   Qwen2RMSNorm norm_{nullptr};
   torch::nn::Linear head_{nullptr};
@@ -255,7 +296,34 @@ class LayerBench {
   AttentionOptions attention_options_;
   std::shared_ptr<AttentionBackend> model_backend_;
   Qwen2ForCausalLM model_{nullptr};
+  ProfileTensorParallelPeers::ModelStep model_step_;  // with TP peers: model_ as this rank's TP stage
 };
+
+// Each repetition's slowest TP rank: the samples of every point, element by element, the
+// maximum over the ranks (one all-reduce).
+std::vector<LatencyStat> slowest_rank_stats(const std::vector<LatencyStat>& stats,
+                                            const ProfileTensorParallelPeers& peers) {
+  std::vector<double> flat;
+  for (const LatencyStat& stat : stats) flat.insert(flat.end(), stat.samples.begin(), stat.samples.end());
+  peers.max_over_ranks(flat);
+  auto next = flat.begin();
+  std::vector<LatencyStat> out;
+  for (const LatencyStat& stat : stats) {
+    const auto end = next + static_cast<std::ptrdiff_t>(stat.samples.size());
+    out.push_back(latency_stat_from_samples(std::vector<double>(next, end)));
+    next = end;
+  }
+  return out;
+}
+
+// Times the points, every TP rank together when the request has TP peers.
+std::vector<LatencyStat> measure_points(const ProfileRequest& request, const std::vector<TimedPoint>& points,
+                                        const ProgressFn& progress) {
+  const std::vector<LatencyStat> stats =
+      measure_interleaved(points, request.warmup, request.repetitions, request.seed, progress);
+  if (!request.tensor_parallel_peers) return stats;
+  return slowest_rank_stats(stats, *request.tensor_parallel_peers);
+}
 
 void check_request(const ProfileRequest& r) {
   if (r.model.empty()) throw std::invalid_argument("--model: name a preset or a Hugging Face folder");
@@ -271,6 +339,27 @@ void check_request(const ProfileRequest& r) {
   }
   if (r.warmup < 0 || r.repetitions < 1) throw std::invalid_argument("need warmup >= 0 and repetitions >= 1");
   if (r.training.lora) qwen2_validate_lora_options(*r.training.lora);
+  const std::string& collectives = r.training.tensor_parallel_collectives;
+  const auto& peers = r.tensor_parallel_peers;
+  if (r.training.tensor_parallel == 1 && (peers || !collectives.empty())) {
+    throw std::invalid_argument("TP collectives without tensor parallelism (tensor_parallel is 1)");
+  }
+  if (!collectives.empty() && !peers) {
+    throw std::invalid_argument("timing with the " + collectives + " TP collectives needs the " +
+                                std::to_string(r.training.tensor_parallel) +
+                                " TP ranks together (`sparsebalance profile --tensor-parallel` starts them)");
+  }
+  if (peers) {
+    if (peers->sequence_parallel->size() != r.training.tensor_parallel) {
+      throw std::invalid_argument("the tensor-parallel peers are " + std::to_string(peers->sequence_parallel->size()) +
+                                  " ranks, the request's tensor_parallel is " +
+                                  std::to_string(r.training.tensor_parallel));
+    }
+    if (collectives != peers->collectives) {
+      throw std::invalid_argument("the request times " + (collectives.empty() ? "without TP collectives" : collectives) +
+                                  ", but its peers' collectives are " + peers->collectives);
+    }
+  }
   for (int64_t length : r.seq_lens) {
     if (length > qwen2_position_limit(r.config)) {
       throw std::invalid_argument("--seq-lens: " + std::to_string(length) + " exceeds the model's positions");
@@ -379,8 +468,7 @@ LatencyProfile measure_latency_profile(const ProfileRequest& request, const Prog
   points.push_back(bench.packed_layer(std::vector<int64_t>(kPackedCount, p.seq_lens.front()), p.budgets.front()));
   // After the points have drawn their inputs, so that the probe leaves them as they were.
   p.context["timed_layer"] = bench.timed_layer();
-  const std::vector<LatencyStat> stats =
-      measure_interleaved(points, request.warmup, request.repetitions, request.seed, progress);
+  const std::vector<LatencyStat> stats = measure_points(request, points, progress);
   p.packed_ms = stats.back();
   if (request.attention.is_vertical_slash()) {
     // Per length, the points of its budgets lead its block of points (see above).
@@ -427,8 +515,10 @@ std::string packed_lengths_text(const ProfileCheckPoint& point) {
 }
 
 ProfileCheck check_latency_profile(const LatencyProfile& profile, int64_t warmup, int64_t repetitions,
-                                   const ProgressFn& progress) {
+                                   const ProgressFn& progress,
+                                   std::shared_ptr<const ProfileTensorParallelPeers> tensor_parallel_peers) {
   if (profile.kind != "measured") throw std::invalid_argument("only measured profiles can be re-measured");
+
   ProfileRequest request;
   const std::string name = profile.model.is_object() ? profile.model.value("preset", "") : "";
   request.model = profile.model.is_object() ? profile.model.value("from", name) : name;
@@ -456,6 +546,7 @@ ProfileCheck check_latency_profile(const LatencyProfile& profile, int64_t warmup
   request.warmup = warmup;
   request.repetitions = repetitions;
   request.seed = profile.context.value("seed", uint64_t{0}) + 1;  // other inputs than the profile's
+  request.tensor_parallel_peers = std::move(tensor_parallel_peers);
   check_request(request);
   // Held out: midpoints between neighbouring lengths x between neighbouring budgets.
   std::vector<int64_t> lengths, budgets;
@@ -487,8 +578,7 @@ ProfileCheck check_latency_profile(const LatencyProfile& profile, int64_t warmup
     points.push_back(
         bench.packed_layer(p.packed_lengths.empty() ? std::vector<int64_t>{p.seq_len} : p.packed_lengths, p.budget));
   }
-  const std::vector<LatencyStat> measured =
-      measure_interleaved(points, warmup, repetitions, request.seed, progress);
+  const std::vector<LatencyStat> measured = measure_points(request, points, progress);
   ProfileCheck check;
   for (size_t i = 0; i < planned.size(); ++i) {
     ProfileCheckPoint point = std::move(planned[i]);

@@ -13,18 +13,53 @@
 // every grid point once, so a slow phase of a shared machine cannot bias a few points.
 // On CUDA every timing is bracketed by device synchronisation.
 //
+// Tensor parallelism (training.tensor_parallel > 1) with its peers: every TP rank of the
+// group measures the same request at once, each timing its share of every point with
+// the collectives that share runs in training (the residual stream's sequence-parallel
+// gathers and scatters, the attention's head-shard sums, the vocabulary-parallel loss),
+// so each timing includes the waits for its peers. Each repetition keeps the slowest
+// rank's time (the ranks agree by an all-reduce), and every rank returns the same profile.
+//
 // check_latency_profile re-measures held-out points (the midpoints between neighbouring
 // grid lengths, and between neighbouring budgets) and compares them with the predictor.
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "harness/latency/latency_profile.h"
 #include "kernels/attention/attention_backend.h"
+#include "models/qwen2/qwen2_model.h"
+#include "models/qwen2/qwen2_sequence_parallel.h"
 
 namespace sb {
+
+// What one TP rank's profile asks of its TP peers, as the trainer's TP stage runs it.
+// Built over a c10d group by tensor_parallel_profile_peers
+// (harness/latency/run_profiles/tensor_parallel_profile_peers.h); every member acts on
+// all ranks of the group together.
+struct ProfileTensorParallelPeers {
+  std::string collectives;  // "gloo" | "nccl": what the members run over
+  // The layer's gathers and scatters of the residual stream (size(), rank()).
+  std::shared_ptr<Qwen2SequenceParallel> sequence_parallel;
+  // Token ids [vocabulary_start, vocabulary_end) are this rank's rows of the head.
+  int64_t vocabulary_start = 0, vocabulary_end = 0;
+  // The attention's statistics summed over the head shards (AttentionBackend::set_head_shard_sum).
+  std::function<void(std::vector<double>&)> head_shard_sum;
+  // logits [T, this rank's vocabulary] float32, labels [T] int64 (any token id) -> the
+  // summed cross-entropy of the whole vocabulary (vocabulary-parallel, differentiable).
+  std::function<at::Tensor(const at::Tensor&, const at::Tensor&)> vocabulary_loss;
+  // The whole model (built from the full config, training options applied, on the CPU)
+  // made this rank's TP stage on `device`: its parameters cut to this rank's shards in
+  // place. Returns one training step's loss: (tokens [T], positions [T], sequences,
+  // labels [T]) -> scalar, differentiable.
+  using ModelStep = std::function<at::Tensor(const at::Tensor&, const at::Tensor&, const PackedSequences&, const at::Tensor&)>;
+  std::function<ModelStep(Qwen2ForCausalLM, std::shared_ptr<AttentionBackend>, c10::Device)> tensor_parallel_model;
+  // The elementwise maximum over the ranks, in place.
+  std::function<void(std::vector<double>&)> max_over_ranks;
+};
 
 // What to measure. The model and the training options are those of the run the profile
 // is for: the timed layer trains as that run trains it (LatencyProfileTraining).
@@ -42,6 +77,10 @@ struct ProfileRequest {
   int64_t warmup = 2;
   int64_t repetitions = 5;
   uint64_t seed = 0;                // inputs and weights
+  // training.tensor_parallel > 1 with training.tensor_parallel_collectives: this process
+  // is one of that many TP ranks, which all measure this request together (see above).
+  // Null (and no collectives): one rank's share timed alone, a lower estimate.
+  std::shared_ptr<const ProfileTensorParallelPeers> tensor_parallel_peers;
 };
 
 // The architecture `model` names: a preset's, or for a folder its config.json's, named
@@ -96,7 +135,10 @@ struct ProfileCheck {
 // The profile's own model (its "model.from" folder, else its preset), attention, device
 // and training options, re-measured now: one layer at the midpoints between grid lengths x between
 // grid budgets, and at each length midpoint a packed micro-batch of that many tokens.
+// A profile timed with its TP collectives needs `tensor_parallel_peers` (of the
+// profile's tp ranks, every rank calling this together) and is re-measured with them.
 ProfileCheck check_latency_profile(const LatencyProfile& profile, int64_t warmup, int64_t repetitions,
-                                   const ProgressFn& progress = {});
+                                   const ProgressFn& progress = {},
+                                   std::shared_ptr<const ProfileTensorParallelPeers> tensor_parallel_peers = nullptr);
 
 }  // namespace sb

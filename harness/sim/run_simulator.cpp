@@ -129,6 +129,11 @@ std::vector<double> stage_dp_allreduce_bytes(const Manifest& m) {
   return bytes;
 }
 
+bool RunSimulator::profile_times_tp_collectives() const {
+  const LatencyProfileTraining& training = profile_.predictor->profile().training;
+  return training.tensor_parallel == manifest_.parallelism.tp && !training.tensor_parallel_collectives.empty();
+}
+
 RunSimulator::RunSimulator(const Manifest& m, SimProfile profile, ClusterSection cluster, RunSimulatorOptions options)
     : manifest_(m),
       profile_(std::move(profile)),
@@ -201,6 +206,8 @@ void RunSimulator::simulate_context_parallel_microbatch(int64_t d, const Planned
       // Each CP rank's TP collectives on its tokens: the layers' with each layer's compute
       // outside attention, the embedding's with the compute before the layers, the head's
       // and the loss's with the head (forward after the layers, backward before them).
+      // A profile timed with them has them in its compute already: recorded, not added.
+      const double added = profile_times_tp_collectives() ? 0.0 : 1.0;
       const LinkSection& tp_link = cluster_.tensor_parallel_link(d, s);
       const TensorParallelStage stage = tensor_parallel_stage(m, s, mb);
       TensorParallelStage one_layer = stage, embedding = stage, head = stage;
@@ -215,12 +222,12 @@ void RunSimulator::simulate_context_parallel_microbatch(int64_t d, const Planned
         const double layer[2] = {ms(one_layer, tokens, true), ms(one_layer, tokens, false)};
         const double before[2] = {ms(embedding, tokens, true), ms(embedding, tokens, false)};
         const double after[2] = {ms(head, tokens, true), ms(head, tokens, false)};
-        c.timing.forward_rest_ms[r] += layer[0];
-        c.timing.backward_rest_ms[r] += layer[1];
-        c.timing.forward_outside_ms[r] += before[0];
-        c.timing.backward_outside_ms[r] += before[1];
-        c.timing.forward_head_ms[r] += after[0];
-        c.timing.backward_head_ms[r] += after[1];
+        c.timing.forward_rest_ms[r] += added * layer[0];
+        c.timing.backward_rest_ms[r] += added * layer[1];
+        c.timing.forward_outside_ms[r] += added * before[0];
+        c.timing.backward_outside_ms[r] += added * before[1];
+        c.timing.forward_head_ms[r] += added * after[0];
+        c.timing.backward_head_ms[r] += added * after[1];
         tp_comm[r] += static_cast<double>(layers) * (layer[0] + layer[1]) + before[0] + before[1] + after[0] + after[1];
       }
     }
@@ -415,8 +422,11 @@ SimulatedIteration RunSimulator::simulate_iteration(int64_t iteration) {
         const double tp_forward = tensor_parallel_traffic(tp_stage, mb.tokens, true).ms(tp_link);
         const double tp_backward = tensor_parallel_traffic(tp_stage, mb.tokens, false).ms(tp_link);
         tp_comm_ms += tp_forward + tp_backward;
-        in.forward_ms[static_cast<size_t>(d)][static_cast<size_t>(s)].push_back(f * compute + tp_forward);
-        in.backward_ms[static_cast<size_t>(d)][static_cast<size_t>(s)].push_back((1 - f) * compute + tp_backward);
+        // A profile timed with the TP collectives has them in its compute already.
+        const double added = profile_times_tp_collectives() ? 0.0 : 1.0;
+        in.forward_ms[static_cast<size_t>(d)][static_cast<size_t>(s)].push_back(f * compute + added * tp_forward);
+        in.backward_ms[static_cast<size_t>(d)][static_cast<size_t>(s)].push_back((1 - f) * compute +
+                                                                                 added * tp_backward);
         in.transfer_ms[static_cast<size_t>(d)][static_cast<size_t>(s)].push_back(
             s + 1 < pp ? alpha_beta_ms(cluster_.pipeline_link(d, s), tokens_bytes / static_cast<double>(tp)) : 0.0);
       }

@@ -85,6 +85,11 @@ class RunSimulator {
   BatchPlanner& planner() { return *planner_; }
 
  private:
+  // Whether the profile was timed on this run's TP ranks with their collectives
+  // (LatencyProfileTraining::tensor_parallel_collectives): its compute includes the TP
+  // communication, which the simulator then records but does not add.
+  bool profile_times_tp_collectives() const;
+
   // What a micro-batch's attention runs with (one budget per sequence for the predictor,
   // 0 for dense), what the planner observes of it (its realized budget and DST's floor, as
   // the trainer's record gives them) and its attention statistics appended to `record`.

@@ -12,10 +12,12 @@
 #include "common/errors.h"
 #include "harness/latency/latency_profile.h"
 #include "harness/latency/latency_profiler.h"
+#include "harness/latency/run_profiles/tensor_parallel_profile_peers.h"
 #include "models/qwen2/qwen2_config.h"
 #include "models/qwen2/qwen2_hf_config.h"
 #include "models/qwen2/qwen2_model.h"
 #include "tests/support/run_command.h"
+#include "tests/support/tensor_parallel_threads.h"
 
 namespace sb {
 namespace {
@@ -153,6 +155,23 @@ TEST(LatencyProfileTraining, BadValuesAreErrorsNamingTheJsonPath) {
   EXPECT_NE(error_of([](json& j) { j["training"]["lora"].erase("alpha"); }).find("$.training.lora.alpha"),
             std::string::npos);
   EXPECT_NE(error_of([](json& j) { j["training"]["mixed"] = true; }).find("$.training.mixed"), std::string::npos);
+  // TP collectives: one of the two kinds, and only with tensor parallelism.
+  EXPECT_NE(error_of([](json& j) {
+              j["training"]["tensor_parallel"] = 2;
+              j["training"]["tensor_parallel_collectives"] = "mpi";
+            }).find("$.training.tensor_parallel_collectives"),
+            std::string::npos);
+  EXPECT_NE(error_of([](json& j) { j["training"]["tensor_parallel_collectives"] = "gloo"; })
+                .find("$.training.tensor_parallel_collectives"),
+            std::string::npos);
+  LatencyProfile tp = small_profile();
+  tp.training.tensor_parallel = 2;
+  tp.training.tensor_parallel_collectives = "nccl";
+  EXPECT_EQ(latency_profile_from_json(latency_profile_to_json(tp), "<tp>").training.tensor_parallel_collectives, "nccl");
+  EXPECT_EQ(latency_profile_training_text(tp.training),
+            "fp32, no activation checkpointing, full fine-tuning, one of 2 TP ranks with its nccl collectives");
+  tp.training.tensor_parallel_collectives.clear();
+  EXPECT_FALSE(latency_profile_to_json(tp)["training"].contains("tensor_parallel_collectives"));
 }
 
 TEST(ProfileModel, IsAPresetOrAFolderWithConfigJson) {
@@ -197,6 +216,60 @@ TEST(ProfileLayerBench, TensorParallelRequestTimesOneRanksShareOfTheLayer) {
   EXPECT_LT(parameter_count(*share), parameter_count(*whole));  // non-vacuous
   EXPECT_EQ(profile.training.tensor_parallel, 2);
   EXPECT_EQ(latency_profile_to_json(profile)["training"]["tensor_parallel"], 2);
+}
+
+// With its TP group the profile times the TP ranks' shares together, each with the
+// collectives the trainer runs for it, counted by hand from Megatron's sequence
+// parallelism: per layer 2 all-gathers and 2 reduce-scatters forward and as many
+// backward (8); the head's all-gather (and its gradient's reduce-scatter) and the loss's
+// 2 all-reduces (4); the whole model, L layers plus the embedding's reduce-scatter both
+// ways and the head (8 L + 6: qwen2-tiny's 38, as the kept TP2 runs' `tp_comm` events
+// count a micro-batch). Dense attention sums nothing over the heads. Every rank returns
+// the same samples, the slowest rank's, and the profile names the collectives.
+TEST(ProfileLayerBench, TensorParallelGroupTimesTheSharesWithTheTrainersCollectives) {
+  const int64_t tp = 2;
+  const Qwen2Config& config = qwen2_preset("qwen2-test");
+  const int64_t layers = config.num_hidden_layers;
+  Qwen2DecoderLayer share(qwen2_tensor_parallel_rank_config(config, tp), 0);
+  std::vector<LatencyProfile> profiles(tp);
+  std::vector<size_t> collectives(tp);
+  test::run_tp_ranks(tp, [&](std::shared_ptr<TensorParallelGroup> group) {
+    ProfileRequest request = tiny_request("qwen2-test");
+    request.attention = AttentionOptions{};  // dense
+    request.budgets.clear();
+    request.seq_lens = {16, 33};  // 33 rows: the last rank's share is padded
+    request.training.tensor_parallel = tp;
+    request.training.tensor_parallel_collectives = "gloo";
+    request.tensor_parallel_peers = tensor_parallel_profile_peers(group, config.vocab_size, c10::kCPU);
+    const int64_t r = group->rank();
+    profiles[r] = measure_latency_profile(request);
+    collectives[r] = group->take_intervals().size();
+  });
+  // Per length: layer 8, rest 8, head 4, model 8 L + 6; the packed layer 8; the probe of
+  // what the timed layer is (a forward: 4); the all-reduce taking the slowest samples (1).
+  const size_t per_length = 8 + 8 + 4 + (8 * layers + 6);
+  EXPECT_EQ(collectives[0], 2 * per_length + 8 + 4 + 1);
+  EXPECT_EQ(collectives[1], collectives[0]);
+  for (const LatencyProfile& profile : profiles) {
+    EXPECT_EQ(profile.training.tensor_parallel, tp);
+    EXPECT_EQ(profile.training.tensor_parallel_collectives, "gloo");
+    EXPECT_EQ(latency_profile_to_json(profile)["training"]["tensor_parallel_collectives"], "gloo");
+    EXPECT_EQ(profile.context["timed_layer"]["parameters"], parameter_count(*share));
+  }
+  EXPECT_EQ(latency_profile_to_json(profiles[0])["layer_ms"], latency_profile_to_json(profiles[1])["layer_ms"]);
+  EXPECT_EQ(latency_profile_to_json(profiles[0])["model_ms"], latency_profile_to_json(profiles[1])["model_ms"]);
+
+  // The collectives need the peers, and theirs must be the ones asked for.
+  ProfileRequest alone = tiny_request("qwen2-test");
+  alone.training.tensor_parallel = tp;
+  alone.training.tensor_parallel_collectives = "gloo";
+  EXPECT_THROW(measure_latency_profile(alone), std::invalid_argument);
+  alone.training.tensor_parallel_collectives = "nccl";
+  test::run_tp_ranks(tp, [&](std::shared_ptr<TensorParallelGroup> group) {
+    ProfileRequest request = alone;
+    request.tensor_parallel_peers = tensor_parallel_profile_peers(group, config.vocab_size, c10::kCPU);
+    EXPECT_THROW(measure_latency_profile(request), std::invalid_argument);
+  });
 }
 
 // The profile says what it timed, read from the timed layer itself: with LoRA, adapters

@@ -65,16 +65,16 @@ TEST(MethodProfiles, CommandLineMeasuresTheSameGrid) {
   const ProfileRequest request = default_profile_request(m, m.methods[0], 500);
   EXPECT_EQ(profile_command_line(request, "/tmp/p.json"),
             "sparsebalance profile --model qwen2-test --attention moba --block 32 --device cpu --precision fp32 "
-            "--seq-lens 16,32,64,128,256,512 --budgets 1,2,4,8,16 --out /tmp/p.json");
-  // Warm-up and repetitions other than the defaults are part of the command.
+            "--seq-lens 16,32,64,128,256,512 --budgets 1,2,4,8,16 --seed 1234 --out /tmp/p.json");
+  // Warm-up, repetitions and the seed (the manifest's) other than the defaults are part of the command.
   ProfileRequest more = request;
   more.warmup = 3;
   more.repetitions = 10;
   const std::string line = profile_command_line(more, "/tmp/p.json");
-  EXPECT_NE(line.find(" --budgets 1,2,4,8,16 --warmup 3 --repetitions 10 --out /tmp/p.json"), std::string::npos) << line;
+  EXPECT_NE(line.find(" --budgets 1,2,4,8,16 --warmup 3 --repetitions 10 --seed 1234 --out /tmp/p.json"), std::string::npos) << line;
   // The threads the profile is measured with (a rank's, on first use) too.
   const std::string threaded = profile_command_line(more, "/tmp/p.json", 2);
-  EXPECT_NE(threaded.find(" --repetitions 10 --threads 2 --out /tmp/p.json"), std::string::npos) << threaded;
+  EXPECT_NE(threaded.find(" --repetitions 10 --seed 1234 --threads 2 --out /tmp/p.json"), std::string::npos) << threaded;
 }
 
 LatencyProfile analytic_for(const std::string& preset, int64_t block);
@@ -92,7 +92,7 @@ TEST(MethodProfiles, VerticalSlashGridIsKeptKeysPerQueryAndItsCommandLineNamesTh
   EXPECT_EQ(request.budgets, (std::vector<int64_t>{64, 100, 128, 251}));
   EXPECT_EQ(profile_command_line(request, "/tmp/p.json"),
             "sparsebalance profile --model qwen2-test --attention vertical_slash --block 16 --last-queries 32 "
-            "--device cpu --precision fp32 --seq-lens 16,32,64,128,256,512 --budgets 64,100,128,251 --out /tmp/p.json");
+            "--device cpu --precision fp32 --seq-lens 16,32,64,128,256,512 --budgets 64,100,128,251 --seed 1234 --out /tmp/p.json");
 
   // A profile of the pattern serves the method only with its block size and index queries.
   LatencyProfile profile = analytic_for("qwen2-test", 16);  // a grid to stand in for one measured
@@ -243,6 +243,30 @@ TEST(MethodProfiles, TensorParallelRunNeedsAProfileOfItsTpDegree) {
   EXPECT_NE(profile_command_line(request, "/tmp/p.json").find(" --tensor-parallel 2 "), std::string::npos);
   EXPECT_EQ(profile_command_line(default_profile_request(tp1, tp1.methods[0], 500), "/tmp/p.json").find("--tensor-parallel"),
             std::string::npos);
+  // Timed with the run's TP collectives: Gloo on the CPU (the default there, so the command
+  // line names none), NCCL between GPUs, Gloo where the ranks share GPUs.
+  EXPECT_EQ(request.training.tensor_parallel_collectives, "gloo");
+  EXPECT_EQ(profile_command_line(request, "/tmp/p.json").find("--collectives"), std::string::npos);
+  Manifest gpus = manifest_with("fixed", "/tmp/p.json", "cuda");
+  gpus.parallelism.tp = 2;
+  EXPECT_EQ(default_profile_request(gpus, gpus.methods[0], 500).training.tensor_parallel_collectives, "nccl");
+  gpus.train.collectives = TrainCollectives::kGloo;
+  const ProfileRequest shared = default_profile_request(gpus, gpus.methods[0], 500);
+  EXPECT_EQ(shared.training.tensor_parallel_collectives, "gloo");
+  EXPECT_NE(profile_command_line(shared, "/tmp/p.json").find(" --collectives gloo "), std::string::npos);
+  // A profile timed over other collectives is refused; one timed without them serves with
+  // a warning that it under-predicts.
+  rank_share.training.tensor_parallel_collectives = "nccl";
+  EXPECT_NE(refusal_of(rank_share, tp2).find("was timed with nccl TP collectives, but the run's are gloo"),
+            std::string::npos);
+  rank_share.training.tensor_parallel_collectives = "gloo";
+  EXPECT_EQ(refusal_of(rank_share, tp2), "");
+  rank_share.kind = "measured";
+  EXPECT_EQ(tensor_parallel_collectives_warning(rank_share, "p.json"), "");
+  rank_share.training.tensor_parallel_collectives.clear();
+  EXPECT_EQ(refusal_of(rank_share, tp2), "");
+  EXPECT_NE(tensor_parallel_collectives_warning(rank_share, "p.json").find("without the TP collectives"),
+            std::string::npos);
   // The JSON key: written only above 1, read back.
   EXPECT_EQ(latency_profile_training_to_json(rank_share.training).at("tensor_parallel"), 2);
   EXPECT_FALSE(latency_profile_training_to_json(profile.training).contains("tensor_parallel"));
@@ -337,7 +361,7 @@ TEST(MethodProfiles, DefaultRequestAndItsCommandLineCarryTheTrainingOptions) {
   EXPECT_EQ(profile_command_line(request, "/tmp/p.json"),
             "sparsebalance profile --model qwen2-test --attention moba --block 32 --device cpu --precision bf16-mixed "
             "--activation-checkpointing --lora-rank 8 --lora-alpha 16.0 --lora-targets q_proj,v_proj "
-            "--lora-dropout 0.05 --seq-lens 16,32,64,128,256,512 --budgets 1,2,4,8,16 --out /tmp/p.json");
+            "--lora-dropout 0.05 --seq-lens 16,32,64,128,256,512 --budgets 1,2,4,8,16 --seed 1234 --out /tmp/p.json");
   // A path a shell would split is quoted.
   ProfileRequest spaced = request;
   spaced.model = "/models/my qwen";
@@ -403,6 +427,44 @@ TEST(MethodProfiles, MissingProfileIsMeasuredOnceThenReused) {
   ensure_method_profiles(runs, true, again);
   EXPECT_EQ(again.str().find("measuring"), std::string::npos) << again.str();
   ASSERT_NE(load_method_predictor(runs[0]), nullptr);
+  fs::remove_all(dir);
+}
+
+// A TP run's missing profile is measured on its TP ranks together: the launcher it is
+// given starts `sparsebalance profile --tensor-parallel 2` as two processes (here the
+// built binary), and the profile records their Gloo collectives and the run it was
+// measured for. Without a launcher it is a ConfigError with the command.
+TEST(MethodProfiles, MissingTensorParallelProfileIsMeasuredOnItsTpRanks) {
+  const fs::path dir = test::fresh_temp_dir("method_profiles_tp");
+  Manifest m = manifest_with("fixed", dir / "p.json");
+  m.parallelism.tp = 2;
+  m.data.synthetic.length_mixture = {{1.0, 40, 60}};
+  const std::vector<RunSpec> runs = expand_runs(m);
+  std::ostringstream refused;
+  try {
+    ensure_method_profiles(runs, true, refused);
+    ADD_FAILURE() << "a missing TP profile was measured without its ranks";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("--tensor-parallel 2"), std::string::npos) << e.what();
+  }
+  std::vector<int64_t> launched;
+  std::ostringstream log;
+  ensure_method_profiles(runs, true, log, true,
+                         [&](int64_t tp, const std::vector<std::string>& arguments, std::ostream& out) {
+                           launched.push_back(tp);
+                           std::string line = test::sparsebalance_binary();
+                           for (const std::string& a : arguments) line += " '" + a + "'";
+                           // Started as two ranks of a job by the CLI's own launcher.
+                           const test::CommandResult r = test::run_command(line);
+                           out << r.output;
+                           return r.exit_code;
+                         });
+  ASSERT_EQ(launched, (std::vector<int64_t>{2})) << log.str();
+  const LatencyProfile measured = load_latency_profile(dir / "p.json");
+  EXPECT_EQ(measured.training.tensor_parallel, 2);
+  EXPECT_EQ(measured.training.tensor_parallel_collectives, "gloo");
+  EXPECT_EQ(measured.context["measured_for"]["method"], "x");
+  EXPECT_NE(log.str().find("starting 2 TP ranks"), std::string::npos) << log.str();
   fs::remove_all(dir);
 }
 

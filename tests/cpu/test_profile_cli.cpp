@@ -101,5 +101,51 @@ TEST(ProfileCli, IncompleteOrUnknownLoraFlagsAreExitTwo) {
   fs::remove_all(dir);
 }
 
+// --tensor-parallel 2 starts the two TP ranks on this machine (rank 0 alone writes and
+// prints); the profile is timed with their Gloo collectives and its printed command
+// measures it again. --check re-measures it on two ranks too. Started as one process of
+// three by a launcher (torchrun's variables), it is exit 2 naming the flag.
+TEST(ProfileCli, TensorParallelProfileIsTimedOnTheTpRanksTogether) {
+  const fs::path dir = test::fresh_temp_dir("profile_cli_tp");
+  const fs::path out = dir / "tp.json";
+  const std::string flags = " --model qwen2-test --attention moba --block 8 --tensor-parallel 2 --seq-lens 16,32 "
+                            "--budgets 1,2 --warmup 0 --repetitions 2 --seed 5 --out " + out.string();
+  auto r = run_command(sparsebalance_binary() + " profile" + flags);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("starting 2 TP ranks"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("[rank 0] wrote " + out.string()), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("[rank 1] wrote"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("[rank 1]   L=16"), std::string::npos) << "progress from rank 0 only\n" << r.output;
+  const LatencyProfile profile = load_latency_profile(out);
+  EXPECT_EQ(profile.training.tensor_parallel, 2);
+  EXPECT_EQ(profile.training.tensor_parallel_collectives, "gloo");
+  EXPECT_EQ(profile.context["seed"], 5);
+  EXPECT_EQ(profile.layer_ms[1][1].samples.size(), 2u);
+  const std::string command = profile.context["command"];
+  EXPECT_NE(command.find(" --tensor-parallel 2 "), std::string::npos) << command;
+  EXPECT_NE(command.find(" --seed 5 "), std::string::npos) << command;
+  EXPECT_NE(command.find(" --threads 1 "), std::string::npos) << "each rank its share of the cores: " << command;
+
+  r = run_command(sparsebalance_binary() + " profile --check " + out.string() + " --warmup 0 --repetitions 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("one of 2 TP ranks with its gloo collectives"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("[rank 0] {\"context\""), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("[rank 1] {"), std::string::npos) << r.output;
+
+  // --collectives none: one rank's share alone, in this process.
+  const fs::path alone = dir / "alone.json";
+  r = run_command(sparsebalance_binary() + " profile --model qwen2-test --attention moba --block 8 --tensor-parallel 2 "
+                  "--collectives none --seq-lens 16,32 --budgets 1 --warmup 0 --repetitions 1 --out " + alone.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("[rank"), std::string::npos) << r.output;
+  EXPECT_EQ(load_latency_profile(alone).training.tensor_parallel_collectives, "");
+
+  r = run_command("RANK=0 WORLD_SIZE=3 MASTER_PORT=1 " + sparsebalance_binary() + " profile" + flags);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--tensor-parallel: 2 TP ranks, but environment (RANK, WORLD_SIZE) started 3 processes"), std::string::npos)
+      << r.output;
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace sb

@@ -432,18 +432,22 @@ TEST(SimulationManifest, ATpShareProfileIsNotDividedAgain) {
   j["parallelism"]["tp"] = 2;
   const Manifest two = tiny_run(j);
   const SimProfile whole = load_sim_profile(two, 64, std::nullopt);
-  const auto profiled_for = [&](int64_t tp) {
+  const auto profiled_for = [&](int64_t tp, const std::string& collectives = "") {
     LatencyProfile profile = whole.predictor->profile();
     profile.training.tensor_parallel = tp;
+    profile.training.tensor_parallel_collectives = collectives;
     SimProfile s = whole;
     s.predictor = std::make_shared<const LatencyPredictor>(profile, whole.predictor->options());
     return s;
   };
   RunSimulatorOptions options;
   options.fixed_plan_ms = 0;
-  const auto microbatch_ms = [&](const Manifest& m, const SimProfile& profile) {
+  const auto record_of = [&](const Manifest& m, const SimProfile& profile) {
     RunSimulator simulator(m, profile, simulation_cluster(m), options);
-    return simulator.simulate_iteration(0).record.microbatch_ms;
+    return simulator.simulate_iteration(0).record;
+  };
+  const auto microbatch_ms = [&](const Manifest& m, const SimProfile& profile) {
+    return record_of(m, profile).microbatch_ms;
   };
   const std::vector<double> base = microbatch_ms(one, whole);
   const std::vector<double> divided = microbatch_ms(two, whole);
@@ -454,6 +458,15 @@ TEST(SimulationManifest, ATpShareProfileIsNotDividedAgain) {
   for (size_t i = 0; i < base.size(); ++i) {
     EXPECT_GT(divided[i], base[i] / 2) << "the TP all-reduces are in the tp 2 times";
     EXPECT_NEAR(share[i] - divided[i], base[i] / 2, 1e-9 * base[i]) << "micro-batch " << i;
+  }
+  // A share timed with the TP collectives has them in its compute: the simulator records
+  // the modelled ones but does not add them again.
+  const IterationRecord apart = record_of(two, profiled_for(2)), timed = record_of(two, profiled_for(2, "gloo"));
+  ASSERT_EQ(timed.tp_comm_ms.size(), base.size());
+  EXPECT_EQ(timed.tp_comm_ms, apart.tp_comm_ms);
+  for (size_t i = 0; i < base.size(); ++i) {
+    EXPECT_GT(timed.tp_comm_ms[i][0], 0.0);
+    EXPECT_NEAR(timed.microbatch_ms[i] + timed.tp_comm_ms[i][0], apart.microbatch_ms[i], 1e-9 * base[i]);
   }
   try {
     RunSimulator simulator(two, profiled_for(3), simulation_cluster(two), options);

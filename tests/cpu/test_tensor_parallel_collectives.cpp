@@ -9,11 +9,9 @@
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
-#include <torch/csrc/distributed/c10d/HashStore.hpp>
 
 #include <functional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "harness/data/packed_microbatch.h"
@@ -21,31 +19,12 @@
 #include "harness/parallel/tensor_parallel/sequence_parallel_collectives.h"
 #include "harness/parallel/tensor_parallel/tensor_parallel_sharding.h"
 #include "harness/parallel/tensor_parallel/vocab_parallel.h"
+#include "tests/support/tensor_parallel_threads.h"
 
 namespace sb {
 namespace {
 
-// Runs body(group) on tp threads, one TP rank each; collects their failures.
-void run_tp_ranks(int64_t tp, const std::function<void(TensorParallelGroup&)>& body) {
-  auto store = c10::make_intrusive<c10d::HashStore>();
-  const std::chrono::milliseconds timeout(30000);
-  std::vector<std::string> errors(static_cast<size_t>(tp));
-  std::vector<std::thread> threads;
-  for (int64_t r = 0; r < tp; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        TensorParallelGroup group(create_group(store, "tp/", static_cast<int>(r), static_cast<int>(tp),
-                                               CollectiveBackend::kGloo, timeout, "127.0.0.1"),
-                                  tp, r, timeout, "tp rank " + std::to_string(r));
-        body(group);
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(r)] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (int64_t r = 0; r < tp; ++r) EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "tp rank " << r;
-}
+using test::run_tp_ranks;
 
 void expect_close(const at::Tensor& actual, const at::Tensor& expected, const std::string& what) {
   ASSERT_EQ(actual.sizes(), expected.sizes()) << what;
@@ -69,9 +48,9 @@ TEST(SequenceParallel, GatherAndScatterMatchTheUnshardedStreamForwardAndBackward
     const at::Tensor partials = at::randn({tp, tokens, hidden}, at::kDouble);         // each rank's partial sums
     const int64_t rows = (tokens + tp - 1) / tp;
     const at::Tensor scatter_weights = at::randn({tp * rows, hidden}, at::kDouble);   // rank r uses its rows
-    run_tp_ranks(tp, [&](TensorParallelGroup& group) {
-      const int64_t r = group.rank();
-      C10dSequenceParallel sp(std::make_shared<TensorParallelGroup>(std::move(group)));
+    run_tp_ranks(tp, [&](std::shared_ptr<TensorParallelGroup> group) {
+      const int64_t r = group->rank();
+      C10dSequenceParallel sp(group);
       // gather: every rank sees the whole stream; the gradient of its rows is the sum of
       // every rank's gradient of those rows (zero on the padding).
       const at::Tensor mine = rows_of(stream, tp, r).requires_grad_(true);
@@ -110,7 +89,8 @@ TEST(VocabParallel, CrossEntropyMatchesTheFullVocabularyForwardAndBackward) {
     const at::Tensor reference = at::cross_entropy_loss(logits, labels, {}, at::Reduction::Sum, kIgnoreLabel);
     (0.5 * reference).backward();
     const at::Tensor reference_grad = logits.grad().clone();
-    run_tp_ranks(tp, [&](TensorParallelGroup& group) {
+    run_tp_ranks(tp, [&](std::shared_ptr<TensorParallelGroup> group_ptr) {
+      TensorParallelGroup& group = *group_ptr;
       const ShardRange shard = split_range(vocab, tp, group.rank());
       const at::Tensor mine = logits.detach().narrow(1, shard.start, shard.size()).clone().requires_grad_(true);
       const at::Tensor loss = vocab_parallel_cross_entropy_sum(mine, labels, shard, group);
@@ -129,7 +109,8 @@ TEST(VocabParallel, EmbeddingShardsSumToTheEmbeddingForwardAndBackward) {
   const at::Tensor upstream = at::randn({ids.size(0), hidden}, at::kDouble);
   const at::Tensor reference = at::embedding(weight, ids);
   (reference * upstream).sum().backward();
-  run_tp_ranks(tp, [&](TensorParallelGroup& group) {
+  run_tp_ranks(tp, [&](std::shared_ptr<TensorParallelGroup> group_ptr) {
+    TensorParallelGroup& group = *group_ptr;
     const ShardRange shard = split_range(vocab, tp, group.rank());
     const at::Tensor mine = weight.detach().narrow(0, shard.start, shard.size()).clone().requires_grad_(true);
     const at::Tensor partial = vocab_parallel_embedding(ids, mine, shard);

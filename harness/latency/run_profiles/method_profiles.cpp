@@ -58,6 +58,9 @@ LatencyProfileTraining profile_training_of(const Manifest& manifest) {
   const TrainSection& train = manifest.train;
   LatencyProfileTraining training;
   training.tensor_parallel = manifest.parallelism.tp;
+  // Timed with the TP collectives the run uses: NCCL between GPUs unless the ranks share
+  // them over Gloo, Gloo on the CPU.
+  if (training.tensor_parallel > 1) training.tensor_parallel_collectives = manifest.train.on_cuda() && !manifest.train.gpus_shared() ? "nccl" : "gloo";
   training.precision = train.precision;
   training.activation_checkpointing = train.activation_checkpointing;
   if (train.lora) {
@@ -152,34 +155,51 @@ std::vector<std::tuple<std::string, int64_t, int64_t>> vertical_slash_profile_fl
           {"--max-slashes", params.max_slashes, defaults.max_slashes}};
 }
 
-std::string profile_command_line(const ProfileRequest& request, const fs::path& out, int64_t threads) {
-  std::ostringstream line;
-  line << "sparsebalance profile --model " << shell_word(request.model) << " --attention " << request.attention.name();
-  if (request.attention.is_moba()) line << " --block " << request.attention.block_size;
+std::vector<std::string> profile_command_arguments(const ProfileRequest& request, const fs::path& out,
+                                                   int64_t threads) {
+  std::vector<std::string> args{"profile", "--model", request.model, "--attention", request.attention.name()};
+  const auto add = [&args](const std::string& flag, const std::string& value) {
+    args.push_back(flag);
+    args.push_back(value);
+  };
+  if (request.attention.is_moba()) add("--block", std::to_string(request.attention.block_size));
   if (request.attention.is_vertical_slash()) {
     const VerticalSlashParams& v = request.attention.vertical_slash;
-    const VerticalSlashParams defaults;
-    line << " --block " << v.block_size;
-    for (const auto& [flag, value, fallback] : vertical_slash_profile_flags(v, defaults)) {
-      if (value != fallback) line << " " << flag << " " << value;
+    add("--block", std::to_string(v.block_size));
+    for (const auto& [flag, value, fallback] : vertical_slash_profile_flags(v, VerticalSlashParams{})) {
+      if (value != fallback) add(flag, std::to_string(value));
     }
   }
-  line << " --device " << request.device << " --precision " << qwen2_precision_name(request.training.precision);
-  if (request.training.activation_checkpointing) line << " --activation-checkpointing";
-  if (request.training.tensor_parallel > 1) line << " --tensor-parallel " << request.training.tensor_parallel;
-  if (const auto& lora = request.training.lora) {
-    line << " --lora-rank " << lora->rank << " --lora-alpha " << json(lora->alpha).dump() << " --lora-targets "
-         << join(lora->target_modules);
-    if (lora->dropout != 0) line << " --lora-dropout " << json(lora->dropout).dump();
+  add("--device", request.device);
+  add("--precision", qwen2_precision_name(request.training.precision));
+  if (request.training.activation_checkpointing) args.push_back("--activation-checkpointing");
+  if (request.training.tensor_parallel > 1) {
+    add("--tensor-parallel", std::to_string(request.training.tensor_parallel));
+    const std::string& collectives = request.training.tensor_parallel_collectives;
+    const std::string by_default = request.device == "cuda" ? "nccl" : "gloo";
+    if (collectives != by_default) add("--collectives", collectives.empty() ? "none" : collectives);
   }
-  line << " --seq-lens " << join(request.seq_lens);
-  if (!request.budgets.empty()) line << " --budgets " << join(request.budgets);
+  if (const auto& lora = request.training.lora) {
+    add("--lora-rank", std::to_string(lora->rank));
+    add("--lora-alpha", json(lora->alpha).dump());
+    add("--lora-targets", join(lora->target_modules));
+    if (lora->dropout != 0) add("--lora-dropout", json(lora->dropout).dump());
+  }
+  add("--seq-lens", join(request.seq_lens));
+  if (!request.budgets.empty()) add("--budgets", join(request.budgets));
   const ProfileRequest defaults;
-  if (request.warmup != defaults.warmup) line << " --warmup " << request.warmup;
-  if (request.repetitions != defaults.repetitions) line << " --repetitions " << request.repetitions;
-  if (threads > 0) line << " --threads " << threads;
-  line << " --out " << shell_word(out.string());
-  return line.str();
+  if (request.warmup != defaults.warmup) add("--warmup", std::to_string(request.warmup));
+  if (request.repetitions != defaults.repetitions) add("--repetitions", std::to_string(request.repetitions));
+  if (request.seed != defaults.seed) add("--seed", std::to_string(request.seed));
+  if (threads > 0) add("--threads", std::to_string(threads));
+  add("--out", out.string());
+  return args;
+}
+
+std::string profile_command_line(const ProfileRequest& request, const fs::path& out, int64_t threads) {
+  std::string line = "sparsebalance";
+  for (const std::string& arg : profile_command_arguments(request, out, threads)) line += " " + shell_word(arg);
+  return line;
 }
 
 void check_profile_matches(const LatencyProfile& profile, const Manifest& manifest, const MethodSection& method,
@@ -247,6 +267,23 @@ void check_profile_matches(const LatencyProfile& profile, const Manifest& manife
            " tensor-parallel ranks, but the run has tp " + std::to_string(run.tensor_parallel) +
            " ($.parallelism.tp); a TP rank computes 1 / tp of each layer");
   }
+  // Timed without collectives is allowed (tensor_parallel_collectives_warning); over other
+  // ones is not: NCCL between GPUs and Gloo through host memory differ by orders of magnitude.
+  if (!measured.tensor_parallel_collectives.empty() &&
+      measured.tensor_parallel_collectives != run.tensor_parallel_collectives) {
+    refuse(" was timed with " + measured.tensor_parallel_collectives + " TP collectives, but the run's are " +
+           run.tensor_parallel_collectives + " ($.train.collectives)");
+  }
+}
+
+std::string tensor_parallel_collectives_warning(const LatencyProfile& profile, const std::string& file) {
+  if (profile.kind != "measured" || profile.training.tensor_parallel <= 1 ||
+      !profile.training.tensor_parallel_collectives.empty()) {
+    return "";
+  }
+  return "warning: " + file + " times one of " + std::to_string(profile.training.tensor_parallel) +
+         " TP ranks' share of each layer without the TP collectives, so it under-predicts every micro-batch by "
+         "their time (linear in its tokens). Delete the file to measure it on the TP ranks together on first use.";
 }
 
 std::string packed_point_warning(const LatencyProfile& profile, const Manifest& manifest, const std::string& file) {
@@ -257,7 +294,8 @@ std::string packed_point_warning(const LatencyProfile& profile, const Manifest& 
          "micro-batches are over-predicted. Delete the file to measure it again on first use.";
 }
 
-void ensure_method_profiles(const std::vector<RunSpec>& runs, bool may_measure, std::ostream& log, bool warn) {
+void ensure_method_profiles(const std::vector<RunSpec>& runs, bool may_measure, std::ostream& log, bool warn,
+                            const ProfileRanksLauncher& launch_tp_ranks) {
   std::set<std::string> warned;
   for (const RunSpec& run : runs) {
     const Manifest& m = run.manifest;
@@ -268,34 +306,56 @@ void ensure_method_profiles(const std::vector<RunSpec>& runs, bool may_measure, 
       const std::unique_ptr<Dataset> data =
           make_dataset(m.data, m.seed, dataset_limits(m));
       const ProfileRequest request = default_profile_request(m, method, data->max_length());
+      const std::string command = profile_command_line(request, method.profile, rank_threads(m));
       if (!may_measure) {
-        throw ConfigError(m.file, path, "names " + method.profile + ", which does not exist",
-                          "measure it first: " + profile_command_line(request, method.profile, rank_threads(m)));
+        throw ConfigError(m.file, path, "names " + method.profile + ", which does not exist", "measure it first: " + command);
       }
       log << "measuring the latency profile " << method.profile << " (first use; " << request.seq_lens.size()
-          << " lengths x " << std::max<size_t>(1, request.budgets.size()) << " budgets): "
-          << profile_command_line(request, method.profile, rank_threads(m)) << "\n";
-      const int threads_before = at::get_num_threads();
-      at::set_num_threads(rank_threads(m));
-      LatencyProfile profile;
-      try {
-        profile = measure_latency_profile(request, [&log](const std::string& line) { log << "  " << line << "\n"; });
-      } catch (const std::invalid_argument& e) {
-        at::set_num_threads(threads_before);
-        throw ConfigError(m.file, path, std::string("could not measure a profile: ") + e.what(),
-                          "measure one yourself: " + profile_command_line(request, method.profile, rank_threads(m)));
-      }
-      at::set_num_threads(threads_before);
-      profile.context["measured_for"] = {{"manifest", m.file}, {"method", run.method}, {"threads", rank_threads(m)}};
-      profile.context["command"] = profile_command_line(request, method.profile, rank_threads(m));
+          << " lengths x " << std::max<size_t>(1, request.budgets.size()) << " budgets"
+          << (request.training.tensor_parallel > 1
+                  ? " on " + std::to_string(request.training.tensor_parallel) + " TP ranks"
+                  : std::string())
+          << "): " << command << "\n";
       fs::create_directories(fs::absolute(method.profile).parent_path());
+      LatencyProfile profile;
+      if (request.training.tensor_parallel > 1) {
+        // The TP ranks time their shares together, as processes of the sparsebalance binary.
+        if (!launch_tp_ranks) {
+          throw ConfigError(m.file, path, "names " + method.profile + ", which does not exist",
+                            "measure it on the run's TP ranks first: " + command);
+        }
+        const int code = launch_tp_ranks(request.training.tensor_parallel,
+                                         profile_command_arguments(request, method.profile, rank_threads(m)), log);
+        if (code != 0) {
+          throw ConfigError(m.file, path, "could not measure a profile on its TP ranks (exit " + std::to_string(code) + ")",
+                            "see the ranks' messages above, or measure one yourself: " + command);
+        }
+        profile = load_latency_profile(method.profile);
+      } else {
+        const int threads_before = at::get_num_threads();
+        at::set_num_threads(rank_threads(m));
+        try {
+          profile = measure_latency_profile(request, [&log](const std::string& line) { log << "  " << line << "\n"; });
+        } catch (const std::invalid_argument& e) {
+          at::set_num_threads(threads_before);
+          throw ConfigError(m.file, path, std::string("could not measure a profile: ") + e.what(),
+                            "measure one yourself: " + command);
+        }
+        at::set_num_threads(threads_before);
+      }
+      profile.context["measured_for"] = {{"manifest", m.file}, {"method", run.method}, {"threads", rank_threads(m)}};
+      profile.context["command"] = command;
       save_latency_profile(profile, method.profile);
       log << "wrote " << method.profile << "\n";
     }
     const LatencyProfile profile = load_latency_profile(method.profile);
     check_profile_matches(profile, m, method, path);
-    const std::string warning = packed_point_warning(profile, m, method.profile);
-    if (warn && !warning.empty() && warned.insert(method.profile).second) log << warning << "\n";
+    if (warn && warned.insert(method.profile).second) {
+      for (const std::string& warning :
+           {packed_point_warning(profile, m, method.profile), tensor_parallel_collectives_warning(profile, method.profile)}) {
+        if (!warning.empty()) log << warning << "\n";
+      }
+    }
   }
 }
 

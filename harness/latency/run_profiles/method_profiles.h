@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -48,16 +49,20 @@ std::vector<std::tuple<std::string, int64_t, int64_t>> vertical_slash_profile_fl
 
 // The `sparsebalance profile` command line that measures `request` into `out` (with
 // --threads when threads > 0: the intra-op threads the profile is measured with), its
-// training options and its model folder included.
+// training options, TP degree and collectives and its model folder included.
 std::string profile_command_line(const ProfileRequest& request, const std::filesystem::path& out,
                                  int64_t threads = 0);
+// The same as arguments (without the executable; [0] is "profile").
+std::vector<std::string> profile_command_arguments(const ProfileRequest& request, const std::filesystem::path& out,
+                                                   int64_t threads = 0);
 
 // ConfigError (naming the manifest, `json_path`, the profile file, both values and the
 // fix) when the profile was not measured for the manifest model's architecture (the
 // "model" fields other than its name: a folder's model may use a profile of the preset
 // with its architecture), the method's attention (and MoBA block size), the run's device
 // or the run's training options: precision, activation checkpointing, LoRA rank and
-// target modules (alpha and dropout do not change the time).
+// target modules (alpha and dropout do not change the time), TP degree, and the TP
+// collectives when the profile was timed with them.
 void check_profile_matches(const LatencyProfile& profile, const Manifest& manifest, const MethodSection& method,
                            const std::string& json_path);
 
@@ -67,10 +72,22 @@ void check_profile_matches(const LatencyProfile& profile, const Manifest& manife
 // cost (the plain sum), which over-predicted packed micro-batches by up to 4x on a GPU.
 std::string packed_point_warning(const LatencyProfile& profile, const Manifest& manifest, const std::string& file);
 
+// A warning (empty when none) for a TP profile timed without the TP collectives (one
+// rank's share alone, as sparsebalance measured them before it launched the TP ranks
+// together): it under-predicts each micro-batch by its collectives' time.
+std::string tensor_parallel_collectives_warning(const LatencyProfile& profile, const std::string& file);
+
 // Makes sure every profile the runs name exists (measuring missing ones when
 // may_measure) and matches its runs. Logs what it measured, and when `warn`
-// packed_point_warning's warnings (once per profile file).
-void ensure_method_profiles(const std::vector<RunSpec>& runs, bool may_measure, std::ostream& log, bool warn = true);
+// packed_point_warning's and tensor_parallel_collectives_warning's warnings (once per
+// profile file). A TP run's profile is measured on its TP ranks together:
+// launch_tp_ranks(tp, the `sparsebalance profile` arguments, log) starts them and returns
+// their exit code (harness/runner/profile_ranks.h, launch_profile_ranks); without it a
+// missing TP profile is a ConfigError with the command that measures it.
+using ProfileRanksLauncher =
+    std::function<int(int64_t tp, const std::vector<std::string>& arguments, std::ostream& log)>;
+void ensure_method_profiles(const std::vector<RunSpec>& runs, bool may_measure, std::ostream& log, bool warn = true,
+                            const ProfileRanksLauncher& launch_tp_ranks = {});
 
 // The predictor of the run's method profile; null when the method names none.
 std::shared_ptr<const LatencyPredictor> load_method_predictor(const RunSpec& run);

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -33,6 +34,11 @@ TensorParallelGroup::TensorParallelGroup(c10::intrusive_ptr<c10d::Backend> group
     throw std::invalid_argument("TensorParallelGroup: rank " + std::to_string(rank) + " of " + std::to_string(size));
   }
   if (size > 1 && !group_) throw std::invalid_argument("TensorParallelGroup: tp " + std::to_string(size) + " needs a group");
+}
+
+std::string TensorParallelGroup::collectives_name() const {
+  if (!group_) return "";
+  return group_->getBackendName() == "nccl" ? "nccl" : "gloo";
 }
 
 void TensorParallelGroup::wait(const c10::intrusive_ptr<c10d::Work>& work, const char* what) const {
@@ -91,5 +97,15 @@ void TensorParallelGroup::all_reduce(at::Tensor& x, c10d::ReduceOp::RedOpType op
 }
 
 std::vector<TensorParallelGroup::Interval> TensorParallelGroup::take_intervals() { return std::exchange(intervals_, {}); }
+
+std::function<void(std::vector<double>&)> tensor_parallel_head_shard_sum(std::shared_ptr<TensorParallelGroup> group,
+                                                                         c10::Device device) {
+  return [group = std::move(group), device](std::vector<double>& values) {
+    at::Tensor sums = at::tensor(values, at::kDouble).to(device);
+    group->all_reduce(sums);
+    sums = sums.cpu();
+    std::copy(sums.data_ptr<double>(), sums.data_ptr<double>() + sums.numel(), values.begin());
+  };
+}
 
 }  // namespace sb

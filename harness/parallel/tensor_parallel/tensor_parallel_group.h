@@ -11,8 +11,12 @@
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
+#include <c10/core/Device.h>
+
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -26,6 +30,8 @@ class TensorParallelGroup {
 
   int64_t size() const { return size_; }
   int64_t rank() const { return rank_; }
+  // "nccl", or "gloo" (also Gloo with the tensors staged through host memory); "" at tp 1.
+  std::string collectives_name() const;
 
   // x [L, ...] on every rank -> [size * L, ...], rank r's rows at [r L, (r + 1) L).
   at::Tensor all_gather_rows(const at::Tensor& x);
@@ -50,5 +56,11 @@ class TensorParallelGroup {
   std::string who_;
   std::vector<Interval> intervals_;
 };
+
+// The attention's head-shard sum (AttentionBackend::set_head_shard_sum) over `group`: a
+// float64 vector summed in place over the TP ranks, staged through `device` (NCCL sums
+// device tensors; Gloo host ones).
+std::function<void(std::vector<double>&)> tensor_parallel_head_shard_sum(std::shared_ptr<TensorParallelGroup> group,
+                                                                         c10::Device device);
 
 }  // namespace sb

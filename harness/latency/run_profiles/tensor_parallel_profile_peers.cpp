@@ -1,0 +1,47 @@
+#include "harness/latency/run_profiles/tensor_parallel_profile_peers.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+
+#include "harness/parallel/pipeline/pipeline_stage.h"
+#include "harness/parallel/tensor_parallel/sequence_parallel_collectives.h"
+#include "harness/parallel/tensor_parallel/tensor_parallel_group.h"
+#include "harness/parallel/tensor_parallel/vocab_parallel.h"
+
+namespace sb {
+
+std::shared_ptr<const ProfileTensorParallelPeers> tensor_parallel_profile_peers(
+    std::shared_ptr<TensorParallelGroup> group, int64_t vocab_size, c10::Device device) {
+  auto peers = std::make_shared<ProfileTensorParallelPeers>();
+  peers->collectives = group->collectives_name();
+  peers->sequence_parallel = std::make_shared<C10dSequenceParallel>(group);
+  const ShardRange vocabulary = split_range(vocab_size, group->size(), group->rank());
+  peers->vocabulary_start = vocabulary.start;
+  peers->vocabulary_end = vocabulary.end;
+  peers->vocabulary_loss = [group, vocabulary](const at::Tensor& logits, const at::Tensor& labels) {
+    return vocab_parallel_cross_entropy_sum(logits, labels, vocabulary, *group);
+  };
+  peers->head_shard_sum = tensor_parallel_head_shard_sum(group, device);
+  peers->max_over_ranks = [group, device](std::vector<double>& values) {
+    at::Tensor slowest = at::tensor(values, at::kDouble).to(device);
+    group->all_reduce(slowest, c10d::ReduceOp::MAX);
+    slowest = slowest.cpu();
+    std::copy(slowest.data_ptr<double>(), slowest.data_ptr<double>() + slowest.numel(), values.begin());
+  };
+  peers->tensor_parallel_model = [group](Qwen2ForCausalLM model, std::shared_ptr<AttentionBackend> backend,
+                                         c10::Device on) -> ProfileTensorParallelPeers::ModelStep {
+    const int64_t layers = model->config().num_hidden_layers;
+    auto stage = std::make_shared<PipelineStage>(model, 0, 1, StageLayers{0, layers}, std::move(backend));
+    stage->enable_tensor_parallelism(group);
+    stage->move_to(on);
+    stage->set_training(true);
+    return [stage](const at::Tensor& tokens, const at::Tensor& positions, const PackedSequences& sequences,
+                   const at::Tensor& labels) {
+      return stage->cross_entropy_sum(stage->forward(tokens, positions, sequences), labels);
+    };
+  };
+  return peers;
+}
+
+}  // namespace sb
