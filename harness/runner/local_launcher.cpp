@@ -10,7 +10,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <fstream>
+#include <random>
 #include <cstring>
 #include <map>
 #include <ostream>
@@ -29,18 +32,53 @@ void on_interrupt(int) { g_interrupted = 1; }
 
 }  // namespace
 
-int free_loopback_port() {
+namespace {
+
+// Whether `port` can be bound on loopback now (0: any; `bound` receives the one taken).
+bool bindable(int port, int* bound) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) throw std::runtime_error("launcher: socket() failed");
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
   socklen_t len = sizeof(addr);
   const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
                   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
   ::close(fd);
-  if (!ok) throw std::runtime_error("launcher: cannot find a free loopback port");
-  return ntohs(addr.sin_port);
+  if (ok) *bound = ntohs(addr.sin_port);
+  return ok;
+}
+
+// The first port of the kernel's ephemeral range (what bind(0) and outgoing connections
+// take), 32768 when it cannot be read.
+int ephemeral_low() {
+  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 0, high = 0;
+  if (range >> low >> high && low > 1024) return low;
+  return 32768;
+}
+
+}  // namespace
+
+int free_loopback_port() {
+  // Drawn below the ephemeral range: a port the kernel handed out by bind(0) and that was
+  // released can be taken by any outgoing connection before rank 0 binds it again (Gloo
+  // opens many; seen as EADDRINUSE under ctest -j2). Below the range only an explicit
+  // bind competes, such as another launcher's draw from the same 10000 ports.
+  const int low = ephemeral_low();
+  const int first = std::max(1025, low - 10000);
+  if (first < low) {
+    std::mt19937 draw(static_cast<uint32_t>(std::random_device{}()) ^ static_cast<uint32_t>(::getpid()));
+    std::uniform_int_distribution<int> pick(first, low - 1);
+    for (int attempt = 0; attempt < 64; ++attempt) {
+      int bound = 0;
+      if (bindable(pick(draw), &bound)) return bound;
+    }
+  }
+  int bound = 0;
+  if (!bindable(0, &bound)) throw std::runtime_error("launcher: cannot find a free loopback port");
+  return bound;
 }
 
 std::vector<std::string> environment_with(const std::map<std::string, std::string>& overrides) {

@@ -38,7 +38,10 @@ bool started_by_local_launcher();
 void arm_parent_death_signal();
 
 
-// A loopback TCP port that was free a moment ago (bound to port 0 and released).
+// A loopback TCP port that was free a moment ago: drawn at random from the 10000 ports
+// below the kernel's ephemeral range (which bind(0) and outgoing connections use, so a
+// released ephemeral port can be taken again before rank 0 binds it), checked by binding
+// it and released; an ephemeral one from bind(0) only when none of 64 draws is free.
 int free_loopback_port();
 
 // This process's environment ("KEY=value" entries) with `overrides` set or replaced,

@@ -3,7 +3,10 @@
 // (prefixed output, first failure stops the rest, exit codes).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <fstream>
+#include <set>
 #include <sstream>
 
 #include "common/errors.h"
@@ -147,6 +150,23 @@ LaunchOptions shell_ranks(int world, const std::string& script) {
   o.arguments = {"/bin/sh", "-c", script};
   o.grace = std::chrono::milliseconds(2000);
   return o;
+}
+
+// Rendezvous ports come from below the kernel's ephemeral range, where no outgoing
+// connection can take one between its draw and rank 0's bind; they are bindable, and
+// drawn at random (20 draws from 10000 ports are not all one).
+TEST(LocalLauncher, RendezvousPortsAreDrawnBelowTheEphemeralRange) {
+  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 0, high = 0;
+  ASSERT_TRUE(range >> low >> high) << "no ip_local_port_range to check against";
+  std::set<int> ports;
+  for (int i = 0; i < 20; ++i) {
+    const int port = free_loopback_port();
+    EXPECT_LT(port, low);
+    EXPECT_GE(port, std::max(1025, low - 10000));
+    ports.insert(port);
+  }
+  EXPECT_GT(ports.size(), 1u);
 }
 
 TEST(LocalLauncher, PrefixesOutputAndPassesTheRankVariables) {
