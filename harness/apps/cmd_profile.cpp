@@ -36,6 +36,10 @@ struct ProfileFlags {
   bool activation_checkpointing = false;
   int64_t tensor_parallel = 1;
   std::string collectives;  // "": gloo on the CPU, nccl on GPUs
+  int64_t context_parallel = 1;
+  std::string cp_layout = "striped";
+  int64_t cp_stripe_tokens = 128;
+  int64_t cp_inner = 0;
   double timeout_s = 300;
   uint64_t seed = 0;
   int64_t lora_rank = 0;  // 0: full fine-tuning
@@ -112,6 +116,19 @@ LatencyProfileTraining training_of(const ProfileFlags& f) {
   } else if (!f.collectives.empty()) {
     throw ConfigError("--collectives", "", "applies to --tensor-parallel above 1 only", "leave it out");
   }
+  if (f.context_parallel < 1) throw ConfigError("--context-parallel", "", "must be >= 1", "use the run's parallelism.cp");
+  training.context_parallel = f.context_parallel;
+  try {
+    training.cp_layout.kind = cp_layout_options().from_name(f.cp_layout);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError("--cp-layout", "", e.what(), "use contiguous, zigzag or striped");
+  }
+  if (f.cp_stripe_tokens < 1) throw ConfigError("--cp-stripe-tokens", "", "must be >= 1", "use the run's parallelism.cp_stripe_tokens");
+  training.cp_layout.stripe_tokens = f.cp_stripe_tokens;
+  if (f.cp_inner < 0 || (f.cp_inner > 0 && f.context_parallel % f.cp_inner != 0)) {
+    throw ConfigError("--cp-inner", "", "must be 0 (a flat ring) or divide --context-parallel", "use the run's parallelism.cp_inner");
+  }
+  training.cp_inner = f.cp_inner;
   const bool lora_flags = f.lora_alpha != 0 || f.lora_dropout != 0 || !f.lora_targets.empty();
   if (f.lora_rank == 0) {
     if (lora_flags) {
@@ -133,30 +150,42 @@ LatencyProfileTraining training_of(const ProfileFlags& f) {
   return training;
 }
 
-// Progress lines to stderr, from the leader only (the TP ranks time the same points).
+// Progress lines to stderr, from the leader only (the TP or CP ranks time the same points).
 ProgressFn progress_printer(bool leader) {
   if (!leader) return {};
   return [](const std::string& line) { std::cerr << "  " << line << "\n"; };
 }
 
-// The process that runs a TP profile's command: without a launcher it starts the tp
-// ranks (running `rank_arguments`) and returns their exit code; as one of them it runs
-// body(its TP peers, leader) (vocab_size: the model's). Exit code.
-using PeersBody = std::function<void(std::shared_ptr<const ProfileTensorParallelPeers>, bool)>;
-int on_tensor_parallel_ranks(int64_t tp, const std::string& device, const std::string& collectives, double timeout_s,
-                             int64_t vocab_size, const std::vector<std::string>& rank_arguments, const PeersBody& body) {
-  if (!DistEnv::started_as_rank()) return launch_profile_ranks(tp, "", rank_arguments, std::cerr);
+// Whether a profile with these training options is timed on several ranks together.
+bool timed_on_ranks(const LatencyProfileTraining& training) {
+  return !training.tensor_parallel_collectives.empty() || training.context_parallel > 1;
+}
+
+// The process that runs a TP or CP profile's command: without a launcher it starts the
+// ranks (running `rank_arguments`) and returns their exit code; as one of them it fills
+// the request's peers (vocab_size: the model's) and runs body(request, leader). Exit code.
+using RankBody = std::function<void(const ProfileRequest&, bool)>;
+int on_profile_ranks(ProfileRequest request, double timeout_s, const std::vector<std::string>& rank_arguments,
+                     const RankBody& body) {
+  const LatencyProfileTraining& training = request.training;
+  if (!DistEnv::started_as_rank()) {
+    return launch_profile_ranks(training.tensor_parallel * training.context_parallel, "", rank_arguments, std::cerr);
+  }
   arm_parent_death_signal();
   ProfileRanksOptions options;
-  options.tp = tp;
-  options.cuda = device == "cuda";
-  options.gpu_backend = collectives == "nccl" ? CollectiveBackend::kNccl : CollectiveBackend::kGloo;
+  options.tp = training.tensor_parallel;
+  options.cp = training.context_parallel;
+  options.cp_inner = training.cp_inner;
+  options.cuda = request.device == "cuda";
+  options.gpu_backend = training.tensor_parallel_collectives == "nccl" ? CollectiveBackend::kNccl : CollectiveBackend::kGloo;
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
   const c10::Device on = options.cuda ? c10::Device(c10::kCUDA) : c10::Device(c10::kCPU);
   return run_as_profile_rank(
       options,
-      [&](std::shared_ptr<TensorParallelGroup> group, bool leader) {
-        body(tensor_parallel_profile_peers(std::move(group), vocab_size, on), leader);
+      [&](std::shared_ptr<TensorParallelGroup> group, std::shared_ptr<RingContext> ring, bool leader) {
+        if (group) request.tensor_parallel_peers = tensor_parallel_profile_peers(std::move(group), request.config.vocab_size, on);
+        request.context_parallel_ring = std::move(ring);
+        body(request, leader);
       },
       std::cerr);
 }
@@ -169,10 +198,9 @@ void add_timeout(std::vector<std::string>& args, const ProfileFlags& f) {
   }
 }
 
-// Re-measures `profile`'s held-out points (on this TP rank, with its peers, when it has
-// them) and, on the leader, writes and prints the result.
-int check_and_print(const LatencyProfile& profile, const ProfileFlags& f,
-                    std::shared_ptr<const ProfileTensorParallelPeers> peers, bool leader) {
+// Re-measures `profile`'s held-out points (on this TP or CP rank, with its peers, when
+// `ranks` has them) and, on the leader, writes and prints the result.
+int check_and_print(const LatencyProfile& profile, const ProfileFlags& f, const ProfileRequest& ranks, bool leader) {
   // Time under the profile's own thread count unless --threads says otherwise: a check at
   // LibTorch's default (all cores) of a profile measured single-threaded reports the
   // thread difference as prediction error.
@@ -190,7 +218,8 @@ int check_and_print(const LatencyProfile& profile, const ProfileFlags& f,
   }
   ProfileCheck check;
   try {
-    check = check_latency_profile(profile, f.warmup, f.repetitions, progress_printer(leader), std::move(peers));
+    check = check_latency_profile(profile, f.warmup, f.repetitions, progress_printer(leader),
+                                  ranks.tensor_parallel_peers, ranks.context_parallel_ring);
   } catch (const std::invalid_argument& e) {
     throw ConfigError(f.check, "", e.what(), "re-profile on this machine");
   }
@@ -236,8 +265,8 @@ int check_and_print(const LatencyProfile& profile, const ProfileFlags& f,
 
 int run_check(const ProfileFlags& f) {
   const LatencyProfile profile = load_latency_profile(f.check);
-  if (!profile.training.tensor_parallel_collectives.empty()) {
-    // Timed on its TP ranks together: re-measured so.
+  if (timed_on_ranks(profile.training)) {
+    // Timed on its TP or CP ranks together: re-measured so.
     std::vector<std::string> args{"profile", "--check", f.check, "--warmup", std::to_string(f.warmup),
                                   "--repetitions", std::to_string(f.repetitions)};
     if (f.threads > 0) args.insert(args.end(), {"--threads", std::to_string(f.threads)});
@@ -245,15 +274,16 @@ int run_check(const ProfileFlags& f) {
     if (f.json) args.push_back("--json");
     add_timeout(args, f);
     int code = 0;
-    const int launched = on_tensor_parallel_ranks(
-        profile.training.tensor_parallel, profile.device, profile.training.tensor_parallel_collectives, f.timeout_s,
-        profile.model.value("vocab_size", int64_t{0}), args,
-        [&](std::shared_ptr<const ProfileTensorParallelPeers> peers, bool leader) {
-          code = check_and_print(profile, f, std::move(peers), leader);
-        });
+    ProfileRequest ranks;
+    ranks.device = profile.device;
+    ranks.training = profile.training;
+    ranks.config.vocab_size = profile.model.value("vocab_size", int64_t{0});
+    const int launched = on_profile_ranks(ranks, f.timeout_s, args, [&](const ProfileRequest& peers, bool leader) {
+      code = check_and_print(profile, f, peers, leader);
+    });
     return launched != 0 ? launched : code;
   }
-  return check_and_print(profile, f, nullptr, true);
+  return check_and_print(profile, f, ProfileRequest{}, true);
 }
 }  // namespace
 
@@ -300,7 +330,16 @@ Command register_profile(CLI::App& app) {
   sub->add_option("--collectives", f->collectives,
                   "With --tensor-parallel: gloo | nccl | none (default: gloo on the CPU, nccl on GPUs)")
       ->check(CLI::IsMember({"gloo", "nccl", "none"}));
-  sub->add_option("--timeout-s", f->timeout_s, "With --tensor-parallel: bound on the ranks' rendezvous and each collective")
+  sub->add_option("--context-parallel", f->context_parallel,
+                  "The run's parallelism.cp: time each micro-batch on this many CP ranks together (CPU)")
+      ->capture_default_str();
+  sub->add_option("--cp-layout", f->cp_layout, "With --context-parallel: contiguous | zigzag | striped")
+      ->capture_default_str();
+  sub->add_option("--cp-stripe-tokens", f->cp_stripe_tokens, "With --context-parallel and striped: tokens per stripe")
+      ->capture_default_str();
+  sub->add_option("--cp-inner", f->cp_inner, "With --context-parallel: ranks per inner ring (0: flat)")
+      ->capture_default_str();
+  sub->add_option("--timeout-s", f->timeout_s, "With --tensor-parallel or --context-parallel: bound on the ranks' rendezvous and each collective")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   sub->add_option("--seed", f->seed, "Seed of the timed inputs and weights")->capture_default_str();
@@ -363,16 +402,15 @@ Command register_profile(CLI::App& app) {
     request.warmup = f->warmup;
     request.repetitions = f->repetitions;
     request.seed = f->seed;
-    // On the TP ranks together, each with its share of the cores unless --threads says.
-    const std::string& collectives = request.training.tensor_parallel_collectives;
-    const int64_t tp = request.training.tensor_parallel;
-    const int64_t threads = f->threads > 0 || collectives.empty() || request.device == "cuda" ? f->threads : rank_thread_count(0, tp);
-    const auto measure = [&](std::shared_ptr<const ProfileTensorParallelPeers> peers, bool leader) {
+    // On the TP or CP ranks together, each with its share of the cores unless --threads says.
+    const bool on_ranks = timed_on_ranks(request.training);
+    const int64_t ranks = request.training.tensor_parallel * request.training.context_parallel;
+    const int64_t threads = f->threads > 0 || !on_ranks || request.device == "cuda" ? f->threads : rank_thread_count(0, ranks);
+    const auto measure = [&](const ProfileRequest& on_this_rank, bool leader) {
       if (threads > 0) at::set_num_threads(static_cast<int>(threads));
-      request.tensor_parallel_peers = std::move(peers);
       LatencyProfile profile;
       try {
-        profile = measure_latency_profile(request, progress_printer(leader));
+        profile = measure_latency_profile(on_this_rank, progress_printer(leader));
       } catch (const std::invalid_argument& e) {
         throw ConfigError("sparsebalance profile", "", e.what(), "fix the flags");
       }
@@ -382,14 +420,13 @@ Command register_profile(CLI::App& app) {
       save_latency_profile(profile, f->out);
       std::cerr << "wrote " << f->out << "\n";
     };
-    if (collectives.empty()) {
-      measure(nullptr, true);
+    if (!on_ranks) {
+      measure(request, true);
       return 0;
     }
     std::vector<std::string> args = profile_command_arguments(request, f->out, threads);
     add_timeout(args, *f);
-    return on_tensor_parallel_ranks(tp, request.device, collectives, f->timeout_s, request.config.vocab_size, args,
-                                    measure);
+    return on_profile_ranks(request, f->timeout_s, args, measure);
   };
 }
 

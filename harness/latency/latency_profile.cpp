@@ -128,7 +128,10 @@ std::string latency_profile_training_text(const LatencyProfileTraining& training
                                              (training.tensor_parallel_collectives.empty()
                                                   ? " without its collectives"
                                                   : " with its " + training.tensor_parallel_collectives + " collectives")
-                                       : "");
+                                       : "") +
+         (training.context_parallel > 1 ? ", one CP micro-batch on " + std::to_string(training.context_parallel) +
+                                               " " + training.cp_layout.name() + " CP ranks"
+                                         : "");
 }
 
 nlohmann::json latency_profile_training_to_json(const LatencyProfileTraining& training) {
@@ -146,6 +149,12 @@ nlohmann::json latency_profile_training_to_json(const LatencyProfileTraining& tr
   if (training.tensor_parallel > 1 && !training.tensor_parallel_collectives.empty()) {
     j["tensor_parallel_collectives"] = training.tensor_parallel_collectives;
   }
+  if (training.context_parallel > 1) {
+    j["context_parallel"] = {{"size", training.context_parallel},
+                             {"layout", training.cp_layout.name()},
+                             {"stripe_tokens", training.cp_layout.stripe_tokens},
+                             {"inner", training.cp_inner}};
+  }
   return j;
 }
 
@@ -159,6 +168,18 @@ LatencyProfileTraining latency_profile_training_from_json(const nlohmann::json& 
   training.tensor_parallel = r.optional<int64_t>("tensor_parallel", 1);
   training.tensor_parallel_collectives = r.optional_choice("tensor_parallel_collectives", "", {"gloo", "nccl"});
   const nlohmann::json* lora = r.optional_value("lora");
+  if (const nlohmann::json* cp = r.optional_value("context_parallel")) {
+    JsonObjectReader c(*cp, r.child_path("context_parallel"), file);
+    training.context_parallel = c.required<int64_t>("size");
+    training.cp_layout.kind = c.required_option("layout", cp_layout_options());
+    training.cp_layout.stripe_tokens = c.optional<int64_t>("stripe_tokens", training.cp_layout.stripe_tokens);
+    training.cp_inner = c.optional<int64_t>("inner", 0);
+    c.finish();
+    c.expect(training.context_parallel > 1, "size", "must be > 1 (leave context_parallel out for one rank)",
+             "regenerate the profile with `sparsebalance profile`");
+    c.expect(training.cp_layout.stripe_tokens >= 1 && training.cp_inner >= 0, "stripe_tokens",
+             "stripe_tokens must be >= 1 and inner >= 0", "regenerate the profile with `sparsebalance profile`");
+  }
   r.finish();
   r.expect(training.tensor_parallel >= 1, "tensor_parallel", "must be >= 1", "regenerate the profile with `sparsebalance profile`");
   r.expect(training.tensor_parallel > 1 || training.tensor_parallel_collectives.empty(), "tensor_parallel_collectives",

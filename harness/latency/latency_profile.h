@@ -30,7 +30,9 @@
 //    "training": {"precision": "fp32" | "bf16-mixed", "activation_checkpointing": bool,
 //                 "lora": null | {"rank": r, "alpha": a, "dropout": p, "target_modules": [...]},
 //                 "tensor_parallel": tp (only when > 1),
-//                 "tensor_parallel_collectives": "gloo" | "nccl" (only when timed with them)},
+//                 "tensor_parallel_collectives": "gloo" | "nccl" (only when timed with them),
+//                 "context_parallel": {"size": cp, "layout": ..., "stripe_tokens": n, "inner": n}
+//                                     (only when cp > 1)},
 //    "warmup": n, "repetitions": n,
 //    "seq_lens": [ascending], "budgets": [ascending; [0] for dense attention; vertical-slash:
 //                kept keys per query (docs/vertical_slash.md "Budgets")],
@@ -59,6 +61,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/attention/ring/cp_sharding.h"
 #include "models/qwen2/qwen2_config.h"
 #include "models/qwen2/qwen2_lora.h"
 #include "models/qwen2/qwen2_precision.h"
@@ -99,6 +102,13 @@ struct LatencyProfileTraining {
   // measured before sparsebalance launched TP ranks for them; they under-predict every
   // micro-batch by its collectives).
   std::string tensor_parallel_collectives;
+  // Context parallelism: > 1 when the context_parallel CP ranks timed every point
+  // together, each micro-batch dealt to them by cp_layout and attention a ring over them
+  // (cp_inner ranks per inner ring, 0 flat), each repetition the slowest rank's time: a
+  // point is one CP micro-batch. 1: one rank ran the whole micro-batch.
+  int64_t context_parallel = 1;
+  CpLayout cp_layout;
+  int64_t cp_inner = 0;
 };
 
 // "fp32, no activation checkpointing, full fine-tuning" and the like, for messages.

@@ -18,6 +18,7 @@
 
 #include "harness/common/system_info.h"
 #include "harness/latency/latency_predictor.h"
+#include "kernels/attention/ring/ring_attention_backend.h"
 #include "models/qwen2/qwen2_checkpointing.h"
 #include "models/qwen2/qwen2_hf_config.h"
 #include "models/qwen2/qwen2_lora.h"
@@ -65,7 +66,9 @@ class LayerBench {
         full_config_(request.config),
         device_(request.device == "cuda" ? c10::Device(c10::kCUDA) : c10::Device(c10::kCPU)),
         training_(request.training),
-        peers_(request.tensor_parallel_peers) {
+        peers_(request.tensor_parallel_peers),
+        ring_(request.context_parallel_ring),
+        cp_layout_(request.training.cp_layout) {
     at::manual_seed(request.seed);
     layer_ = Qwen2DecoderLayer(config_, 0);
     layer_->to(device_);
@@ -79,17 +82,18 @@ class LayerBench {
     head_ = torch::nn::Linear(torch::nn::LinearOptions(config_.hidden_size, head_rows).bias(false));
     head_->to(device_);
     if (training_.lora) train_as_lora(*training_.lora);
-    attention_ = make_attention_backend(request.attention);
-    if (peers_) attention_->set_head_shard_sum(peers_->head_shard_sum);
     attention_options_ = request.attention;
+    attention_ = new_attention_backend();
+    if (peers_) attention_->set_head_shard_sum(peers_->head_shard_sum);
   }
 
   TimedPoint layer(int64_t length, int64_t budget) { return packed_layer({length}, budget); }
   // One layer over several sequences packed into one micro-batch, as the trainer runs them.
   TimedPoint packed_layer(const std::vector<int64_t>& lengths, int64_t budget) {
     const std::vector<int64_t> per_sequence(lengths.size(), budget);
-    return layer_sample(lengths, [this, per_sequence] {
+    return layer_sample(lengths, [this, per_sequence](const std::shared_ptr<const CpSharding>& sharding) {
       if (has_budget(attention_options_)) attention_->set_budget_request(AttentionBudgetRequest{per_sequence, 0.0, 0});
+      if (sharding) attention_->set_context_parallel_sharding(sharding);
       return attention_;
     });
   }
@@ -103,7 +107,7 @@ class LayerBench {
   }
 
   TimedPoint rest(int64_t length) {
-    return layer_sample({length}, [this] { return pass_through_; });
+    return layer_sample({length}, [this](const std::shared_ptr<const CpSharding>&) { return pass_through_; });
   }
 
   // The whole model (embedding, every layer at `budget`, final norm, lm_head, loss) on one
@@ -111,12 +115,15 @@ class LayerBench {
   TimedPoint model(int64_t length, int64_t budget) {
     if (!model_) build_model();
     const auto options = at::TensorOptions().dtype(at::kLong).device(device_);
-    const at::Tensor tokens = at::randint(0, model_->config().vocab_size, {length}, options);
-    const at::Tensor labels = at::randint(0, model_->config().vocab_size, {length}, options);
-    const at::Tensor positions = at::arange(length, options);
-    const PackedSequences sequences = PackedSequences::from_lengths({length});
-    return [this, budget, tokens, labels, positions, sequences] {
+    const MicroBatchRows rows = rows_of({length});
+    const int64_t held = rows.positions.size(0);  // every token, or this CP rank's (TP ranks take all)
+    const at::Tensor tokens = at::randint(0, model_->config().vocab_size, {held}, options);
+    const at::Tensor labels = at::randint(0, model_->config().vocab_size, {held}, options);
+    const at::Tensor positions = rows.positions;
+    const PackedSequences sequences = rows.sequences;
+    return [this, budget, tokens, labels, positions, sequences, sharding = rows.sharding] {
       if (has_budget(attention_options_)) model_backend_->set_budget_request(AttentionBudgetRequest{{budget}, 0.0, 0});
+      if (sharding) model_backend_->set_context_parallel_sharding(sharding);
       return run_once([&] {
         if (model_step_) {
           model_step_(tokens, positions, sequences, labels).backward();
@@ -129,11 +136,13 @@ class LayerBench {
   }
 
   TimedPoint head(int64_t length) {
-    const at::Tensor x = hidden(stream_rows(length));
+    const at::Tensor x = hidden(rows_of({length}).rows);
     // Token ids of the whole vocabulary with TP peers (the loss finds each label's rank),
     // else of the share's.
     const int64_t vocabulary = peers_ ? full_config_.vocab_size : config_.vocab_size;
-    const at::Tensor labels = at::randint(0, vocabulary, {length}, at::TensorOptions().dtype(at::kLong).device(device_));
+    const at::Tensor labels =
+        at::randint(0, vocabulary, {peers_ ? length : x.size(0)},  // TP gathers the T rows first
+                    at::TensorOptions().dtype(at::kLong).device(device_));
     return [this, x, labels, length] {
       return run_once([&] {
         Qwen2AutocastGuard autocast(device_.type(), training_.precision);
@@ -214,7 +223,7 @@ class LayerBench {
   // with TP peers, a one-stage pipeline of this rank's shards joined to them; without,
   // the rank's share of the architecture on its own.
   void build_model() {
-    model_backend_ = std::shared_ptr<AttentionBackend>(make_attention_backend(attention_options_));
+    model_backend_ = new_attention_backend();
     model_ = Qwen2ForCausalLM(peers_ ? full_config_ : config_, model_backend_);
     model_->set_precision(training_.precision);
     model_->set_activation_checkpointing(training_.activation_checkpointing);
@@ -238,21 +247,51 @@ class LayerBench {
     return at::randn({length, config_.hidden_size}, at::TensorOptions().device(device_)).requires_grad_(true);
   }
 
-  // `backend` is called before every run: it sets the point's budget on a shared backend.
-  // Positions restart at 0 in every packed sequence.
-  TimedPoint layer_sample(const std::vector<int64_t>& lengths,
-                          std::function<std::shared_ptr<AttentionBackend>()> backend) {
+  // What this rank holds of a micro-batch of sequences of `lengths`: all of it, or under
+  // context parallelism its CP share (the trainer's dealing, Trainer::shard_for_context_parallelism).
+  struct MicroBatchRows {
+    at::Tensor positions;       // [tokens this rank runs] int64: restarting at 0 per sequence
+    PackedSequences sequences;  // how the layers see them (one run of the rank's tokens under CP)
+    std::shared_ptr<const CpSharding> sharding;  // null without CP
+    int64_t rows = 0;           // residual-stream rows (ceil(T / tp) under sequence parallelism)
+  };
+  MicroBatchRows rows_of(const std::vector<int64_t>& lengths) const {
     const auto index = at::TensorOptions().dtype(at::kLong).device(device_);
+    MicroBatchRows out;
+    out.sequences = PackedSequences::from_lengths(lengths);
+    if (ring_) {
+      out.sharding = std::make_shared<const CpSharding>(CpSharding::build(out.sequences, ring_->size(), cp_layout_));
+      out.positions = at::tensor(out.sharding->positions_of(ring_->rank()), at::kLong).to(device_);
+      out.rows = out.sharding->size_of(ring_->rank());
+      out.sequences = PackedSequences::from_lengths({out.rows});
+      return out;
+    }
     std::vector<at::Tensor> ranges;
     for (int64_t length : lengths) ranges.push_back(at::arange(length, index));
-    const at::Tensor positions = at::cat(ranges);
-    const int64_t rows = stream_rows(positions.size(0));
+    out.positions = at::cat(ranges);
+    out.rows = stream_rows(out.positions.size(0));
+    return out;
+  }
+
+  // The method's attention: a ring over the CP ranks under context parallelism.
+  std::shared_ptr<AttentionBackend> new_attention_backend() const {
+    if (ring_) return std::make_shared<RingAttentionBackend>(attention_options_, ring_);
+    return std::shared_ptr<AttentionBackend>(make_attention_backend(attention_options_));
+  }
+
+  // `backend` is called before every run with the point's CP sharding (null without CP):
+  // it sets the point's budget (and sharding) on a shared backend.
+  TimedPoint layer_sample(const std::vector<int64_t>& lengths,
+                          std::function<std::shared_ptr<AttentionBackend>(const std::shared_ptr<const CpSharding>&)> backend) {
+    const MicroBatchRows micro_batch = rows_of(lengths);
+    const int64_t rows = micro_batch.rows;
     const at::Tensor x = hidden(rows);
-    const auto [cos, sin] = qwen2_rotary_tables(positions, config_);
-    const PackedSequences sequences = PackedSequences::from_lengths(lengths);
+    const auto [cos, sin] = qwen2_rotary_tables(micro_batch.positions, config_);
+    const PackedSequences sequences = micro_batch.sequences;
     const at::Tensor grad = at::randn({rows, config_.hidden_size}, x.options().requires_grad(false));
-    return [this, backend = std::move(backend), x, cos = cos, sin = sin, sequences, grad] {
-      const std::shared_ptr<AttentionBackend> attention = backend();
+    return [this, backend = std::move(backend), x, cos = cos, sin = sin, sequences, grad,
+            sharding = micro_batch.sharding] {
+      const std::shared_ptr<AttentionBackend> attention = backend(sharding);
       return run_once([&] {
         Qwen2AutocastGuard autocast(device_.type(), training_.precision);
         run_layer(x, cos, sin, sequences, attention).to(at::kFloat).backward(grad);
@@ -288,6 +327,8 @@ class LayerBench {
   c10::Device device_;
   LatencyProfileTraining training_;
   std::shared_ptr<const ProfileTensorParallelPeers> peers_;  // null: no TP peers
+  std::shared_ptr<RingContext> ring_;  // null: no CP peers
+  CpLayout cp_layout_;
   Qwen2DecoderLayer layer_{nullptr};
   Qwen2RMSNorm norm_{nullptr};
   torch::nn::Linear head_{nullptr};
@@ -302,10 +343,10 @@ class LayerBench {
 // Each repetition's slowest TP rank: the samples of every point, element by element, the
 // maximum over the ranks (one all-reduce).
 std::vector<LatencyStat> slowest_rank_stats(const std::vector<LatencyStat>& stats,
-                                            const ProfileTensorParallelPeers& peers) {
+                                            const std::function<void(std::vector<double>&)>& max_over_ranks) {
   std::vector<double> flat;
   for (const LatencyStat& stat : stats) flat.insert(flat.end(), stat.samples.begin(), stat.samples.end());
-  peers.max_over_ranks(flat);
+  max_over_ranks(flat);
   auto next = flat.begin();
   std::vector<LatencyStat> out;
   for (const LatencyStat& stat : stats) {
@@ -316,13 +357,20 @@ std::vector<LatencyStat> slowest_rank_stats(const std::vector<LatencyStat>& stat
   return out;
 }
 
-// Times the points, every TP rank together when the request has TP peers.
+// Times the points, every TP or CP rank together when the request has peers.
 std::vector<LatencyStat> measure_points(const ProfileRequest& request, const std::vector<TimedPoint>& points,
                                         const ProgressFn& progress) {
   const std::vector<LatencyStat> stats =
       measure_interleaved(points, request.warmup, request.repetitions, request.seed, progress);
-  if (!request.tensor_parallel_peers) return stats;
-  return slowest_rank_stats(stats, *request.tensor_parallel_peers);
+  if (request.tensor_parallel_peers) return slowest_rank_stats(stats, request.tensor_parallel_peers->max_over_ranks);
+  if (const std::shared_ptr<RingContext>& ring = request.context_parallel_ring) {
+    return slowest_rank_stats(stats, [&ring](std::vector<double>& values) {
+      at::Tensor slowest = at::tensor(values, at::kDouble);
+      ring->all_reduce(slowest, c10d::ReduceOp::MAX, "the profile's slowest samples", ring->next_call());
+      std::copy(slowest.data_ptr<double>(), slowest.data_ptr<double>() + slowest.numel(), values.begin());
+    });
+  }
+  return stats;
 }
 
 void check_request(const ProfileRequest& r) {
@@ -348,6 +396,28 @@ void check_request(const ProfileRequest& r) {
     throw std::invalid_argument("timing with the " + collectives + " TP collectives needs the " +
                                 std::to_string(r.training.tensor_parallel) +
                                 " TP ranks together (`sparsebalance profile --tensor-parallel` starts them)");
+  }
+  const int64_t cp = r.training.context_parallel;
+  if (cp > 1) {
+    if (r.device != "cpu") throw std::invalid_argument("--context-parallel: the ring runs on the CPU only (no CUDA ring step)");
+    if (r.training.tensor_parallel > 1) {
+      throw std::invalid_argument("--context-parallel with --tensor-parallel: not measured together; "
+                                  "time the TP ranks alone (a TP x CP run predicts with that profile)");
+    }
+    if (!r.context_parallel_ring) {
+      throw std::invalid_argument("timing a CP micro-batch needs the " + std::to_string(cp) +
+                                  " CP ranks together (`sparsebalance profile --context-parallel` starts them)");
+    }
+    // A flat ring (cp_inner 0) is one inner ring of every rank.
+    const int64_t inner = r.training.cp_inner == 0 ? cp : r.training.cp_inner;
+    if (r.context_parallel_ring->size() != cp || r.context_parallel_ring->inner() != inner) {
+      throw std::invalid_argument("the CP ring has " + std::to_string(r.context_parallel_ring->size()) +
+                                  " ranks (inner " + std::to_string(r.context_parallel_ring->inner()) +
+                                  "), the request's context_parallel is " + std::to_string(cp) + " (inner " +
+                                  std::to_string(r.training.cp_inner) + ")");
+    }
+  } else if (r.context_parallel_ring) {
+    throw std::invalid_argument("a CP ring without context parallelism (context_parallel is 1)");
   }
   if (peers) {
     if (peers->sequence_parallel->size() != r.training.tensor_parallel) {
@@ -516,7 +586,8 @@ std::string packed_lengths_text(const ProfileCheckPoint& point) {
 
 ProfileCheck check_latency_profile(const LatencyProfile& profile, int64_t warmup, int64_t repetitions,
                                    const ProgressFn& progress,
-                                   std::shared_ptr<const ProfileTensorParallelPeers> tensor_parallel_peers) {
+                                   std::shared_ptr<const ProfileTensorParallelPeers> tensor_parallel_peers,
+                                   std::shared_ptr<RingContext> context_parallel_ring) {
   if (profile.kind != "measured") throw std::invalid_argument("only measured profiles can be re-measured");
 
   ProfileRequest request;
@@ -547,6 +618,7 @@ ProfileCheck check_latency_profile(const LatencyProfile& profile, int64_t warmup
   request.repetitions = repetitions;
   request.seed = profile.context.value("seed", uint64_t{0}) + 1;  // other inputs than the profile's
   request.tensor_parallel_peers = std::move(tensor_parallel_peers);
+  request.context_parallel_ring = std::move(context_parallel_ring);
   check_request(request);
   // Held out: midpoints between neighbouring lengths x between neighbouring budgets.
   std::vector<int64_t> lengths, budgets;

@@ -13,6 +13,11 @@
 // every grid point once, so a slow phase of a shared machine cannot bias a few points.
 // On CUDA every timing is bracketed by device synchronisation.
 //
+// Context parallelism (training.context_parallel > 1) with its ring: the CP ranks time
+// each point together, its micro-batch dealt to them as the trainer deals it
+// (training.cp_layout) and attention a ring over them, so a point is one CP micro-batch;
+// each repetition keeps the slowest rank's time, as below.
+//
 // Tensor parallelism (training.tensor_parallel > 1) with its peers: every TP rank of the
 // group measures the same request at once, each timing its share of every point with
 // the collectives that share runs in training (the residual stream's sequence-parallel
@@ -31,6 +36,7 @@
 
 #include "harness/latency/latency_profile.h"
 #include "kernels/attention/attention_backend.h"
+#include "kernels/attention/ring/ring_attention.h"
 #include "models/qwen2/qwen2_model.h"
 #include "models/qwen2/qwen2_sequence_parallel.h"
 
@@ -81,6 +87,10 @@ struct ProfileRequest {
   // is one of that many TP ranks, which all measure this request together (see above).
   // Null (and no collectives): one rank's share timed alone, a lower estimate.
   std::shared_ptr<const ProfileTensorParallelPeers> tensor_parallel_peers;
+  // training.context_parallel > 1: this process is CP rank ring->rank() of that many,
+  // which all measure this request together; each point's micro-batch is dealt to them
+  // by training.cp_layout and attention is a ring over them (CPU only). Null otherwise.
+  std::shared_ptr<RingContext> context_parallel_ring;
 };
 
 // The architecture `model` names: a preset's, or for a folder its config.json's, named
@@ -136,9 +146,11 @@ struct ProfileCheck {
 // and training options, re-measured now: one layer at the midpoints between grid lengths x between
 // grid budgets, and at each length midpoint a packed micro-batch of that many tokens.
 // A profile timed with its TP collectives needs `tensor_parallel_peers` (of the
-// profile's tp ranks, every rank calling this together) and is re-measured with them.
+// profile's tp ranks, every rank calling this together) and is re-measured with them;
+// one timed on CP ranks needs `context_parallel_ring` in the same way.
 ProfileCheck check_latency_profile(const LatencyProfile& profile, int64_t warmup, int64_t repetitions,
                                    const ProgressFn& progress = {},
-                                   std::shared_ptr<const ProfileTensorParallelPeers> tensor_parallel_peers = nullptr);
+                                   std::shared_ptr<const ProfileTensorParallelPeers> tensor_parallel_peers = nullptr,
+                                   std::shared_ptr<RingContext> context_parallel_ring = nullptr);
 
 }  // namespace sb

@@ -6,43 +6,50 @@
 #include "harness/common/system_info.h"
 #include "harness/parallel/parallel_layout.h"
 #include "harness/parallel/tensor_parallel/tensor_parallel_group.h"
+#include "kernels/attention/ring/ring_attention.h"
 #include "harness/runner/job_session.h"
 #include "harness/runner/local_launcher.h"
 
 namespace sb {
 
-int launch_profile_ranks(int64_t tp, const std::string& executable, const std::vector<std::string>& arguments,
+int launch_profile_ranks(int64_t ranks, const std::string& executable, const std::vector<std::string>& arguments,
                          std::ostream& log) {
   LaunchOptions launch;
-  launch.world_size = static_cast<int>(tp);
+  launch.world_size = static_cast<int>(ranks);
   launch.arguments = {executable.empty() ? current_executable() : executable};
   launch.arguments.insert(launch.arguments.end(), arguments.begin(), arguments.end());
-  launch.describe_rank = [](int r) { return "tp rank " + std::to_string(r); };
-  log << "starting " << tp << " TP ranks on this machine to time their shares together\n";
+  log << "starting " << ranks << " ranks on this machine to time their shares together\n";
   return launch_local_ranks(launch, log);
 }
 
-int run_as_profile_rank(const ProfileRanksOptions& options,
-                        const std::function<void(std::shared_ptr<TensorParallelGroup>, bool)>& body,
-                        std::ostream& log) {
+int run_as_profile_rank(const ProfileRanksOptions& options, const ProfileRankBody& body, std::ostream& log) {
   const DistEnv env = DistEnv::from_environment();
-  if (env.world_size != options.tp) {
-    throw ConfigError("--tensor-parallel", "",
-                      std::to_string(options.tp) + " TP ranks, but " + env.source + " started " +
+  const int64_t world = options.tp * options.cp;
+  if (env.world_size != world) {
+    throw ConfigError(options.cp > 1 ? "--context-parallel" : "--tensor-parallel", "",
+                      std::to_string(world) + " ranks, but " + env.source + " started " +
                           std::to_string(env.world_size) + " processes",
-                      "start " + std::to_string(options.tp) + " (or leave the launcher out: the command starts them)");
+                      "start " + std::to_string(world) + " (or leave the launcher out: the command starts them)");
   }
-  const auto describe = [](int r) { return "tp rank " + std::to_string(r); };
+  // One stage of one layer held by the TP or CP ranks: the layout only names their group.
+  const ParallelLayout layout(1, 1, 1, {}, options.cp, options.tp);
+  const auto describe = [layout](int r) { return layout.describe_rank(r); };
   const std::unique_ptr<JobSession> session = JobSession::connect(env, options.timeout, describe);
   try {
-    // One stage of one layer held by tp TP ranks: the layout only names the TP group.
-    const ParallelLayout layout(1, 1, 1, {}, 1, options.tp);
     const RankContext context = session->connect_run("profile", layout,
                                                      options.cuda ? c10::Device(c10::kCUDA) : c10::Device(c10::kCPU),
                                                      /*tied_embeddings=*/false, options.gpu_backend);
-    auto group = std::make_shared<TensorParallelGroup>(context.tensor_parallel, options.tp, context.tp_rank(),
-                                                       context.timeout, context.describe());
-    body(group, session->is_leader());
+    std::shared_ptr<TensorParallelGroup> group;
+    if (options.tp > 1) {
+      group = std::make_shared<TensorParallelGroup>(context.tensor_parallel, options.tp, context.tp_rank(),
+                                                    context.timeout, context.describe());
+    }
+    std::shared_ptr<RingContext> ring;
+    if (options.cp > 1) {
+      ring = std::make_shared<RingContext>(context.context_parallel, context.cp_rank(), options.cp, options.cp_inner,
+                                           context.timeout, [layout](int64_t c) { return layout.describe_rank(c); });
+    }
+    body(group, ring, session->is_leader());
     session->shutdown();
   } catch (const ConfigError& e) {
     session->report_failure(e, log);

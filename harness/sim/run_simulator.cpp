@@ -152,6 +152,14 @@ RunSimulator::RunSimulator(const Manifest& m, SimProfile profile, ClusterSection
                       "measure a profile for tp " + std::to_string(m.parallelism.tp) +
                           " (sparsebalance profile --tensor-parallel), or one without tensor parallelism");
   }
+  if (profile_.predictor->profile().training.context_parallel > 1) {
+    // The ring model (item 10 of docs/simulator.md) splits a one-rank profile's compute
+    // over the CP ranks step by step; a profile of whole CP micro-batches has the split in it.
+    throw ConfigError(m.file, "$.simulation.profile",
+                      "was timed on " + std::to_string(profile_.predictor->profile().training.context_parallel) +
+                          " CP ranks together; the simulator's ring model needs a one-rank profile",
+                      "give simulation.profile (or --profile) a profile measured without --context-parallel");
+  }
   if (m.parallelism.cp > 1) cp_spec_ = cp_compute_spec(m, profiled_tp);
   dataset_ = make_dataset(m.data, m.seed, dataset_limits(m));
   planner_ = std::make_unique<BatchPlanner>(method_planner_options(m, m.parallelism.dp), profile_.predictor);

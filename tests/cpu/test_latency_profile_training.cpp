@@ -13,6 +13,7 @@
 #include "harness/latency/latency_profile.h"
 #include "harness/latency/latency_profiler.h"
 #include "harness/latency/run_profiles/tensor_parallel_profile_peers.h"
+#include "kernels/attention/ring/ring_attention.h"
 #include "models/qwen2/qwen2_config.h"
 #include "models/qwen2/qwen2_hf_config.h"
 #include "models/qwen2/qwen2_model.h"
@@ -270,6 +271,49 @@ TEST(ProfileLayerBench, TensorParallelGroupTimesTheSharesWithTheTrainersCollecti
     request.tensor_parallel_peers = tensor_parallel_profile_peers(group, config.vocab_size, c10::kCPU);
     EXPECT_THROW(measure_latency_profile(request), std::invalid_argument);
   });
+}
+
+// With its CP ring the profile times each point's micro-batch dealt to the CP ranks as
+// the trainer deals it, attention a ring over them (one ring call per layer forward; the
+// rest and head points run none). Dense attention, qwen2-test's L = 2 layers, one
+// repetition: per length the layer point's ring and the whole model's L, the packed
+// layer's, and the all-reduce of the slowest samples: 2 (1 + L) + 1 + 1 calls on both
+// ranks, which return the same samples.
+// Lengths 16 and 40 with stripes of 16: rank 1 holds no token of the 16-token sequence.
+TEST(ProfileLayerBench, ContextParallelRingTimesEachMicroBatchOnTheCpRanksTogether) {
+  const int64_t cp = 2;
+  const Qwen2Config& config = qwen2_preset("qwen2-test");
+  const int64_t layers = config.num_hidden_layers;
+  std::vector<LatencyProfile> profiles(cp);
+  std::vector<int64_t> calls(cp);
+  test::run_group_ranks(cp, [&](c10::intrusive_ptr<c10d::Backend> group, int64_t rank) {
+    auto ring = std::make_shared<RingContext>(std::move(group), rank, cp, 0, std::chrono::seconds(30));
+    ProfileRequest request = tiny_request("qwen2-test");
+    request.attention = AttentionOptions{};  // dense
+    request.budgets.clear();
+    request.seq_lens = {16, 40};
+    request.training.context_parallel = cp;
+    request.training.cp_layout = CpLayout{CpLayoutKind::kStriped, 16};
+    request.context_parallel_ring = ring;
+    profiles[rank] = measure_latency_profile(request);
+    calls[rank] = ring->next_call();  // the calls made so far
+  });
+  EXPECT_EQ(calls[0], 2 * (1 + layers) + 1 + 1);
+  EXPECT_EQ(calls[1], calls[0]);
+  for (const LatencyProfile& profile : profiles) {
+    EXPECT_EQ(profile.training.context_parallel, cp);
+    EXPECT_EQ(latency_profile_to_json(profile)["training"]["context_parallel"],
+              json::parse(R"({"size": 2, "layout": "striped", "stripe_tokens": 16, "inner": 0})"));
+  }
+  EXPECT_EQ(latency_profile_to_json(profiles[0])["layer_ms"], latency_profile_to_json(profiles[1])["layer_ms"]);
+  EXPECT_EQ(latency_profile_to_json(profiles[0])["model_ms"], latency_profile_to_json(profiles[1])["model_ms"]);
+  // Read back; without the ring, or beside TP, it is refused.
+  EXPECT_EQ(latency_profile_from_json(latency_profile_to_json(profiles[0]), "<cp>").training.cp_layout.stripe_tokens, 16);
+  ProfileRequest alone = tiny_request("qwen2-test");
+  alone.training.context_parallel = cp;
+  EXPECT_THROW(measure_latency_profile(alone), std::invalid_argument);
+  alone.training.tensor_parallel = 2;
+  EXPECT_THROW(measure_latency_profile(alone), std::invalid_argument);
 }
 
 // The profile says what it timed, read from the timed layer itself: with LoRA, adapters

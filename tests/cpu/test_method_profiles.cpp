@@ -430,6 +430,39 @@ TEST(MethodProfiles, MissingProfileIsMeasuredOnceThenReused) {
   fs::remove_all(dir);
 }
 
+// A CP run (without TP) predicts with a profile of whole CP micro-batches timed on its CP
+// ranks: the request and its command line carry the layout; a profile of another layout
+// is refused, a one-rank profile serves with a warning.
+TEST(MethodProfiles, ContextParallelRunNeedsAProfileOfItsRingOrWarns) {
+  Manifest cp2 = manifest_with("fixed", "/tmp/p.json");
+  cp2.parallelism.cp = 2;
+  cp2.parallelism.cp_layout = CpLayout{CpLayoutKind::kZigzag, 128};
+  const ProfileRequest request = default_profile_request(cp2, cp2.methods[0], 500);
+  EXPECT_EQ(request.training.context_parallel, 2);
+  EXPECT_EQ(request.training.cp_layout.kind, CpLayoutKind::kZigzag);
+  const std::string line = profile_command_line(request, "/tmp/p.json");
+  EXPECT_NE(line.find(" --context-parallel 2 --cp-layout zigzag "), std::string::npos) << line;
+  EXPECT_EQ(line.find("--cp-stripe-tokens"), std::string::npos) << "zigzag has no stripes: " << line;
+
+  LatencyProfile profile = analytic_for("qwen2-test", 32);
+  profile.device = "cpu";
+  profile.kind = "measured";
+  EXPECT_EQ(refusal_of(profile, cp2), "");  // one rank: allowed, with a warning
+  EXPECT_NE(context_parallel_warning(profile, cp2, "p.json").find("2 CP ranks"), std::string::npos);
+  profile.training.context_parallel = 2;
+  profile.training.cp_layout = cp2.parallelism.cp_layout;
+  EXPECT_EQ(refusal_of(profile, cp2), "");
+  EXPECT_EQ(context_parallel_warning(profile, cp2, "p.json"), "");
+  profile.training.cp_layout.kind = CpLayoutKind::kStriped;
+  EXPECT_NE(refusal_of(profile, cp2).find("was timed on 2 CP ranks, striped by 128, but the run trains on 2 CP ranks, zigzag"),
+            std::string::npos)
+      << refusal_of(profile, cp2);
+  // Beside TP the profile is the TP ranks' (no CP key).
+  Manifest both = cp2;
+  both.parallelism.tp = 2;
+  EXPECT_EQ(default_profile_request(both, both.methods[0], 500).training.context_parallel, 1);
+}
+
 // A TP run's missing profile is measured on its TP ranks together: the launcher it is
 // given starts `sparsebalance profile --tensor-parallel 2` as two processes (here the
 // built binary), and the profile records their Gloo collectives and the run it was
@@ -464,7 +497,7 @@ TEST(MethodProfiles, MissingTensorParallelProfileIsMeasuredOnItsTpRanks) {
   EXPECT_EQ(measured.training.tensor_parallel, 2);
   EXPECT_EQ(measured.training.tensor_parallel_collectives, "gloo");
   EXPECT_EQ(measured.context["measured_for"]["method"], "x");
-  EXPECT_NE(log.str().find("starting 2 TP ranks"), std::string::npos) << log.str();
+  EXPECT_NE(log.str().find("starting 2 ranks"), std::string::npos) << log.str();
   fs::remove_all(dir);
 }
 

@@ -112,7 +112,7 @@ TEST(ProfileCli, TensorParallelProfileIsTimedOnTheTpRanksTogether) {
                             "--budgets 1,2 --warmup 0 --repetitions 2 --seed 5 --out " + out.string();
   auto r = run_command(sparsebalance_binary() + " profile" + flags);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("starting 2 TP ranks"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("starting 2 ranks"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("[rank 0] wrote " + out.string()), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("[rank 1] wrote"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("[rank 1]   L=16"), std::string::npos) << "progress from rank 0 only\n" << r.output;
@@ -142,8 +142,31 @@ TEST(ProfileCli, TensorParallelProfileIsTimedOnTheTpRanksTogether) {
 
   r = run_command("RANK=0 WORLD_SIZE=3 MASTER_PORT=1 " + sparsebalance_binary() + " profile" + flags);
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("--tensor-parallel: 2 TP ranks, but environment (RANK, WORLD_SIZE) started 3 processes"), std::string::npos)
+  EXPECT_NE(r.output.find("--tensor-parallel: 2 ranks, but environment (RANK, WORLD_SIZE) started 3 processes"), std::string::npos)
       << r.output;
+  fs::remove_all(dir);
+}
+
+// --context-parallel 2 times each micro-batch dealt to two CP ranks, attention a ring
+// over them; the profile records the layout and --check re-measures it on two ranks.
+// On a GPU it is refused (no CUDA ring step), exit 2.
+TEST(ProfileCli, ContextParallelProfileIsTimedOnTheCpRanksTogether) {
+  const fs::path dir = test::fresh_temp_dir("profile_cli_cp");
+  const fs::path out = dir / "cp.json";
+  auto r = run_command(sparsebalance_binary() + " profile --model qwen2-test --attention moba --block 8 "
+                       "--context-parallel 2 --cp-layout striped --cp-stripe-tokens 8 --seq-lens 16,32 --budgets 1,2 "
+                       "--warmup 0 --repetitions 1 --out " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("starting 2 ranks"), std::string::npos) << r.output;
+  const LatencyProfile profile = load_latency_profile(out);
+  EXPECT_EQ(profile.training.context_parallel, 2);
+  EXPECT_EQ(profile.training.cp_layout.stripe_tokens, 8);
+  const std::string command = profile.context["command"];
+  EXPECT_NE(command.find(" --context-parallel 2 --cp-layout striped --cp-stripe-tokens 8 "), std::string::npos) << command;
+  r = run_command(sparsebalance_binary() + " profile --check " + out.string() + " --warmup 0 --repetitions 1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("one CP micro-batch on 2 striped CP ranks"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("[rank 0] MAPE"), std::string::npos) << r.output;
   fs::remove_all(dir);
 }
 

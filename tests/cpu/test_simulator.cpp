@@ -474,6 +474,18 @@ TEST(SimulationManifest, ATpShareProfileIsNotDividedAgain) {
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.json_path(), "$.simulation.profile");
   }
+  // A profile of whole CP micro-batches: the ring model needs a one-rank profile.
+  SimProfile ringed = profiled_for(1);
+  LatencyProfile cp_profile = ringed.predictor->profile();
+  cp_profile.training.context_parallel = 2;
+  ringed.predictor = std::make_shared<const LatencyPredictor>(cp_profile, whole.predictor->options());
+  try {
+    RunSimulator simulator(one, ringed, simulation_cluster(one), options);
+    ADD_FAILURE() << "a profile timed on CP ranks accepted by the simulator";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.json_path(), "$.simulation.profile");
+    EXPECT_NE(e.problem().find("one-rank profile"), std::string::npos) << e.problem();
+  }
 }
 
 // `run` refuses a tp the model cannot split before any rank starts; `simulate` models it

@@ -61,6 +61,13 @@ LatencyProfileTraining profile_training_of(const Manifest& manifest) {
   // Timed with the TP collectives the run uses: NCCL between GPUs unless the ranks share
   // them over Gloo, Gloo on the CPU.
   if (training.tensor_parallel > 1) training.tensor_parallel_collectives = manifest.train.on_cuda() && !manifest.train.gpus_shared() ? "nccl" : "gloo";
+  // Timed on the run's CP ranks, dealt and ringed as the run does (not beside TP: a TP x CP
+  // run predicts with its TP ranks' profile).
+  if (manifest.parallelism.cp > 1 && training.tensor_parallel == 1) {
+    training.context_parallel = manifest.parallelism.cp;
+    training.cp_layout = manifest.parallelism.cp_layout;
+    training.cp_inner = manifest.parallelism.cp_inner;
+  }
   training.precision = train.precision;
   training.activation_checkpointing = train.activation_checkpointing;
   if (train.lora) {
@@ -179,6 +186,13 @@ std::vector<std::string> profile_command_arguments(const ProfileRequest& request
     const std::string by_default = request.device == "cuda" ? "nccl" : "gloo";
     if (collectives != by_default) add("--collectives", collectives.empty() ? "none" : collectives);
   }
+  if (request.training.context_parallel > 1) {
+    const LatencyProfileTraining& t = request.training;
+    add("--context-parallel", std::to_string(t.context_parallel));
+    add("--cp-layout", t.cp_layout.name());
+    if (t.cp_layout.kind == CpLayoutKind::kStriped) add("--cp-stripe-tokens", std::to_string(t.cp_layout.stripe_tokens));
+    if (t.cp_inner > 0) add("--cp-inner", std::to_string(t.cp_inner));
+  }
   if (const auto& lora = request.training.lora) {
     add("--lora-rank", std::to_string(lora->rank));
     add("--lora-alpha", json(lora->alpha).dump());
@@ -274,6 +288,34 @@ void check_profile_matches(const LatencyProfile& profile, const Manifest& manife
     refuse(" was timed with " + measured.tensor_parallel_collectives + " TP collectives, but the run's are " +
            run.tensor_parallel_collectives + " ($.train.collectives)");
   }
+  // A one-rank profile serves a CP run (context_parallel_warning); a CP one only its own layout.
+  if (measured.context_parallel > 1) {
+    const auto layout_text = [](const LatencyProfileTraining& t) {
+      if (t.context_parallel == 1) return std::string("without context parallelism");
+      return "on " + std::to_string(t.context_parallel) + " CP ranks, " + t.cp_layout.name() +
+             (t.cp_layout.kind == CpLayoutKind::kStriped ? " by " + std::to_string(t.cp_layout.stripe_tokens) : "") +
+             (t.cp_inner > 0 ? ", inner rings of " + std::to_string(t.cp_inner) : "");
+    };
+    const bool same = measured.context_parallel == run.context_parallel && measured.cp_layout.kind == run.cp_layout.kind &&
+                      measured.cp_inner == run.cp_inner &&
+                      (measured.cp_layout.kind != CpLayoutKind::kStriped ||
+                       measured.cp_layout.stripe_tokens == run.cp_layout.stripe_tokens);
+    if (!same) {
+      refuse(" was timed " + layout_text(measured) + ", but the run trains " + layout_text(run) + " ($.parallelism)");
+    }
+  }
+}
+
+std::string context_parallel_warning(const LatencyProfile& profile, const Manifest& manifest, const std::string& file) {
+  if (profile.kind != "measured" || manifest.parallelism.cp <= 1 || profile.training.context_parallel > 1 ||
+      manifest.parallelism.tp > 1) {
+    return "";
+  }
+  return "warning: " + file + " times one rank running each micro-batch whole, but the run deals it to " +
+         std::to_string(manifest.parallelism.cp) +
+         " CP ranks: its predictions carry neither the split nor the ring (a one-rank profile over-predicted "
+         "2-rank CPU micro-batches by 54-69 %; a method's latency_calibration rescales them online). Delete the "
+         "file to measure it on the CP ranks together on first use.";
 }
 
 std::string tensor_parallel_collectives_warning(const LatencyProfile& profile, const std::string& file) {
@@ -314,20 +356,23 @@ void ensure_method_profiles(const std::vector<RunSpec>& runs, bool may_measure, 
           << " lengths x " << std::max<size_t>(1, request.budgets.size()) << " budgets"
           << (request.training.tensor_parallel > 1
                   ? " on " + std::to_string(request.training.tensor_parallel) + " TP ranks"
-                  : std::string())
+                  : request.training.context_parallel > 1
+                        ? " on " + std::to_string(request.training.context_parallel) + " CP ranks"
+                        : std::string())
           << "): " << command << "\n";
       fs::create_directories(fs::absolute(method.profile).parent_path());
       LatencyProfile profile;
-      if (request.training.tensor_parallel > 1) {
-        // The TP ranks time their shares together, as processes of the sparsebalance binary.
+      const int64_t ranks = request.training.tensor_parallel * request.training.context_parallel;
+      if (ranks > 1) {
+        // The TP or CP ranks time their shares together, as processes of the sparsebalance binary.
         if (!launch_tp_ranks) {
           throw ConfigError(m.file, path, "names " + method.profile + ", which does not exist",
-                            "measure it on the run's TP ranks first: " + command);
+                            "measure it on the run's ranks first: " + command);
         }
-        const int code = launch_tp_ranks(request.training.tensor_parallel,
-                                         profile_command_arguments(request, method.profile, rank_threads(m)), log);
+        const int code =
+            launch_tp_ranks(ranks, profile_command_arguments(request, method.profile, rank_threads(m)), log);
         if (code != 0) {
-          throw ConfigError(m.file, path, "could not measure a profile on its TP ranks (exit " + std::to_string(code) + ")",
+          throw ConfigError(m.file, path, "could not measure a profile on its ranks (exit " + std::to_string(code) + ")",
                             "see the ranks' messages above, or measure one yourself: " + command);
         }
         profile = load_latency_profile(method.profile);
@@ -352,7 +397,8 @@ void ensure_method_profiles(const std::vector<RunSpec>& runs, bool may_measure, 
     check_profile_matches(profile, m, method, path);
     if (warn && warned.insert(method.profile).second) {
       for (const std::string& warning :
-           {packed_point_warning(profile, m, method.profile), tensor_parallel_collectives_warning(profile, method.profile)}) {
+           {packed_point_warning(profile, m, method.profile), tensor_parallel_collectives_warning(profile, method.profile),
+            context_parallel_warning(profile, m, method.profile)}) {
         if (!warning.empty()) log << warning << "\n";
       }
     }

@@ -61,8 +61,9 @@ std::vector<std::string> profile_command_arguments(const ProfileRequest& request
 // "model" fields other than its name: a folder's model may use a profile of the preset
 // with its architecture), the method's attention (and MoBA block size), the run's device
 // or the run's training options: precision, activation checkpointing, LoRA rank and
-// target modules (alpha and dropout do not change the time), TP degree, and the TP
-// collectives when the profile was timed with them.
+// target modules (alpha and dropout do not change the time), TP degree, the TP
+// collectives when the profile was timed with them, and the CP ranks, layout and inner
+// ring when it was timed on CP ranks.
 void check_profile_matches(const LatencyProfile& profile, const Manifest& manifest, const MethodSection& method,
                            const std::string& json_path);
 
@@ -77,15 +78,19 @@ std::string packed_point_warning(const LatencyProfile& profile, const Manifest& 
 // together): it under-predicts each micro-batch by its collectives' time.
 std::string tensor_parallel_collectives_warning(const LatencyProfile& profile, const std::string& file);
 
+// A warning (empty when none) for a one-rank profile used by a CP run (without TP): it
+// predicts each micro-batch as one rank running it whole, without the split or the ring.
+std::string context_parallel_warning(const LatencyProfile& profile, const Manifest& manifest, const std::string& file);
+
 // Makes sure every profile the runs name exists (measuring missing ones when
 // may_measure) and matches its runs. Logs what it measured, and when `warn`
 // packed_point_warning's and tensor_parallel_collectives_warning's warnings (once per
-// profile file). A TP run's profile is measured on its TP ranks together:
-// launch_tp_ranks(tp, the `sparsebalance profile` arguments, log) starts them and returns
+// profile file). A TP or CP run's profile is measured on its TP or CP ranks together:
+// launch_tp_ranks(ranks, the `sparsebalance profile` arguments, log) starts them and returns
 // their exit code (harness/runner/profile_ranks.h, launch_profile_ranks); without it a
-// missing TP profile is a ConfigError with the command that measures it.
+// missing TP or CP profile is a ConfigError with the command that measures it.
 using ProfileRanksLauncher =
-    std::function<int(int64_t tp, const std::vector<std::string>& arguments, std::ostream& log)>;
+    std::function<int(int64_t ranks, const std::vector<std::string>& arguments, std::ostream& log)>;
 void ensure_method_profiles(const std::vector<RunSpec>& runs, bool may_measure, std::ostream& log, bool warn = true,
                             const ProfileRanksLauncher& launch_tp_ranks = {});
 
