@@ -117,6 +117,14 @@ LatencyProfileTraining training_of(const ProfileFlags& f) {
     throw ConfigError("--collectives", "", "applies to --tensor-parallel above 1 only", "leave it out");
   }
   if (f.context_parallel < 1) throw ConfigError("--context-parallel", "", "must be >= 1", "use the run's parallelism.cp");
+  if (f.context_parallel > 1 && f.device != "cpu") {
+    throw ConfigError("--context-parallel", "", "the ring runs on the CPU only (no CUDA ring step)",
+                      "profile a CP run on the CPU, or leave --context-parallel out");
+  }
+  if (f.context_parallel > 1 && f.tensor_parallel > 1) {
+    throw ConfigError("--context-parallel", "", "is not measured beside --tensor-parallel",
+                      "a TP x CP run predicts with its TP ranks' profile: leave --context-parallel out");
+  }
   training.context_parallel = f.context_parallel;
   try {
     training.cp_layout.kind = cp_layout_options().from_name(f.cp_layout);

@@ -91,10 +91,16 @@ class LayerBench {
   // One layer over several sequences packed into one micro-batch, as the trainer runs them.
   TimedPoint packed_layer(const std::vector<int64_t>& lengths, int64_t budget) {
     const std::vector<int64_t> per_sequence(lengths.size(), budget);
-    return layer_sample(lengths, [this, per_sequence](const std::shared_ptr<const CpSharding>& sharding) {
-      if (has_budget(attention_options_)) attention_->set_budget_request(AttentionBudgetRequest{per_sequence, 0.0, 0});
-      if (sharding) attention_->set_context_parallel_sharding(sharding);
-      return attention_;
+    // Under CP each point has its own ring backend, so the ring's geometry is built once
+    // for the point's sharding (the trainer builds it once per micro-batch for all its
+    // layers, which the whole-model point pays once per run), not in every timed run.
+    std::shared_ptr<AttentionBackend> backend = attention_;
+    if (ring_) backend = new_attention_backend();
+    return layer_sample(lengths, [this, per_sequence, backend](const std::shared_ptr<const CpSharding>& sharding) {
+      if (has_budget(attention_options_)) backend->set_budget_request(AttentionBudgetRequest{per_sequence, 0.0, 0});
+      if (sharding) backend->set_context_parallel_sharding(sharding);
+      last_layer_backend_ = backend;
+      return backend;
     });
   }
   // Vertical-slash: the kept keys per query one layer at `budget` runs on these inputs
@@ -102,7 +108,7 @@ class LayerBench {
   // sinks and window keep, more than asked.
   int64_t kept_keys(const TimedPoint& point) {
     point();
-    const std::vector<AttentionLayerStats> stats = attention_->take_layer_stats();
+    const std::vector<AttentionLayerStats> stats = last_layer_backend_->take_layer_stats();
     return stats.empty() || stats.front().top_k.empty() ? 0 : stats.front().top_k.front();
   }
 
@@ -124,7 +130,7 @@ class LayerBench {
     return [this, budget, tokens, labels, positions, sequences, sharding = rows.sharding] {
       if (has_budget(attention_options_)) model_backend_->set_budget_request(AttentionBudgetRequest{{budget}, 0.0, 0});
       if (sharding) model_backend_->set_context_parallel_sharding(sharding);
-      return run_once([&] {
+      const double ms = run_once([&] {
         if (model_step_) {
           model_step_(tokens, positions, sequences, labels).backward();
         } else {
@@ -132,6 +138,8 @@ class LayerBench {
         }
         model_backend_->take_layer_stats();  // as the trainer drains them after each micro-batch
       });
+      drain_ring_work(*model_backend_);
+      return ms;
     };
   }
 
@@ -279,6 +287,13 @@ class LayerBench {
     return std::shared_ptr<AttentionBackend>(make_attention_backend(attention_options_));
   }
 
+  // A ring backend keeps every micro-batch's work for the trainer's records; the profile
+  // has no use for it, so it is dropped after each run instead of growing for the whole
+  // measurement.
+  static void drain_ring_work(AttentionBackend& backend) {
+    if (auto* ring = dynamic_cast<RingAttentionBackend*>(&backend)) ring->take_work();
+  }
+
   // `backend` is called before every run with the point's CP sharding (null without CP):
   // it sets the point's budget (and sharding) on a shared backend.
   TimedPoint layer_sample(const std::vector<int64_t>& lengths,
@@ -292,10 +307,12 @@ class LayerBench {
     return [this, backend = std::move(backend), x, cos = cos, sin = sin, sequences, grad,
             sharding = micro_batch.sharding] {
       const std::shared_ptr<AttentionBackend> attention = backend(sharding);
-      return run_once([&] {
+      const double ms = run_once([&] {
         Qwen2AutocastGuard autocast(device_.type(), training_.precision);
         run_layer(x, cos, sin, sequences, attention).to(at::kFloat).backward(grad);
       });
+      drain_ring_work(*attention);
+      return ms;
     };
   }
 
@@ -333,6 +350,7 @@ class LayerBench {
   Qwen2RMSNorm norm_{nullptr};
   torch::nn::Linear head_{nullptr};
   std::shared_ptr<AttentionBackend> attention_;
+  std::shared_ptr<AttentionBackend> last_layer_backend_;  // the backend the last layer point ran with
   std::shared_ptr<AttentionBackend> pass_through_ = std::make_shared<PassThroughAttention>();
   AttentionOptions attention_options_;
   std::shared_ptr<AttentionBackend> model_backend_;

@@ -51,11 +51,12 @@ bool bindable(int port, int* bound) {
 }
 
 // The first port of the kernel's ephemeral range (what bind(0) and outgoing connections
-// take), 32768 when it cannot be read.
+// take), 32768 when it cannot be read. A range that starts at 1024 or below leaves no
+// room under it: free_loopback_port then takes bind(0)'s port.
 int ephemeral_low() {
   std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
   int low = 0, high = 0;
-  if (range >> low >> high && low > 1024) return low;
+  if (range >> low >> high && low > 0) return low;
   return 32768;
 }
 
@@ -68,7 +69,7 @@ int free_loopback_port() {
   // bind competes, such as another launcher's draw from the same 10000 ports.
   const int low = ephemeral_low();
   const int first = std::max(1025, low - 10000);
-  if (first < low) {
+  if (first + 100 < low) {  // else the range starts too low to leave room below it
     std::mt19937 draw(static_cast<uint32_t>(std::random_device{}()) ^ static_cast<uint32_t>(::getpid()));
     std::uniform_int_distribution<int> pick(first, low - 1);
     for (int attempt = 0; attempt < 64; ++attempt) {

@@ -155,8 +155,11 @@ RunSimulator::RunSimulator(const Manifest& m, SimProfile profile, ClusterSection
   if (profile_.predictor->profile().training.context_parallel > 1) {
     // The ring model (item 10 of docs/simulator.md) splits a one-rank profile's compute
     // over the CP ranks step by step; a profile of whole CP micro-batches has the split in it.
+    // The profile may come from --profile, simulation.profile or the method's own (which
+    // `run` measures on the CP ranks for a CP run): the fix is the same.
     throw ConfigError(m.file, "$.simulation.profile",
-                      "was timed on " + std::to_string(profile_.predictor->profile().training.context_parallel) +
+                      "the profile " + (profile_.file.empty() ? std::string("given") : profile_.file) +
+                          " was timed on " + std::to_string(profile_.predictor->profile().training.context_parallel) +
                           " CP ranks together; the simulator's ring model needs a one-rank profile",
                       "give simulation.profile (or --profile) a profile measured without --context-parallel");
   }

@@ -457,10 +457,18 @@ TEST(MethodProfiles, ContextParallelRunNeedsAProfileOfItsRingOrWarns) {
   EXPECT_NE(refusal_of(profile, cp2).find("was timed on 2 CP ranks, striped by 128, but the run trains on 2 CP ranks, zigzag"),
             std::string::npos)
       << refusal_of(profile, cp2);
-  // Beside TP the profile is the TP ranks' (no CP key).
+  // A flat ring is one inner ring of every rank, however it is written.
+  profile.training.cp_layout = cp2.parallelism.cp_layout;
+  profile.training.cp_inner = 2;
+  EXPECT_EQ(refusal_of(profile, cp2), "");
+  // Beside TP the profile is the TP ranks' (no CP key), used with a warning.
   Manifest both = cp2;
   both.parallelism.tp = 2;
   EXPECT_EQ(default_profile_request(both, both.methods[0], 500).training.context_parallel, 1);
+  LatencyProfile tp_profile = analytic_for("qwen2-test", 32);
+  tp_profile.kind = "measured";
+  tp_profile.training.tensor_parallel = 2;
+  EXPECT_NE(context_parallel_warning(tp_profile, both, "p.json").find("Beside TP"), std::string::npos);
 }
 
 // A TP run's missing profile is measured on its TP ranks together: the launcher it is

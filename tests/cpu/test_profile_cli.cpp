@@ -11,6 +11,7 @@
 
 #include "harness/latency/latency_profile.h"
 #include "harness/latency/latency_profiler.h"
+#include "harness/common/system_info.h"
 #include "harness/latency/run_profiles/method_profiles.h"
 #include "models/qwen2/qwen2_config.h"
 #include "models/qwen2/qwen2_hf_config.h"
@@ -124,7 +125,8 @@ TEST(ProfileCli, TensorParallelProfileIsTimedOnTheTpRanksTogether) {
   const std::string command = profile.context["command"];
   EXPECT_NE(command.find(" --tensor-parallel 2 "), std::string::npos) << command;
   EXPECT_NE(command.find(" --seed 5 "), std::string::npos) << command;
-  EXPECT_NE(command.find(" --threads 1 "), std::string::npos) << "each rank its share of the cores: " << command;
+  EXPECT_NE(command.find(" --threads " + std::to_string(rank_thread_count(0, 2)) + " "), std::string::npos)
+      << "each rank its share of the cores: " << command;
 
   r = run_command(sparsebalance_binary() + " profile --check " + out.string() + " --warmup 0 --repetitions 1 --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -167,6 +169,15 @@ TEST(ProfileCli, ContextParallelProfileIsTimedOnTheCpRanksTogether) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("one CP micro-batch on 2 striped CP ranks"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("[rank 0] MAPE"), std::string::npos) << r.output;
+  // Refused before any rank starts: on a GPU, and beside TP.
+  const std::string grid = " --seq-lens 16,32 --budgets 1 --out " + (dir / "no.json").string();
+  r = run_command(sparsebalance_binary() + " profile --model qwen2-test --context-parallel 2 --device cuda" + grid);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--context-parallel: the ring runs on the CPU only"), std::string::npos) << r.output;
+  r = run_command(sparsebalance_binary() + " profile --model qwen2-test --context-parallel 2 --tensor-parallel 2" + grid);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("is not measured beside --tensor-parallel"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("starting"), std::string::npos) << r.output;
   fs::remove_all(dir);
 }
 

@@ -159,6 +159,7 @@ TEST(LocalLauncher, RendezvousPortsAreDrawnBelowTheEphemeralRange) {
   std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
   int low = 0, high = 0;
   ASSERT_TRUE(range >> low >> high) << "no ip_local_port_range to check against";
+  if (std::max(1025, low - 10000) + 100 >= low) GTEST_SKIP() << "the ephemeral range starts at " << low << ": no room below it";
   std::set<int> ports;
   for (int i = 0; i < 20; ++i) {
     const int port = free_loopback_port();

@@ -296,8 +296,10 @@ void check_profile_matches(const LatencyProfile& profile, const Manifest& manife
              (t.cp_layout.kind == CpLayoutKind::kStriped ? " by " + std::to_string(t.cp_layout.stripe_tokens) : "") +
              (t.cp_inner > 0 ? ", inner rings of " + std::to_string(t.cp_inner) : "");
     };
+    // A flat ring (inner 0) is one inner ring of every rank.
+    const auto inner = [](const LatencyProfileTraining& t) { return t.cp_inner == 0 ? t.context_parallel : t.cp_inner; };
     const bool same = measured.context_parallel == run.context_parallel && measured.cp_layout.kind == run.cp_layout.kind &&
-                      measured.cp_inner == run.cp_inner &&
+                      inner(measured) == inner(run) &&
                       (measured.cp_layout.kind != CpLayoutKind::kStriped ||
                        measured.cp_layout.stripe_tokens == run.cp_layout.stripe_tokens);
     if (!same) {
@@ -307,15 +309,14 @@ void check_profile_matches(const LatencyProfile& profile, const Manifest& manife
 }
 
 std::string context_parallel_warning(const LatencyProfile& profile, const Manifest& manifest, const std::string& file) {
-  if (profile.kind != "measured" || manifest.parallelism.cp <= 1 || profile.training.context_parallel > 1 ||
-      manifest.parallelism.tp > 1) {
-    return "";
-  }
+  if (profile.kind != "measured" || manifest.parallelism.cp <= 1 || profile.training.context_parallel > 1) return "";
   return "warning: " + file + " times one rank running each micro-batch whole, but the run deals it to " +
          std::to_string(manifest.parallelism.cp) +
          " CP ranks: its predictions carry neither the split nor the ring (a one-rank profile over-predicted "
-         "2-rank CPU micro-batches by 54-69 %; a method's latency_calibration rescales them online). Delete the "
-         "file to measure it on the CP ranks together on first use.";
+         "2-rank CPU micro-batches by 54-69 %; a method's latency_calibration rescales them online). " +
+         (manifest.parallelism.tp > 1
+              ? std::string("Beside TP no CP profile is measured yet: this is the TP ranks' profile.")
+              : std::string("Delete the file to measure it on the CP ranks together on first use."));
 }
 
 std::string tensor_parallel_collectives_warning(const LatencyProfile& profile, const std::string& file) {
