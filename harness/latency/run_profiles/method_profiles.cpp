@@ -313,7 +313,7 @@ std::string context_parallel_warning(const LatencyProfile& profile, const Manife
   return "warning: " + file + " times one rank running each micro-batch whole, but the run deals it to " +
          std::to_string(manifest.parallelism.cp) +
          " CP ranks: its predictions carry neither the split nor the ring (a one-rank profile over-predicted "
-         "2-rank CPU micro-batches by 54-69 %; a method's latency_calibration rescales them online). " +
+         "2-rank CPU micro-batches by 48-69 %; a method's latency_calibration rescales them online). " +
          (manifest.parallelism.tp > 1
               ? std::string("Beside TP no CP profile is measured yet: this is the TP ranks' profile.")
               : std::string("Delete the file to measure it on the CP ranks together on first use."));
