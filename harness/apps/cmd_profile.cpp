@@ -121,10 +121,6 @@ LatencyProfileTraining training_of(const ProfileFlags& f) {
     throw ConfigError("--context-parallel", "", "the ring runs on the CPU only (no CUDA ring step)",
                       "profile a CP run on the CPU, or leave --context-parallel out");
   }
-  if (f.context_parallel > 1 && f.tensor_parallel > 1) {
-    throw ConfigError("--context-parallel", "", "is not measured beside --tensor-parallel",
-                      "a TP x CP run predicts with its TP ranks' profile: leave --context-parallel out");
-  }
   training.context_parallel = f.context_parallel;
   try {
     training.cp_layout.kind = cp_layout_options().from_name(f.cp_layout);

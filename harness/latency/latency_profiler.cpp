@@ -95,7 +95,10 @@ class LayerBench {
     // for the point's sharding (the trainer builds it once per micro-batch for all its
     // layers, which the whole-model point pays once per run), not in every timed run.
     std::shared_ptr<AttentionBackend> backend = attention_;
-    if (ring_) backend = new_attention_backend();
+    if (ring_) {
+      backend = new_attention_backend();
+      if (peers_) backend->set_head_shard_sum(peers_->head_shard_sum);
+    }
     return layer_sample(lengths, [this, per_sequence, backend](const std::shared_ptr<const CpSharding>& sharding) {
       if (has_budget(attention_options_)) backend->set_budget_request(AttentionBudgetRequest{per_sequence, 0.0, 0});
       if (sharding) backend->set_context_parallel_sharding(sharding);
@@ -144,18 +147,18 @@ class LayerBench {
   }
 
   TimedPoint head(int64_t length) {
-    const at::Tensor x = hidden(rows_of({length}).rows);
+    const MicroBatchRows rows = rows_of({length});
+    const int64_t tokens = rows.positions.size(0);  // T, or this CP rank's share of it
+    const at::Tensor x = hidden(rows.rows);
     // Token ids of the whole vocabulary with TP peers (the loss finds each label's rank),
     // else of the share's.
     const int64_t vocabulary = peers_ ? full_config_.vocab_size : config_.vocab_size;
-    const at::Tensor labels =
-        at::randint(0, vocabulary, {peers_ ? length : x.size(0)},  // TP gathers the T rows first
-                    at::TensorOptions().dtype(at::kLong).device(device_));
-    return [this, x, labels, length] {
+    const at::Tensor labels = at::randint(0, vocabulary, {tokens}, at::TensorOptions().dtype(at::kLong).device(device_));
+    return [this, x, labels, tokens] {
       return run_once([&] {
         Qwen2AutocastGuard autocast(device_.type(), training_.precision);
         if (peers_) {
-          const at::Tensor normed = peers_->sequence_parallel->gather(norm_->forward(x), length);  // [T, H]
+          const at::Tensor normed = peers_->sequence_parallel->gather(norm_->forward(x), tokens);  // [T, H]
           const at::Tensor logits = head_->forward(normed).to(at::kFloat);                        // [T, V / tp]
           peers_->vocabulary_loss(logits, labels).backward();
         } else {
@@ -270,8 +273,9 @@ class LayerBench {
     if (ring_) {
       out.sharding = std::make_shared<const CpSharding>(CpSharding::build(out.sequences, ring_->size(), cp_layout_));
       out.positions = at::tensor(out.sharding->positions_of(ring_->rank()), at::kLong).to(device_);
-      out.rows = out.sharding->size_of(ring_->rank());
-      out.sequences = PackedSequences::from_lengths({out.rows});
+      const int64_t held = out.sharding->size_of(ring_->rank());
+      out.sequences = PackedSequences::from_lengths({held});
+      out.rows = stream_rows(held);  // beside TP, the CP share's sequence-parallel rows
       return out;
     }
     std::vector<at::Tensor> ranges;
@@ -380,15 +384,17 @@ std::vector<LatencyStat> measure_points(const ProfileRequest& request, const std
                                         const ProgressFn& progress) {
   const std::vector<LatencyStat> stats =
       measure_interleaved(points, request.warmup, request.repetitions, request.seed, progress);
-  if (request.tensor_parallel_peers) return slowest_rank_stats(stats, request.tensor_parallel_peers->max_over_ranks);
+  std::vector<LatencyStat> out = stats;
+  // Beside each other, the slowest of the TP group, then of the CP ring: of every rank.
+  if (request.tensor_parallel_peers) out = slowest_rank_stats(out, request.tensor_parallel_peers->max_over_ranks);
   if (const std::shared_ptr<RingContext>& ring = request.context_parallel_ring) {
-    return slowest_rank_stats(stats, [&ring](std::vector<double>& values) {
+    out = slowest_rank_stats(out, [&ring](std::vector<double>& values) {
       at::Tensor slowest = at::tensor(values, at::kDouble);
       ring->all_reduce(slowest, c10d::ReduceOp::MAX, "the profile's slowest samples", ring->next_call());
       std::copy(slowest.data_ptr<double>(), slowest.data_ptr<double>() + slowest.numel(), values.begin());
     });
   }
-  return stats;
+  return out;
 }
 
 void check_request(const ProfileRequest& r) {
@@ -418,10 +424,6 @@ void check_request(const ProfileRequest& r) {
   const int64_t cp = r.training.context_parallel;
   if (cp > 1) {
     if (r.device != "cpu") throw std::invalid_argument("--context-parallel: the ring runs on the CPU only (no CUDA ring step)");
-    if (r.training.tensor_parallel > 1) {
-      throw std::invalid_argument("--context-parallel with --tensor-parallel: not measured together; "
-                                  "time the TP ranks alone (a TP x CP run predicts with that profile)");
-    }
     if (!r.context_parallel_ring) {
       throw std::invalid_argument("timing a CP micro-batch needs the " + std::to_string(cp) +
                                   " CP ranks together (`sparsebalance profile --context-parallel` starts them)");

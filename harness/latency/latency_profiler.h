@@ -16,7 +16,8 @@
 // Context parallelism (training.context_parallel > 1) with its ring: the CP ranks time
 // each point together, its micro-batch dealt to them as the trainer deals it
 // (training.cp_layout) and attention a ring over them, so a point is one CP micro-batch;
-// each repetition keeps the slowest rank's time, as below.
+// each repetition keeps the slowest rank's time, as below. With TP peers as well (tp x cp
+// ranks), each CP rank's share runs through its TP group as in training.
 //
 // Tensor parallelism (training.tensor_parallel > 1) with its peers: every TP rank of the
 // group measures the same request at once, each timing its share of every point with

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -13,7 +14,9 @@
 #include "harness/latency/latency_profile.h"
 #include "harness/latency/latency_profiler.h"
 #include "harness/latency/run_profiles/tensor_parallel_profile_peers.h"
+#include "harness/parallel/process_group.h"
 #include "kernels/attention/ring/ring_attention.h"
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include "models/qwen2/qwen2_config.h"
 #include "models/qwen2/qwen2_hf_config.h"
 #include "models/qwen2/qwen2_model.h"
@@ -307,13 +310,68 @@ TEST(ProfileLayerBench, ContextParallelRingTimesEachMicroBatchOnTheCpRanksTogeth
   }
   EXPECT_EQ(latency_profile_to_json(profiles[0])["layer_ms"], latency_profile_to_json(profiles[1])["layer_ms"]);
   EXPECT_EQ(latency_profile_to_json(profiles[0])["model_ms"], latency_profile_to_json(profiles[1])["model_ms"]);
-  // Read back; without the ring, or beside TP, it is refused.
+  // Read back; without the ring it is refused.
   EXPECT_EQ(latency_profile_from_json(latency_profile_to_json(profiles[0]), "<cp>").training.cp_layout.stripe_tokens, 16);
   ProfileRequest alone = tiny_request("qwen2-test");
   alone.training.context_parallel = cp;
   EXPECT_THROW(measure_latency_profile(alone), std::invalid_argument);
-  alone.training.tensor_parallel = 2;
-  EXPECT_THROW(measure_latency_profile(alone), std::invalid_argument);
+}
+
+// TP and CP together (tp 2 x cp 2 ranks, rank = cp_rank x tp + tp_rank as in training):
+// each CP rank's share of a micro-batch runs through its TP group. Every rank makes the
+// TP collectives of the TP-only profile (the same hand count) and the ring calls of the
+// CP-only one, and all four return the same samples.
+TEST(ProfileLayerBench, TensorAndContextParallelRanksTimeTogether) {
+  const int64_t tp = 2, cp = 2;
+  const Qwen2Config& config = qwen2_preset("qwen2-test");
+  const int64_t layers = config.num_hidden_layers;
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  const std::chrono::milliseconds timeout(30000);
+  std::vector<LatencyProfile> profiles(tp * cp);
+  std::vector<size_t> collectives(tp * cp);
+  std::vector<int64_t> calls(tp * cp);
+  std::vector<std::string> errors(tp * cp);
+  std::vector<std::thread> threads;
+  for (int64_t r = 0; r < tp * cp; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        const int64_t cp_rank = r / tp, tp_rank = r % tp;
+        auto group = std::make_shared<TensorParallelGroup>(
+            create_group(store, "tp/" + std::to_string(cp_rank) + "/", static_cast<int>(tp_rank), static_cast<int>(tp),
+                         CollectiveBackend::kGloo, timeout, "127.0.0.1"),
+            tp, tp_rank, timeout, "tp rank " + std::to_string(tp_rank));
+        auto ring = std::make_shared<RingContext>(
+            create_group(store, "cp/" + std::to_string(tp_rank) + "/", static_cast<int>(cp_rank), static_cast<int>(cp),
+                         CollectiveBackend::kGloo, timeout, "127.0.0.1"),
+            cp_rank, cp, 0, timeout);
+        ProfileRequest request = tiny_request("qwen2-test");
+        request.attention = AttentionOptions{};  // dense
+        request.budgets.clear();
+        request.seq_lens = {16, 40};
+        request.training.tensor_parallel = tp;
+        request.training.tensor_parallel_collectives = "gloo";
+        request.training.context_parallel = cp;
+        request.training.cp_layout = CpLayout{CpLayoutKind::kStriped, 16};
+        request.tensor_parallel_peers = tensor_parallel_profile_peers(group, config.vocab_size, c10::kCPU);
+        request.context_parallel_ring = ring;
+        profiles[r] = measure_latency_profile(request);
+        collectives[r] = group->take_intervals().size();
+        calls[r] = ring->next_call();
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  const size_t per_length = 8 + 8 + 4 + (8 * layers + 6);
+  for (int64_t r = 0; r < tp * cp; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    EXPECT_EQ(errors[r], "");
+    EXPECT_EQ(collectives[r], 2 * per_length + 8 + 4 + 1);
+    EXPECT_EQ(calls[r], 2 * (1 + layers) + 1 + 1);
+    EXPECT_EQ(latency_profile_to_json(profiles[r])["layer_ms"], latency_profile_to_json(profiles[0])["layer_ms"]);
+    EXPECT_EQ(profiles[r].training.context_parallel, cp);
+  }
 }
 
 // The profile says what it timed, read from the timed layer itself: with LoRA, adapters

@@ -461,14 +461,18 @@ TEST(MethodProfiles, ContextParallelRunNeedsAProfileOfItsRingOrWarns) {
   profile.training.cp_layout = cp2.parallelism.cp_layout;
   profile.training.cp_inner = 2;
   EXPECT_EQ(refusal_of(profile, cp2), "");
-  // Beside TP the profile is the TP ranks' (no CP key), used with a warning.
+  // Beside TP too, on the tp x cp ranks; a TP profile without CP serves with the warning.
   Manifest both = cp2;
   both.parallelism.tp = 2;
-  EXPECT_EQ(default_profile_request(both, both.methods[0], 500).training.context_parallel, 1);
+  const ProfileRequest both_request = default_profile_request(both, both.methods[0], 500);
+  EXPECT_EQ(both_request.training.context_parallel, 2);
+  EXPECT_EQ(both_request.training.tensor_parallel, 2);
+  EXPECT_NE(profile_command_line(both_request, "/tmp/p.json").find(" --tensor-parallel 2 --context-parallel 2 "),
+            std::string::npos);
   LatencyProfile tp_profile = analytic_for("qwen2-test", 32);
   tp_profile.kind = "measured";
   tp_profile.training.tensor_parallel = 2;
-  EXPECT_NE(context_parallel_warning(tp_profile, both, "p.json").find("Beside TP"), std::string::npos);
+  EXPECT_NE(context_parallel_warning(tp_profile, both, "p.json").find("2 CP ranks"), std::string::npos);
 }
 
 // A TP run's missing profile is measured on its TP ranks together: the launcher it is

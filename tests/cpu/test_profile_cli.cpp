@@ -169,15 +169,23 @@ TEST(ProfileCli, ContextParallelProfileIsTimedOnTheCpRanksTogether) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("one CP micro-batch on 2 striped CP ranks"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("[rank 0] MAPE"), std::string::npos) << r.output;
-  // Refused before any rank starts: on a GPU, and beside TP.
+  // Refused before any rank starts on a GPU.
   const std::string grid = " --seq-lens 16,32 --budgets 1 --out " + (dir / "no.json").string();
   r = run_command(sparsebalance_binary() + " profile --model qwen2-test --context-parallel 2 --device cuda" + grid);
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--context-parallel: the ring runs on the CPU only"), std::string::npos) << r.output;
-  r = run_command(sparsebalance_binary() + " profile --model qwen2-test --context-parallel 2 --tensor-parallel 2" + grid);
-  EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("is not measured beside --tensor-parallel"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("starting"), std::string::npos) << r.output;
+  // Beside TP: 2 x 2 ranks, each CP rank's share through its TP group.
+  const fs::path both = dir / "tp_cp.json";
+  r = run_command(sparsebalance_binary() + " profile --model qwen2-test --attention moba --block 8 --tensor-parallel 2 "
+                  "--context-parallel 2 --cp-stripe-tokens 8 --seq-lens 16,40 --budgets 1,2 --warmup 0 --repetitions 1 "
+                  "--out " + both.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("starting 4 ranks"), std::string::npos) << r.output;
+  const LatencyProfile tp_cp = load_latency_profile(both);
+  EXPECT_EQ(tp_cp.training.tensor_parallel, 2);
+  EXPECT_EQ(tp_cp.training.tensor_parallel_collectives, "gloo");
+  EXPECT_EQ(tp_cp.training.context_parallel, 2);
   fs::remove_all(dir);
 }
 

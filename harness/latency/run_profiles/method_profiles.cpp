@@ -61,9 +61,9 @@ LatencyProfileTraining profile_training_of(const Manifest& manifest) {
   // Timed with the TP collectives the run uses: NCCL between GPUs unless the ranks share
   // them over Gloo, Gloo on the CPU.
   if (training.tensor_parallel > 1) training.tensor_parallel_collectives = manifest.train.on_cuda() && !manifest.train.gpus_shared() ? "nccl" : "gloo";
-  // Timed on the run's CP ranks, dealt and ringed as the run does (not beside TP: a TP x CP
-  // run predicts with its TP ranks' profile).
-  if (manifest.parallelism.cp > 1 && training.tensor_parallel == 1) {
+  // Timed on the run's CP ranks, dealt and ringed as the run does (with TP, on its tp x cp
+  // ranks).
+  if (manifest.parallelism.cp > 1) {
     training.context_parallel = manifest.parallelism.cp;
     training.cp_layout = manifest.parallelism.cp_layout;
     training.cp_inner = manifest.parallelism.cp_inner;
@@ -313,10 +313,8 @@ std::string context_parallel_warning(const LatencyProfile& profile, const Manife
   return "warning: " + file + " times one rank running each micro-batch whole, but the run deals it to " +
          std::to_string(manifest.parallelism.cp) +
          " CP ranks: its predictions carry neither the split nor the ring (a one-rank profile over-predicted "
-         "2-rank CPU micro-batches by 48-69 %; a method's latency_calibration rescales them online). " +
-         (manifest.parallelism.tp > 1
-              ? std::string("Beside TP no CP profile is measured yet: this is the TP ranks' profile.")
-              : std::string("Delete the file to measure it on the CP ranks together on first use."));
+         "2-rank CPU micro-batches by 48-69 %; a method's latency_calibration rescales them online). "
+         "Delete the file to measure it on the CP ranks together on first use.";
 }
 
 std::string tensor_parallel_collectives_warning(const LatencyProfile& profile, const std::string& file) {

@@ -78,9 +78,8 @@ std::string packed_point_warning(const LatencyProfile& profile, const Manifest& 
 // together): it under-predicts each micro-batch by its collectives' time.
 std::string tensor_parallel_collectives_warning(const LatencyProfile& profile, const std::string& file);
 
-// A warning (empty when none) for a profile without CP used by a CP run (a one-rank
-// profile, or beside TP the TP ranks' one): it predicts each micro-batch as one rank
-// running it whole, without the split or the ring.
+// A warning (empty when none) for a profile without CP used by a CP run: it predicts each
+// micro-batch as one rank (or TP group) running it whole, without the split or the ring.
 std::string context_parallel_warning(const LatencyProfile& profile, const Manifest& manifest, const std::string& file);
 
 // Makes sure every profile the runs name exists (measuring missing ones when
