@@ -117,6 +117,10 @@ LatencyProfileTraining training_of(const ProfileFlags& f) {
     throw ConfigError("--collectives", "", "applies to --tensor-parallel above 1 only", "leave it out");
   }
   if (f.context_parallel < 1) throw ConfigError("--context-parallel", "", "must be >= 1", "use the run's parallelism.cp");
+  if (f.context_parallel > 1 && f.tensor_parallel > 1 && training.tensor_parallel_collectives.empty()) {
+    throw ConfigError("--collectives", "", "none cannot be combined with --context-parallel: the CP ranks run together",
+                      "leave --collectives out (gloo)");
+  }
   if (f.context_parallel > 1 && f.device != "cpu") {
     throw ConfigError("--context-parallel", "", "the ring runs on the CPU only (no CUDA ring step)",
                       "profile a CP run on the CPU, or leave --context-parallel out");

@@ -46,8 +46,11 @@ int run_as_profile_rank(const ProfileRanksOptions& options, const ProfileRankBod
     }
     std::shared_ptr<RingContext> ring;
     if (options.cp > 1) {
-      ring = std::make_shared<RingContext>(context.context_parallel, context.cp_rank(), options.cp, options.cp_inner,
-                                           context.timeout, [layout](int64_t c) { return layout.describe_rank(c); });
+      // Ring peer c of this TP rank is world rank rank_of(0, 0, c, tp rank), as the trainer names it.
+      const int64_t tp_rank = context.tp_rank();
+      ring = std::make_shared<RingContext>(
+          context.context_parallel, context.cp_rank(), options.cp, options.cp_inner, context.timeout,
+          [layout, tp_rank](int64_t c) { return layout.describe_rank(layout.rank_of(0, 0, c, tp_rank)); });
     }
     body(group, ring, session->is_leader());
     session->shutdown();

@@ -29,7 +29,7 @@ int launch_profile_ranks(int64_t ranks, const std::string& executable, const std
                          std::ostream& log);
 
 struct ProfileRanksOptions {
-  int64_t tp = 1;                 // the job's world size must be tp x cp (one of them 1)
+  int64_t tp = 1;                 // the job's world size must be tp x cp
   int64_t cp = 1;
   int64_t cp_inner = 0;           // ranks per inner ring (0: flat)
   bool cuda = false;              // the ranks time on GPUs (the local rank's, or shared with kGloo)
@@ -39,7 +39,7 @@ struct ProfileRanksOptions {
 
 // In a process started as a rank (DistEnv::started_as_rank()): connects the TP group (tp
 // > 1) or the CP ring (cp > 1) of the job's ranks and runs body(group, ring, leader) on
-// each, the other null (leader: rank 0, which writes and prints). A rank that fails stops
+// each, null where the size is 1 (leader: rank 0, which writes and prints). A rank that fails stops
 // the others (bounded by the timeout) with its message naming it. Returns the exit code:
 // 0, 2 for a ConfigError, 1 otherwise.
 using ProfileRankBody = std::function<void(std::shared_ptr<TensorParallelGroup>, std::shared_ptr<RingContext>, bool)>;

@@ -472,7 +472,9 @@ TEST(MethodProfiles, ContextParallelRunNeedsAProfileOfItsRingOrWarns) {
   LatencyProfile tp_profile = analytic_for("qwen2-test", 32);
   tp_profile.kind = "measured";
   tp_profile.training.tensor_parallel = 2;
-  EXPECT_NE(context_parallel_warning(tp_profile, both, "p.json").find("2 CP ranks"), std::string::npos);
+  const std::string warned = context_parallel_warning(tp_profile, both, "p.json");
+  EXPECT_NE(warned.find("times one TP group running each micro-batch whole"), std::string::npos) << warned;
+  EXPECT_NE(warned.find("2 CP ranks"), std::string::npos) << warned;
 }
 
 // A TP run's missing profile is measured on its TP ranks together: the launcher it is

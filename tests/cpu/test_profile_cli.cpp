@@ -175,6 +175,11 @@ TEST(ProfileCli, ContextParallelProfileIsTimedOnTheCpRanksTogether) {
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--context-parallel: the ring runs on the CPU only"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("starting"), std::string::npos) << r.output;
+  r = run_command(sparsebalance_binary() + " profile --model qwen2-test --context-parallel 2 --tensor-parallel 2 "
+                  "--collectives none" + grid);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--collectives: none cannot be combined with --context-parallel"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("starting"), std::string::npos) << r.output;
   // Beside TP: 2 x 2 ranks, each CP rank's share through its TP group.
   const fs::path both = dir / "tp_cp.json";
   r = run_command(sparsebalance_binary() + " profile --model qwen2-test --attention moba --block 8 --tensor-parallel 2 "

@@ -310,7 +310,9 @@ void check_profile_matches(const LatencyProfile& profile, const Manifest& manife
 
 std::string context_parallel_warning(const LatencyProfile& profile, const Manifest& manifest, const std::string& file) {
   if (profile.kind != "measured" || manifest.parallelism.cp <= 1 || profile.training.context_parallel > 1) return "";
-  return "warning: " + file + " times one rank running each micro-batch whole, but the run deals it to " +
+  return "warning: " + file + " times " +
+         (profile.training.tensor_parallel > 1 ? std::string("one TP group") : std::string("one rank")) +
+         " running each micro-batch whole, but the run deals it to " +
          std::to_string(manifest.parallelism.cp) +
          " CP ranks: its predictions carry neither the split nor the ring (a one-rank profile over-predicted "
          "2-rank CPU micro-batches by 48-69 %; a method's latency_calibration rescales them online). "
@@ -353,11 +355,14 @@ void ensure_method_profiles(const std::vector<RunSpec>& runs, bool may_measure, 
       }
       log << "measuring the latency profile " << method.profile << " (first use; " << request.seq_lens.size()
           << " lengths x " << std::max<size_t>(1, request.budgets.size()) << " budgets"
-          << (request.training.tensor_parallel > 1
+          << (request.training.tensor_parallel > 1 && request.training.context_parallel > 1
+                  ? " on " + std::to_string(request.training.tensor_parallel) + " x " +
+                        std::to_string(request.training.context_parallel) + " TP x CP ranks"
+              : request.training.tensor_parallel > 1
                   ? " on " + std::to_string(request.training.tensor_parallel) + " TP ranks"
-                  : request.training.context_parallel > 1
-                        ? " on " + std::to_string(request.training.context_parallel) + " CP ranks"
-                        : std::string())
+              : request.training.context_parallel > 1
+                  ? " on " + std::to_string(request.training.context_parallel) + " CP ranks"
+                  : std::string())
           << "): " << command << "\n";
       fs::create_directories(fs::absolute(method.profile).parent_path());
       LatencyProfile profile;
