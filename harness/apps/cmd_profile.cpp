@@ -177,7 +177,7 @@ int on_profile_ranks(ProfileRequest request, double timeout_s, const std::vector
                      const RankBody& body) {
   const LatencyProfileTraining& training = request.training;
   if (!DistEnv::started_as_rank()) {
-    return launch_profile_ranks(training.tensor_parallel * training.context_parallel, "", rank_arguments, std::cerr);
+    return launch_profile_ranks(training.tensor_parallel * training.context_parallel, rank_arguments, std::cerr);
   }
   arm_parent_death_signal();
   ProfileRanksOptions options;

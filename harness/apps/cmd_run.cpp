@@ -84,8 +84,8 @@ int launch(const Manifest& manifest, const RunFlags& flags, const RunManifestOpt
   const std::vector<RunSpec> pending = plan.pending();
   check_run_inputs(pending);
   ensure_method_profiles(pending, true, std::cerr, true,
-                         [](int64_t tp, const std::vector<std::string>& arguments, std::ostream& log) {
-                           return launch_profile_ranks(tp, "", arguments, log);
+                         [](int64_t ranks, const std::vector<std::string>& arguments, std::ostream& log) {
+                           return launch_profile_ranks(ranks, arguments, log);
                          });
   std::filesystem::create_directories(plan.manifest_dir);
   const std::filesystem::path plan_file = plan.manifest_dir / (".run_plan." + std::to_string(::getpid()) + ".json");

@@ -12,11 +12,10 @@
 
 namespace sb {
 
-int launch_profile_ranks(int64_t ranks, const std::string& executable, const std::vector<std::string>& arguments,
-                         std::ostream& log) {
+int launch_profile_ranks(int64_t ranks, const std::vector<std::string>& arguments, std::ostream& log) {
   LaunchOptions launch;
   launch.world_size = static_cast<int>(ranks);
-  launch.arguments = {executable.empty() ? current_executable() : executable};
+  launch.arguments = {current_executable()};
   launch.arguments.insert(launch.arguments.end(), arguments.begin(), arguments.end());
   log << "starting " << ranks << " ranks on this machine to time their shares together\n";
   return launch_local_ranks(launch, log);

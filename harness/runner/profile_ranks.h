@@ -21,12 +21,11 @@ namespace sb {
 class TensorParallelGroup;
 class RingContext;
 
-// Starts `ranks` processes of `executable` (empty: this process's) with `arguments` (argv
-// without the executable, e.g. profile_command_arguments) as ranks 0..ranks-1 of one job
-// on this machine, their output prefixed with the rank, and waits for them. Returns 0,
-// or launch_local_ranks's code after the first failure stopped them all.
-int launch_profile_ranks(int64_t ranks, const std::string& executable, const std::vector<std::string>& arguments,
-                         std::ostream& log);
+// Starts `ranks` processes of this executable (the sparsebalance binary) with `arguments`
+// (argv without the executable, e.g. profile_command_arguments) as ranks 0..ranks-1 of
+// one job on this machine, their output prefixed with the rank, and waits for them.
+// Returns 0, or launch_local_ranks's code after the first failure stopped them all.
+int launch_profile_ranks(int64_t ranks, const std::vector<std::string>& arguments, std::ostream& log);
 
 struct ProfileRanksOptions {
   int64_t tp = 1;                 // the job's world size must be tp x cp

@@ -184,7 +184,7 @@ Trainer::Trainer(const RunSpec& run, const RankContext& context, TrainerOptions 
     tensor_parallel_ = std::make_shared<TensorParallelGroup>(context_.tensor_parallel, context_.layout.tp(),
                                                              context_.tp_rank(), context_.timeout, context_.describe());
     stage_->enable_tensor_parallelism(tensor_parallel_);
-    backend->set_head_shard_sum(tensor_parallel_head_shard_sum(tensor_parallel_, context_.device));
+    backend->set_head_shard_sum(tensor_parallel_vector_reduce(tensor_parallel_, context_.device));
   }
   stage_->move_to(context_.device);
   stage_->set_training(true);

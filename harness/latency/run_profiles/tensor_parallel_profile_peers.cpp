@@ -1,8 +1,6 @@
 #include "harness/latency/run_profiles/tensor_parallel_profile_peers.h"
 
-#include <ATen/ATen.h>
 
-#include <algorithm>
 
 #include "harness/parallel/pipeline/pipeline_stage.h"
 #include "harness/parallel/tensor_parallel/sequence_parallel_collectives.h"
@@ -22,13 +20,8 @@ std::shared_ptr<const ProfileTensorParallelPeers> tensor_parallel_profile_peers(
   peers->vocabulary_loss = [group, vocabulary](const at::Tensor& logits, const at::Tensor& labels) {
     return vocab_parallel_cross_entropy_sum(logits, labels, vocabulary, *group);
   };
-  peers->head_shard_sum = tensor_parallel_head_shard_sum(group, device);
-  peers->max_over_ranks = [group, device](std::vector<double>& values) {
-    at::Tensor slowest = at::tensor(values, at::kDouble).to(device);
-    group->all_reduce(slowest, c10d::ReduceOp::MAX);
-    slowest = slowest.cpu();
-    std::copy(slowest.data_ptr<double>(), slowest.data_ptr<double>() + slowest.numel(), values.begin());
-  };
+  peers->head_shard_sum = tensor_parallel_vector_reduce(group, device);
+  peers->max_over_ranks = tensor_parallel_vector_reduce(group, device, c10d::ReduceOp::MAX);
   peers->tensor_parallel_model = [group](Qwen2ForCausalLM model, std::shared_ptr<AttentionBackend> backend,
                                          c10::Device on) -> ProfileTensorParallelPeers::ModelStep {
     const int64_t layers = model->config().num_hidden_layers;

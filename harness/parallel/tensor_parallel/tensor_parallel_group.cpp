@@ -98,13 +98,14 @@ void TensorParallelGroup::all_reduce(at::Tensor& x, c10d::ReduceOp::RedOpType op
 
 std::vector<TensorParallelGroup::Interval> TensorParallelGroup::take_intervals() { return std::exchange(intervals_, {}); }
 
-std::function<void(std::vector<double>&)> tensor_parallel_head_shard_sum(std::shared_ptr<TensorParallelGroup> group,
-                                                                         c10::Device device) {
-  return [group = std::move(group), device](std::vector<double>& values) {
-    at::Tensor sums = at::tensor(values, at::kDouble).to(device);
-    group->all_reduce(sums);
-    sums = sums.cpu();
-    std::copy(sums.data_ptr<double>(), sums.data_ptr<double>() + sums.numel(), values.begin());
+std::function<void(std::vector<double>&)> tensor_parallel_vector_reduce(std::shared_ptr<TensorParallelGroup> group,
+                                                                        c10::Device device,
+                                                                        c10d::ReduceOp::RedOpType op) {
+  return [group = std::move(group), device, op](std::vector<double>& values) {
+    at::Tensor reduced = at::tensor(values, at::kDouble).to(device);
+    group->all_reduce(reduced, op);
+    reduced = reduced.cpu();
+    std::copy(reduced.data_ptr<double>(), reduced.data_ptr<double>() + reduced.numel(), values.begin());
   };
 }
 

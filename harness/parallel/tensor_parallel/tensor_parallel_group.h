@@ -57,10 +57,11 @@ class TensorParallelGroup {
   std::vector<Interval> intervals_;
 };
 
-// The attention's head-shard sum (AttentionBackend::set_head_shard_sum) over `group`: a
-// float64 vector summed in place over the TP ranks, staged through `device` (NCCL sums
-// device tensors; Gloo host ones).
-std::function<void(std::vector<double>&)> tensor_parallel_head_shard_sum(std::shared_ptr<TensorParallelGroup> group,
-                                                                         c10::Device device);
+// A float64 vector reduced in place over `group`'s TP ranks by `op`, staged through
+// `device` (NCCL reduces device tensors; Gloo host ones). With SUM it is the attention's
+// head-shard sum (AttentionBackend::set_head_shard_sum); with MAX a profile's slowest
+// samples.
+std::function<void(std::vector<double>&)> tensor_parallel_vector_reduce(
+    std::shared_ptr<TensorParallelGroup> group, c10::Device device, c10d::ReduceOp::RedOpType op = c10d::ReduceOp::SUM);
 
 }  // namespace sb
