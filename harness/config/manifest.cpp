@@ -488,19 +488,37 @@ void check_tensor_parallel_training(const Manifest& m) {
 
 void check_runnable_by_trainer(const Manifest& m) {
   if (m.parallelism.tp > 1) check_tensor_parallel_training(m);
-  if (m.train.on_cuda()) check_cuda_training(m);
+  // Before the machine checks: what the manifest asks for is refused the same on any machine.
   if (m.parallelism.cp > 1 && m.train.on_cuda()) {
-    throw ConfigError(m.file, "$.parallelism.cp",
-                      "is " + std::to_string(m.parallelism.cp) + " with train.device \"cuda\": the ring attention "
-                      "step runs on the CPU only so far",
-                      "set train.device to \"cpu\" for context parallelism, or cp to 1 on GPUs");
+    // The GPU ring runs each step on the fused block-sparse kernels (docs/context_parallel.md, "On GPUs").
+    if (m.train.precision != Qwen2Precision::kBFloat16Mixed) {
+      throw ConfigError(m.file, "$.train.precision",
+                        "is \"" + std::string(qwen2_precision_name(m.train.precision)) +
+                            "\" with parallelism.cp > 1 on CUDA: the GPU ring's fused block-sparse kernels run in bfloat16",
+                        "set train.precision to \"bf16-mixed\"");
+    }
+    const int64_t head_dim = m.model.config.head_dim;
+    if (head_dim != 64 && head_dim != 128) {
+      throw ConfigError(m.file, "$.parallelism.cp",
+                        "is " + std::to_string(m.parallelism.cp) + " on CUDA but the model's head_dim is " +
+                            std::to_string(head_dim) + ": the GPU ring's fused block-sparse kernels take 64 or 128",
+                        "use a model with head_dim 64 or 128, or set train.device to \"cpu\"");
+    }
+    for (size_t i = 0; i < m.methods.size(); ++i) {
+      if (!m.methods[i].attention.is_vertical_slash()) continue;
+      throw ConfigError(m.file, "$.methods[" + std::to_string(i) + "].attention",
+                        "is vertical_slash with parallelism.cp > 1 on CUDA: the pattern's ring (its index and "
+                        "column steps) runs on the CPU only so far",
+                        "set train.device to \"cpu\" for vertical-slash under CP, or cp to 1");
+    }
   }
-  if (m.parallelism.cp > 1 && m.train.precision != Qwen2Precision::kFloat32) {
+  if (m.parallelism.cp > 1 && !m.train.on_cuda() && m.train.precision != Qwen2Precision::kFloat32) {
     throw ConfigError(m.file, "$.train.precision",
                       "is \"" + std::string(qwen2_precision_name(m.train.precision)) +
                           "\" with parallelism.cp > 1: the CPU ring attention computes in float32 or float64",
-                      "set train.precision to \"fp32\" for context parallelism");
+                      "set train.precision to \"fp32\" for context parallelism on the CPU");
   }
+  if (m.train.on_cuda()) check_cuda_training(m);
   // Vertical-slash runs on its CPU kernel in float32, or on GPUs on the fused block-sparse
   // kernels in bfloat16 with head_dim 64 or 128 (docs/vertical_slash.md).
   for (size_t i = 0; i < m.methods.size(); ++i) {

@@ -177,20 +177,23 @@ TEST(Manifest, CudaDeviceIsCheckedBeforeTraining) {
   EXPECT_EQ(runnable_error(parse_manifest(j, "m.json")), "");
 }
 
+// "$.path | message" of what check_runnable_by_trainer refuses in manifest j, or "".
+std::string trainer_refusal(const json& j) {
+  try {
+    check_runnable_by_trainer(parse_manifest(j, "m.json"));
+  } catch (const ConfigError& e) {
+    return e.json_path() + " | " + e.what();
+  }
+  return "";
+}
+
 // Vertical-slash on CUDA runs on the fused block-sparse kernels: bf16-mixed and a head_dim
 // of 64 or 128, each refused naming its key before the device is looked for.
 TEST(Manifest, VerticalSlashOnCudaNeedsWhatTheFusedKernelsTake) {
   json j = minimal_manifest();
   j["train"]["device"] = "cuda";
   j["methods"] = json::parse(R"([{"name": "vs", "attention": {"name": "vertical_slash"}}])");
-  const auto runnable_error = [&j]() -> std::string {
-    try {
-      check_runnable_by_trainer(parse_manifest(j, "m.json"));
-    } catch (const ConfigError& e) {
-      return e.json_path() + " | " + e.what();
-    }
-    return "";
-  };
+  const auto runnable_error = [&j] { return trainer_refusal(j); };
 #ifndef SB_WITH_CUDA
   EXPECT_EQ(runnable_error().rfind("$.train.device |", 0), 0u);
 #else
@@ -203,6 +206,41 @@ TEST(Manifest, VerticalSlashOnCudaNeedsWhatTheFusedKernelsTake) {
   EXPECT_NE(head_dim.find("head_dim is 8"), std::string::npos) << head_dim;
   j["model"] = {{"preset", "qwen2.5-0.5b"}};  // head_dim 64
   const std::string rest = runnable_error();
+  if (c10::cuda::device_count() == 0) {
+    EXPECT_EQ(rest.rfind("$.train.device |", 0), 0u) << rest;
+  } else {
+    EXPECT_EQ(rest, "");
+  }
+#endif
+}
+
+// Context parallelism on CUDA runs the GPU ring on the fused block-sparse kernels:
+// bf16-mixed, head_dim 64 or 128, no vertical-slash (its ring is host code), each refused
+// naming its key on any machine, before the device is looked for.
+TEST(Manifest, ContextParallelOnCudaNeedsWhatTheGpuRingTakes) {
+  json j = minimal_manifest();
+  j["train"]["device"] = "cuda";
+  j["parallelism"] = {{"cp", 2}};
+  j["methods"] = json::parse(R"([{"name": "moba", "attention": {"name": "moba", "block_size": 8, "top_k": 2}}])");
+  const auto runnable_error = [&j] { return trainer_refusal(j); };
+  const std::string precision = runnable_error();
+  EXPECT_EQ(precision.rfind("$.train.precision |", 0), 0u) << precision;
+  EXPECT_NE(precision.find("GPU ring"), std::string::npos) << precision;
+  j["train"]["precision"] = "bf16-mixed";
+  const std::string head_dim = runnable_error();  // qwen2-test: head_dim 8
+  EXPECT_EQ(head_dim.rfind("$.parallelism.cp |", 0), 0u) << head_dim;
+  EXPECT_NE(head_dim.find("head_dim is 8"), std::string::npos) << head_dim;
+  j["model"] = {{"preset", "qwen2.5-0.5b"}};  // head_dim 64
+  j["methods"] = json::parse(R"([{"name": "dense", "attention": "dense"},
+                                 {"name": "vs", "attention": {"name": "vertical_slash"}}])");
+  const std::string vertical_slash = runnable_error();
+  EXPECT_EQ(vertical_slash.rfind("$.methods[1].attention |", 0), 0u) << vertical_slash;
+  EXPECT_NE(vertical_slash.find("CPU only"), std::string::npos) << vertical_slash;
+  j["methods"].erase(1);
+  const std::string rest = runnable_error();  // what remains is the machine's
+#ifndef SB_WITH_CUDA
+  EXPECT_EQ(rest.rfind("$.train.device |", 0), 0u) << rest;
+#else
   if (c10::cuda::device_count() == 0) {
     EXPECT_EQ(rest.rfind("$.train.device |", 0), 0u) << rest;
   } else {

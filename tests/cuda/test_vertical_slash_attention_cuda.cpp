@@ -70,8 +70,12 @@ TEST(VerticalSlashCuda, MatchesTheFloat64ReferenceForEveryIndexKind) {
                    v = in.v.to(at::kDouble).requires_grad_(true);
         const VerticalSlashReferenceResult ref = vertical_slash_reference(q, k, v, sequences, index, scale);
         const auto ref_grads = torch::autograd::grad({ref.out}, {q, k, v}, {in.grad_out.to(at::kDouble)});
-        // Both calls run: the pattern lists verticals outside its slash blocks.
-        EXPECT_GT(vertical_slash_block_sparse_plan(sequences, index, c.q_heads, c.kv_heads).vertical_rows.numel(), 0);
+        // The fixed index runs both calls: column 50 lies outside the slash blocks of the
+        // 300-token sequence's later query blocks at every block size here. (The random
+        // inputs' top-p and top-k lists may all fall inside slash blocks.)
+        if (name == "fixed") {
+          EXPECT_GT(vertical_slash_block_sparse_plan(sequences, index, c.q_heads, c.kv_heads).vertical_rows.numel(), 0);
+        }
         const CudaRun got = run_cuda(in, sequences, index, scale);
         int64_t mask_pairs = 0;
         for (size_t s = 0; s < lengths.size(); ++s) {

@@ -150,15 +150,15 @@ struct RingOracle {
 };
 
 // One rank, float64: dense causal attention written out with a [Hq, T, T] mask, or
-// MoBA's float64 reference (moba_reference.h); gradients of sum(out * grad_out).
-inline RingOracle ring_oracle(const RingInputs& in, bool moba) {
+// MoBA's float64 reference (moba_reference.h) with `params`; gradients of sum(out * grad_out).
+inline RingOracle ring_oracle(const RingInputs& in, bool moba, const MobaParams& params, double scale) {
   const PackedSequences sequences = PackedSequences::from_lengths(in.lengths);
   at::Tensor q = in.q.detach().to(at::kDouble).clone().requires_grad_(true);
   at::Tensor k = in.k.detach().to(at::kDouble).clone().requires_grad_(true);
   at::Tensor v = in.v.detach().to(at::kDouble).clone().requires_grad_(true);
   RingOracle oracle;
   if (moba) {
-    const MobaReferenceResult r = moba_reference(q, k, v, sequences, sequences, ring_moba_params());
+    const MobaReferenceResult r = moba_reference(q, k, v, sequences, sequences, params);
     oracle.out = r.out;
     oracle.lse = r.lse;
   } else {
@@ -170,11 +170,11 @@ inline RingOracle ring_oracle(const RingInputs& in, bool moba) {
     const at::Tensor seq = at::tensor(sequence_of, at::kLong);
     const at::Tensor index = at::arange(tokens, at::kLong);
     const at::Tensor allowed = seq.unsqueeze(1).eq(seq.unsqueeze(0)).logical_and(index.unsqueeze(1) >= index.unsqueeze(0));
-    const int64_t group = kRingQHeads / kRingKvHeads;
+    const int64_t group = q.size(1) / k.size(1);
     const at::Tensor kk = k.repeat_interleave(group, 1).permute({1, 2, 0});  // [Hq, D, T]
     const at::Tensor vv = v.repeat_interleave(group, 1).permute({1, 0, 2});  // [Hq, T, D]
     const at::Tensor scores =
-        at::matmul(q.permute({1, 0, 2}), kk).mul(ring_scale()).masked_fill(allowed.logical_not(), -INFINITY);
+        at::matmul(q.permute({1, 0, 2}), kk).mul(scale).masked_fill(allowed.logical_not(), -INFINITY);
     oracle.lse = at::logsumexp(scores, -1).transpose(0, 1);  // [T, Hq]
     oracle.out = at::matmul(at::softmax(scores, -1), vv).permute({1, 0, 2});
   }
@@ -185,6 +185,10 @@ inline RingOracle ring_oracle(const RingInputs& in, bool moba) {
   oracle.dk = k.grad();
   oracle.dv = v.grad();
   return oracle;
+}
+
+inline RingOracle ring_oracle(const RingInputs& in, bool moba) {
+  return ring_oracle(in, moba, ring_moba_params(), ring_scale());
 }
 
 // A vertical-slash index as two tensors to compare across processes: its lists flattened

@@ -14,6 +14,12 @@
 #include "kernels/attention/ring/ring_vertical_slash_budget.h"
 #include "kernels/attention/ring/ring_vertical_slash_index.h"
 
+#ifdef SB_WITH_CUDA
+#include "kernels/attention/block_sparse/cuda/block_sparse_attention_cuda.h"
+#include "kernels/attention/block_sparse/cuda/block_sparse_attention_kernels.h"
+#include "kernels/attention/ring/cuda/ring_step_cuda.h"
+#endif
+
 namespace sb {
 
 RingContext::RingContext(c10::intrusive_ptr<c10d::Backend> group, int64_t rank, int64_t size, int64_t inner,
@@ -181,6 +187,26 @@ Incoming pass_shard(RingChannel& channel, std::vector<RingChannel::Pending>& sen
   return in;
 }
 
+// On a GPU the steps' kernels run asynchronously: the host waits for them before it reads
+// the clock, so a step's compute is the device's time, not the launches'.
+void wait_for_device(const at::Tensor& like) {
+#ifdef SB_WITH_CUDA
+  if (like.is_cuda()) ring_step_cuda_synchronize(like);
+#else
+  (void)like;
+#endif
+}
+
+// One step's partial attention, on the device the queries live on (GPU: the fused
+// block-sparse kernels, out_step in q's dtype and lse_step float32).
+int64_t step_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const RingStepShapes& shapes,
+                     at::Tensor& out_step, at::Tensor& lse_step) {
+#ifdef SB_WITH_CUDA
+  if (q.is_cuda()) return ring_step_forward_cuda(q, k, v, shapes, out_step, lse_step);
+#endif
+  return ring_step_forward(q, k, v, shapes, out_step, lse_step);
+}
+
 void record_step(RingContext& context, RingStepEvent event, Clock::time_point start, Clock::time_point computed) {
   event.start_s = seconds_since_epoch(start);
   event.compute_s = seconds_between(start, computed);
@@ -193,8 +219,10 @@ std::pair<at::Tensor, at::Tensor> ring_forward(const at::Tensor& q, const at::Te
   RingContext& context = *plan.context;
   RingChannel channel(context, plan.call);
   const int64_t inner = context.inner(), groups = plan.groups(), g = plan.my_group(), i = plan.my_position();
-  at::Tensor out = at::zeros_like(q);
-  at::Tensor lse = at::full({q.size(0), q.size(1)}, -std::numeric_limits<double>::infinity(), q.options());
+  // On a GPU the running output and lse are float32 (the steps' are q's dtype and float32).
+  const at::TensorOptions running = q.is_cuda() ? q.options().dtype(at::kFloat) : q.options();
+  at::Tensor out = at::zeros(q.sizes(), running);
+  at::Tensor lse = at::full({q.size(0), q.size(1)}, -std::numeric_limits<double>::infinity(), running);
   at::Tensor out_step = at::empty_like(q), lse_step = at::empty_like(lse);
   at::Tensor outer = at::stack({k, v}, 0).contiguous();
   int64_t outer_source = plan.rank();
@@ -215,7 +243,7 @@ std::pair<at::Tensor, at::Tensor> ring_forward(const at::Tensor& q, const at::Te
       }
       RingStepEvent event{plan.call, false, o * inner + s, source};
       const auto start = Clock::now();
-      event.kept_pairs = ring_step_forward(q, current[0], current[1], plan.shapes_with(source), out_step, lse_step);
+      event.kept_pairs = step_forward(q, current[0], current[1], plan.shapes_with(source), out_step, lse_step);
       ring_merge_partial(out, lse, out_step, lse_step);
       if (plan.columns) {
         event.kept_pairs += ring_column_step_forward(q, current[0], current[1], plan.geometry->shards[plan.rank()],
@@ -223,6 +251,7 @@ std::pair<at::Tensor, at::Tensor> ring_forward(const at::Tensor& q, const at::Te
                                                      lse_step);
         ring_merge_partial(out, lse, out_step, lse_step);
       }
+      wait_for_device(out);
       const auto computed = Clock::now();
       channel.wait(next.pending);
       if (s + 1 == inner) channel.wait(next_outer.pending);  // the next round's shard, overlapped by this inner ring
@@ -240,7 +269,7 @@ std::pair<at::Tensor, at::Tensor> ring_forward(const at::Tensor& q, const at::Te
       outer_source = next_outer.source;
     }
   }
-  return {out, lse};
+  return {out.to(q.scalar_type()), lse};
 }
 
 // Returns dq, dk, dv of this rank's tokens.
@@ -250,8 +279,15 @@ std::vector<at::Tensor> ring_backward(const at::Tensor& grad_out, const at::Tens
   RingContext& context = *plan.context;
   RingChannel channel(context, plan.call);
   const int64_t inner = context.inner(), groups = plan.groups(), g = plan.my_group(), i = plan.my_position();
-  const at::Tensor delta = (grad_out * out).sum(-1);  // [n, Hq]: rowsum(dO * O)
-  at::Tensor dq = at::zeros_like(q);
+  const bool on_gpu = q.is_cuda();
+  // [n, Hq]: rowsum(dO * O) (the GPU kernels compute it from out themselves)
+  const at::Tensor delta = on_gpu ? at::Tensor() : (grad_out * out).sum(-1);
+  // On a GPU dQ and the travelling dK/dV accumulators are float32: they sum W steps.
+  const at::TensorOptions accumulate = on_gpu ? q.options().dtype(at::kFloat) : q.options();
+  const auto gradient_pair = [&](int64_t tokens) {
+    return at::empty({2, tokens, k.size(1), k.size(2)}, accumulate);
+  };
+  at::Tensor dq = at::zeros(q.sizes(), accumulate);
   at::Tensor outer = at::stack({k, v}, 0).contiguous();
   int64_t outer_source = plan.rank();
   std::vector<RingChannel::Pending> sends;
@@ -268,12 +304,12 @@ std::vector<at::Tensor> ring_backward(const at::Tensor& grad_out, const at::Tens
     at::Tensor incoming_grad;
     RingChannel::Pending grad_recv;
     if (o > 0) {  // the earlier groups' dK/dV of this round's shard, finished by the group before
-      incoming_grad = empty_pair(k, plan.geometry->shards[outer_source].tokens);
+      incoming_grad = gradient_pair(plan.geometry->shards[outer_source].tokens);
       grad_recv = channel.recv(incoming_grad, plan.rank_at(g - 1, i), kOuterGrad, o);
     }
     at::Tensor current = outer;
     int64_t source = outer_source;
-    at::Tensor grad = at::zeros_like(current);
+    at::Tensor grad = gradient_pair(current.size(1)).zero_();
     for (int64_t s = 0; s < inner; ++s) {
       Incoming next;
       if (s + 1 < inner) {
@@ -283,13 +319,22 @@ std::vector<at::Tensor> ring_backward(const at::Tensor& grad_out, const at::Tens
       RingStepEvent event{plan.call, true, o * inner + s, source};
       const auto start = Clock::now();
       at::Tensor dk = grad[0], dv = grad[1];
-      event.kept_pairs =
-          ring_step_backward(grad_out, q, current[0], current[1], lse, delta, plan.shapes_with(source), dq, dk, dv);
+#ifdef SB_WITH_CUDA
+      if (on_gpu) {
+        event.kept_pairs = ring_step_backward_cuda(grad_out, q, current[0], current[1], out, lse,
+                                                   plan.shapes_with(source), dq, dk, dv);
+      } else
+#endif
+      {
+        event.kept_pairs =
+            ring_step_backward(grad_out, q, current[0], current[1], lse, delta, plan.shapes_with(source), dq, dk, dv);
+      }
       if (plan.columns) {
         event.kept_pairs += ring_column_step_backward(grad_out, q, current[0], current[1], lse, delta,
                                                       plan.geometry->shards[plan.rank()], plan.geometry->shards[source],
                                                       *plan.columns, plan.scale, dq, dk, dv);
       }
+      wait_for_device(dq);
       const auto computed = Clock::now();
       if (inner > 1) {
         // This shard's accumulator moves on with it; the one of the shard arriving comes in
@@ -324,7 +369,7 @@ std::vector<at::Tensor> ring_backward(const at::Tensor& grad_out, const at::Tens
   }
   at::Tensor home;
   if (groups > 1) {
-    home = empty_pair(k, plan.geometry->shards[plan.rank()].tokens);
+    home = gradient_pair(plan.geometry->shards[plan.rank()].tokens);
     RingChannel::Pending last = channel.recv(home, plan.rank_at(g - 1, i), kOuterGrad, groups);
     channel.wait(last);
   } else {
@@ -333,7 +378,7 @@ std::vector<at::Tensor> ring_backward(const at::Tensor& grad_out, const at::Tens
   for (auto& send : sends) channel.wait(send);
   // The last step's wait holds the accumulator's way home and the sends' delivery.
   record_step(context, last_step.event, last_step.start, last_step.computed);
-  return {dq, home[0], home[1]};
+  return {dq.to(q.scalar_type()), home[0].to(k.scalar_type()), home[1].to(v.scalar_type())};
 }
 
 class RingAttentionFunction : public torch::autograd::Function<RingAttentionFunction> {
@@ -354,7 +399,10 @@ class RingAttentionFunction : public torch::autograd::Function<RingAttentionFunc
     const auto plan = c10::static_intrusive_pointer_cast<RingPlan>(ctx->saved_data["plan"].toCapsule());
     // Every rank runs the backward ring, even one whose output got no gradient, so the
     // ring never waits on a rank that skipped it.
-    const at::Tensor grad_out = grads[0].defined() ? grads[0].contiguous() : at::zeros_like(saved[3]);
+    at::Tensor grad_out = grads[0].defined() ? grads[0].contiguous() : at::zeros_like(saved[3]);
+#ifdef SB_WITH_CUDA
+    if (grad_out.is_cuda()) grad_out = block_sparse_aligned(grad_out);
+#endif
     std::vector<at::Tensor> d = ring_backward(grad_out, saved[0], saved[1], saved[2], saved[3], saved[4], *plan);
     return {d[0], d[1], d[2], at::Tensor()};
   }
@@ -373,13 +421,17 @@ std::pair<at::Tensor, at::Tensor> ring_block_means(const at::Tensor& q, const at
     std::fill(block_of_token.begin() + tile.local_start, block_of_token.begin() + tile.local_start + tile.length,
               tile.block);
   }
-  const at::Tensor index = at::tensor(block_of_token, at::kLong);
+  // Summed and all-reduced on q's device (an NCCL group takes device tensors only); the
+  // routing then runs on the host, from the same numbers on every rank.
+  const at::Tensor index = at::tensor(block_of_token, at::kLong).to(q.device());
   const int64_t blocks = layout.num_blocks(), q_heads = q.size(1), dim = q.size(2);
-  at::Tensor sums = at::zeros({blocks, q_heads + k.size(1), dim}, at::kDouble);
+  at::Tensor sums = at::zeros({blocks, q_heads + k.size(1), dim}, q.options().dtype(at::kDouble));
   sums.narrow(1, 0, q_heads).index_add_(0, index, q.to(at::kDouble));
   sums.narrow(1, q_heads, k.size(1)).index_add_(0, index, k.to(at::kDouble));
+  wait_for_device(sums);
   const auto summed = Clock::now();
   context.all_reduce(sums, c10d::ReduceOp::SUM, "MoBA's block sums", call);
+  sums = sums.cpu();
   // On the timeline as step -1: the local sums as compute, the all-reduce (with its wait
   // for the slowest rank) as wait.
   record_step(context, RingStepEvent{call, false, kRingBlockMeansStep, context.rank()}, start, summed);
@@ -416,8 +468,19 @@ RingAttentionResult ring_attention(const at::Tensor& q, const at::Tensor& k, con
 RingAttentionResult ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                    const std::shared_ptr<const RingGeometry>& geometry,
                                    const RingAttentionSpec& spec, const std::shared_ptr<RingContext>& context) {
-  TORCH_CHECK(q.device().is_cpu(), "ring attention runs on the CPU only so far (got ", q.device(),
-              "); a CUDA ring step is not built");
+  if (q.is_cuda()) {
+#ifdef SB_WITH_CUDA
+    TORCH_CHECK(block_sparse_cuda_supports(q.scalar_type(), q.size(2)),
+                "ring attention on a GPU runs the fused block-sparse kernels: bfloat16 or float16 with head_dim 64 "
+                "or 128, got ", q.scalar_type(), " with head_dim ", q.size(2));
+    TORCH_CHECK(!spec.vertical_slash,
+                "ring attention on a GPU: vertical-slash under context parallelism runs on the CPU only so far");
+#else
+    TORCH_CHECK(false, "ring attention: q is on ", q.device(), " but this build has no CUDA kernels");
+#endif
+  } else {
+    TORCH_CHECK(q.device().is_cpu(), "ring attention runs on the CPU or a CUDA GPU, got ", q.device());
+  }
   TORCH_CHECK(geometry->cp == context->size(), "ring attention: the sharding has ", geometry->cp,
               " ranks, the CP group ", context->size());
   TORCH_CHECK(spec.scale > 0.0 && spec.block_size == geometry->layout.block_size,
@@ -455,7 +518,15 @@ RingAttentionResult ring_attention(const at::Tensor& q, const at::Tensor& k, con
   } else {
     plan->pattern = geometry->dense_pattern;
   }
-  auto outputs = RingAttentionFunction::apply(q.contiguous(), k.contiguous(), v.contiguous(), plan);
+  at::Tensor q_in = q.contiguous(), k_in = k.contiguous(), v_in = v.contiguous();
+#ifdef SB_WITH_CUDA
+  if (q.is_cuda()) {  // the kernels read rows with 16-byte loads
+    q_in = block_sparse_aligned(q_in);
+    k_in = block_sparse_aligned(k_in);
+    v_in = block_sparse_aligned(v_in);
+  }
+#endif
+  auto outputs = RingAttentionFunction::apply(q_in, k_in, v_in, plan);
   result.out = outputs[0];
   result.lse = outputs[1];
   return result;

@@ -1,0 +1,35 @@
+#pragma once
+// Ring attention steps on a GPU (docs/context_parallel.md, "On GPUs"): the step's
+// pattern as the fused block-sparse kernels' tables (ring_step_tables.h), then their
+// forward or backward, reading the rank's queries and the visiting shard in place.
+//
+// Shapes as ring_step_cpu.h: q [Tq, Hq, D] (the rank's queries), k, v [Tk, Hkv, D] (the
+// visiting shard), contiguous, on one CUDA device, bfloat16 or float16, D 64 or 128.
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+
+#include "kernels/attention/ring/ring_step_cpu.h"
+
+namespace sb {
+
+// out_step [Tq, Hq, D] (q's dtype) and lse_step [Tq, Hq] float32 overwritten: the step's
+// partial attention (out 0, lse -inf where a query keeps no key of the shard). Returns
+// the kept (query, key) pairs summed over query heads.
+int64_t ring_step_forward_cuda(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                               const RingStepShapes& shapes, at::Tensor& out_step, at::Tensor& lse_step);
+
+// The step's gradients given the final (merged) out [Tq, Hq, D] (q's dtype) and lse
+// [Tq, Hq] float32: added into the float32 accumulators dq [Tq, Hq, D] and the visiting
+// shard's dk, dv [Tk, Hkv, D]. Deterministic (the kernels use no float atomics).
+// Returns the kept pairs, as the forward.
+int64_t ring_step_backward_cuda(const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k,
+                                const at::Tensor& v, const at::Tensor& out, const at::Tensor& lse,
+                                const RingStepShapes& shapes, at::Tensor& dq, at::Tensor& dk, at::Tensor& dv);
+
+// Waits until the work queued on the current stream of `like`'s device has run, so the
+// ring's step events time the kernels rather than their launches.
+void ring_step_cuda_synchronize(const at::Tensor& like);
+
+}  // namespace sb

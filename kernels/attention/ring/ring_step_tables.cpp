@@ -1,0 +1,106 @@
+#include "kernels/attention/ring/ring_step_tables.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <vector>
+
+namespace sb {
+namespace {
+
+bool same_tiles(const RingShardTiles& a, const RingShardTiles& b) {
+  if (&a == &b) return true;
+  if (a.tiles.size() != b.tiles.size()) return false;
+  for (size_t t = 0; t < a.tiles.size(); ++t) {
+    if (a.tiles[t].global_start != b.tiles[t].global_start || a.tiles[t].length != b.tiles[t].length) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+RingStepTables ring_step_tables(const RingStepShapes& shapes, int64_t q_heads) {
+  const RingShardTiles& queries = shapes.queries;
+  const RingShardTiles& keys = shapes.keys;
+  const RingBlockPattern& pattern = shapes.pattern;
+  TORCH_CHECK(pattern.selected.dim() == 3 && pattern.selected.scalar_type() == at::kInt &&
+                  pattern.count.scalar_type() == at::kInt && pattern.selected.device().is_cpu(),
+              "ring step tables: the pattern must be int32 [Hs, NB, capacity] on the CPU");
+  const int64_t pattern_heads = pattern.selected.size(0), blocks = pattern.selected.size(1),
+                capacity = pattern.selected.size(2);
+  TORCH_CHECK(pattern_heads == 1 || pattern_heads == q_heads, "ring step tables: the pattern has ", pattern_heads,
+              " heads for ", q_heads, " query heads");
+  const bool own_step = same_tiles(queries, keys);
+  const int64_t query_tiles = static_cast<int64_t>(queries.tiles.size());
+  const int64_t key_tiles = static_cast<int64_t>(keys.tiles.size());
+  const int64_t slots = std::max<int64_t>({query_tiles, key_tiles, 1});
+
+  RingStepTables tables;
+  tables.slots.block_size = 0;  // slots have no common size; the kernels read the table only
+  tables.slots.causal = own_step;
+  tables.slots.total_queries = queries.tokens;
+  tables.slots.total_keys = keys.tokens;
+  tables.slots.sequence_first_block = {0, slots};
+  tables.slots.max_blocks_per_sequence = slots;
+  tables.slots.blocks.resize(static_cast<size_t>(slots));
+  for (int64_t t = 0; t < slots; ++t) {
+    MobaBlock& slot = tables.slots.blocks[t];
+    slot.index_in_sequence = t;
+    if (t < query_tiles) {
+      slot.query_start = queries.tiles[t].local_start;
+      slot.query_len = queries.tiles[t].length;
+    }
+    if (t < key_tiles) {
+      slot.key_start = keys.tiles[t].local_start;
+      slot.key_len = keys.tiles[t].length;
+    }
+  }
+
+  // Per (head, query slot) its key slots, then one [Hq, NS, capacity] table.
+  const int32_t* selected = pattern.selected.const_data_ptr<int32_t>();
+  const int32_t* count = pattern.count.const_data_ptr<int32_t>();
+  std::vector<std::vector<int32_t>> lists(static_cast<size_t>(q_heads * slots));
+  int64_t longest = 1;
+  for (int64_t h = 0; h < q_heads; ++h) {
+    const int64_t ph = pattern_heads == 1 ? 0 : h;
+    for (int64_t t = 0; t < query_tiles; ++t) {
+      const RingTile& query = queries.tiles[t];
+      TORCH_CHECK(query.block >= 0 && query.block < blocks, "ring step tables: query tile in block ", query.block,
+                  " of a pattern over ", blocks, " blocks");
+      const int64_t last_query = query.global_start + query.length - 1;
+      std::vector<int32_t>& list = lists[h * slots + t];
+      const int32_t* row = selected + (ph * blocks + query.block) * capacity;
+      for (int64_t n = 0; n < count[ph * blocks + query.block]; ++n) {
+        const int64_t j = row[n];
+        for (int64_t u = keys.first_tile_of_block[j]; u < keys.first_tile_of_block[j + 1]; ++u) {
+          const RingTile& key = keys.tiles[u];
+          if (j == query.block && key.global_start > last_query) continue;  // all in the future
+          const bool masked = j == query.block && key.global_start + key.length - 1 > query.global_start;
+          if (masked) {
+            // Disjoint runs of tokens never overlap: a masked key tile is the query tile itself.
+            TORCH_CHECK(own_step && u == t, "ring step tables: key tile ", u, " overlaps query tile ", t,
+                        " without being it");
+            tables.kept_pairs += query.length * (query.length + 1) / 2;
+          } else {
+            tables.kept_pairs += query.length * key.length;
+          }
+          list.push_back(static_cast<int32_t>(u));
+        }
+      }
+      std::sort(list.begin(), list.end());
+      longest = std::max<int64_t>(longest, static_cast<int64_t>(list.size()));
+    }
+  }
+  tables.selected = at::full({q_heads, slots, longest}, -1, at::kInt);
+  tables.count = at::zeros({q_heads, slots}, at::kInt);
+  int32_t* out_selected = tables.selected.mutable_data_ptr<int32_t>();
+  int32_t* out_count = tables.count.mutable_data_ptr<int32_t>();
+  for (int64_t r = 0; r < q_heads * slots; ++r) {
+    std::copy(lists[r].begin(), lists[r].end(), out_selected + r * longest);
+    out_count[r] = static_cast<int32_t>(lists[r].size());
+  }
+  return tables;
+}
+
+}  // namespace sb

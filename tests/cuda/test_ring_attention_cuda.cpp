@@ -1,0 +1,227 @@
+// Ring attention on a GPU (docs/context_parallel.md, "On GPUs"). Every rank's steps
+// composed in one thread (each rank's queries against every shard through the CUDA step,
+// merged in float32 with the log-sum-exp rule; each shard's dK/dV summed in float32 over
+// the ranks) against the one-rank float64 oracle, for every layout (stripes inside and
+// across blocks), CP 2 and 4, dense and MoBA, GQA 2:1 and 7:1, head_dim 64 and 128,
+// lengths not multiples of cp x block; and the ring itself through autograd on one rank.
+// Ranks as threads of one process cannot run the backward ring: autograd runs every
+// CUDA node of the process on one device thread, so the first rank's backward would
+// wait forever for the second's. The ring between processes on the GPU is checked by
+// scripts/gpu-check.sh (multirank stage: CP 2 training against one process).
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+#include <torch/autograd.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "kernels/attention/moba/moba_attention.h"
+#include "kernels/attention/ring/cp_sharding.h"
+#include "kernels/attention/ring/cuda/ring_step_cuda.h"
+#include "kernels/attention/ring/ring_attention.h"
+#include "tests/support/ring_attention_cases.h"
+
+namespace sb {
+namespace {
+
+constexpr int64_t kBlock = 64;
+
+struct GpuRingCase {
+  std::string name;
+  CpLayout layout;
+  int64_t cp = 2, inner = 0;
+  bool moba = false;
+  int64_t q_heads = 4, kv_heads = 2, dim = 64;
+  at::ScalarType dtype = at::kBFloat16;
+};
+
+std::vector<GpuRingCase> gpu_ring_cases() {
+  const std::vector<std::pair<std::string, CpLayout>> layouts{{"contiguous", {CpLayoutKind::kContiguous, 0}},
+                                                             {"zigzag", {CpLayoutKind::kZigzag, 0}},
+                                                             {"striped64", {CpLayoutKind::kStriped, 64}},
+                                                             {"striped24", {CpLayoutKind::kStriped, 24}}};
+  std::vector<GpuRingCase> cases;
+  for (int64_t cp : {2, 4}) {
+    for (const auto& [name, layout] : layouts) {
+      for (bool moba : {false, true}) {
+        cases.push_back({name + (moba ? "_moba" : "_dense") + "_cp" + std::to_string(cp), layout, cp, 0, moba});
+      }
+    }
+  }
+  cases.push_back({"zigzag_moba_cp4_inner2", {CpLayoutKind::kZigzag, 0}, 4, 2, true});
+  cases.push_back({"striped64_dense_cp4_inner2", {CpLayoutKind::kStriped, 64}, 4, 2, false});
+  cases.push_back({"striped64_moba_cp2_gqa7_fp16", {CpLayoutKind::kStriped, 64}, 2, 0, true, 14, 2, 64, at::kHalf});
+  cases.push_back({"zigzag_dense_cp2_dim128", {CpLayoutKind::kZigzag, 0}, 2, 0, false, 4, 2, 128});
+  return cases;
+}
+
+double relative_error(const at::Tensor& got, const at::Tensor& expected) {
+  const at::Tensor a = got.cpu().to(at::kDouble), b = expected.to(at::kDouble);
+  return (a - b).norm().item<double>() / std::max(b.norm().item<double>(), 1e-300);
+}
+
+double max_abs(const at::Tensor& got, const at::Tensor& expected) {
+  const at::Tensor a = got.cpu().to(at::kDouble), b = expected.to(at::kDouble);
+  const at::Tensor both_infinite = a.isinf().logical_and(b.isinf()).logical_and(a.eq(b));
+  return at::where(both_infinite, at::zeros_like(a), a - b).abs().max().item<double>();
+}
+
+struct Gradients {
+  at::Tensor out, lse, dq, dk, dv;
+};
+
+test::RingInputs gpu_ring_inputs(const GpuRingCase& c, const std::vector<int64_t>& lengths) {
+  int64_t tokens = 0;
+  for (int64_t n : lengths) tokens += n;
+  at::manual_seed(5);
+  test::RingInputs in;
+  in.lengths = lengths;
+  in.q = at::randn({tokens, c.q_heads, c.dim}, at::kDouble).to(c.dtype);
+  in.k = at::randn({tokens, c.kv_heads, c.dim}, at::kDouble).to(c.dtype);
+  in.v = at::randn({tokens, c.kv_heads, c.dim}, at::kDouble).to(c.dtype);
+  in.grad_out = at::randn({tokens, c.q_heads, c.dim}, at::kDouble).to(c.dtype);
+  return in;
+}
+
+MobaParams gpu_moba_params(double scale) {
+  MobaParams params;
+  params.block_size = kBlock;
+  params.top_k = {3};
+  params.scale = scale;
+  return params;
+}
+
+// bf16 / fp16 inputs through the fused kernels (P and dS rounded for their products),
+// merged in float32: the one-GPU fused kernels' tolerances.
+void expect_near_oracle(const Gradients& got, const test::RingOracle& oracle, at::ScalarType dtype) {
+  const bool bf16 = dtype == at::kBFloat16;
+  const double tolerance = bf16 ? 3e-2 : 4e-3, relative = bf16 ? 1.5e-2 : 2e-3;
+  EXPECT_LT(max_abs(got.out, oracle.out), tolerance) << "out";
+  EXPECT_LT(max_abs(got.lse, oracle.lse), 1e-2) << "lse";
+  EXPECT_LT(max_abs(got.dq, oracle.dq), 4 * tolerance) << "dq";
+  EXPECT_LT(max_abs(got.dk, oracle.dk), 4 * tolerance) << "dk";
+  EXPECT_LT(max_abs(got.dv, oracle.dv), 4 * tolerance) << "dv";
+  EXPECT_LT(relative_error(got.out, oracle.out), relative) << "out";
+  EXPECT_LT(relative_error(got.dq, oracle.dq), 2 * relative) << "dq";
+  EXPECT_LT(relative_error(got.dk, oracle.dk), 2 * relative) << "dk";
+  EXPECT_LT(relative_error(got.dv, oracle.dv), 2 * relative) << "dv";
+}
+
+TEST(RingAttentionCuda, ComposedStepsOfEveryLayoutEqualTheOneRankFloat64Oracle) {
+  const std::vector<int64_t> lengths{700, 333, 64, 5};
+  const PackedSequences sequences = PackedSequences::from_lengths(lengths);
+  const MobaLayout layout = MobaLayout::build(sequences, sequences, kBlock, true);
+  for (const GpuRingCase& c : gpu_ring_cases()) {
+    SCOPED_TRACE(c.name);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(c.dim));
+    const test::RingInputs in = gpu_ring_inputs(c, lengths);
+    const test::RingOracle oracle = test::ring_oracle(in, c.moba, gpu_moba_params(scale), scale);
+    const RingBlockPattern pattern = [&] {
+      if (!c.moba) return RingBlockPattern::dense(layout);
+      const MobaRouting routing = moba_route_cpu(in.q.to(at::kDouble), in.k.to(at::kDouble), layout, gpu_moba_params(scale));
+      return RingBlockPattern{routing.selected, routing.selected_count};
+    }();
+    const CpSharding sharding = CpSharding::build(sequences, c.cp, c.layout);
+    const int64_t cp = c.cp;
+    std::vector<RingShardTiles> shards;
+    std::vector<at::Tensor> q(cp), k(cp), v(cp), g(cp), out(cp), lse(cp), dq(cp), dk(cp), dv(cp);
+    for (int64_t r = 0; r < cp; ++r) {
+      shards.push_back(RingShardTiles::build(sharding.tokens_of(r), layout));
+      q[r] = sharding.shard(in.q, r).contiguous().cuda();
+      k[r] = sharding.shard(in.k, r).contiguous().cuda();
+      v[r] = sharding.shard(in.v, r).contiguous().cuda();
+      g[r] = sharding.shard(in.grad_out, r).contiguous().cuda();
+      const auto f32 = q[r].options().dtype(at::kFloat);
+      out[r] = at::zeros(q[r].sizes(), f32);
+      lse[r] = at::full({q[r].size(0), q[r].size(1)}, -INFINITY, f32);
+      dq[r] = at::zeros(q[r].sizes(), f32);
+      dk[r] = at::zeros(k[r].sizes(), f32);
+      dv[r] = at::zeros(v[r].sizes(), f32);
+    }
+    int64_t kept = 0;
+    for (int64_t r = 0; r < cp; ++r) {
+      for (int64_t s = 0; s < cp; ++s) {
+        at::Tensor out_step = at::empty_like(q[r]), lse_step = at::empty_like(lse[r]);
+        kept += ring_step_forward_cuda(q[r], k[s], v[s], {shards[r], shards[s], pattern, scale}, out_step, lse_step);
+        ring_merge_partial(out[r], lse[r], out_step, lse_step);
+      }
+      out[r] = out[r].to(c.dtype);
+    }
+    for (int64_t r = 0; r < cp; ++r) {
+      for (int64_t s = 0; s < cp; ++s) {
+        ring_step_backward_cuda(g[r], q[r], k[s], v[s], out[r], lse[r], {shards[r], shards[s], pattern, scale}, dq[r],
+                                dk[s], dv[s]);
+      }
+    }
+    if (!c.moba) {  // every causal pair once, on its query's rank
+      int64_t expected = 0;
+      for (int64_t n : lengths) expected += c.q_heads * n * (n + 1) / 2;
+      EXPECT_EQ(kept, expected);
+    }
+    const auto whole = [&](const std::vector<at::Tensor>& parts) {
+      std::vector<at::Tensor> host;
+      for (const at::Tensor& part : parts) host.push_back(part.cpu());
+      return sharding.unshard(host);
+    };
+    expect_near_oracle({whole(out), whole(lse), whole(dq), whole(dk), whole(dv)}, oracle, c.dtype);
+  }
+}
+
+// The ring itself on a GPU, one rank: its float32 running output and accumulators, the
+// casts back, MoBA's block means summed on the device, through autograd.
+TEST(RingAttentionCuda, OneRankRingThroughAutogradEqualsTheOracle) {
+  const std::vector<int64_t> lengths{700, 333, 64, 5};
+  const PackedSequences sequences = PackedSequences::from_lengths(lengths);
+  for (bool moba : {false, true}) {
+    const GpuRingCase c{moba ? "moba" : "dense", {CpLayoutKind::kStriped, 64}, 1, 0, moba};
+    SCOPED_TRACE(c.name);
+    const double scale = 0.125;
+    const test::RingInputs in = gpu_ring_inputs(c, lengths);
+    const test::RingOracle oracle = test::ring_oracle(in, moba, gpu_moba_params(scale), scale);
+    RingAttentionSpec spec;
+    spec.block_size = kBlock;
+    spec.moba = moba;
+    spec.moba_params = gpu_moba_params(scale);
+    spec.scale = scale;
+    auto context = std::make_shared<RingContext>(nullptr, 0, 1, 0, std::chrono::milliseconds(1000));
+    at::Tensor q = in.q.cuda().requires_grad_(true), k = in.k.cuda().requires_grad_(true),
+               v = in.v.cuda().requires_grad_(true);
+    const RingAttentionResult result = ring_attention(q, k, v, CpSharding::build(sequences, 1, c.layout), spec, context);
+    EXPECT_EQ(result.out.scalar_type(), at::kBFloat16);
+    EXPECT_EQ(result.lse.scalar_type(), at::kFloat);
+    result.out.backward(in.grad_out.cuda());
+    EXPECT_EQ(q.grad().scalar_type(), at::kBFloat16);
+    expect_near_oracle({result.out.detach().cpu(), result.lse.cpu(), q.grad().cpu(), k.grad().cpu(), v.grad().cpu()},
+                       oracle, c.dtype);
+    // Forward and backward step (and MoBA's block means), each with the device's time.
+    const std::vector<RingStepEvent> events = context->take_events();
+    ASSERT_EQ(events.size(), moba ? 3u : 2u);
+    for (const RingStepEvent& event : events) EXPECT_GT(event.compute_s, 0.0);
+  }
+}
+
+// Vertical-slash under CP runs on the CPU only: a GPU ring refuses it, naming why.
+TEST(RingAttentionCuda, RefusesVerticalSlash) {
+  const PackedSequences sequences = PackedSequences::from_lengths({100});
+  const CpSharding sharding = CpSharding::build(sequences, 1, {CpLayoutKind::kContiguous, 0});
+  auto context = std::make_shared<RingContext>(nullptr, 0, 1, 0, std::chrono::milliseconds(1000));
+  const at::Tensor q = at::randn({100, 4, 64}, at::TensorOptions(at::kBFloat16).device(at::kCUDA));
+  const at::Tensor kv = at::randn({100, 2, 64}, at::TensorOptions(at::kBFloat16).device(at::kCUDA));
+  RingAttentionSpec spec;
+  spec.block_size = kBlock;
+  spec.vertical_slash = true;
+  spec.vertical_slash_params.block_size = kBlock;
+  spec.scale = 0.125;
+  try {
+    ring_attention(q, kv, kv, sharding, spec, context);
+    FAIL() << "expected a refusal";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("vertical-slash under context parallelism runs on the CPU"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace sb
