@@ -106,26 +106,35 @@ LatencyProfileTraining training_of(const ProfileFlags& f) {
   }
   training.activation_checkpointing = f.activation_checkpointing;
   if (f.tensor_parallel < 1) throw ConfigError("--tensor-parallel", "", "must be >= 1", "use the run's parallelism.tp");
-  training.tensor_parallel = f.tensor_parallel;
-  if (f.tensor_parallel > 1) {
-    const std::string collectives = f.collectives.empty() ? (f.device == "cuda" ? "nccl" : "gloo") : f.collectives;
-    if (collectives == "nccl" && f.device != "cuda") {
-      throw ConfigError("--collectives", "", "nccl needs --device cuda", "use gloo on the CPU");
-    }
-    training.tensor_parallel_collectives = collectives == "none" ? "" : collectives;
-  } else if (!f.collectives.empty()) {
-    throw ConfigError("--collectives", "", "applies to --tensor-parallel above 1 only", "leave it out");
-  }
   if (f.context_parallel < 1) throw ConfigError("--context-parallel", "", "must be >= 1", "use the run's parallelism.cp");
-  if (f.context_parallel > 1 && f.tensor_parallel > 1 && training.tensor_parallel_collectives.empty()) {
-    throw ConfigError("--collectives", "", "none cannot be combined with --context-parallel: the CP ranks run together",
-                      "leave --collectives out (gloo)");
+  training.tensor_parallel = f.tensor_parallel;
+  // One backend between the TP and the CP ranks, as the trainer has.
+  if (f.tensor_parallel == 1 && f.context_parallel == 1 && !f.collectives.empty()) {
+    throw ConfigError("--collectives", "", "applies to --tensor-parallel or --context-parallel above 1 only", "leave it out");
   }
-  if (f.context_parallel > 1 && f.device != "cpu") {
-    throw ConfigError("--context-parallel", "", "the ring runs on the CPU only (no CUDA ring step)",
-                      "profile a CP run on the CPU, or leave --context-parallel out");
+  const std::string collectives = f.collectives.empty() ? (f.device == "cuda" ? "nccl" : "gloo") : f.collectives;
+  if (collectives == "nccl" && f.device != "cuda") {
+    throw ConfigError("--collectives", "", "nccl needs --device cuda", "use gloo on the CPU");
+  }
+  if (f.tensor_parallel > 1) training.tensor_parallel_collectives = collectives == "none" ? "" : collectives;
+  if (f.context_parallel > 1 && collectives == "none") {
+    throw ConfigError("--collectives", "", "none cannot be combined with --context-parallel: the CP ranks run together",
+                      f.device == "cuda" ? "leave --collectives out (nccl), or gloo for ranks sharing a GPU"
+                                         : "leave --collectives out (gloo)");
+  }
+  if (f.context_parallel > 1 && f.device == "cuda") {
+    // The GPU ring's steps run the fused block-sparse kernels (docs/context_parallel.md, "On GPUs").
+    if (f.precision != "bf16-mixed") {
+      throw ConfigError("--precision", "", "is " + f.precision + " with --context-parallel on CUDA: the GPU ring's "
+                        "fused block-sparse kernels run in bfloat16", "use --precision bf16-mixed");
+    }
+    if (f.attention == "vertical_slash") {
+      throw ConfigError("--attention", "", "vertical_slash under --context-parallel runs on the CPU only so far",
+                        "profile it with --device cpu, or leave --context-parallel out");
+    }
   }
   training.context_parallel = f.context_parallel;
+  if (f.context_parallel > 1) training.context_parallel_collectives = collectives;
   try {
     training.cp_layout.kind = cp_layout_options().from_name(f.cp_layout);
   } catch (const std::invalid_argument& e) {
@@ -185,7 +194,10 @@ int on_profile_ranks(ProfileRequest request, double timeout_s, const std::vector
   options.cp = training.context_parallel;
   options.cp_inner = training.cp_inner;
   options.cuda = request.device == "cuda";
-  options.gpu_backend = training.tensor_parallel_collectives == "nccl" ? CollectiveBackend::kNccl : CollectiveBackend::kGloo;
+  // One backend between the TP and the CP ranks (training_of gives both the same name).
+  const std::string& collectives =
+      training.tensor_parallel > 1 ? training.tensor_parallel_collectives : training.context_parallel_collectives;
+  options.gpu_backend = collectives == "nccl" ? CollectiveBackend::kNccl : CollectiveBackend::kGloo;
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
   const c10::Device on = options.cuda ? c10::Device(c10::kCUDA) : c10::Device(c10::kCPU);
   return run_as_profile_rank(
@@ -336,10 +348,12 @@ Command register_profile(CLI::App& app) {
                   "The run's parallelism.tp: time the tensor-parallel ranks' shares of the layer together")
       ->capture_default_str();
   sub->add_option("--collectives", f->collectives,
-                  "With --tensor-parallel: gloo | nccl | none (default: gloo on the CPU, nccl on GPUs)")
+                  "With --tensor-parallel or --context-parallel: gloo | nccl | none (TP only) (default: gloo on "
+                  "the CPU, nccl on GPUs; gloo on GPUs for ranks sharing one GPU)")
       ->check(CLI::IsMember({"gloo", "nccl", "none"}));
   sub->add_option("--context-parallel", f->context_parallel,
-                  "The run's parallelism.cp: time each micro-batch on this many CP ranks together (CPU)")
+                  "The run's parallelism.cp: time each micro-batch on this many CP ranks together (GPUs: "
+                  "bf16-mixed, dense or MoBA)")
       ->capture_default_str();
   sub->add_option("--cp-layout", f->cp_layout, "With --context-parallel: contiguous | zigzag | striped")
       ->capture_default_str();

@@ -130,7 +130,8 @@ std::string latency_profile_training_text(const LatencyProfileTraining& training
                                                   : " with its " + training.tensor_parallel_collectives + " collectives")
                                        : "") +
          (training.context_parallel > 1 ? ", one CP micro-batch on " + std::to_string(training.context_parallel) +
-                                               " " + training.cp_layout.name() + " CP ranks"
+                                               " " + training.cp_layout.name() + " CP ranks over " +
+                                               training.context_parallel_collectives
                                          : "");
 }
 
@@ -153,7 +154,8 @@ nlohmann::json latency_profile_training_to_json(const LatencyProfileTraining& tr
     j["context_parallel"] = {{"size", training.context_parallel},
                              {"layout", training.cp_layout.name()},
                              {"stripe_tokens", training.cp_layout.stripe_tokens},
-                             {"inner", training.cp_inner}};
+                             {"inner", training.cp_inner},
+                             {"collectives", training.context_parallel_collectives}};
   }
   return j;
 }
@@ -174,6 +176,7 @@ LatencyProfileTraining latency_profile_training_from_json(const nlohmann::json& 
     training.cp_layout.kind = c.required_option("layout", cp_layout_options());
     training.cp_layout.stripe_tokens = c.optional<int64_t>("stripe_tokens", training.cp_layout.stripe_tokens);
     training.cp_inner = c.optional<int64_t>("inner", 0);
+    training.context_parallel_collectives = c.optional_choice("collectives", "gloo", {"gloo", "nccl"});
     c.finish();
     c.expect(training.context_parallel > 1, "size", "must be > 1 (leave context_parallel out for one rank)",
              "regenerate the profile with `sparsebalance profile`");

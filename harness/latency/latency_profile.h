@@ -31,8 +31,9 @@
 //                 "lora": null | {"rank": r, "alpha": a, "dropout": p, "target_modules": [...]},
 //                 "tensor_parallel": tp (only when > 1),
 //                 "tensor_parallel_collectives": "gloo" | "nccl" (only when timed with them),
-//                 "context_parallel": {"size": cp, "layout": ..., "stripe_tokens": n, "inner": n}
-//                                     (only when cp > 1)},
+//                 "context_parallel": {"size": cp, "layout": ..., "stripe_tokens": n, "inner": n,
+//                                      "collectives": "gloo" | "nccl"} (only when cp > 1;
+//                                      collectives absent: gloo)},
 //    "warmup": n, "repetitions": n,
 //    "seq_lens": [ascending], "budgets": [ascending; [0] for dense attention; vertical-slash:
 //                kept keys per query (docs/vertical_slash.md "Budgets")],
@@ -109,6 +110,9 @@ struct LatencyProfileTraining {
   int64_t context_parallel = 1;
   CpLayout cp_layout;
   int64_t cp_inner = 0;
+  // With cp > 1, what the ring ran over: "gloo" (the CPU, and GPUs sharing one device
+  // through host memory) or "nccl" (between GPUs).
+  std::string context_parallel_collectives = "gloo";
 };
 
 // "fp32, no activation checkpointing, full fine-tuning" and the like, for messages.

@@ -388,9 +388,12 @@ std::vector<LatencyStat> measure_points(const ProfileRequest& request, const std
   // Beside each other, the slowest of the TP group, then of the CP ring: of every rank.
   if (request.tensor_parallel_peers) out = slowest_rank_stats(out, request.tensor_parallel_peers->max_over_ranks);
   if (const std::shared_ptr<RingContext>& ring = request.context_parallel_ring) {
-    out = slowest_rank_stats(out, [&ring](std::vector<double>& values) {
-      at::Tensor slowest = at::tensor(values, at::kDouble);
+    // On the ranks' device: an NCCL ring takes device tensors only.
+    const c10::Device device = request.device == "cuda" ? c10::Device(c10::kCUDA) : c10::Device(c10::kCPU);
+    out = slowest_rank_stats(out, [&ring, device](std::vector<double>& values) {
+      at::Tensor slowest = at::tensor(values, at::kDouble).to(device);
       ring->all_reduce(slowest, c10d::ReduceOp::MAX, "the profile's slowest samples", ring->next_call());
+      slowest = slowest.cpu();
       std::copy(slowest.data_ptr<double>(), slowest.data_ptr<double>() + slowest.numel(), values.begin());
     });
   }
@@ -423,7 +426,6 @@ void check_request(const ProfileRequest& r) {
   }
   const int64_t cp = r.training.context_parallel;
   if (cp > 1) {
-    if (r.device != "cpu") throw std::invalid_argument("--context-parallel: the ring runs on the CPU only (no CUDA ring step)");
     if (!r.context_parallel_ring) {
       throw std::invalid_argument("timing a CP micro-batch needs the " + std::to_string(cp) +
                                   " CP ranks together (`sparsebalance profile --context-parallel` starts them)");

@@ -306,7 +306,7 @@ TEST(ProfileLayerBench, ContextParallelRingTimesEachMicroBatchOnTheCpRanksTogeth
   for (const LatencyProfile& profile : profiles) {
     EXPECT_EQ(profile.training.context_parallel, cp);
     EXPECT_EQ(latency_profile_to_json(profile)["training"]["context_parallel"],
-              json::parse(R"({"size": 2, "layout": "striped", "stripe_tokens": 16, "inner": 0})"));
+              json::parse(R"({"size": 2, "layout": "striped", "stripe_tokens": 16, "inner": 0, "collectives": "gloo"})"));
   }
   EXPECT_EQ(latency_profile_to_json(profiles[0])["layer_ms"], latency_profile_to_json(profiles[1])["layer_ms"]);
   EXPECT_EQ(latency_profile_to_json(profiles[0])["model_ms"], latency_profile_to_json(profiles[1])["model_ms"]);

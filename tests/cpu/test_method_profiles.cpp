@@ -475,6 +475,28 @@ TEST(MethodProfiles, ContextParallelRunNeedsAProfileOfItsRingOrWarns) {
   const std::string warned = context_parallel_warning(tp_profile, both, "p.json");
   EXPECT_NE(warned.find("times one TP group running each micro-batch whole"), std::string::npos) << warned;
   EXPECT_NE(warned.find("2 CP ranks"), std::string::npos) << warned;
+  // On GPUs the ring runs over NCCL, or over Gloo where the ranks share GPUs: the request
+  // says which (the command line where it is not the device's default), and a profile
+  // timed over the other is refused.
+  Manifest gpus = cp2;
+  gpus.train.device = TrainDevice::kCuda;
+  const ProfileRequest nccl = default_profile_request(gpus, gpus.methods[0], 500);
+  EXPECT_EQ(nccl.training.context_parallel_collectives, "nccl");
+  EXPECT_EQ(profile_command_line(nccl, "/tmp/p.json").find("--collectives"), std::string::npos);
+  gpus.train.collectives = TrainCollectives::kGloo;
+  const ProfileRequest shared = default_profile_request(gpus, gpus.methods[0], 500);
+  EXPECT_EQ(shared.training.context_parallel_collectives, "gloo");
+  const std::string shared_line = profile_command_line(shared, "/tmp/p.json");
+  EXPECT_NE(shared_line.find(" --context-parallel 2 --collectives gloo "), std::string::npos) << shared_line;
+  LatencyProfile on_gpus = profile;
+  on_gpus.device = "cuda";
+  on_gpus.training.cp_inner = 0;
+  on_gpus.training.context_parallel_collectives = "nccl";
+  EXPECT_NE(refusal_of(on_gpus, gpus).find("was timed with its CP ring over nccl, but the run's ring runs over gloo"),
+            std::string::npos)
+      << refusal_of(on_gpus, gpus);
+  on_gpus.training.context_parallel_collectives = "gloo";
+  EXPECT_EQ(refusal_of(on_gpus, gpus), "");
 }
 
 // A TP run's missing profile is measured on its TP ranks together: the launcher it is

@@ -150,8 +150,9 @@ TEST(ProfileCli, TensorParallelProfileIsTimedOnTheTpRanksTogether) {
 }
 
 // --context-parallel 2 times each micro-batch dealt to two CP ranks, attention a ring
-// over them; the profile records the layout and --check re-measures it on two ranks.
-// On a GPU it is refused (no CUDA ring step), exit 2.
+// over them; the profile records the layout and the ring's collectives, and --check
+// re-measures it on two ranks. On a GPU what the GPU ring cannot run is refused before
+// any rank starts, exit 2.
 TEST(ProfileCli, ContextParallelProfileIsTimedOnTheCpRanksTogether) {
   const fs::path dir = test::fresh_temp_dir("profile_cli_cp");
   const fs::path out = dir / "cp.json";
@@ -163,20 +164,28 @@ TEST(ProfileCli, ContextParallelProfileIsTimedOnTheCpRanksTogether) {
   const LatencyProfile profile = load_latency_profile(out);
   EXPECT_EQ(profile.training.context_parallel, 2);
   EXPECT_EQ(profile.training.cp_layout.stripe_tokens, 8);
+  EXPECT_EQ(profile.training.context_parallel_collectives, "gloo");
   const std::string command = profile.context["command"];
   EXPECT_NE(command.find(" --context-parallel 2 --cp-layout striped --cp-stripe-tokens 8 "), std::string::npos) << command;
   r = run_command(sparsebalance_binary() + " profile --check " + out.string() + " --warmup 0 --repetitions 1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("one CP micro-batch on 2 striped CP ranks"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("one CP micro-batch on 2 striped CP ranks over gloo"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("[rank 0] MAPE"), std::string::npos) << r.output;
-  // Refused before any rank starts on a GPU.
+  // Refused before any rank starts: float32 or vertical-slash on a GPU, nccl on the CPU.
   const std::string grid = " --seq-lens 16,32 --budgets 1 --out " + (dir / "no.json").string();
   r = run_command(sparsebalance_binary() + " profile --model qwen2-test --context-parallel 2 --device cuda" + grid);
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("--context-parallel: the ring runs on the CPU only"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--precision: is fp32 with --context-parallel on CUDA"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("starting"), std::string::npos) << r.output;
-  r = run_command(sparsebalance_binary() + " profile --model qwen2-test --context-parallel 2 --tensor-parallel 2 "
-                  "--collectives none" + grid);
+  r = run_command(sparsebalance_binary() + " profile --model qwen2-test --attention vertical_slash --context-parallel 2 "
+                  "--device cuda --precision bf16-mixed" + grid);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--attention: vertical_slash under --context-parallel runs on the CPU only"), std::string::npos)
+      << r.output;
+  r = run_command(sparsebalance_binary() + " profile --model qwen2-test --context-parallel 2 --collectives nccl" + grid);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--collectives: nccl needs --device cuda"), std::string::npos) << r.output;
+  r = run_command(sparsebalance_binary() + " profile --model qwen2-test --context-parallel 2 --collectives none" + grid);
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--collectives: none cannot be combined with --context-parallel"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("starting"), std::string::npos) << r.output;

@@ -58,15 +58,17 @@ LatencyProfileTraining profile_training_of(const Manifest& manifest) {
   const TrainSection& train = manifest.train;
   LatencyProfileTraining training;
   training.tensor_parallel = manifest.parallelism.tp;
-  // Timed with the TP collectives the run uses: NCCL between GPUs unless the ranks share
-  // them over Gloo, Gloo on the CPU.
-  if (training.tensor_parallel > 1) training.tensor_parallel_collectives = manifest.train.on_cuda() && !manifest.train.gpus_shared() ? "nccl" : "gloo";
+  // Timed with the TP and CP collectives the run uses: NCCL between GPUs unless the ranks
+  // share them over Gloo, Gloo on the CPU.
+  const std::string collectives = manifest.train.on_cuda() && !manifest.train.gpus_shared() ? "nccl" : "gloo";
+  if (training.tensor_parallel > 1) training.tensor_parallel_collectives = collectives;
   // Timed on the run's CP ranks, dealt and ringed as the run does (with TP, on its tp x cp
   // ranks).
   if (manifest.parallelism.cp > 1) {
     training.context_parallel = manifest.parallelism.cp;
     training.cp_layout = manifest.parallelism.cp_layout;
     training.cp_inner = manifest.parallelism.cp_inner;
+    training.context_parallel_collectives = collectives;
   }
   training.precision = train.precision;
   training.activation_checkpointing = train.activation_checkpointing;
@@ -189,6 +191,11 @@ std::vector<std::string> profile_command_arguments(const ProfileRequest& request
   if (request.training.context_parallel > 1) {
     const LatencyProfileTraining& t = request.training;
     add("--context-parallel", std::to_string(t.context_parallel));
+    // One --collectives serves both kinds of rank: beside TP it is already there.
+    const std::string by_default = request.device == "cuda" ? "nccl" : "gloo";
+    if (t.tensor_parallel == 1 && t.context_parallel_collectives != by_default) {
+      add("--collectives", t.context_parallel_collectives);
+    }
     add("--cp-layout", t.cp_layout.name());
     if (t.cp_layout.kind == CpLayoutKind::kStriped) add("--cp-stripe-tokens", std::to_string(t.cp_layout.stripe_tokens));
     if (t.cp_inner > 0) add("--cp-inner", std::to_string(t.cp_inner));
@@ -304,6 +311,10 @@ void check_profile_matches(const LatencyProfile& profile, const Manifest& manife
                        measured.cp_layout.stripe_tokens == run.cp_layout.stripe_tokens);
     if (!same) {
       refuse(" was timed " + layout_text(measured) + ", but the run trains " + layout_text(run) + " ($.parallelism)");
+    }
+    if (measured.context_parallel_collectives != run.context_parallel_collectives) {
+      refuse(" was timed with its CP ring over " + measured.context_parallel_collectives + ", but the run's ring runs over " +
+             run.context_parallel_collectives + " ($.train.collectives)");
     }
   }
 }
