@@ -128,10 +128,6 @@ LatencyProfileTraining training_of(const ProfileFlags& f) {
       throw ConfigError("--precision", "", "is " + f.precision + " with --context-parallel on CUDA: the GPU ring's "
                         "fused block-sparse kernels run in bfloat16", "use --precision bf16-mixed");
     }
-    if (f.attention == "vertical_slash") {
-      throw ConfigError("--attention", "", "vertical_slash under --context-parallel runs on the CPU only so far",
-                        "profile it with --device cpu, or leave --context-parallel out");
-    }
   }
   training.context_parallel = f.context_parallel;
   if (f.context_parallel > 1) training.context_parallel_collectives = collectives;
@@ -353,7 +349,7 @@ Command register_profile(CLI::App& app) {
       ->check(CLI::IsMember({"gloo", "nccl", "none"}));
   sub->add_option("--context-parallel", f->context_parallel,
                   "The run's parallelism.cp: time each micro-batch on this many CP ranks together (GPUs: "
-                  "bf16-mixed, dense or MoBA)")
+                  "bf16-mixed)")
       ->capture_default_str();
   sub->add_option("--cp-layout", f->cp_layout, "With --context-parallel: contiguous | zigzag | striped")
       ->capture_default_str();

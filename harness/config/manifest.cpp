@@ -504,13 +504,6 @@ void check_runnable_by_trainer(const Manifest& m) {
                             std::to_string(head_dim) + ": the GPU ring's fused block-sparse kernels take 64 or 128",
                         "use a model with head_dim 64 or 128, or set train.device to \"cpu\"");
     }
-    for (size_t i = 0; i < m.methods.size(); ++i) {
-      if (!m.methods[i].attention.is_vertical_slash()) continue;
-      throw ConfigError(m.file, "$.methods[" + std::to_string(i) + "].attention",
-                        "is vertical_slash with parallelism.cp > 1 on CUDA: the pattern's ring (its index and "
-                        "column steps) runs on the CPU only so far",
-                        "set train.device to \"cpu\" for vertical-slash under CP, or cp to 1");
-    }
   }
   if (m.parallelism.cp > 1 && !m.train.on_cuda() && m.train.precision != Qwen2Precision::kFloat32) {
     throw ConfigError(m.file, "$.train.precision",

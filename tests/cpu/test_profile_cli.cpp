@@ -171,17 +171,12 @@ TEST(ProfileCli, ContextParallelProfileIsTimedOnTheCpRanksTogether) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("one CP micro-batch on 2 striped CP ranks over gloo"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("[rank 0] MAPE"), std::string::npos) << r.output;
-  // Refused before any rank starts: float32 or vertical-slash on a GPU, nccl on the CPU.
+  // Refused before any rank starts: float32 on a GPU, nccl on the CPU.
   const std::string grid = " --seq-lens 16,32 --budgets 1 --out " + (dir / "no.json").string();
   r = run_command(sparsebalance_binary() + " profile --model qwen2-test --context-parallel 2 --device cuda" + grid);
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--precision: is fp32 with --context-parallel on CUDA"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("starting"), std::string::npos) << r.output;
-  r = run_command(sparsebalance_binary() + " profile --model qwen2-test --attention vertical_slash --context-parallel 2 "
-                  "--device cuda --precision bf16-mixed" + grid);
-  EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("--attention: vertical_slash under --context-parallel runs on the CPU only"), std::string::npos)
-      << r.output;
   r = run_command(sparsebalance_binary() + " profile --model qwen2-test --context-parallel 2 --collectives nccl" + grid);
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--collectives: nccl needs --device cuda"), std::string::npos) << r.output;

@@ -2,7 +2,7 @@
 // kernels read from the tables (block_sparse_plan.h: every listed key slot whole, the
 // diagonal slot of a causal layout bottom-right aligned) equals the step's mask written
 // from global positions, and the kept pairs equal the CPU step's, for every layout, CP
-// size, dense and MoBA; one step worked out by hand. The CUDA step itself:
+// size, dense, MoBA and vertical-slash's columns; one step worked out by hand. The CUDA step itself:
 // tests/cuda/test_ring_attention_cuda.cpp.
 #include <gtest/gtest.h>
 
@@ -10,6 +10,7 @@
 
 #include "kernels/attention/moba/moba_attention.h"
 #include "kernels/attention/ring/cp_sharding.h"
+#include "kernels/attention/ring/ring_column_step_cpu.h"
 #include "kernels/attention/ring/ring_step_cpu.h"
 #include "kernels/attention/ring/ring_step_tables.h"
 #include "tests/support/ring_attention_cases.h"
@@ -103,6 +104,79 @@ TEST(RingStepTables, TheKernelsMaskIsTheStepsForEveryLayout) {
       }
     }
   }
+}
+
+// Vertical-slash's columns outside its slash blocks: the pairs the column tables give the
+// kernels (each (head, query tile) block over its gathered rows) are the column step's, from
+// global positions, and their count the CPU column step's.
+TEST(RingStepTables, TheColumnTablesKeepTheColumnStepsPairs) {
+  const int64_t q_heads = test::kRingQHeads, kv_heads = test::kRingKvHeads, group = q_heads / kv_heads;
+  int64_t columns_seen = 0;
+  for (int64_t cp : {1, 2, 3, 4}) {
+    for (const test::RingCase& c : test::ring_cases(2)) {
+      if (!c.vertical_slash || c.dtype != at::kDouble) continue;
+      const PackedSequences sequences = PackedSequences::from_lengths(c.lengths);
+      const MobaLayout layout = MobaLayout::build(sequences, sequences, test::kRingBlock, true);
+      const test::RingInputs in = test::ring_inputs(c.dtype, 11, c.lengths);
+      const RingVerticalSlashPattern pattern =
+          RingVerticalSlashPattern::build(test::ring_vertical_slash_index_oracle(in), layout);
+      const CpSharding sharding = CpSharding::build(sequences, cp, c.layout);
+      std::vector<RingShardTiles> shards;
+      for (int64_t r = 0; r < cp; ++r) shards.push_back(RingShardTiles::build(sharding.tokens_of(r), layout));
+      for (int64_t r = 0; r < cp; ++r) {
+        const std::vector<int64_t> queries = sharding.tokens_of(r);
+        const at::Tensor q = sharding.shard(in.q, r).contiguous();
+        for (int64_t s = 0; s < cp; ++s) {
+          const std::string what = c.name + " cp " + std::to_string(cp) + " rank " + std::to_string(r) + " shard " +
+                                   std::to_string(s);
+          const std::vector<int64_t> keys = sharding.tokens_of(s);
+          const RingColumnStepTables tables = ring_column_step_tables(shards[r], shards[s], pattern.columns, q_heads, kv_heads);
+          EXPECT_FALSE(tables.blocks.causal);
+          const int64_t tq = static_cast<int64_t>(queries.size()), tk = static_cast<int64_t>(keys.size());
+          // The kernels' pairs: block b lists itself; its queries (head-major rows) see its gathered rows.
+          at::Tensor got = at::zeros({q_heads, tq, tk}, at::kBool);
+          const auto rows = tables.key_rows.accessor<int64_t, 1>();
+          for (int64_t b = 0; b < tables.blocks.num_blocks(); ++b) {
+            const MobaBlock& block = tables.blocks.blocks[b];
+            if (tables.count[0][b].item<int32_t>() == 0) continue;
+            EXPECT_EQ(tables.selected[0][b][0].item<int32_t>(), b) << what;
+            const int64_t h = block.query_start / tq;
+            for (int64_t i = 0; i < block.query_len; ++i) {
+              for (int64_t c2 = 0; c2 < block.key_len; ++c2) {
+                const int64_t row = rows[block.key_start + c2];
+                EXPECT_EQ(row % kv_heads, h / group) << what;
+                got[h][block.query_start - h * tq + i][row / kv_heads] = true;
+              }
+            }
+          }
+          // From global positions: the key is one of the query block's columns.
+          at::Tensor expected = at::zeros_like(got);
+          std::vector<int64_t> list;
+          for (int64_t h = 0; h < q_heads; ++h) {
+            for (const RingTile& tile : shards[r].tiles) {
+              pattern.columns.of(h, tile.block, list);
+              for (int64_t i = 0; i < tile.length; ++i) {
+                for (size_t c2 = 0; c2 < keys.size(); ++c2) {
+                  if (keys[c2] <= tile.global_start + i && std::binary_search(list.begin(), list.end(), keys[c2])) {
+                    expected[h][tile.local_start + i][static_cast<int64_t>(c2)] = true;
+                  }
+                }
+              }
+            }
+          }
+          EXPECT_TRUE(at::equal(got, expected)) << what;
+          EXPECT_EQ(tables.kept_pairs, expected.sum().item<int64_t>()) << what;
+          const at::Tensor k = sharding.shard(in.k, s).contiguous();
+          at::Tensor out = at::empty_like(q), lse = at::empty({q.size(0), q.size(1)}, q.options());
+          EXPECT_EQ(tables.kept_pairs, ring_column_step_forward(q, k, k, shards[r], shards[s], pattern.columns,
+                                                                test::ring_scale(), out, lse))
+              << what;
+          columns_seen += tables.kept_pairs;
+        }
+      }
+    }
+  }
+  EXPECT_GT(columns_seen, 0);  // the cases keep columns outside their slash blocks
 }
 
 // One sequence of 6 tokens, blocks of 4, stripes of 2 over 2 ranks: rank 0 holds tokens

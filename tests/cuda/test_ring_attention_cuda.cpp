@@ -2,7 +2,8 @@
 // composed in one thread (each rank's queries against every shard through the CUDA step,
 // merged in float32 with the log-sum-exp rule; each shard's dK/dV summed in float32 over
 // the ranks) against the one-rank float64 oracle, for every layout (stripes inside and
-// across blocks), CP 2 and 4, dense and MoBA, GQA 2:1 and 7:1, head_dim 64 and 128,
+// across blocks), CP 2 and 4, dense, MoBA and vertical-slash (slash blocks and column
+// steps), GQA 2:1 and 7:1, head_dim 64 and 128,
 // lengths not multiples of cp x block; and the ring itself through autograd on one rank.
 // Ranks as threads of one process cannot run the backward ring: autograd runs every
 // CUDA node of the process on one device thread, so the first rank's backward would
@@ -21,6 +22,9 @@
 #include "kernels/attention/ring/cp_sharding.h"
 #include "kernels/attention/ring/cuda/ring_step_cuda.h"
 #include "kernels/attention/ring/ring_attention.h"
+#include "kernels/attention/ring/ring_column_step_cpu.h"
+#include "kernels/attention/vertical_slash/vertical_slash_index.h"
+#include "kernels/attention/vertical_slash/vertical_slash_reference.h"
 #include "tests/support/ring_attention_cases.h"
 
 namespace sb {
@@ -28,11 +32,13 @@ namespace {
 
 constexpr int64_t kBlock = 64;
 
+enum class Pattern { kDense, kMoba, kVerticalSlash };
+
 struct GpuRingCase {
   std::string name;
   CpLayout layout;
   int64_t cp = 2, inner = 0;
-  bool moba = false;
+  Pattern pattern = Pattern::kDense;
   int64_t q_heads = 4, kv_heads = 2, dim = 64;
   at::ScalarType dtype = at::kBFloat16;
 };
@@ -42,18 +48,22 @@ std::vector<GpuRingCase> gpu_ring_cases() {
                                                              {"zigzag", {CpLayoutKind::kZigzag, 0}},
                                                              {"striped64", {CpLayoutKind::kStriped, 64}},
                                                              {"striped24", {CpLayoutKind::kStriped, 24}}};
+  const std::vector<std::pair<std::string, Pattern>> patterns{
+      {"_dense", Pattern::kDense}, {"_moba", Pattern::kMoba}, {"_vs", Pattern::kVerticalSlash}};
   std::vector<GpuRingCase> cases;
   for (int64_t cp : {2, 4}) {
     for (const auto& [name, layout] : layouts) {
-      for (bool moba : {false, true}) {
-        cases.push_back({name + (moba ? "_moba" : "_dense") + "_cp" + std::to_string(cp), layout, cp, 0, moba});
+      for (const auto& [pattern_name, pattern] : patterns) {
+        cases.push_back({name + pattern_name + "_cp" + std::to_string(cp), layout, cp, 0, pattern});
       }
     }
   }
-  cases.push_back({"zigzag_moba_cp4_inner2", {CpLayoutKind::kZigzag, 0}, 4, 2, true});
-  cases.push_back({"striped64_dense_cp4_inner2", {CpLayoutKind::kStriped, 64}, 4, 2, false});
-  cases.push_back({"striped64_moba_cp2_gqa7_fp16", {CpLayoutKind::kStriped, 64}, 2, 0, true, 14, 2, 64, at::kHalf});
-  cases.push_back({"zigzag_dense_cp2_dim128", {CpLayoutKind::kZigzag, 0}, 2, 0, false, 4, 2, 128});
+  cases.push_back({"zigzag_moba_cp4_inner2", {CpLayoutKind::kZigzag, 0}, 4, 2, Pattern::kMoba});
+  cases.push_back({"striped64_dense_cp4_inner2", {CpLayoutKind::kStriped, 64}, 4, 2, Pattern::kDense});
+  cases.push_back({"striped64_moba_cp2_gqa7_fp16", {CpLayoutKind::kStriped, 64}, 2, 0, Pattern::kMoba, 14, 2, 64,
+                   at::kHalf});
+  cases.push_back({"zigzag_vs_cp2_gqa7_dim128", {CpLayoutKind::kZigzag, 0}, 2, 0, Pattern::kVerticalSlash, 14, 2, 128});
+  cases.push_back({"zigzag_dense_cp2_dim128", {CpLayoutKind::kZigzag, 0}, 2, 0, Pattern::kDense, 4, 2, 128});
   return cases;
 }
 
@@ -93,6 +103,34 @@ MobaParams gpu_moba_params(double scale) {
   return params;
 }
 
+// Vertical-slash on the ring's 64-token blocks: 16 columns besides 8 sinks and 8 offsets
+// besides a 16-offset window: far slashes add key blocks, most columns fall outside them.
+VerticalSlashParams gpu_vertical_slash_params() {
+  VerticalSlashParams params;
+  params.budget = VerticalSlashBudget::kTopK;
+  params.vertical_count = 16;
+  params.slash_count = 8;
+  params.sink_tokens = 8;
+  params.local_window = 16;
+  params.block_size = kBlock;
+  return params;
+}
+
+// The case's float64 oracle; vertical-slash with `index` (the one-rank rule's by default).
+test::RingOracle gpu_ring_oracle(const test::RingInputs& in, const GpuRingCase& c, double scale,
+                                 const std::vector<std::vector<VerticalSlashHeadIndex>>* index = nullptr) {
+  if (c.pattern != Pattern::kVerticalSlash) {
+    return test::ring_oracle(in, c.pattern == Pattern::kMoba, gpu_moba_params(scale), scale);
+  }
+  at::Tensor q = in.q.to(at::kDouble).requires_grad_(true), k = in.k.to(at::kDouble).requires_grad_(true),
+             v = in.v.to(at::kDouble).requires_grad_(true);
+  const PackedSequences sequences = PackedSequences::from_lengths(in.lengths);
+  const auto rule = vertical_slash_index(q.detach(), k.detach(), sequences, gpu_vertical_slash_params(), scale);
+  const VerticalSlashReferenceResult r = vertical_slash_reference(q, k, v, sequences, index ? *index : rule, scale);
+  (r.out * in.grad_out.to(at::kDouble)).sum().backward();
+  return {r.out.detach(), r.lse.detach(), q.grad(), k.grad(), v.grad()};
+}
+
 // bf16 / fp16 inputs through the fused kernels (P and dS rounded for their products),
 // merged in float32: the one-GPU fused kernels' tolerances.
 void expect_near_oracle(const Gradients& got, const test::RingOracle& oracle, at::ScalarType dtype) {
@@ -117,9 +155,18 @@ TEST(RingAttentionCuda, ComposedStepsOfEveryLayoutEqualTheOneRankFloat64Oracle) 
     SCOPED_TRACE(c.name);
     const double scale = 1.0 / std::sqrt(static_cast<double>(c.dim));
     const test::RingInputs in = gpu_ring_inputs(c, lengths);
-    const test::RingOracle oracle = test::ring_oracle(in, c.moba, gpu_moba_params(scale), scale);
+    const test::RingOracle oracle = gpu_ring_oracle(in, c, scale);
+    // Vertical-slash: its slash blocks as the pattern, its columns as the second partial.
+    const RingVerticalSlashPattern vs =
+        c.pattern == Pattern::kVerticalSlash
+            ? RingVerticalSlashPattern::build(vertical_slash_index(in.q.to(at::kDouble), in.k.to(at::kDouble), sequences,
+                                                                   gpu_vertical_slash_params(), scale),
+                                              layout)
+            : RingVerticalSlashPattern{};
+    if (c.pattern == Pattern::kVerticalSlash) EXPECT_GT(vs.columns.total(), 0);  // both parts take part
     const RingBlockPattern pattern = [&] {
-      if (!c.moba) return RingBlockPattern::dense(layout);
+      if (c.pattern == Pattern::kDense) return RingBlockPattern::dense(layout);
+      if (c.pattern == Pattern::kVerticalSlash) return vs.blocks;
       const MobaRouting routing = moba_route_cpu(in.q.to(at::kDouble), in.k.to(at::kDouble), layout, gpu_moba_params(scale));
       return RingBlockPattern{routing.selected, routing.selected_count};
     }();
@@ -146,6 +193,11 @@ TEST(RingAttentionCuda, ComposedStepsOfEveryLayoutEqualTheOneRankFloat64Oracle) 
         at::Tensor out_step = at::empty_like(q[r]), lse_step = at::empty_like(lse[r]);
         kept += ring_step_forward_cuda(q[r], k[s], v[s], {shards[r], shards[s], pattern, scale}, out_step, lse_step);
         ring_merge_partial(out[r], lse[r], out_step, lse_step);
+        if (c.pattern == Pattern::kVerticalSlash) {
+          kept += ring_column_step_forward_cuda(q[r], k[s], v[s], shards[r], shards[s], vs.columns, scale, out_step,
+                                                lse_step);
+          ring_merge_partial(out[r], lse[r], out_step, lse_step);
+        }
       }
       out[r] = out[r].to(c.dtype);
     }
@@ -153,9 +205,13 @@ TEST(RingAttentionCuda, ComposedStepsOfEveryLayoutEqualTheOneRankFloat64Oracle) 
       for (int64_t s = 0; s < cp; ++s) {
         ring_step_backward_cuda(g[r], q[r], k[s], v[s], out[r], lse[r], {shards[r], shards[s], pattern, scale}, dq[r],
                                 dk[s], dv[s]);
+        if (c.pattern == Pattern::kVerticalSlash) {
+          ring_column_step_backward_cuda(g[r], q[r], k[s], v[s], out[r], lse[r], shards[r], shards[s], vs.columns, scale,
+                                         dq[r], dk[s], dv[s]);
+        }
       }
     }
-    if (!c.moba) {  // every causal pair once, on its query's rank
+    if (c.pattern == Pattern::kDense) {  // every causal pair once, on its query's rank
       int64_t expected = 0;
       for (int64_t n : lengths) expected += c.q_heads * n * (n + 1) / 2;
       EXPECT_EQ(kept, expected);
@@ -170,25 +226,40 @@ TEST(RingAttentionCuda, ComposedStepsOfEveryLayoutEqualTheOneRankFloat64Oracle) 
 }
 
 // The ring itself on a GPU, one rank: its float32 running output and accumulators, the
-// casts back, MoBA's block means summed on the device, through autograd.
+// casts back, MoBA's block means summed on the device, vertical-slash's index from the
+// GPU's tensors and its column steps, through autograd.
 TEST(RingAttentionCuda, OneRankRingThroughAutogradEqualsTheOracle) {
   const std::vector<int64_t> lengths{700, 333, 64, 5};
   const PackedSequences sequences = PackedSequences::from_lengths(lengths);
-  for (bool moba : {false, true}) {
-    const GpuRingCase c{moba ? "moba" : "dense", {CpLayoutKind::kStriped, 64}, 1, 0, moba};
+  for (const Pattern kind : {Pattern::kDense, Pattern::kMoba, Pattern::kVerticalSlash}) {
+    const GpuRingCase c{"pattern " + std::to_string(static_cast<int>(kind)), {CpLayoutKind::kStriped, 64}, 1, 0, kind};
     SCOPED_TRACE(c.name);
     const double scale = 0.125;
     const test::RingInputs in = gpu_ring_inputs(c, lengths);
-    const test::RingOracle oracle = test::ring_oracle(in, moba, gpu_moba_params(scale), scale);
     RingAttentionSpec spec;
     spec.block_size = kBlock;
-    spec.moba = moba;
+    spec.moba = kind == Pattern::kMoba;
     spec.moba_params = gpu_moba_params(scale);
+    spec.vertical_slash = kind == Pattern::kVerticalSlash;
+    spec.vertical_slash_params = gpu_vertical_slash_params();
     spec.scale = scale;
     auto context = std::make_shared<RingContext>(nullptr, 0, 1, 0, std::chrono::milliseconds(1000));
     at::Tensor q = in.q.cuda().requires_grad_(true), k = in.k.cuda().requires_grad_(true),
                v = in.v.cuda().requires_grad_(true);
     const RingAttentionResult result = ring_attention(q, k, v, CpSharding::build(sequences, 1, c.layout), spec, context);
+    // Vertical-slash: the index the ring built from the GPU's tensors is the one-rank rule's.
+    const test::RingOracle oracle = gpu_ring_oracle(in, c, scale, spec.vertical_slash ? &result.vertical_slash_index : nullptr);
+    if (spec.vertical_slash) {
+      const auto rule = vertical_slash_index(in.q.to(at::kDouble), in.k.to(at::kDouble), sequences,
+                                             gpu_vertical_slash_params(), scale);
+      ASSERT_EQ(result.vertical_slash_index.size(), rule.size());
+      for (size_t s = 0; s < rule.size(); ++s) {
+        for (size_t h = 0; h < rule[s].size(); ++h) {
+          EXPECT_EQ(result.vertical_slash_index[s][h].verticals, rule[s][h].verticals) << "sequence " << s << " head " << h;
+          EXPECT_EQ(result.vertical_slash_index[s][h].slashes, rule[s][h].slashes) << "sequence " << s << " head " << h;
+        }
+      }
+    }
     EXPECT_EQ(result.out.scalar_type(), at::kBFloat16);
     EXPECT_EQ(result.lse.scalar_type(), at::kFloat);
     result.out.backward(in.grad_out.cuda());
@@ -197,29 +268,8 @@ TEST(RingAttentionCuda, OneRankRingThroughAutogradEqualsTheOracle) {
                        oracle, c.dtype);
     // Forward and backward step (and MoBA's block means), each with the device's time.
     const std::vector<RingStepEvent> events = context->take_events();
-    ASSERT_EQ(events.size(), moba ? 3u : 2u);
+    ASSERT_EQ(events.size(), kind == Pattern::kDense ? 2u : 3u);
     for (const RingStepEvent& event : events) EXPECT_GT(event.compute_s, 0.0);
-  }
-}
-
-// Vertical-slash under CP runs on the CPU only: a GPU ring refuses it, naming why.
-TEST(RingAttentionCuda, RefusesVerticalSlash) {
-  const PackedSequences sequences = PackedSequences::from_lengths({100});
-  const CpSharding sharding = CpSharding::build(sequences, 1, {CpLayoutKind::kContiguous, 0});
-  auto context = std::make_shared<RingContext>(nullptr, 0, 1, 0, std::chrono::milliseconds(1000));
-  const at::Tensor q = at::randn({100, 4, 64}, at::TensorOptions(at::kBFloat16).device(at::kCUDA));
-  const at::Tensor kv = at::randn({100, 2, 64}, at::TensorOptions(at::kBFloat16).device(at::kCUDA));
-  RingAttentionSpec spec;
-  spec.block_size = kBlock;
-  spec.vertical_slash = true;
-  spec.vertical_slash_params.block_size = kBlock;
-  spec.scale = 0.125;
-  try {
-    ring_attention(q, kv, kv, sharding, spec, context);
-    FAIL() << "expected a refusal";
-  } catch (const std::exception& e) {
-    EXPECT_NE(std::string(e.what()).find("vertical-slash under context parallelism runs on the CPU"), std::string::npos)
-        << e.what();
   }
 }
 

@@ -207,6 +207,16 @@ int64_t step_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   return ring_step_forward(q, k, v, shapes, out_step, lse_step);
 }
 
+// Vertical-slash's columns outside the slash blocks against the visiting shard, likewise.
+int64_t column_step_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const RingShardTiles& queries,
+                            const RingShardTiles& keys, const RingColumnLists& columns, double scale,
+                            at::Tensor& out_step, at::Tensor& lse_step) {
+#ifdef SB_WITH_CUDA
+  if (q.is_cuda()) return ring_column_step_forward_cuda(q, k, v, queries, keys, columns, scale, out_step, lse_step);
+#endif
+  return ring_column_step_forward(q, k, v, queries, keys, columns, scale, out_step, lse_step);
+}
+
 void record_step(RingContext& context, RingStepEvent event, Clock::time_point start, Clock::time_point computed) {
   event.start_s = seconds_since_epoch(start);
   event.compute_s = seconds_between(start, computed);
@@ -246,9 +256,9 @@ std::pair<at::Tensor, at::Tensor> ring_forward(const at::Tensor& q, const at::Te
       event.kept_pairs = step_forward(q, current[0], current[1], plan.shapes_with(source), out_step, lse_step);
       ring_merge_partial(out, lse, out_step, lse_step);
       if (plan.columns) {
-        event.kept_pairs += ring_column_step_forward(q, current[0], current[1], plan.geometry->shards[plan.rank()],
-                                                     plan.geometry->shards[source], *plan.columns, plan.scale, out_step,
-                                                     lse_step);
+        event.kept_pairs += column_step_forward(q, current[0], current[1], plan.geometry->shards[plan.rank()],
+                                                plan.geometry->shards[source], *plan.columns, plan.scale, out_step,
+                                                lse_step);
         ring_merge_partial(out, lse, out_step, lse_step);
       }
       wait_for_device(out);
@@ -319,20 +329,25 @@ std::vector<at::Tensor> ring_backward(const at::Tensor& grad_out, const at::Tens
       RingStepEvent event{plan.call, true, o * inner + s, source};
       const auto start = Clock::now();
       at::Tensor dk = grad[0], dv = grad[1];
+      const RingShardTiles& mine = plan.geometry->shards[plan.rank()];
+      const RingShardTiles& visiting = plan.geometry->shards[source];
 #ifdef SB_WITH_CUDA
       if (on_gpu) {
         event.kept_pairs = ring_step_backward_cuda(grad_out, q, current[0], current[1], out, lse,
                                                    plan.shapes_with(source), dq, dk, dv);
+        if (plan.columns) {
+          event.kept_pairs += ring_column_step_backward_cuda(grad_out, q, current[0], current[1], out, lse, mine,
+                                                             visiting, *plan.columns, plan.scale, dq, dk, dv);
+        }
       } else
 #endif
       {
         event.kept_pairs =
             ring_step_backward(grad_out, q, current[0], current[1], lse, delta, plan.shapes_with(source), dq, dk, dv);
-      }
-      if (plan.columns) {
-        event.kept_pairs += ring_column_step_backward(grad_out, q, current[0], current[1], lse, delta,
-                                                      plan.geometry->shards[plan.rank()], plan.geometry->shards[source],
-                                                      *plan.columns, plan.scale, dq, dk, dv);
+        if (plan.columns) {
+          event.kept_pairs += ring_column_step_backward(grad_out, q, current[0], current[1], lse, delta, mine,
+                                                        visiting, *plan.columns, plan.scale, dq, dk, dv);
+        }
       }
       wait_for_device(dq);
       const auto computed = Clock::now();
@@ -473,8 +488,6 @@ RingAttentionResult ring_attention(const at::Tensor& q, const at::Tensor& k, con
     TORCH_CHECK(block_sparse_cuda_supports(q.scalar_type(), q.size(2)),
                 "ring attention on a GPU runs the fused block-sparse kernels: bfloat16 or float16 with head_dim 64 "
                 "or 128, got ", q.scalar_type(), " with head_dim ", q.size(2));
-    TORCH_CHECK(!spec.vertical_slash,
-                "ring attention on a GPU: vertical-slash under context parallelism runs on the CPU only so far");
 #else
     TORCH_CHECK(false, "ring attention: q is on ", q.device(), " but this build has no CUDA kernels");
 #endif

@@ -101,15 +101,6 @@ int64_t RingColumnLists::total() const {
 
 namespace {
 
-// The row of global token `token` in a shard, or -1 where the shard does not hold it.
-int64_t local_row(const RingShardTiles& shard, int64_t token) {
-  auto it = std::upper_bound(shard.tiles.begin(), shard.tiles.end(), token,
-                             [](int64_t t, const RingTile& tile) { return t < tile.global_start; });
-  if (it == shard.tiles.begin()) return -1;
-  --it;
-  return token < it->global_start + it->length ? it->local_start + token - it->global_start : -1;
-}
-
 // One (query tile, head)'s columns that the visiting shard holds.
 struct TileColumns {
   at::Tensor rows;      // [nc] long: rows in the visiting shard
@@ -120,7 +111,7 @@ struct TileColumns {
 TileColumns tile_columns(const RingTile& tile, const std::vector<int64_t>& tokens, const RingShardTiles& keys) {
   std::vector<int64_t> rows, global;
   for (const int64_t token : tokens) {
-    const int64_t row = local_row(keys, token);
+    const int64_t row = keys.row_of(token);
     if (row < 0) continue;
     rows.push_back(row);
     global.push_back(token);

@@ -38,6 +38,14 @@ RingShardTiles RingShardTiles::build(const std::vector<int64_t>& tokens, const M
   return shard;
 }
 
+int64_t RingShardTiles::row_of(int64_t token) const {
+  auto it = std::upper_bound(tiles.begin(), tiles.end(), token,
+                             [](int64_t t, const RingTile& tile) { return t < tile.global_start; });
+  if (it == tiles.begin()) return -1;
+  --it;
+  return token < it->global_start + it->length ? it->local_start + token - it->global_start : -1;
+}
+
 RingBlockPattern RingBlockPattern::dense(const MobaLayout& layout) {
   const int64_t blocks = layout.num_blocks();
   int64_t capacity = 1;

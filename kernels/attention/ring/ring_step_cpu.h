@@ -33,6 +33,9 @@ struct RingShardTiles {
   // tokens: a shard's global indices, ascending; layout: the micro-batch's blocks (keys
   // and queries are the same packed tokens).
   static RingShardTiles build(const std::vector<int64_t>& tokens, const MobaLayout& layout);
+
+  // The row of global token `token` in the shard, or -1 where the shard does not hold it.
+  int64_t row_of(int64_t token) const;
 };
 
 // Which key blocks the queries of a block attend to: the selection of every (head,

@@ -103,4 +103,52 @@ RingStepTables ring_step_tables(const RingStepShapes& shapes, int64_t q_heads) {
   return tables;
 }
 
+RingColumnStepTables ring_column_step_tables(const RingShardTiles& queries, const RingShardTiles& keys,
+                                             const RingColumnLists& columns, int64_t q_heads, int64_t kv_heads) {
+  TORCH_CHECK(kv_heads > 0 && q_heads % kv_heads == 0 && columns.heads == q_heads,
+              "ring column step tables: ", q_heads, " query heads, ", kv_heads, " key/value heads, lists for ",
+              columns.heads);
+  const int64_t tiles = static_cast<int64_t>(queries.tiles.size()), group = q_heads / kv_heads;
+  const int64_t blocks = q_heads * tiles;
+  RingColumnStepTables tables;
+  tables.blocks.block_size = 0;  // blocks of one query tile each; the kernels read the table only
+  tables.blocks.causal = false;
+  tables.blocks.total_queries = q_heads * queries.tokens;
+  tables.blocks.sequence_first_block = {0, blocks};
+  tables.blocks.max_blocks_per_sequence = blocks;
+  tables.blocks.blocks.resize(static_cast<size_t>(blocks));
+  tables.selected = at::full({1, blocks, 1}, -1, at::kInt);
+  tables.count = at::zeros({1, blocks}, at::kInt);
+  int32_t* selected = tables.selected.mutable_data_ptr<int32_t>();
+  int32_t* count = tables.count.mutable_data_ptr<int32_t>();
+  std::vector<int64_t> key_rows, tokens;
+  for (int64_t h = 0; h < q_heads; ++h) {
+    for (int64_t t = 0; t < tiles; ++t) {
+      const RingTile& tile = queries.tiles[t];
+      const int64_t b = h * tiles + t;
+      MobaBlock& block = tables.blocks.blocks[b];
+      block.index_in_sequence = b;
+      block.query_start = h * queries.tokens + tile.local_start;
+      block.query_len = tile.length;
+      block.key_start = static_cast<int64_t>(key_rows.size());
+      columns.of(h, tile.block, tokens);
+      for (const int64_t token : tokens) {
+        const int64_t row = keys.row_of(token);
+        if (row < 0) continue;
+        TORCH_CHECK(token < tile.global_start, "ring column step tables: column ", token, " of head ", h,
+                    " is not before its query tile at ", tile.global_start);
+        key_rows.push_back(row * kv_heads + h / group);
+      }
+      block.key_len = static_cast<int64_t>(key_rows.size()) - block.key_start;
+      if (block.key_len == 0) continue;
+      selected[b] = static_cast<int32_t>(b);
+      count[b] = 1;
+      tables.kept_pairs += tile.length * block.key_len;
+    }
+  }
+  tables.blocks.total_keys = static_cast<int64_t>(key_rows.size());
+  tables.key_rows = at::tensor(key_rows, at::kLong);
+  return tables;
+}
+
 }  // namespace sb

@@ -13,14 +13,24 @@
 //   causal with queries and keys aligned: that step's slots are a causal layout (the
 //   kernels mask the diagonal slot), every other step's a non-causal one.
 //
-// Built on the host (O(Hq x query tiles x listed key tiles)); the CUDA step copies it to
-// the device.
+// Vertical-slash's columns outside its slash blocks (ring_column_step_cpu.h) become a
+// second set of tables, as the one-rank GPU pattern's vertical part has them
+// (vertical_slash_block_sparse_plan.h): queries head-major (q as [Hq x Tq, 1, D], head h's
+// row i at h x Tq + i), one block per (query head, query tile) holding those queries and
+// the columns of the visiting shard its block keeps, gathered into copies. A block's
+// columns all lie before the block's first token (its own key block is always a slash
+// block: offset 0 is kept), so every query sees every one: each block lists itself,
+// without a causal mask; one without columns lists nothing.
+//
+// Built on the host (O(Hq x query tiles x listed key tiles or columns)); the CUDA steps
+// copy them to the device.
 
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
 
 #include "kernels/attention/moba/moba_layout.h"
+#include "kernels/attention/ring/ring_column_step_cpu.h"
 #include "kernels/attention/ring/ring_step_cpu.h"
 
 namespace sb {
@@ -38,5 +48,22 @@ struct RingStepTables {
 // The tables of the step `shapes` describes (its scale is not used) for q_heads query
 // heads. The own step is recognised by the key tiles being the query tiles.
 RingStepTables ring_step_tables(const RingStepShapes& shapes, int64_t q_heads);
+
+struct RingColumnStepTables {
+  // Hq x query tiles blocks, block h x tiles + t: query head h's rows of query tile t
+  // (head-major rows), and its gathered columns. Not causal.
+  MobaLayout blocks;
+  at::Tensor selected;     // int32 [1, NB, 1] on the CPU: the block itself, or -1
+  at::Tensor count;        // int32 [1, NB]
+  at::Tensor key_rows;     // int64 [gathered] on the CPU: row r of the copies is row key_rows[r]
+                           // of k taken as [Tk x Hkv, D] (token t's key/value head g at t x Hkv + g)
+  int64_t kept_pairs = 0;  // summed over query heads, as ring_column_step_forward counts them
+};
+
+// The columns' tables of the step of `queries` against the visiting shard `keys`.
+// Throws std::invalid_argument (via TORCH_CHECK) for a column at or after its block's
+// first token, which the lists never hold.
+RingColumnStepTables ring_column_step_tables(const RingShardTiles& queries, const RingShardTiles& keys,
+                                             const RingColumnLists& columns, int64_t q_heads, int64_t kv_heads);
 
 }  // namespace sb

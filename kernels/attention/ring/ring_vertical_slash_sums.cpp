@@ -37,20 +37,27 @@ std::vector<LocalKeys> local_keys_by_sequence(const RingShardTiles& mine, const 
 
 void RingVerticalSlashSums::all_reduce(at::Tensor& tensor, c10d::ReduceOp::RedOpType op, const char* what) {
   const auto start = Clock::now();
-  context_.all_reduce(tensor, op, what, call_);
+  if (device_.is_cpu() || context_.size() == 1) {
+    context_.all_reduce(tensor, op, what, call_);
+  } else {
+    at::Tensor on_device = tensor.to(device_);
+    context_.all_reduce(on_device, op, what, call_);
+    tensor.copy_(on_device);
+  }
   waited_ += Clock::now() - start;
 }
 
 RingVerticalSlashSums::RingVerticalSlashSums(const at::Tensor& q, const at::Tensor& k, const RingGeometry& geometry,
                                              const VerticalSlashParams& params, double scale, RingContext& context,
                                              int64_t call)
-    : context_(context), call_(call), start_(Clock::now()) {
+    : context_(context), call_(call), device_(q.device()), start_(Clock::now()) {
   params.validate();
   const c10::NoGradGuard no_grad;
   const PackedSequences& packed = geometry.sequences;
   const int64_t num_sequences = packed.num_sequences(), heads = q.size(1), group = q.size(1) / k.size(1);
   const std::vector<LocalKeys> local = local_keys_by_sequence(geometry.shards[context.rank()], packed);
-  const at::Tensor q_local = q.detach(), k64 = k.detach().to(at::kDouble);
+  // The keys in float64 on the host (from a GPU: copied in their own type, then widened).
+  const at::Tensor k64 = k.detach().cpu().to(at::kDouble);
   sequences_.resize(static_cast<size_t>(num_sequences));
 
   // 1. The last queries of every sequence, rows first_row[s] .. of one [N, Hq, D] tensor.
@@ -63,15 +70,20 @@ RingVerticalSlashSums::RingVerticalSlashSums(const at::Tensor& q, const at::Tens
     first_row[static_cast<size_t>(s) + 1] = first_row[static_cast<size_t>(s)] + seq.n;
   }
   at::Tensor last_queries = at::zeros({first_row.back(), heads, q.size(2)}, at::kDouble);
+  std::vector<int64_t> from_rows, to_rows;  // this rank's last queries: its rows, their rows in last_queries
   for (int64_t s = 0; s < num_sequences; ++s) {
     const RingVerticalSlashSequence& seq = sequences_[static_cast<size_t>(s)];
     const LocalKeys& mine = local[static_cast<size_t>(s)];
     for (size_t a = 0; a < mine.rows.size(); ++a) {
       if (mine.positions[a] >= seq.length - seq.n) {
-        last_queries[first_row[static_cast<size_t>(s)] + mine.positions[a] - (seq.length - seq.n)].copy_(
-            q_local[mine.rows[a]]);
+        from_rows.push_back(mine.rows[a]);
+        to_rows.push_back(first_row[static_cast<size_t>(s)] + mine.positions[a] - (seq.length - seq.n));
       }
     }
+  }
+  if (!from_rows.empty()) {
+    const at::Tensor rows = at::tensor(from_rows, at::kLong).to(q.device());
+    last_queries.index_copy_(0, at::tensor(to_rows, at::kLong), q.detach().index_select(0, rows).cpu().to(at::kDouble));
   }
   all_reduce(last_queries, c10d::ReduceOp::SUM, "vertical-slash's last queries");
 

@@ -38,8 +38,10 @@ struct RingVerticalSlashSequence {
 class RingVerticalSlashSums {
  public:
   // q [n, Hq, D], k [n, Hkv, D]: this rank's tokens of the geometry's micro-batch (CPU,
-  // float32 or float64). Every rank of the group calls it in the same order as its other
-  // ring calls.
+  // float32 or float64; or a GPU's, any float type: the last queries' rows and the keys
+  // are copied to the host in float64, where the sums run, and each all-reduce goes
+  // through the GPU, as an NCCL group needs). Every rank of the group calls it in the
+  // same order as its other ring calls.
   RingVerticalSlashSums(const at::Tensor& q, const at::Tensor& k, const RingGeometry& geometry,
                         const VerticalSlashParams& params, double scale, RingContext& context, int64_t call);
 
@@ -63,6 +65,7 @@ class RingVerticalSlashSums {
 
   RingContext& context_;
   int64_t call_;
+  c10::Device device_;  // q's: where the all-reduces run
   std::chrono::steady_clock::time_point start_;
   std::chrono::steady_clock::duration waited_{};
   std::vector<RingVerticalSlashSequence> sequences_;

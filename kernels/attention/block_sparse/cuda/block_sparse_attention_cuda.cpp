@@ -54,6 +54,14 @@ at::Tensor block_sparse_aligned(const at::Tensor& x) {
   return reinterpret_cast<uintptr_t>(c.const_data_ptr()) % 16 == 0 ? c : c.clone();
 }
 
+at::Tensor block_sparse_head_major(const at::Tensor& x) {
+  return x.transpose(0, 1).reshape({x.size(0) * x.size(1), 1, x.size(2)}).contiguous();
+}
+
+at::Tensor block_sparse_token_major(const at::Tensor& x, int64_t heads) {
+  return x.view({heads, -1, x.size(2)}).transpose(0, 1);
+}
+
 std::pair<at::Tensor, at::Tensor> block_sparse_attention_cuda(const at::Tensor& q, const at::Tensor& k,
                                                               const at::Tensor& v,
                                                               const BlockSparseTables& tables) {

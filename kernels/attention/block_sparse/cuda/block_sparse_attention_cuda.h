@@ -18,6 +18,12 @@ namespace sb {
 // loads): x itself when it already is, else a copy.
 at::Tensor block_sparse_aligned(const at::Tensor& x);
 
+// For calls that run every head as one (each (head, query block) its own block, as
+// vertical-slash's columns do): x [T, H, D] as [H x T, 1, D], head h's token t at row
+// h x T + t (a copy), and back: [H x T, 1, D] -> [T, H, D] (a view).
+at::Tensor block_sparse_head_major(const at::Tensor& x);
+at::Tensor block_sparse_token_major(const at::Tensor& x, int64_t heads);
+
 std::pair<at::Tensor, at::Tensor> block_sparse_attention_cuda(const at::Tensor& q, const at::Tensor& k,
                                                               const at::Tensor& v,
                                                               const BlockSparseTables& tables);

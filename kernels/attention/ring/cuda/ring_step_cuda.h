@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "kernels/attention/ring/ring_column_step_cpu.h"
 #include "kernels/attention/ring/ring_step_cpu.h"
 
 namespace sb {
@@ -27,6 +28,21 @@ int64_t ring_step_forward_cuda(const at::Tensor& q, const at::Tensor& k, const a
 int64_t ring_step_backward_cuda(const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k,
                                 const at::Tensor& v, const at::Tensor& out, const at::Tensor& lse,
                                 const RingStepShapes& shapes, at::Tensor& dq, at::Tensor& dk, at::Tensor& dv);
+
+// Vertical-slash's columns outside its slash blocks against the visiting shard
+// (ring_column_step_cpu.h), as the fused kernels' second call over gathered copies of the
+// shard's column rows (ring_step_tables.h): the forward overwrites out_step and lse_step
+// as ring_step_forward_cuda does; the backward adds into the float32 accumulators, the
+// columns' dK/dV rows put back in a fixed order (index_put_ with accumulate sorts them).
+int64_t ring_column_step_forward_cuda(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                      const RingShardTiles& queries, const RingShardTiles& keys,
+                                      const RingColumnLists& columns, double scale, at::Tensor& out_step,
+                                      at::Tensor& lse_step);
+int64_t ring_column_step_backward_cuda(const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k,
+                                       const at::Tensor& v, const at::Tensor& out, const at::Tensor& lse,
+                                       const RingShardTiles& queries, const RingShardTiles& keys,
+                                       const RingColumnLists& columns, double scale, at::Tensor& dq, at::Tensor& dk,
+                                       at::Tensor& dv);
 
 // Waits until the work queued on the current stream of `like`'s device has run, so the
 // ring's step events time the kernels rather than their launches.

@@ -19,16 +19,6 @@ struct VerticalSlashCudaState : torch::CustomClassHolder {
   bool has_verticals = false;
 };
 
-// x [T, H, D] as [H x T, 1, D]: head h's token t at row h x T + t (a copy).
-at::Tensor head_major(const at::Tensor& x) {
-  return x.transpose(0, 1).reshape({x.size(0) * x.size(1), 1, x.size(2)}).contiguous();
-}
-
-// The inverse of head_major for `heads` heads: [H x T, 1, D] -> [T, H, D] (a view).
-at::Tensor token_major(const at::Tensor& x, int64_t heads) {
-  return x.view({heads, -1, x.size(2)}).transpose(0, 1);
-}
-
 // The vertical part's key (or value) rows: x [T, Hkv, D] taken as [Hkv x T, D], rows
 // `rows`, as [n, 1, D] (one "key/value head" that every flattened query row uses).
 at::Tensor gathered_rows(const at::Tensor& x, const at::Tensor& rows) {
@@ -59,7 +49,7 @@ class VerticalSlashCudaFunction : public torch::autograd::Function<VerticalSlash
     at::Tensor lse = at::empty({tokens, heads}, q.options().dtype(at::kFloat));
     block_sparse_forward_cuda(q, k, v, state->slash, out, lse);
     if (state->has_verticals) {
-      const at::Tensor q2 = head_major(q);
+      const at::Tensor q2 = block_sparse_head_major(q);
       at::Tensor out2 = at::empty_like(q2);
       at::Tensor lse2 = at::empty({q2.size(0), 1}, lse.options());
       block_sparse_forward_cuda(q2, gathered_rows(k, state->vertical_rows), gathered_rows(v, state->vertical_rows),
@@ -69,7 +59,7 @@ class VerticalSlashCudaFunction : public torch::autograd::Function<VerticalSlash
       const at::Tensor lse_v = lse2.view({heads, tokens}).t();
       const at::Tensor merged = at::logaddexp(lse, lse_v);
       out = (out.to(at::kFloat) * (lse - merged).exp().unsqueeze(-1) +
-             token_major(out2, heads).to(at::kFloat) * (lse_v - merged).exp().unsqueeze(-1))
+             block_sparse_token_major(out2, heads).to(at::kFloat) * (lse_v - merged).exp().unsqueeze(-1))
                 .to(q.scalar_type())
                 .contiguous();
       lse = merged.contiguous();
@@ -95,12 +85,13 @@ class VerticalSlashCudaFunction : public torch::autograd::Function<VerticalSlash
                                dq, dk, dv);
     if (!state->has_verticals) return {dq, dk, dv, at::Tensor()};
     const int64_t heads = q.size(1);
-    const at::Tensor q2 = head_major(q), k2 = gathered_rows(k, state->vertical_rows),
+    const at::Tensor q2 = block_sparse_head_major(q), k2 = gathered_rows(k, state->vertical_rows),
                      v2 = gathered_rows(v, state->vertical_rows);
     at::Tensor dq2 = at::empty_like(q2), dk2 = at::empty_like(k2), dv2 = at::empty_like(v2);
-    block_sparse_backward_cuda(head_major(grad_out), q2, k2, v2, head_major(out), lse.t().contiguous().view({-1, 1}),
+    block_sparse_backward_cuda(block_sparse_head_major(grad_out), q2, k2, v2, block_sparse_head_major(out),
+                               lse.t().contiguous().view({-1, 1}),
                                state->vertical, block_sparse_inverse(state->vertical.selected), dq2, dk2, dv2);
-    dq = (dq.to(at::kFloat) + token_major(dq2, heads).to(at::kFloat)).to(q.scalar_type()).contiguous();
+    dq = (dq.to(at::kFloat) + block_sparse_token_major(dq2, heads).to(at::kFloat)).to(q.scalar_type()).contiguous();
     return {dq, with_gathered_gradients(dk, dk2, state->vertical_rows),
             with_gathered_gradients(dv, dv2, state->vertical_rows), at::Tensor()};
   }
