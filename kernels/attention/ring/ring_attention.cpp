@@ -85,6 +85,12 @@ const char* message_name(MessageKind kind) {
 }
 
 // The ring's point-to-point transfers with bounded waits and errors naming both ranks.
+// Every transfer is a send to one rank paired with a receive from another (or the same)
+// posted together. NCCL holds a send on the GPU until its peer's receive runs, so two
+// ranks sending to each other (a ring of two, inner rings or outer groups of two) deadlock
+// unless each rank's send and receive are fused: where the group coalesces (NCCL), each
+// pair is one coalesced batch, whose single work the receive waits on; Gloo posts them
+// one by one.
 class RingChannel {
  public:
   struct Pending {
@@ -97,11 +103,30 @@ class RingChannel {
 
   RingChannel(RingContext& context, int64_t call) : context_(context), call_(call) {}
 
-  Pending send(const at::Tensor& tensor, int64_t peer, MessageKind kind, int64_t step) {
-    return post(tensor, peer, kind, step, /*send=*/true);
-  }
-  Pending recv(at::Tensor& tensor, int64_t peer, MessageKind kind, int64_t step) {
-    return post(tensor, peer, kind, step, /*send=*/false);
+  // Sends `out` to CP rank `to` and receives `in` from CP rank `from`: {send, receive}.
+  std::pair<Pending, Pending> exchange(const at::Tensor& out, int64_t to, at::Tensor& in, int64_t from,
+                                       MessageKind kind, int64_t step) {
+    Pending send{nullptr, true, to, kind, step}, receive{nullptr, false, from, kind, step};
+    const c10::intrusive_ptr<c10d::Backend>& group = context_.group();
+    const bool coalesce = group->supportsCoalescing();
+    std::vector<at::Tensor> outgoing{out}, incoming{in};
+    Pending* posting = &send;
+    try {
+      if (coalesce) group->startCoalescing();
+      send.work = group->send(outgoing, static_cast<int>(to), tag(kind, step));
+      posting = &receive;
+      receive.work = group->recv(incoming, static_cast<int>(from), tag(kind, step));
+      // The batch completes as one: its receive waits for it, and the send, which every
+      // caller waits for only after that receive, needs no wait of its own (a work is
+      // waited once: Gloo's counts completions).
+      if (coalesce) {
+        receive.work = group->endCoalescing();
+        send.work.reset();
+      }
+    } catch (const std::exception& e) {
+      fail(*posting, e.what());
+    }
+    return {send, receive};
   }
   void wait(Pending& pending) {
     if (!pending.work) return;
@@ -116,17 +141,6 @@ class RingChannel {
  private:
   int tag(MessageKind kind, int64_t step) const {
     return static_cast<int>(((call_ % (int64_t{1} << 16)) * kKinds + kind) * (context_.size() + 1) + step);
-  }
-  Pending post(const at::Tensor& tensor, int64_t peer, MessageKind kind, int64_t step, bool send) {
-    Pending pending{nullptr, send, peer, kind, step};
-    std::vector<at::Tensor> tensors{tensor};
-    try {
-      pending.work = send ? context_.group()->send(tensors, static_cast<int>(peer), tag(kind, step))
-                          : context_.group()->recv(tensors, static_cast<int>(peer), tag(kind, step));
-    } catch (const std::exception& e) {
-      fail(pending, e.what());
-    }
-    return pending;
   }
   [[noreturn]] void fail(const Pending& p, const std::string& what) const {
     throw std::runtime_error(context_.describe(context_.rank()) + (p.send ? " could not send the " : " could not receive the ") +
@@ -179,11 +193,12 @@ struct Incoming {
 Incoming pass_shard(RingChannel& channel, std::vector<RingChannel::Pending>& sends, const at::Tensor& shard,
                     int64_t to, int64_t from, int64_t arriving, const RingPlan& plan, MessageKind kind,
                     int64_t step) {
-  sends.push_back(channel.send(shard, to, kind, step));
   Incoming in;
   in.source = arriving;
   in.tensor = empty_pair(shard[0], plan.geometry->shards[arriving].tokens);
-  in.pending = channel.recv(in.tensor, from, kind, step);
+  auto [send, receive] = channel.exchange(shard, to, in.tensor, from, kind, step);
+  sends.push_back(std::move(send));
+  in.pending = std::move(receive);
   return in;
 }
 
@@ -305,17 +320,16 @@ std::vector<at::Tensor> ring_backward(const at::Tensor& grad_out, const at::Tens
     RingStepEvent event;
     Clock::time_point start, computed;
   } last_step;  // a round's last step, recorded once the round's waits are over
+  // From round 1 on: the earlier groups' dK/dV of the round's shard, finished by the group
+  // before and received while the previous round ended; after the last round, this
+  // rank's own shard's (home).
+  at::Tensor incoming_grad;
+  RingChannel::Pending grad_recv;
   for (int64_t o = 0; o < groups; ++o) {
     Incoming next_outer;
     if (o + 1 < groups) {
       next_outer = pass_shard(channel, sends, outer, plan.rank_at(g + 1, i), plan.rank_at(g - 1, i),
                               plan.rank_at(g - o - 1, i), plan, kOuterKvBack, o);
-    }
-    at::Tensor incoming_grad;
-    RingChannel::Pending grad_recv;
-    if (o > 0) {  // the earlier groups' dK/dV of this round's shard, finished by the group before
-      incoming_grad = gradient_pair(plan.geometry->shards[outer_source].tokens);
-      grad_recv = channel.recv(incoming_grad, plan.rank_at(g - 1, i), kOuterGrad, o);
     }
     at::Tensor current = outer;
     int64_t source = outer_source;
@@ -372,7 +386,16 @@ std::vector<at::Tensor> ring_backward(const at::Tensor& grad_out, const at::Tens
       channel.wait(grad_recv);
       grad.add_(incoming_grad);
     }
-    if (groups > 1) sends.push_back(channel.send(grad, plan.rank_at(g + 1, i), kOuterGrad, o + 1));
+    if (groups > 1) {
+      // This round's accumulator goes on to the next group; the next round's (after the
+      // last round: this rank's own) comes in from the group before.
+      const int64_t arriving = o + 1 < groups ? next_outer.source : plan.rank();
+      incoming_grad = gradient_pair(plan.geometry->shards[arriving].tokens);
+      auto [send, receive] =
+          channel.exchange(grad, plan.rank_at(g + 1, i), incoming_grad, plan.rank_at(g - 1, i), kOuterGrad, o + 1);
+      sends.push_back(std::move(send));
+      grad_recv = std::move(receive);
+    }
     if (o + 1 < groups) {
       channel.wait(next_outer.pending);
       outer = next_outer.tensor;
@@ -384,9 +407,8 @@ std::vector<at::Tensor> ring_backward(const at::Tensor& grad_out, const at::Tens
   }
   at::Tensor home;
   if (groups > 1) {
-    home = gradient_pair(plan.geometry->shards[plan.rank()].tokens);
-    RingChannel::Pending last = channel.recv(home, plan.rank_at(g - 1, i), kOuterGrad, groups);
-    channel.wait(last);
+    channel.wait(grad_recv);
+    home = incoming_grad;
   } else {
     home = outer;
   }
