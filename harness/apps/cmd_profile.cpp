@@ -128,6 +128,11 @@ LatencyProfileTraining training_of(const ProfileFlags& f) {
       throw ConfigError("--precision", "", "is " + f.precision + " with --context-parallel on CUDA: the GPU ring's "
                         "fused block-sparse kernels run in bfloat16", "use --precision bf16-mixed");
     }
+    if (f.cp_layout == "striped" && f.cp_stripe_tokens < kGpuRingMinStripeTokens) {
+      throw ConfigError("--cp-stripe-tokens", "", std::to_string(f.cp_stripe_tokens) + " is below the GPU ring's " +
+                        std::to_string(kGpuRingMinStripeTokens) + " (each stripe is a tile of its kernels)",
+                        "use the run's parallelism.cp_stripe_tokens (64 or more on GPUs)");
+    }
   }
   training.context_parallel = f.context_parallel;
   if (f.context_parallel > 1) training.context_parallel_collectives = collectives;
@@ -386,6 +391,12 @@ Command register_profile(CLI::App& app) {
     ProfileRequest request;
     std::tie(request.model, request.config) = model_of(f->model);
     request.training = training_of(*f);
+    if (request.training.context_parallel > 1 && f->device == "cuda" && request.config.head_dim != 64 &&
+        request.config.head_dim != 128) {
+      throw ConfigError("--model", "", "has head_dim " + std::to_string(request.config.head_dim) +
+                        ": the GPU ring's fused block-sparse kernels take 64 or 128",
+                        "profile a model with head_dim 64 or 128 on GPU CP ranks, or use --device cpu");
+    }
     try {
       request.attention.kind = attention_kind_options().from_name(f->attention);
     } catch (const std::invalid_argument& e) {

@@ -504,6 +504,14 @@ void check_runnable_by_trainer(const Manifest& m) {
                             std::to_string(head_dim) + ": the GPU ring's fused block-sparse kernels take 64 or 128",
                         "use a model with head_dim 64 or 128, or set train.device to \"cpu\"");
     }
+    const CpLayout& layout = m.parallelism.cp_layout;
+    if (layout.kind == CpLayoutKind::kStriped && layout.stripe_tokens < kGpuRingMinStripeTokens) {
+      throw ConfigError(m.file, "$.parallelism.cp_stripe_tokens",
+                        "is " + std::to_string(layout.stripe_tokens) + " with the striped layout on CUDA: each stripe "
+                        "is a tile of the GPU ring's kernels (64 rows), and a step's tables grow with the square of "
+                        "the stripes a rank holds",
+                        "use " + std::to_string(kGpuRingMinStripeTokens) + " or more (MTraining stripes by 128)");
+    }
   }
   if (m.parallelism.cp > 1 && !m.train.on_cuda() && m.train.precision != Qwen2Precision::kFloat32) {
     throw ConfigError(m.file, "$.train.precision",

@@ -215,8 +215,9 @@ TEST(Manifest, VerticalSlashOnCudaNeedsWhatTheFusedKernelsTake) {
 }
 
 // Context parallelism on CUDA runs the GPU ring on the fused block-sparse kernels:
-// bf16-mixed and head_dim 64 or 128, each refused naming its key on any machine, before
-// the device is looked for; dense, MoBA and vertical-slash all run there.
+// bf16-mixed, head_dim 64 or 128 and stripes of at least 64 tokens, each refused naming
+// its key on any machine, before the device is looked for; dense, MoBA and vertical-slash
+// all run there.
 TEST(Manifest, ContextParallelOnCudaNeedsWhatTheGpuRingTakes) {
   json j = minimal_manifest();
   j["train"]["device"] = "cuda";
@@ -231,6 +232,11 @@ TEST(Manifest, ContextParallelOnCudaNeedsWhatTheGpuRingTakes) {
   EXPECT_EQ(head_dim.rfind("$.parallelism.cp |", 0), 0u) << head_dim;
   EXPECT_NE(head_dim.find("head_dim is 8"), std::string::npos) << head_dim;
   j["model"] = {{"preset", "qwen2.5-0.5b"}};  // head_dim 64
+  j["parallelism"] = {{"cp", 2}, {"cp_layout", "striped"}, {"cp_stripe_tokens", 32}};
+  const std::string stripes = runnable_error();
+  EXPECT_EQ(stripes.rfind("$.parallelism.cp_stripe_tokens |", 0), 0u) << stripes;
+  EXPECT_NE(stripes.find("is 32 with the striped layout on CUDA"), std::string::npos) << stripes;
+  j["parallelism"]["cp_stripe_tokens"] = 64;
   j["methods"] = json::parse(R"([{"name": "dense", "attention": "dense"},
                                  {"name": "vs", "attention": {"name": "vertical_slash"}}])");
   const std::string rest = runnable_error();  // what remains is the machine's

@@ -171,11 +171,21 @@ TEST(ProfileCli, ContextParallelProfileIsTimedOnTheCpRanksTogether) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("one CP micro-batch on 2 striped CP ranks over gloo"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("[rank 0] MAPE"), std::string::npos) << r.output;
-  // Refused before any rank starts: float32 on a GPU, nccl on the CPU.
+  // Refused before any rank starts: float32, stripes below 64 tokens or a head_dim the
+  // kernels do not take on a GPU, nccl on the CPU.
   const std::string grid = " --seq-lens 16,32 --budgets 1 --out " + (dir / "no.json").string();
   r = run_command(sparsebalance_binary() + " profile --model qwen2-test --context-parallel 2 --device cuda" + grid);
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--precision: is fp32 with --context-parallel on CUDA"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("starting"), std::string::npos) << r.output;
+  r = run_command(sparsebalance_binary() + " profile --model qwen2-test --context-parallel 2 --device cuda "
+                  "--precision bf16-mixed --cp-stripe-tokens 16" + grid);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--cp-stripe-tokens: 16 is below the GPU ring's 64"), std::string::npos) << r.output;
+  r = run_command(sparsebalance_binary() + " profile --model qwen2-test --context-parallel 2 --device cuda "
+                  "--precision bf16-mixed" + grid);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--model: has head_dim 8"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("starting"), std::string::npos) << r.output;
   r = run_command(sparsebalance_binary() + " profile --model qwen2-test --context-parallel 2 --collectives nccl" + grid);
   EXPECT_EQ(r.exit_code, 2) << r.output;

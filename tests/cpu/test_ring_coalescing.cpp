@@ -5,8 +5,8 @@
 // returns no work (ProcessGroupNCCL's return none either), and the batch's end returns
 // one work for the batch. The ring must equal the one-rank float64 oracle through it,
 // post no transfer outside a batch, and fuse exactly one send and one receive per batch,
-// for rings of two (where the two ranks send to each other) and hierarchical rings whose
-// groups of two do.
+// for rings of two (where the two ranks send to each other), hierarchical rings whose
+// groups of two do, and three groups of two.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
@@ -99,7 +99,9 @@ TEST(RingCoalescing, EverySendIsFusedWithItsReceiveAndTheRingEqualsTheOracle) {
     int64_t cp, inner;
     bool moba;
   };
-  for (const Case& c : {Case{2, 0, false}, Case{2, 0, true}, Case{4, 2, false}, Case{4, 0, true}}) {
+  // Three groups of two (6, 2): the group after and the group before are different ranks.
+  for (const Case& c : {Case{2, 0, false}, Case{2, 0, true}, Case{4, 2, false}, Case{4, 0, true}, Case{6, 2, false},
+                        Case{6, 2, true}}) {
     const std::string what = "cp " + std::to_string(c.cp) + " inner " + std::to_string(c.inner) +
                              (c.moba ? " moba" : " dense");
     const test::RingCase ring_case{what, {CpLayoutKind::kZigzag, 0}, c.moba, at::kDouble, c.inner};

@@ -33,6 +33,11 @@ struct CpLayout {
   std::string name() const { return cp_layout_options().name_of(kind); }
 };
 
+// The fewest tokens per stripe the GPU ring takes (docs/context_parallel.md, "On GPUs"):
+// each stripe is a tile of the fused kernels (64 rows), and a step's tables grow with the
+// square of the stripes a rank holds.
+inline constexpr int64_t kGpuRingMinStripeTokens = 64;
+
 class CpSharding {
  public:
   // Throws std::invalid_argument for cp < 1 or stripe_tokens < 1.

@@ -124,6 +124,12 @@ class RingChannel {
         send.work.reset();
       }
     } catch (const std::exception& e) {
+      if (coalesce) {
+        try {
+          group->endCoalescing();  // leave the group usable for the error's way out
+        } catch (const std::exception&) {
+        }
+      }
       fail(*posting, e.what());
     }
     return {send, receive};
@@ -463,8 +469,14 @@ std::pair<at::Tensor, at::Tensor> ring_block_means(const at::Tensor& q, const at
   const at::Tensor index = at::tensor(block_of_token, at::kLong).to(q.device());
   const int64_t blocks = layout.num_blocks(), q_heads = q.size(1), dim = q.size(2);
   at::Tensor sums = at::zeros({blocks, q_heads + k.size(1), dim}, q.options().dtype(at::kDouble));
-  sums.narrow(1, 0, q_heads).index_add_(0, index, q.to(at::kDouble));
-  sums.narrow(1, q_heads, k.size(1)).index_add_(0, index, k.to(at::kDouble));
+  // In chunks of rows, so that the float64 copies stay small beside bf16 activations.
+  constexpr int64_t kRows = 4096;
+  for (int64_t first = 0; first < q.size(0); first += kRows) {
+    const int64_t rows = std::min(kRows, q.size(0) - first);
+    const at::Tensor chunk = index.narrow(0, first, rows);
+    sums.narrow(1, 0, q_heads).index_add_(0, chunk, q.narrow(0, first, rows).to(at::kDouble));
+    sums.narrow(1, q_heads, k.size(1)).index_add_(0, chunk, k.narrow(0, first, rows).to(at::kDouble));
+  }
   wait_for_device(sums);
   const auto summed = Clock::now();
   context.all_reduce(sums, c10d::ReduceOp::SUM, "MoBA's block sums", call);
@@ -505,6 +517,10 @@ RingAttentionResult ring_attention(const at::Tensor& q, const at::Tensor& k, con
 RingAttentionResult ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                    const std::shared_ptr<const RingGeometry>& geometry,
                                    const RingAttentionSpec& spec, const std::shared_ptr<RingContext>& context) {
+  TORCH_CHECK(k.device() == q.device() && v.device() == q.device() && k.scalar_type() == q.scalar_type() &&
+                  v.scalar_type() == q.scalar_type(),
+              "ring attention: q, k and v must share one device and dtype, got ", q.device(), " ", q.scalar_type(),
+              ", ", k.device(), " ", k.scalar_type(), ", ", v.device(), " ", v.scalar_type());
   if (q.is_cuda()) {
 #ifdef SB_WITH_CUDA
     TORCH_CHECK(block_sparse_cuda_supports(q.scalar_type(), q.size(2)),

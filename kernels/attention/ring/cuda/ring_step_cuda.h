@@ -22,8 +22,10 @@ int64_t ring_step_forward_cuda(const at::Tensor& q, const at::Tensor& k, const a
                                const RingStepShapes& shapes, at::Tensor& out_step, at::Tensor& lse_step);
 
 // The step's gradients given the final (merged) out [Tq, Hq, D] (q's dtype) and lse
-// [Tq, Hq] float32: added into the float32 accumulators dq [Tq, Hq, D] and the visiting
-// shard's dk, dv [Tk, Hkv, D]. Deterministic (the kernels use no float atomics).
+// [Tq, Hq] float32: the kernels' results (in q's dtype, accumulated in float32 inside
+// them) are added into the float32 accumulators dq [Tq, Hq, D] and the visiting shard's
+// dk, dv [Tk, Hkv, D], so only each step's share is rounded to q's dtype.
+// Deterministic (the kernels use no float atomics).
 // Returns the kept pairs, as the forward.
 int64_t ring_step_backward_cuda(const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k,
                                 const at::Tensor& v, const at::Tensor& out, const at::Tensor& lse,
