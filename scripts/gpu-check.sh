@@ -9,13 +9,16 @@
 #           one invocation) and experiments/gpu1-vertical-slash.json (dense, MoBA and the
 #           vertical-slash pattern)
 #   multirank  experiments/gpu1-multirank.json as one process, then as DP 2, PP 2, TP 2,
-#           DP 2 x PP 2 and DP 2 x TP 2 ranks (--layouts adds pp2tp2, cp2, cp2striped, dp2cp2)
-#           sharing the GPU (Gloo through host memory; NCCL
+#           DP 2 x PP 2, DP 2 x TP 2 and CP 2 ranks (--layouts adds pp2tp2, cp2striped;
+#           dp2cp2 needs more than one GPU's 80 GB) sharing the GPU (Gloo through host memory; NCCL
 #           refuses two ranks on one device), every iteration's loss and gradient norm
 #           compared with the one-process run
 #
 # Usage: scripts/gpu-check.sh [--out DIR] [--stages tests,bench,train,multirank] [--grid quick|full]
 #                             [--bin DIR] [--layouts dp2,pp2,tp2,dp2pp2,dp2tp2,cp2,...]
+# Vertical-slash and DST on the GPU ring are checked by hand (docs/context_parallel.md):
+#   sparsebalance run experiments/gpu1-cp2-vertical-slash.json (and with --set parallelism.cp=1)
+#   sparsebalance run experiments/gpu1-cp2-dst.json
 #   --bin DIR   take sparsebalance and sb_tests_cuda (and any shared libraries in DIR/lib)
 #               from DIR instead of building: for a GPU machine that cannot install the
 #               build's dependencies; the LibTorch libraries come from python3's torch.
@@ -30,7 +33,7 @@ OUT="$REPO/results/gpu-check"
 STAGES="tests,bench,train,multirank"
 GRID="quick"
 BIN=""
-LAYOUTS="dp2,pp2,tp2,dp2pp2,dp2tp2"
+LAYOUTS="dp2,pp2,tp2,dp2pp2,dp2tp2,cp2"
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) OUT="$2"; shift 2 ;;
