@@ -24,7 +24,6 @@
 #include "kernels/attention/ring/ring_attention.h"
 #include "kernels/attention/ring/ring_column_step_cpu.h"
 #include "kernels/attention/vertical_slash/vertical_slash_index.h"
-#include "kernels/attention/vertical_slash/vertical_slash_reference.h"
 #include "tests/support/ring_attention_cases.h"
 
 namespace sb {
@@ -116,19 +115,21 @@ VerticalSlashParams gpu_vertical_slash_params() {
   return params;
 }
 
-// The case's float64 oracle; vertical-slash with `index` (the one-rank rule's by default).
+using VerticalSlashIndex = std::vector<std::vector<VerticalSlashHeadIndex>>;
+
+// The one-rank vertical-slash rule on the inputs' float64 values.
+VerticalSlashIndex gpu_vertical_slash_rule(const test::RingInputs& in, double scale) {
+  return vertical_slash_index(in.q.to(at::kDouble), in.k.to(at::kDouble), PackedSequences::from_lengths(in.lengths),
+                              gpu_vertical_slash_params(), scale);
+}
+
+// The case's float64 oracle (vertical-slash: with `index`).
 test::RingOracle gpu_ring_oracle(const test::RingInputs& in, const GpuRingCase& c, double scale,
-                                 const std::vector<std::vector<VerticalSlashHeadIndex>>* index = nullptr) {
+                                 const VerticalSlashIndex& index) {
   if (c.pattern != Pattern::kVerticalSlash) {
     return test::ring_oracle(in, c.pattern == Pattern::kMoba, gpu_moba_params(scale), scale);
   }
-  at::Tensor q = in.q.to(at::kDouble).requires_grad_(true), k = in.k.to(at::kDouble).requires_grad_(true),
-             v = in.v.to(at::kDouble).requires_grad_(true);
-  const PackedSequences sequences = PackedSequences::from_lengths(in.lengths);
-  const auto rule = vertical_slash_index(q.detach(), k.detach(), sequences, gpu_vertical_slash_params(), scale);
-  const VerticalSlashReferenceResult r = vertical_slash_reference(q, k, v, sequences, index ? *index : rule, scale);
-  (r.out * in.grad_out.to(at::kDouble)).sum().backward();
-  return {r.out.detach(), r.lse.detach(), q.grad(), k.grad(), v.grad()};
+  return test::ring_vertical_slash_oracle(in, index, scale);
 }
 
 // bf16 / fp16 inputs through the fused kernels (P and dS rounded for their products),
@@ -155,14 +156,13 @@ TEST(RingAttentionCuda, ComposedStepsOfEveryLayoutEqualTheOneRankFloat64Oracle) 
     SCOPED_TRACE(c.name);
     const double scale = 1.0 / std::sqrt(static_cast<double>(c.dim));
     const test::RingInputs in = gpu_ring_inputs(c, lengths);
-    const test::RingOracle oracle = gpu_ring_oracle(in, c, scale);
+    const VerticalSlashIndex rule =
+        c.pattern == Pattern::kVerticalSlash ? gpu_vertical_slash_rule(in, scale) : VerticalSlashIndex{};
+    const test::RingOracle oracle = gpu_ring_oracle(in, c, scale, rule);
     // Vertical-slash: its slash blocks as the pattern, its columns as the second partial.
-    const RingVerticalSlashPattern vs =
-        c.pattern == Pattern::kVerticalSlash
-            ? RingVerticalSlashPattern::build(vertical_slash_index(in.q.to(at::kDouble), in.k.to(at::kDouble), sequences,
-                                                                   gpu_vertical_slash_params(), scale),
-                                              layout)
-            : RingVerticalSlashPattern{};
+    const RingVerticalSlashPattern vs = c.pattern == Pattern::kVerticalSlash
+                                            ? RingVerticalSlashPattern::build(rule, layout)
+                                            : RingVerticalSlashPattern{};
     if (c.pattern == Pattern::kVerticalSlash) EXPECT_GT(vs.columns.total(), 0);  // both parts take part
     const RingBlockPattern pattern = [&] {
       if (c.pattern == Pattern::kDense) return RingBlockPattern::dense(layout);
@@ -248,10 +248,9 @@ TEST(RingAttentionCuda, OneRankRingThroughAutogradEqualsTheOracle) {
                v = in.v.cuda().requires_grad_(true);
     const RingAttentionResult result = ring_attention(q, k, v, CpSharding::build(sequences, 1, c.layout), spec, context);
     // Vertical-slash: the index the ring built from the GPU's tensors is the one-rank rule's.
-    const test::RingOracle oracle = gpu_ring_oracle(in, c, scale, spec.vertical_slash ? &result.vertical_slash_index : nullptr);
+    const test::RingOracle oracle = gpu_ring_oracle(in, c, scale, result.vertical_slash_index);
     if (spec.vertical_slash) {
-      const auto rule = vertical_slash_index(in.q.to(at::kDouble), in.k.to(at::kDouble), sequences,
-                                             gpu_vertical_slash_params(), scale);
+      const VerticalSlashIndex rule = gpu_vertical_slash_rule(in, scale);
       ASSERT_EQ(result.vertical_slash_index.size(), rule.size());
       for (size_t s = 0; s < rule.size(); ++s) {
         for (size_t h = 0; h < rule[s].size(); ++h) {

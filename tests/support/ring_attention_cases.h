@@ -209,16 +209,23 @@ inline std::pair<at::Tensor, at::Tensor> ring_index_tensors(const std::vector<st
   return {at::tensor(lists, at::kLong), at::tensor(coverage, at::kDouble)};
 }
 
-// The case's oracle: vertical-slash's float64 reference on the one-rank index, or the above.
-inline RingOracle ring_oracle(const RingInputs& in, const RingCase& c) {
-  if (!c.vertical_slash) return ring_oracle(in, c.moba);
+// Vertical-slash's float64 reference with `index`; gradients of sum(out * grad_out).
+inline RingOracle ring_vertical_slash_oracle(const RingInputs& in,
+                                             const std::vector<std::vector<VerticalSlashHeadIndex>>& index,
+                                             double scale) {
   at::Tensor q = in.q.detach().to(at::kDouble).clone().requires_grad_(true);
   at::Tensor k = in.k.detach().to(at::kDouble).clone().requires_grad_(true);
   at::Tensor v = in.v.detach().to(at::kDouble).clone().requires_grad_(true);
-  const VerticalSlashReferenceResult r = vertical_slash_reference(
-      q, k, v, PackedSequences::from_lengths(in.lengths), ring_vertical_slash_index_oracle(in), ring_scale());
+  const VerticalSlashReferenceResult r =
+      vertical_slash_reference(q, k, v, PackedSequences::from_lengths(in.lengths), index, scale);
   (r.out * in.grad_out.to(at::kDouble)).sum().backward();
   return {r.out.detach(), r.lse.detach(), q.grad(), k.grad(), v.grad()};
+}
+
+// The case's oracle: vertical-slash's float64 reference on the one-rank index, or the above.
+inline RingOracle ring_oracle(const RingInputs& in, const RingCase& c) {
+  if (!c.vertical_slash) return ring_oracle(in, c.moba);
+  return ring_vertical_slash_oracle(in, ring_vertical_slash_index_oracle(in), ring_scale());
 }
 
 inline double ring_tolerance(at::ScalarType dtype) { return dtype == at::kDouble ? 1e-10 : 1e-5; }

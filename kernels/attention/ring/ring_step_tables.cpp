@@ -57,19 +57,19 @@ RingStepTables ring_step_tables(const RingStepShapes& shapes, int64_t q_heads) {
     }
   }
 
-  // Per (head, query slot) its key slots, then one [Hq, NS, capacity] table.
+  // Per (pattern head, query slot) its key slots (a pattern shared by every head, as
+  // dense attention's, is walked once), then one [Hq, NS, capacity] table.
   const int32_t* selected = pattern.selected.const_data_ptr<int32_t>();
   const int32_t* count = pattern.count.const_data_ptr<int32_t>();
-  std::vector<std::vector<int32_t>> lists(static_cast<size_t>(q_heads * slots));
-  int64_t longest = 1;
-  for (int64_t h = 0; h < q_heads; ++h) {
-    const int64_t ph = pattern_heads == 1 ? 0 : h;
+  std::vector<std::vector<int32_t>> lists(static_cast<size_t>(pattern_heads * slots));
+  int64_t longest = 1, pattern_pairs = 0;
+  for (int64_t ph = 0; ph < pattern_heads; ++ph) {
     for (int64_t t = 0; t < query_tiles; ++t) {
       const RingTile& query = queries.tiles[t];
       TORCH_CHECK(query.block >= 0 && query.block < blocks, "ring step tables: query tile in block ", query.block,
                   " of a pattern over ", blocks, " blocks");
       const int64_t last_query = query.global_start + query.length - 1;
-      std::vector<int32_t>& list = lists[h * slots + t];
+      std::vector<int32_t>& list = lists[ph * slots + t];
       const int32_t* row = selected + (ph * blocks + query.block) * capacity;
       for (int64_t n = 0; n < count[ph * blocks + query.block]; ++n) {
         const int64_t j = row[n];
@@ -81,9 +81,9 @@ RingStepTables ring_step_tables(const RingStepShapes& shapes, int64_t q_heads) {
             // Disjoint runs of tokens never overlap: a masked key tile is the query tile itself.
             TORCH_CHECK(own_step && u == t, "ring step tables: key tile ", u, " overlaps query tile ", t,
                         " without being it");
-            tables.kept_pairs += query.length * (query.length + 1) / 2;
+            pattern_pairs += query.length * (query.length + 1) / 2;
           } else {
-            tables.kept_pairs += query.length * key.length;
+            pattern_pairs += query.length * key.length;
           }
           list.push_back(static_cast<int32_t>(u));
         }
@@ -92,13 +92,17 @@ RingStepTables ring_step_tables(const RingStepShapes& shapes, int64_t q_heads) {
       longest = std::max<int64_t>(longest, static_cast<int64_t>(list.size()));
     }
   }
+  tables.kept_pairs = pattern_heads == 1 ? q_heads * pattern_pairs : pattern_pairs;
   tables.selected = at::full({q_heads, slots, longest}, -1, at::kInt);
   tables.count = at::zeros({q_heads, slots}, at::kInt);
   int32_t* out_selected = tables.selected.mutable_data_ptr<int32_t>();
   int32_t* out_count = tables.count.mutable_data_ptr<int32_t>();
-  for (int64_t r = 0; r < q_heads * slots; ++r) {
-    std::copy(lists[r].begin(), lists[r].end(), out_selected + r * longest);
-    out_count[r] = static_cast<int32_t>(lists[r].size());
+  for (int64_t h = 0; h < q_heads; ++h) {
+    for (int64_t t = 0; t < slots; ++t) {
+      const std::vector<int32_t>& list = lists[(pattern_heads == 1 ? 0 : h) * slots + t];
+      std::copy(list.begin(), list.end(), out_selected + (h * slots + t) * longest);
+      out_count[h * slots + t] = static_cast<int32_t>(list.size());
+    }
   }
   return tables;
 }
