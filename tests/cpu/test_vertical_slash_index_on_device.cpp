@@ -3,7 +3,9 @@
 // (both against a softmax written out query by query),
 // the vertical and slash scores, each index's coverage, and the lists chosen from them,
 // for top-p and top-k, GQA 7:1 and 4:2, blocks of 1, 5, 16 and 64, sequences shorter than
-// the last-query window, and a slice of heads that starts inside a GQA group.
+// the last-query window, and a slice of heads that starts inside a GQA group; and the
+// shares a context-parallel rank computes from some of the keys (the scores and the kept
+// masses of ring_vertical_slash_sums.h) against the host steps on the same keys.
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -101,6 +103,73 @@ TEST(VerticalSlashIndexOnDevice, BatchedStepsEqualTheHostSteps) {
     }
   }
   EXPECT_GT(compared_lists, 0);
+}
+
+// A rank holding some of a sequence's keys: its scores and kept masses from those columns
+// of the attention equal the host steps' on the same columns (vertical_slash_add_scores,
+// vertical_slash_kept_mass), and the shares of two complementary key sets sum to the
+// whole sequence's.
+TEST(VerticalSlashIndexOnDevice, AShareOfTheKeysGivesTheHostStepsShare) {
+  at::manual_seed(23);
+  const std::vector<int64_t> lengths{70, 5, 1, 33, 129};
+  const PackedSequences sequences = PackedSequences::from_lengths(lengths);
+  const double scale = 0.35;
+  const int64_t hq = 4, hkv = 2;
+  const at::Tensor q = at::randn({sequences.total_tokens(), hq, 8}, at::kDouble) * 2;
+  const at::Tensor k = at::randn({sequences.total_tokens(), hkv, 8}, at::kDouble);
+  int64_t compared = 0;
+  for (const int64_t block : {1, 5, 16, 64}) {
+    for (const auto& [name, index] : test::vertical_slash_index_cases(q, k, sequences, block, scale)) {
+      SCOPED_TRACE(name + " block " + std::to_string(block));
+      const VerticalSlashParams params = test::small_vertical_slash_params(block);
+      for (int64_t s = 0; s < sequences.num_sequences(); ++s) {
+        const int64_t length = sequences.length(s);
+        const VerticalSlashSequenceInputs inputs(q, k, sequences, s, params.last_queries);
+        const at::Tensor attention = VerticalSlashHeadsAttention(inputs, 0, hq, scale).attention();  // [H, n, L]
+        // Stripes of 3 tokens dealt to two ranks, and a rank holding nothing.
+        std::vector<std::vector<int64_t>> shares(3);
+        for (int64_t j = 0; j < length; ++j) shares[static_cast<size_t>((j / 3) % 2)].push_back(j);
+        std::vector<double> whole_vertical(static_cast<size_t>(hq * length), 0.0), whole_slash(whole_vertical);
+        for (const std::vector<int64_t>& positions : shares) {
+          const at::Tensor key_positions = at::tensor(positions, at::kLong);
+          const at::Tensor columns = attention.index_select(2, key_positions).contiguous();  // [H, n, m]
+          const at::Tensor sums = vertical_slash_score_sums(columns, length, inputs.n, key_positions);  // [H, 2, L]
+          std::vector<const VerticalSlashHeadIndex*> lists;
+          for (const VerticalSlashHeadIndex& head : index[static_cast<size_t>(s)]) lists.push_back(&head);
+          const at::Tensor masses = vertical_slash_kept_masses(
+              vertical_slash_query_block_columns(columns, length, inputs.n, block), lists, length, inputs.n, positions);
+          for (int64_t h = 0; h < hq; ++h) {
+            const at::Tensor rows = columns[h].contiguous();
+            std::vector<double> vertical(static_cast<size_t>(length), 0.0), slash(vertical);
+            vertical_slash_add_scores(rows.const_data_ptr<double>(), positions, length, inputs.n, vertical, slash);
+            const std::vector<double> got_vertical(sums[h][0].data_ptr<double>(), sums[h][0].data_ptr<double>() + length);
+            const std::vector<double> got_slash(sums[h][1].data_ptr<double>(), sums[h][1].data_ptr<double>() + length);
+            EXPECT_LT(max_diff(got_vertical, vertical), 1e-13) << "sequence " << s << " head " << h;
+            EXPECT_LT(max_diff(got_slash, slash), 1e-13) << "sequence " << s << " head " << h;
+            EXPECT_NEAR(masses[h].item<double>(),
+                        vertical_slash_kept_mass(*lists[static_cast<size_t>(h)], rows.const_data_ptr<double>(),
+                                                 positions, length, inputs.n),
+                        1e-13)
+                << "sequence " << s << " head " << h;
+            for (int64_t j = 0; j < length; ++j) {
+              whole_vertical[static_cast<size_t>(h * length + j)] += got_vertical[static_cast<size_t>(j)];
+              whole_slash[static_cast<size_t>(h * length + j)] += got_slash[static_cast<size_t>(j)];
+            }
+            ++compared;
+          }
+        }
+        const std::vector<VerticalSlashScores> whole = VerticalSlashHeadsAttention(inputs, 0, hq, scale).scores();
+        for (int64_t h = 0; h < hq; ++h) {
+          const auto at = [&](const std::vector<double>& v) {
+            return std::vector<double>(v.begin() + h * length, v.begin() + (h + 1) * length);
+          };
+          EXPECT_LT(max_diff(at(whole_vertical), whole[static_cast<size_t>(h)].vertical), 1e-12);
+          EXPECT_LT(max_diff(at(whole_slash), whole[static_cast<size_t>(h)].slash), 1e-12);
+        }
+      }
+    }
+  }
+  EXPECT_GT(compared, 0);
 }
 
 }  // namespace

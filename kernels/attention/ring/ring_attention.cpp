@@ -13,6 +13,7 @@
 #include "kernels/attention/ring/ring_step_cpu.h"
 #include "kernels/attention/ring/ring_vertical_slash_budget.h"
 #include "kernels/attention/ring/ring_vertical_slash_index.h"
+#include "kernels/attention/ring/ring_wait_for_device.h"
 
 #ifdef SB_WITH_CUDA
 #include "kernels/attention/block_sparse/cuda/block_sparse_attention_cuda.h"
@@ -208,16 +209,6 @@ Incoming pass_shard(RingChannel& channel, std::vector<RingChannel::Pending>& sen
   return in;
 }
 
-// On a GPU the steps' kernels run asynchronously: the host waits for them before it reads
-// the clock, so a step's compute is the device's time, not the launches'.
-void wait_for_device(const at::Tensor& like) {
-#ifdef SB_WITH_CUDA
-  if (like.is_cuda()) ring_step_cuda_synchronize(like);
-#else
-  (void)like;
-#endif
-}
-
 // One step's partial attention, on the device the queries live on (GPU: the fused
 // block-sparse kernels, out_step in q's dtype and lse_step float32).
 int64_t step_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const RingStepShapes& shapes,
@@ -282,7 +273,7 @@ std::pair<at::Tensor, at::Tensor> ring_forward(const at::Tensor& q, const at::Te
                                                 lse_step);
         ring_merge_partial(out, lse, out_step, lse_step);
       }
-      wait_for_device(out);
+      ring_wait_for_device(out);
       const auto computed = Clock::now();
       channel.wait(next.pending);
       if (s + 1 == inner) channel.wait(next_outer.pending);  // the next round's shard, overlapped by this inner ring
@@ -369,7 +360,7 @@ std::vector<at::Tensor> ring_backward(const at::Tensor& grad_out, const at::Tens
                                                         visiting, *plan.columns, plan.scale, dq, dk, dv);
         }
       }
-      wait_for_device(dq);
+      ring_wait_for_device(dq);
       const auto computed = Clock::now();
       if (inner > 1) {
         // This shard's accumulator moves on with it; the one of the shard arriving comes in
@@ -477,7 +468,7 @@ std::pair<at::Tensor, at::Tensor> ring_block_means(const at::Tensor& q, const at
     sums.narrow(1, 0, q_heads).index_add_(0, chunk, q.narrow(0, first, rows).to(at::kDouble));
     sums.narrow(1, q_heads, k.size(1)).index_add_(0, chunk, k.narrow(0, first, rows).to(at::kDouble));
   }
-  wait_for_device(sums);
+  ring_wait_for_device(sums);
   const auto summed = Clock::now();
   context.all_reduce(sums, c10d::ReduceOp::SUM, "MoBA's block sums", call);
   sums = sums.cpu();

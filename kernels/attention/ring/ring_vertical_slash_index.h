@@ -14,7 +14,7 @@
 //      the coverage.
 // Steps 1-3 and the coverage's all-reduce: ring_vertical_slash_sums.h.
 // Five all-reduces per attention call; the score vectors are Hq x 2 x L float64 per
-// sequence of L tokens.
+// sequence of L tokens. Every step runs on q's device (CPU or GPU).
 
 #include <ATen/core/Tensor.h>
 
@@ -26,8 +26,8 @@
 
 namespace sb {
 
-// q [n, Hq, D], k [n, Hkv, D]: this rank's tokens of the geometry's micro-batch (CPU,
-// float32 or float64). Every rank of the group calls it in the same order as its other
+// q [n, Hq, D], k [n, Hkv, D]: this rank's tokens of the geometry's micro-batch (any
+// float type, CPU or GPU). Every rank of the group calls it in the same order as its other
 // ring calls. Returns [sequence][query head]. Records one kRingBlockMeansStep event: the
 // local work as compute, the all-reduces as wait.
 std::vector<std::vector<VerticalSlashHeadIndex>> ring_vertical_slash_index(

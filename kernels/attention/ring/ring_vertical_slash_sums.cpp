@@ -3,7 +3,11 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
+#include <algorithm>
 #include <limits>
+
+#include "kernels/attention/ring/ring_wait_for_device.h"
+#include "kernels/attention/vertical_slash/vertical_slash_index_on_device.h"
 
 namespace sb {
 namespace {
@@ -33,17 +37,22 @@ std::vector<LocalKeys> local_keys_by_sequence(const RingShardTiles& mine, const 
   return out;
 }
 
+// Query heads per batch of one sequence's steps: each head holds its [n, m] attention and
+// lays it out by offset (vertical_slash_score_sums: an [n, length + n] float64 copy). On a GPU batches of up to about 256 MiB; on the CPU about
+// 16 MiB, which the heap reuses from batch to batch (larger blocks are mapped afresh, and
+// their page faults cost more than the arithmetic).
+int64_t heads_per_batch(const c10::Device& device, int64_t heads, int64_t n, int64_t length) {
+  const int64_t budget = device.is_cpu() ? int64_t{16} << 20 : int64_t{256} << 20;
+  const int64_t per_head = std::max<int64_t>(1, 2 * n * length * static_cast<int64_t>(sizeof(double)));
+  return std::clamp<int64_t>(budget / per_head, 1, std::max<int64_t>(heads, 1));
+}
+
 }  // namespace
 
 void RingVerticalSlashSums::all_reduce(at::Tensor& tensor, c10d::ReduceOp::RedOpType op, const char* what) {
+  ring_wait_for_device(tensor);  // the work before it is compute, not wait
   const auto start = Clock::now();
-  if (device_.is_cpu() || context_.size() == 1) {
-    context_.all_reduce(tensor, op, what, call_);
-  } else {
-    at::Tensor on_device = tensor.to(device_);
-    context_.all_reduce(on_device, op, what, call_);
-    tensor.copy_(on_device);
-  }
+  context_.all_reduce(tensor, op, what, call_);
   waited_ += Clock::now() - start;
 }
 
@@ -55,9 +64,10 @@ RingVerticalSlashSums::RingVerticalSlashSums(const at::Tensor& q, const at::Tens
   const c10::NoGradGuard no_grad;
   const PackedSequences& packed = geometry.sequences;
   const int64_t num_sequences = packed.num_sequences(), heads = q.size(1), group = q.size(1) / k.size(1);
+  const auto doubles = q.options().dtype(at::kDouble);
+  const auto longs = q.options().dtype(at::kLong);
+  const auto on_device = [&](const std::vector<int64_t>& values) { return at::tensor(values, at::kLong).to(device_); };
   const std::vector<LocalKeys> local = local_keys_by_sequence(geometry.shards[context.rank()], packed);
-  // The keys in float64 on the host (from a GPU: copied in their own type, then widened).
-  const at::Tensor k64 = k.detach().cpu().to(at::kDouble);
   sequences_.resize(static_cast<size_t>(num_sequences));
 
   // 1. The last queries of every sequence, rows first_row[s] .. of one [N, Hq, D] tensor.
@@ -69,7 +79,7 @@ RingVerticalSlashSums::RingVerticalSlashSums(const at::Tensor& q, const at::Tens
     seq.positions = local[static_cast<size_t>(s)].positions;
     first_row[static_cast<size_t>(s) + 1] = first_row[static_cast<size_t>(s)] + seq.n;
   }
-  at::Tensor last_queries = at::zeros({first_row.back(), heads, q.size(2)}, at::kDouble);
+  at::Tensor last_queries = at::zeros({first_row.back(), heads, q.size(2)}, doubles);
   std::vector<int64_t> from_rows, to_rows;  // this rank's last queries: its rows, their rows in last_queries
   for (int64_t s = 0; s < num_sequences; ++s) {
     const RingVerticalSlashSequence& seq = sequences_[static_cast<size_t>(s)];
@@ -82,69 +92,87 @@ RingVerticalSlashSums::RingVerticalSlashSums(const at::Tensor& q, const at::Tens
     }
   }
   if (!from_rows.empty()) {
-    const at::Tensor rows = at::tensor(from_rows, at::kLong).to(q.device());
-    last_queries.index_copy_(0, at::tensor(to_rows, at::kLong), q.detach().index_select(0, rows).cpu().to(at::kDouble));
+    last_queries.index_copy_(0, on_device(to_rows), q.detach().index_select(0, on_device(from_rows)).to(at::kDouble));
   }
   all_reduce(last_queries, c10d::ReduceOp::SUM, "vertical-slash's last queries");
 
-  // 2. Scores against this rank's keys, [n, m] per (sequence, head); the softmax
-  // denominators over the whole sequence.
-  at::Tensor row_max = at::full({first_row.back(), heads}, -std::numeric_limits<double>::infinity(), at::kDouble);
+  // 2. Scores against this rank's keys, [Hq, n, m] per sequence (every head at once, each
+  // query head against its key/value head); the softmax denominators over the whole
+  // sequence, [Hq, N].
+  const at::Tensor kv_of_head = at::div(at::arange(heads, longs), group, "floor");
+  const at::Tensor k64 = k.detach().to(at::kDouble);
+  at::Tensor row_max = at::full({heads, first_row.back()}, -std::numeric_limits<double>::infinity(), doubles);
+  std::vector<at::Tensor> key_positions(static_cast<size_t>(num_sequences));  // on the device
+  // Per sequence, its heads in batches: [count, n, m] each, heads first .. first + count - 1.
+  std::vector<std::vector<at::Tensor>> attention(static_cast<size_t>(num_sequences));
+  std::vector<int64_t> batch_heads(static_cast<size_t>(num_sequences), 1);
   for (int64_t s = 0; s < num_sequences; ++s) {
     RingVerticalSlashSequence& seq = sequences_[static_cast<size_t>(s)];
-    const LocalKeys& mine = local[static_cast<size_t>(s)];
     if (seq.n == 0) continue;
-    const at::Tensor rows = at::tensor(mine.rows, at::kLong);
-    const at::Tensor key_pos = at::tensor(mine.positions, at::kLong).unsqueeze(0);
-    const at::Tensor query_pos = at::arange(seq.length - seq.n, seq.length, at::kLong).unsqueeze(1);
-    const at::Tensor future = key_pos > query_pos;  // [n, m]
-    const at::Tensor sequence_keys = k64.index_select(0, rows);  // [m, Hkv, D]
-    for (int64_t h = 0; h < heads; ++h) {
-      const at::Tensor keys = sequence_keys.select(1, h / group);  // [m, D]
-      at::Tensor sh = at::matmul(last_queries.narrow(0, first_row[static_cast<size_t>(s)], seq.n).select(1, h), keys.t())
-                          .mul_(scale)
-                          .masked_fill_(future, -std::numeric_limits<double>::infinity());
-      if (sh.size(1) > 0) {
-        row_max.narrow(0, first_row[static_cast<size_t>(s)], seq.n).select(1, h).copy_(std::get<0>(sh.max(1)));
+    const LocalKeys& mine = local[static_cast<size_t>(s)];
+    const at::Tensor& key_pos = key_positions[static_cast<size_t>(s)] = on_device(mine.positions);
+    const at::Tensor future = key_pos.unsqueeze(0) > at::arange(seq.length - seq.n, seq.length, longs).unsqueeze(1);
+    const at::Tensor sequence_keys = k64.index_select(0, on_device(mine.rows));  // [m, Hkv, D]
+    const int64_t batch = batch_heads[static_cast<size_t>(s)] = heads_per_batch(device_, heads, seq.n, seq.length);
+    for (int64_t h = 0; h < heads; h += batch) {
+      const int64_t count = std::min(batch, heads - h);
+      const at::Tensor keys = sequence_keys.index_select(1, kv_of_head.narrow(0, h, count)).permute({1, 2, 0});
+      const at::Tensor queries =
+          last_queries.narrow(0, first_row[static_cast<size_t>(s)], seq.n).narrow(1, h, count).permute({1, 0, 2});
+      at::Tensor scores = at::bmm(queries, keys)  // [count, n, m]
+                              .mul_(scale)
+                              .masked_fill_(future.unsqueeze(0), -std::numeric_limits<double>::infinity());
+      if (!mine.positions.empty()) {
+        row_max.narrow(0, h, count).narrow(1, first_row[static_cast<size_t>(s)], seq.n).copy_(scores.amax(2));
       }
-      seq.attention.push_back(std::move(sh));
+      attention[static_cast<size_t>(s)].push_back(std::move(scores));
     }
   }
   all_reduce(row_max, c10d::ReduceOp::MAX, "vertical-slash's score maxima");
   at::Tensor row_sum = at::zeros_like(row_max);
   for (int64_t s = 0; s < num_sequences; ++s) {
-    RingVerticalSlashSequence& seq = sequences_[static_cast<size_t>(s)];
-    for (size_t h = 0; h < seq.attention.size(); ++h) {
-      const at::Tensor top =
-          row_max.narrow(0, first_row[static_cast<size_t>(s)], seq.n).select(1, static_cast<int64_t>(h));
-      at::Tensor& sh = seq.attention[h];
-      sh.sub_(top.unsqueeze(1)).exp_();  // exp(score - max): the attention times the denominator
-      row_sum.narrow(0, first_row[static_cast<size_t>(s)], seq.n).select(1, static_cast<int64_t>(h)).copy_(sh.sum(1));
+    const RingVerticalSlashSequence& seq = sequences_[static_cast<size_t>(s)];
+    const int64_t batch = batch_heads[static_cast<size_t>(s)];
+    for (size_t b = 0; b < attention[static_cast<size_t>(s)].size(); ++b) {
+      const int64_t h = static_cast<int64_t>(b) * batch;
+      at::Tensor& a = attention[static_cast<size_t>(s)][b];
+      // exp(score - max): the attention times its denominator (every query sees itself on
+      // some rank, so each row's maximum is finite; future keys give exactly 0).
+      a.sub_(row_max.narrow(0, h, a.size(0)).narrow(1, first_row[static_cast<size_t>(s)], seq.n).unsqueeze(2)).exp_();
+      row_sum.narrow(0, h, a.size(0)).narrow(1, first_row[static_cast<size_t>(s)], seq.n).copy_(a.sum(2));
     }
   }
   all_reduce(row_sum, c10d::ReduceOp::SUM, "vertical-slash's softmax denominators");
 
-  // 3. Column and diagonal sums, [Hq, 2, L] per sequence, completed over the group.
+  // 3. Column and diagonal sums, [Hq, 2, L] per sequence: this rank's keys' share (0 at
+  // other ranks' keys), completed over the group. The coverage needs only each query
+  // block's sums of the attention (vertical_slash_query_block_columns).
   std::vector<int64_t> score_offset(static_cast<size_t>(num_sequences) + 1, 0);
   for (int64_t s = 0; s < num_sequences; ++s) {
     score_offset[static_cast<size_t>(s) + 1] = score_offset[static_cast<size_t>(s)] + heads * 2 * packed.length(s);
   }
-  at::Tensor sums = at::zeros({score_offset.back()}, at::kDouble);
-  double* sums_data = sums.mutable_data_ptr<double>();
+  at::Tensor sums = at::zeros({score_offset.back()}, doubles);
   for (int64_t s = 0; s < num_sequences; ++s) {
     RingVerticalSlashSequence& seq = sequences_[static_cast<size_t>(s)];
-    for (size_t h = 0; h < seq.attention.size(); ++h) {
-      at::Tensor& sh = seq.attention[h];
-      sh.div_(row_sum.narrow(0, first_row[static_cast<size_t>(s)], seq.n).select(1, static_cast<int64_t>(h)).unsqueeze(1));
-      sh = sh.contiguous();  // now the attention A [n, m]
-      std::vector<double> vertical(static_cast<size_t>(seq.length), 0.0), slash(vertical);
-      vertical_slash_add_scores(sh.const_data_ptr<double>(), seq.positions, seq.length, seq.n, vertical, slash);
-      double* out = sums_data + score_offset[static_cast<size_t>(s)] + static_cast<int64_t>(h) * 2 * seq.length;
-      std::copy(vertical.begin(), vertical.end(), out);
-      std::copy(slash.begin(), slash.end(), out + seq.length);
+    if (seq.n == 0) continue;
+    const at::Tensor out = sums.narrow(0, score_offset[static_cast<size_t>(s)], heads * 2 * seq.length)
+                               .view({heads, 2, seq.length});
+    const int64_t batch = batch_heads[static_cast<size_t>(s)];
+    std::vector<at::Tensor> block_columns;
+    for (size_t b = 0; b < attention[static_cast<size_t>(s)].size(); ++b) {
+      const int64_t h = static_cast<int64_t>(b) * batch;
+      at::Tensor& a = attention[static_cast<size_t>(s)][b];
+      a.div_(row_sum.narrow(0, h, a.size(0)).narrow(1, first_row[static_cast<size_t>(s)], seq.n).unsqueeze(2));  // A
+      out.narrow(0, h, a.size(0))
+          .copy_(vertical_slash_score_sums(a, seq.length, seq.n, key_positions[static_cast<size_t>(s)]));
+      block_columns.push_back(vertical_slash_query_block_columns(a, seq.length, seq.n, params.block_size));
+      a = at::Tensor();
     }
+    seq.block_columns = at::cat(block_columns, 0);
   }
   all_reduce(sums, c10d::ReduceOp::SUM, "vertical-slash's column and diagonal sums");
+  const at::Tensor host = sums.to(at::kCPU).contiguous();
+  const double* sums_data = host.const_data_ptr<double>();
   for (int64_t s = 0; s < num_sequences; ++s) {
     RingVerticalSlashSequence& seq = sequences_[static_cast<size_t>(s)];
     if (seq.length == 0) continue;
@@ -157,18 +185,30 @@ RingVerticalSlashSums::RingVerticalSlashSums(const at::Tensor& q, const at::Tens
 }
 
 std::vector<double> RingVerticalSlashSums::kept_coverage(const std::vector<Item>& items, const char* what) {
-  at::Tensor kept_mass = at::zeros({static_cast<int64_t>(items.size())}, at::kDouble);
-  double* mass = kept_mass.mutable_data_ptr<double>();
-  for (size_t i = 0; i < items.size(); ++i) {
-    const RingVerticalSlashSequence& seq = sequences_[static_cast<size_t>(items[i].sequence)];
-    mass[i] = vertical_slash_kept_mass(*items[i].lists,
-                                       seq.attention[static_cast<size_t>(items[i].head)].const_data_ptr<double>(),
-                                       seq.positions, seq.length, seq.n);
+  // The kept masses of each sequence's items in one batch on the device.
+  std::vector<std::vector<size_t>> items_of(sequences_.size());
+  for (size_t i = 0; i < items.size(); ++i) items_of[static_cast<size_t>(items[i].sequence)].push_back(i);
+  at::Tensor kept_mass = at::zeros({static_cast<int64_t>(items.size())}, at::TensorOptions(device_).dtype(at::kDouble));
+  for (size_t s = 0; s < sequences_.size(); ++s) {
+    const RingVerticalSlashSequence& seq = sequences_[s];
+    if (items_of[s].empty() || seq.n == 0) continue;
+    std::vector<const VerticalSlashHeadIndex*> lists;
+    std::vector<int64_t> heads, slots;
+    for (const size_t i : items_of[s]) {
+      lists.push_back(items[i].lists);
+      heads.push_back(items[i].head);
+      slots.push_back(static_cast<int64_t>(i));
+    }
+    const at::Tensor columns = seq.block_columns.index_select(0, at::tensor(heads, at::kLong).to(device_));
+    kept_mass.index_copy_(0, at::tensor(slots, at::kLong).to(device_),
+                          vertical_slash_kept_masses(columns, lists, seq.length, seq.n, seq.positions));
   }
   all_reduce(kept_mass, c10d::ReduceOp::SUM, what);
+  const at::Tensor host = kept_mass.to(at::kCPU).contiguous();
   std::vector<double> coverage(items.size());
   for (size_t i = 0; i < items.size(); ++i) {
-    coverage[i] = mass[i] / static_cast<double>(sequences_[static_cast<size_t>(items[i].sequence)].n);
+    coverage[i] = host.const_data_ptr<double>()[i] /
+                  static_cast<double>(sequences_[static_cast<size_t>(items[i].sequence)].n);
   }
   return coverage;
 }

@@ -26,10 +26,12 @@ namespace sb {
 // One sequence of the micro-batch as this rank sees it.
 struct RingVerticalSlashSequence {
   int64_t length = 0;
-  int64_t n = 0;                    // last queries scored: min(last_queries, length)
-  std::vector<int64_t> positions;   // this rank's keys of the sequence, ascending positions
-  std::vector<at::Tensor> attention;  // per query head: the last queries' attention to this
-                                      // rank's keys [n, m] float64 contiguous (whole-sequence softmax)
+  int64_t n = 0;                   // last queries scored: min(last_queries, length)
+  std::vector<int64_t> positions;  // this rank's keys of the sequence, ascending positions
+  at::Tensor block_columns;  // [Hq, blocks, m] float64 on q's device: the last queries'
+                             // attention to this rank's m keys (whole-sequence softmax),
+                             // summed per query block (vertical_slash_query_block_columns);
+                             // undefined for an empty sequence
   std::vector<std::vector<double>> vertical, slash;  // per query head: the whole sequence's
                                                      // column and diagonal sums [length]
 };
@@ -37,19 +39,19 @@ struct RingVerticalSlashSequence {
 // The index's inputs and the time spent waiting in its all-reduces (the rest is compute).
 class RingVerticalSlashSums {
  public:
-  // q [n, Hq, D], k [n, Hkv, D]: this rank's tokens of the geometry's micro-batch (CPU,
-  // float32 or float64; or a GPU's, any float type: the last queries' rows and the keys
-  // are copied to the host in float64, where the sums run, and each all-reduce goes
-  // through the GPU, as an NCCL group needs). Every rank of the group calls it in the
-  // same order as its other ring calls.
+  // q [n, Hq, D], k [n, Hkv, D]: this rank's tokens of the geometry's micro-batch (any
+  // float type, CPU or GPU). Every step runs on q's device in float64, heads batched; only
+  // the completed column and diagonal sums come to the host (once), where the lists are
+  // chosen. Every rank of the group calls it in the same order as its other ring calls.
   RingVerticalSlashSums(const at::Tensor& q, const at::Tensor& k, const RingGeometry& geometry,
                         const VerticalSlashParams& params, double scale, RingContext& context, int64_t call);
 
   const std::vector<RingVerticalSlashSequence>& sequences() const { return sequences_; }
 
   // The coverage of each (sequence, query head, lists): the attention mass on the lists'
-  // kept entries, this rank's keys' share summed over the group by one all-reduce, over
-  // n. Every rank must pass the same items (an empty list still takes part).
+  // kept entries (summed on q's device, vertical_slash_kept_masses), this rank's keys'
+  // share summed over the group by one all-reduce, over n. Every rank must pass the same
+  // items (an empty list still takes part).
   struct Item {
     int64_t sequence, head;
     const VerticalSlashHeadIndex* lists;

@@ -27,14 +27,7 @@ VerticalSlashHeadsAttention::VerticalSlashHeadsAttention(const VerticalSlashSequ
 }
 
 at::Tensor VerticalSlashHeadsAttention::sums() const {
-  const int64_t heads = attention_.size(0);
-  const auto longs = attention_.options().dtype(at::kLong);
-  // slash[d] = sum over rows i of A[i, p_i - d], p_i = L - n + i: gather each row's
-  // diagonal offsets (entries with d > p_i are 0).
-  const at::Tensor key = at::arange(length_ - n_, length_, longs).unsqueeze(1) - at::arange(length_, longs).unsqueeze(0);
-  const at::Tensor gathered = attention_.gather(2, key.clamp_min(0).unsqueeze(0).expand({heads, n_, length_}));
-  const at::Tensor slash = (gathered * (key >= 0).unsqueeze(0)).sum(1);  // [H, L]
-  return at::stack({attention_.sum(1), slash}, 1);
+  return vertical_slash_score_sums(attention_, length_, n_, at::arange(length_, attention_.options().dtype(at::kLong)));
 }
 
 std::vector<VerticalSlashScores> VerticalSlashHeadsAttention::scores() const {
@@ -51,33 +44,90 @@ std::vector<VerticalSlashScores> VerticalSlashHeadsAttention::scores() const {
 }
 
 std::vector<double> VerticalSlashHeadsAttention::coverage(const std::vector<VerticalSlashHeadIndex>& index) const {
-  const auto heads = static_cast<int64_t>(index.size());
-  TORCH_CHECK(heads == attention_.size(0), "vertical-slash coverage: one index per head expected");
-  if (heads == 0) return {};
-  // The last queries span query blocks m0 .. m1; per head and block, which keys the block
-  // keeps (vertical_slash_block_keys, as a [L] row); each query takes its block's row.
-  const int64_t block = index.front().block_size;
-  const int64_t m0 = (length_ - n_) / block, m1 = (length_ - 1) / block, blocks = m1 - m0 + 1;
-  at::Tensor keep = at::zeros({heads, blocks, length_}, at::kBool);
-  bool* k = keep.mutable_data_ptr<bool>();
-  std::vector<int64_t> keys;
-  for (int64_t h = 0; h < heads; ++h) {
-    TORCH_CHECK(index[static_cast<size_t>(h)].block_size == block, "vertical-slash coverage: one block size expected");
-    for (int64_t m = m0; m <= m1; ++m) {
-      vertical_slash_block_keys(index[static_cast<size_t>(h)], m, length_, keys);
-      bool* row = k + (h * blocks + (m - m0)) * length_;
-      for (const int64_t j : keys) row[j] = true;
-    }
-  }
-  const auto longs = attention_.options().dtype(at::kLong);
-  const at::Tensor row_block = at::div(at::arange(length_ - n_, length_, longs), block, "floor") - m0;  // [n]
-  const at::Tensor kept = keep.to(attention_.device()).index_select(1, row_block);  // [H, n, L]
-  const at::Tensor mass = (attention_ * kept).sum({1, 2}).to(at::kCPU).contiguous();
-  std::vector<double> out(static_cast<size_t>(heads));
+  TORCH_CHECK(static_cast<int64_t>(index.size()) == attention_.size(0),
+              "vertical-slash coverage: one index per head expected");
+  if (index.empty()) return {};
+  std::vector<const VerticalSlashHeadIndex*> lists;
+  for (const VerticalSlashHeadIndex& head : index) lists.push_back(&head);
+  std::vector<int64_t> every_key(static_cast<size_t>(length_));
+  std::iota(every_key.begin(), every_key.end(), 0);
+  const at::Tensor columns = vertical_slash_query_block_columns(attention_, length_, n_, index.front().block_size);
+  const at::Tensor mass = vertical_slash_kept_masses(columns, lists, length_, n_, every_key).to(at::kCPU).contiguous();
+  std::vector<double> out(index.size());
   std::memcpy(out.data(), mass.const_data_ptr<double>(), sizeof(double) * out.size());
   for (double& c : out) c /= static_cast<double>(n_);
   return out;
 }
+
+at::Tensor vertical_slash_score_sums(const at::Tensor& attention, int64_t length, int64_t n,
+                                     const at::Tensor& key_positions) {
+  const int64_t heads = attention.size(0), m = attention.size(2);
+  TORCH_CHECK(attention.size(1) == n && key_positions.numel() == m,
+              "vertical-slash score sums: attention [H, n, key positions] expected");
+  // slash[d] = sum over rows i of A[i, p_i - d], p_i = length - n + i. Row i holds its
+  // keys reversed (key j at column length - 1 - j) in a zero row of length + n, so its
+  // offset d sits at column (length - 1 - p_i) + d = n - 1 - i + d: a view with row stride
+  // length + n - 1 puts every row's offset d in column d, and the padding holds the zeros
+  // of offsets past p_i. No gathers, no atomics: deterministic on every device.
+  const int64_t width = length + n;
+  at::Tensor reversed = at::zeros({heads, n, width}, attention.options());
+  reversed.index_copy_(2, (length - 1) - key_positions, attention);
+  const at::Tensor by_offset = reversed.as_strided({heads, n, length}, {n * width, width - 1, 1}, n - 1);
+  const at::Tensor vertical = at::zeros({heads, length}, attention.options()).index_copy_(1, key_positions, attention.sum(1));
+  return at::stack({vertical, by_offset.sum(1)}, 1);
+}
+
+namespace {
+
+// The query blocks the last n queries of a sequence of `length` tokens span: m0 .. m1.
+std::pair<int64_t, int64_t> last_query_blocks(int64_t length, int64_t n, int64_t block) {
+  return {(length - n) / block, (length - 1) / block};
+}
+
+}  // namespace
+
+at::Tensor vertical_slash_query_block_columns(const at::Tensor& attention, int64_t length, int64_t n, int64_t block) {
+  TORCH_CHECK(attention.dim() == 3 && attention.size(1) == n && n >= 1 && n <= length && block >= 1,
+              "vertical-slash query block columns: attention [H, n, m] of the last n queries expected");
+  const auto [m0, m1] = last_query_blocks(length, n, block);
+  std::vector<at::Tensor> rows;  // one sum per block, in a fixed order (no atomics)
+  for (int64_t b = m0; b <= m1; ++b) {
+    const int64_t first = std::max(b * block, length - n), last = std::min((b + 1) * block, length);
+    rows.push_back(attention.narrow(1, first - (length - n), last - first).sum(1));
+  }
+  return at::stack(rows, 1);
+}
+
+at::Tensor vertical_slash_kept_masses(const at::Tensor& block_columns, const std::vector<const VerticalSlashHeadIndex*>& lists,
+                                      int64_t length, int64_t n, const std::vector<int64_t>& key_positions) {
+  const auto heads = static_cast<int64_t>(lists.size());
+  const auto m = static_cast<int64_t>(key_positions.size());
+  TORCH_CHECK(block_columns.dim() == 3 && heads == block_columns.size(0) && m == block_columns.size(2),
+              "vertical-slash kept mass: query block columns [lists, blocks, key positions] expected");
+  if (heads == 0 || n == 0 || m == 0) return at::zeros({heads}, block_columns.options());
+  const int64_t block = lists.front()->block_size;
+  const auto [m0, m1] = last_query_blocks(length, n, block);
+  const int64_t blocks = m1 - m0 + 1;
+  TORCH_CHECK(block_columns.size(1) == blocks, "vertical-slash kept mass: the columns' blocks are not the lists'");
+  std::vector<int64_t> column(static_cast<size_t>(length), -1);  // a key position's column (-1: not held)
+  for (int64_t a = 0; a < m; ++a) column[static_cast<size_t>(key_positions[static_cast<size_t>(a)])] = a;
+  at::Tensor keep = at::zeros({heads, blocks, m}, at::kBool);
+  bool* k = keep.mutable_data_ptr<bool>();
+  std::vector<int64_t> keys;
+  for (int64_t h = 0; h < heads; ++h) {
+    TORCH_CHECK(lists[static_cast<size_t>(h)]->block_size == block, "vertical-slash kept mass: one block size expected");
+    for (int64_t q_block = m0; q_block <= m1; ++q_block) {
+      vertical_slash_block_keys(*lists[static_cast<size_t>(h)], q_block, length, keys);
+      bool* row = k + (h * blocks + (q_block - m0)) * m;
+      for (const int64_t j : keys) {
+        const int64_t a = column[static_cast<size_t>(j)];
+        if (a >= 0) row[a] = true;
+      }
+    }
+  }
+  return (block_columns * keep.to(block_columns.device())).sum({1, 2});
+}
+
 
 namespace {
 
