@@ -36,29 +36,53 @@ void vertical_slash_check_budget_request(const VerticalSlashBudgetRequest& reque
 
 namespace {
 
-// Runs body(h, attention) for every query head h of the sequence `inputs` holds, in
-// parallel over heads, attention being the head's [n, L] float64 on the host. On a GPU
-// (batched) this thread computes the heads' attention in batches and copies each batch
-// to the host once, so no device work runs on the worker threads; on the CPU each worker
-// computes its own heads'. (Here, in an OpenMP-compiled unit: at::parallel_for is
-// parallel only where _OPENMP is defined.)
+// What the search needs of one query head's attention, on the host: its vertical and slash
+// scores and its query block columns ([blocks, L] float64 contiguous:
+// vertical_slash_query_block_columns), from which every coverage is summed.
+struct HeadSummary {
+  VerticalSlashScores scores;
+  at::Tensor block_columns;
+};
+
+// Runs body(h, summary) for every query head h of the sequence `inputs` holds, in
+// parallel over heads. On a GPU (batched) this thread computes the heads' attention, its
+// sums and block columns on the device in batches and copies only those to the host
+// (2 + blocks rows of L per head, not n), so no device work runs on the worker threads;
+// on the CPU each worker computes its own heads'. (Here, in an OpenMP-compiled unit:
+// at::parallel_for is parallel only where _OPENMP is defined.)
 template <class Body>
-void for_each_head_attention(const VerticalSlashSequenceInputs& inputs, int64_t q_heads, double scale, bool batched,
-                             Body body) {
+void for_each_head_summary(const VerticalSlashSequenceInputs& inputs, int64_t q_heads, double scale, int64_t block,
+                           bool batched, Body body) {
   if (!batched) {
     at::parallel_for(0, q_heads, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t h = begin; h < end; ++h) body(h, inputs.attention(h, scale));
+      for (int64_t h = begin; h < end; ++h) {
+        const at::Tensor attention = inputs.attention(h, scale);
+        body(h, HeadSummary{vertical_slash_scores(attention, inputs.length),
+                            vertical_slash_query_block_columns(attention.unsqueeze(0), inputs.length, inputs.n, block)[0]
+                                .contiguous()});
+      }
     });
     return;
   }
   const int64_t batch = vertical_slash_heads_per_batch(inputs, q_heads);
   for (int64_t first = 0; first < q_heads; first += batch) {
     const int64_t heads = std::min(batch, q_heads - first);
-    const at::Tensor host = VerticalSlashHeadsAttention(inputs, first, heads, scale).attention().to(at::kCPU).contiguous();
+    const VerticalSlashHeadsAttention attention(inputs, first, heads, scale);
+    std::vector<VerticalSlashScores> scores = attention.scores();
+    const at::Tensor columns =
+        vertical_slash_query_block_columns(attention.attention(), inputs.length, inputs.n, block).to(at::kCPU);
     at::parallel_for(0, heads, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t h = begin; h < end; ++h) body(first + h, host[h]);
+      for (int64_t h = begin; h < end; ++h) {
+        body(first + h, HeadSummary{std::move(scores[static_cast<size_t>(h)]), columns[h].contiguous()});
+      }
     });
   }
+}
+
+// A head's coverage of `lists` from its block columns.
+double summary_coverage(const VerticalSlashHeadIndex& lists, const at::Tensor& block_columns, int64_t length, int64_t n) {
+  return vertical_slash_block_columns_kept_mass(lists, block_columns.const_data_ptr<double>(), length, n) /
+         static_cast<double>(n);
 }
 
 // Appends the masses in (0, total) at which one of the head's lists takes its next candidate.
@@ -96,9 +120,11 @@ int64_t leading_count(int64_t size, const Predicate& holds) {
   return lo;
 }
 
-// What the first pass keeps of one head: its ladders, its reference and its floor.
+// What the first pass keeps of one head: its ladders, its reference and its floor, and
+// its block columns for the budgeted lists' coverage.
 struct HeadSearch {
   std::optional<VerticalSlashLadders> ladders;
+  at::Tensor block_columns;
   VerticalSlashHeadIndex reference;
   int64_t reference_pairs = 0;
   double floor_threshold = 0.0;  // lambda_f,h x n
@@ -106,27 +132,30 @@ struct HeadSearch {
   int64_t floor_pairs = 0;
 };
 
-// The first pass over one head, with its attention: the reference (the params' rule, as
-// vertical_slash_index computes it) and, with a floor, the smallest level over the head's
-// breakpoints whose coverage reaches ratio x the reference's.
-HeadSearch search_head(const at::Tensor& attention, int64_t length, int64_t n, const VerticalSlashParams& params,
+// The first pass over one head: the reference (the params' rule, as vertical_slash_index
+// chooses it) and, with a floor, the smallest level over the head's breakpoints whose
+// coverage reaches ratio x the reference's.
+HeadSearch search_head(HeadSummary summary, int64_t length, int64_t n, const VerticalSlashParams& params,
                        double floor_ratio) {
   HeadSearch head;
-  const VerticalSlashScores scores = vertical_slash_scores(attention, length);
-  head.ladders.emplace(scores.vertical, scores.slash, params);
+  head.ladders.emplace(summary.scores.vertical, summary.scores.slash, params);
+  head.block_columns = std::move(summary.block_columns);
+  const auto coverage = [&](const VerticalSlashHeadIndex& lists) {
+    return summary_coverage(lists, head.block_columns, length, n);
+  };
   head.reference = vertical_slash_select(*head.ladders, n, params);
-  head.reference.coverage = vertical_slash_coverage(head.reference, attention, length);
+  head.reference.coverage = coverage(head.reference);
   head.reference_pairs = vertical_slash_kept_pairs(head.reference, length);
   if (floor_ratio <= 0.0) return head;
   const std::vector<double> thresholds = vertical_slash_level_thresholds({&*head.ladders}, static_cast<double>(n));
   const double target = floor_ratio * head.reference.coverage;
   const auto size = static_cast<int64_t>(thresholds.size());
   const int64_t below = leading_count(size, [&](int64_t i) {
-    return vertical_slash_coverage(head.ladders->at(thresholds[static_cast<size_t>(i)]), attention, length) < target;
+    return coverage(head.ladders->at(thresholds[static_cast<size_t>(i)])) < target;
   });
   head.floor_threshold = thresholds[static_cast<size_t>(std::min(below, size - 1))];  // none reaches: level 1
   head.floored = head.ladders->at(head.floor_threshold);
-  head.floored.coverage = vertical_slash_coverage(head.floored, attention, length);
+  head.floored.coverage = coverage(head.floored);
   head.floor_pairs = vertical_slash_kept_pairs(head.floored, length);
   return head;
 }
@@ -185,7 +214,7 @@ VerticalSlashBudgetedIndex vertical_slash_budgeted_index(const at::Tensor& q, co
   const int64_t num_heads = q.size(1);
   const double floor_ratio = request.coverage_floor_ratio;
   // On a GPU each sequence's heads' attention is computed by this thread in batches and
-  // copied to the host, where the searches run on the worker threads.
+  // summed there; the sums come to the host, where the searches run on the worker threads.
   const bool on_device = !q.device().is_cpu();
   VerticalSlashBudgetedIndex out;
   // First pass, per sequence: every head's ladders, reference and floor (one head's
@@ -211,8 +240,8 @@ VerticalSlashBudgetedIndex vertical_slash_budgeted_index(const at::Tensor& q, co
     const auto total = static_cast<double>(inputs.n);
     std::vector<HeadSearch>& heads = searched[static_cast<size_t>(s)];
     heads.resize(static_cast<size_t>(num_heads));
-    for_each_head_attention(inputs, num_heads, scale, on_device, [&](int64_t h, const at::Tensor& attention) {
-      heads[static_cast<size_t>(h)] = search_head(attention, length, inputs.n, params, floor_ratio);
+    for_each_head_summary(inputs, num_heads, scale, params.block_size, on_device, [&](int64_t h, HeadSummary summary) {
+      heads[static_cast<size_t>(h)] = search_head(std::move(summary), length, inputs.n, params, floor_ratio);
     });
     std::vector<double> reference_coverage;
     int64_t reference_pairs = 0, floor_pairs = 0;
@@ -244,34 +273,28 @@ VerticalSlashBudgetedIndex vertical_slash_budgeted_index(const at::Tensor& q, co
   // The budget levels: alone per sequence, or with the other head shards.
   const std::vector<double> thresholds = vertical_slash_budget_thresholds(targets, sum_over_head_shards);
 
-  // Second pass: each budgeted head at max(lambda_b, lambda_f,h); its coverage needs its
-  // attention again unless the floor's lists are the ones it runs.
+  // Second pass: each budgeted head at max(lambda_b, lambda_f,h), its coverage from the
+  // block columns the first pass kept.
   for (size_t j = 0; j < targets.size(); ++j) {
     const int64_t s = target_sequence[j];
     const double threshold = thresholds[j];
     const int64_t length = sequences.length(s);
+    const int64_t n = std::min(params.last_queries, length);
     std::vector<HeadSearch>& heads = searched[static_cast<size_t>(s)];
     out.level[static_cast<size_t>(s)] = threshold / targets[j].total;
-    const VerticalSlashSequenceInputs inputs(q, k, sequences, s, params.last_queries);
     std::vector<VerticalSlashHeadIndex> chosen(static_cast<size_t>(num_heads));
-    const auto choose = [&](int64_t h, const at::Tensor* attention) {
-      HeadSearch& head = heads[static_cast<size_t>(h)];
-      VerticalSlashHeadIndex& lists = chosen[static_cast<size_t>(h)];
-      if (floor_ratio > 0.0 && head.floor_threshold >= threshold) {
-        lists = std::move(head.floored);
-      } else {
-        lists = head.ladders->at(threshold);
-        lists.coverage = vertical_slash_coverage(lists, attention ? *attention : inputs.attention(h, scale), length);
+    at::parallel_for(0, num_heads, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t h = begin; h < end; ++h) {
+        HeadSearch& head = heads[static_cast<size_t>(h)];
+        VerticalSlashHeadIndex& lists = chosen[static_cast<size_t>(h)];
+        if (floor_ratio > 0.0 && head.floor_threshold >= threshold) {
+          lists = std::move(head.floored);
+        } else {
+          lists = head.ladders->at(threshold);
+          lists.coverage = summary_coverage(lists, head.block_columns, length, n);
+        }
       }
-    };
-    if (on_device) {  // every head's attention computed on the device by this thread
-      for_each_head_attention(inputs, num_heads, scale, true,
-                              [&](int64_t h, const at::Tensor& attention) { choose(h, &attention); });
-    } else {  // only the heads that need it compute their attention again
-      at::parallel_for(0, num_heads, 1, [&](int64_t begin, int64_t end) {
-        for (int64_t h = begin; h < end; ++h) choose(h, nullptr);
-      });
-    }
+    });
     out.index[static_cast<size_t>(s)] = std::move(chosen);
   }
   return out;

@@ -154,8 +154,12 @@ VerticalSlashScores vertical_slash_scores(const at::Tensor& attention, int64_t l
 }
 
 double vertical_slash_coverage(const VerticalSlashHeadIndex& index, const at::Tensor& attention, int64_t length) {
+  // Summed per query block, as the budget search sums it, so a budget request that runs
+  // the params' rule reports the same bits.
   const int64_t n = attention.size(0);
-  return vertical_slash_kept_mass(index, attention.const_data_ptr<double>(), all_positions(length), length, n) /
+  const at::Tensor columns =
+      vertical_slash_query_block_columns(attention.unsqueeze(0), length, n, index.block_size)[0].contiguous();
+  return vertical_slash_block_columns_kept_mass(index, columns.const_data_ptr<double>(), length, n) /
          static_cast<double>(n);
 }
 
@@ -188,28 +192,15 @@ VerticalSlashHeadIndex vertical_slash_select(const VerticalSlashLadders& ladders
   return out;
 }
 
-double vertical_slash_kept_mass(const VerticalSlashHeadIndex& index, const double* attention,
-                                const std::vector<int64_t>& key_positions, int64_t length, int64_t n) {
-  const auto m = static_cast<int64_t>(key_positions.size());
-  const int64_t block = index.block_size;
-  // The column of each held key position in `attention` (-1: not held here).
-  std::vector<int64_t> column(static_cast<size_t>(length), -1);
-  for (int64_t a = 0; a < m; ++a) column[static_cast<size_t>(key_positions[static_cast<size_t>(a)])] = a;
+double vertical_slash_block_columns_kept_mass(const VerticalSlashHeadIndex& index, const double* block_columns,
+                                              int64_t length, int64_t n) {
+  const int64_t block = index.block_size, first_block = (length - n) / block;
   std::vector<int64_t> block_keys;
   double mass = 0;
-  for (int64_t q_block = (length - n) / block; q_block * block < length; ++q_block) {
+  for (int64_t q_block = first_block; q_block * block < length; ++q_block) {
     vertical_slash_block_keys(index, q_block, length, block_keys);
-    const int64_t first = std::max(q_block * block, length - n), last = std::min((q_block + 1) * block, length) - 1;
-    for (int64_t p = first; p <= last; ++p) {
-      const double* row = attention + (p - (length - n)) * m;
-      // Kept keys ascending: the held ones in column order (the budget search calls this
-      // at many levels, so it walks the kept keys rather than every column).
-      for (const int64_t j : block_keys) {
-        if (j > p) break;
-        const int64_t a = column[static_cast<size_t>(j)];
-        if (a >= 0) mass += row[a];
-      }
-    }
+    const double* row = block_columns + (q_block - first_block) * length;
+    for (const int64_t j : block_keys) mass += row[j];
   }
   return mass;
 }

@@ -93,12 +93,18 @@ std::vector<std::vector<VerticalSlashHeadIndex>> vertical_slash_index(const at::
 // Adds each entry to vertical[j] and slash[p - j] ([length] each).
 void vertical_slash_add_scores(const double* attention, const std::vector<int64_t>& key_positions, int64_t length,
                                int64_t n, std::vector<double>& vertical, std::vector<double>& slash);
-// The kept lists from the complete scores (coverage left at 1: see kept_mass).
+// The kept lists from the complete scores (coverage left at 1: see
+// vertical_slash_block_columns_kept_mass).
 VerticalSlashHeadIndex vertical_slash_select(const std::vector<double>& vertical, const std::vector<double>& slash,
                                              int64_t n, const VerticalSlashParams& params);
-// The attention mass on the entries `index` keeps (coverage = the complete mass / n).
-double vertical_slash_kept_mass(const VerticalSlashHeadIndex& index, const double* attention,
-                                const std::vector<int64_t>& key_positions, int64_t length, int64_t n);
+// The attention mass on the entries `index` keeps (coverage = the complete mass / n), from
+// the head's query block columns: block_columns [blocks, length] (contiguous), the last n
+// queries' attention to every key summed over the rows of each query block they span
+// (vertical_slash_query_block_columns, vertical_slash_index_on_device.h). A query block
+// keeps the same keys for all its rows, so its kept mass is a sum over its kept keys:
+// O(blocks x kept keys), not O(n x kept keys); the budget search calls it at many levels.
+double vertical_slash_block_columns_kept_mass(const VerticalSlashHeadIndex& index, const double* block_columns,
+                                              int64_t length, int64_t n);
 
 // One list (verticals or slashes) of one head under every budget: the forced entries
 // 0 .. forced - 1 (fewer in a shorter sequence), then the candidates the cap lets in, in
