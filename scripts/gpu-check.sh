@@ -13,11 +13,13 @@
 #           dp2cp2 needs more than one GPU's 80 GB) sharing the GPU (Gloo through host memory; NCCL
 #           refuses two ranks on one device), every iteration's loss and gradient norm
 #           compared with the one-process run
+#   vs      vertical-slash beyond one process: experiments/gpu1-cp2-vertical-slash.json on
+#           CP 2 ranks sharing the GPU against one process, and the pattern's latency
+#           profile on the GPU with its held-out check
 #
-# Usage: scripts/gpu-check.sh [--out DIR] [--stages tests,bench,train,multirank] [--grid quick|full]
+# Usage: scripts/gpu-check.sh [--out DIR] [--stages tests,bench,train,multirank,vs] [--grid quick|full]
 #                             [--bin DIR] [--layouts dp2,pp2,tp2,dp2pp2,dp2tp2,cp2,...]
-# Vertical-slash and DST on the GPU ring are checked by hand (docs/context_parallel.md):
-#   sparsebalance run experiments/gpu1-cp2-vertical-slash.json (and with --set parallelism.cp=1)
+# DST on the GPU ring is checked by hand (docs/context_parallel.md):
 #   sparsebalance run experiments/gpu1-cp2-dst.json
 #   --bin DIR   take sparsebalance and sb_tests_cuda (and any shared libraries in DIR/lib)
 #               from DIR instead of building: for a GPU machine that cannot install the
@@ -30,7 +32,7 @@ set -uo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT="$REPO/results/gpu-check"
-STAGES="tests,bench,train,multirank"
+STAGES="tests,bench,train,multirank,vs"
 GRID="quick"
 BIN=""
 LAYOUTS="dp2,pp2,tp2,dp2pp2,dp2tp2,cp2"
@@ -175,11 +177,8 @@ if has_stage train; then
 fi
 
 # ---- multirank -------------------------------------------------------------------------
-# Iteration 0 runs the same forward on the same micro-batches: without TP its loss and
-# gradient norm must agree to rounding (relative 1e-4); TP sums bf16 partial products of
-# the row-parallel layers across ranks, so there iteration 0 agrees to bf16 rounding
-# (relative 1e-2). Later iterations follow updates whose gradients were summed in another
-# order (bf16 compute): relative 1e-2.
+# Every iteration's loss and gradient norm against the one-process run, with the
+# tolerances scripts/gpu_check_agreement.py states.
 if has_stage multirank; then
   manifest="$REPO/experiments/gpu1-multirank.json"
   for name in single ${LAYOUTS//,/ }; do
@@ -203,36 +202,47 @@ if has_stage multirank; then
     [ $rc -eq 0 ] || { note '```'; tail -15 "$OUT/multirank-$name.log" | tee -a "$REPORT"; note '```'; }
   done
   note ""
-  python3 - "$OUT/multirank" "$LAYOUTS" <<'EOF' | tee -a "$REPORT"
-import json, pathlib, sys
-root = pathlib.Path(sys.argv[1])
-def records(layout, method):
-    path = root / layout / "gpu1-multirank" / method / "records.jsonl"
-    return [json.loads(l) for l in path.read_text().splitlines() if l.strip()] if path.exists() else None
-print("| method | layout | iterations | iter 0 loss rel diff | iter 0 grad-norm rel diff | max later loss rel diff | max later grad-norm rel diff | verdict |")
-print("|---|---|---:|---:|---:|---:|---:|---|")
-failed = False
-for method in ("dense", "moba"):
-    reference = records("single", method)
-    for layout in sys.argv[2].split(","):
-        got = records(layout, method)
-        if reference is None or got is None or len(got) != len(reference) or not got:
-            print(f"| {method} | {layout} | - | - | - | - | - | missing records |")
-            failed = True
-            continue
-        rel = lambda key, i: abs(got[i][key] - reference[i][key]) / max(abs(reference[i][key]), 1e-30)
-        first = (rel("loss", 0), rel("grad_norm", 0))
-        later = [max([rel(key, i) for i in range(1, len(got))], default=0.0) for key in ("loss", "grad_norm")]
-        # TP sums bf16 partial products across ranks; CP merges the ring steps' bf16 partial
-        # outputs (and dense attention runs the fused kernels instead of SDPA's): iteration 0
-        # agrees to bf16 rounding there.
-        ok = max(first) <= (1e-2 if ("tp" in layout or "cp" in layout) else 1e-4) and max(later) <= 1e-2
-        failed |= not ok
-        print(f"| {method} | {layout} | {len(got)} | {first[0]:.1e} | {first[1]:.1e} | {later[0]:.1e} | {later[1]:.1e} | "
-              f"{'agrees' if ok else 'DIFFERS'} |")
-print()
-print("multirank: " + ("FAILED" if failed else "every layout agrees with the one-process run"))
-EOF
+  python3 "$REPO/scripts/gpu_check_agreement.py" "$OUT/multirank" gpu1-multirank single "$LAYOUTS" dense,moba |
+    tee -a "$REPORT"
+fi
+
+# ---- vs --------------------------------------------------------------------------------
+# Vertical-slash beyond one process: the pattern on CP 2 ranks sharing the GPU against one
+# process (experiments/gpu1-cp2-vertical-slash.json; the index built on each rank's GPU),
+# then a latency profile of the pattern on the GPU and the predictor's held-out check.
+if has_stage vs; then
+  manifest="$REPO/experiments/gpu1-cp2-vertical-slash.json"
+  for name in single cp2; do
+    cp=$([ "$name" = cp2 ] && echo 2 || echo 1)
+    start=$(now)
+    timeout 300 "$SB" run "$manifest" --set "parallelism.cp=$cp" --results "$OUT/vs/$name" --no-plots \
+      >"$OUT/vs-$name.log" 2>&1
+    rc=$?
+    note ""
+    note "## Vertical-slash, $name (cp $cp; exit $rc, $(( $(now) - start )) s)"
+    note ""
+    if [ -f "$OUT/vs/$name/gpu1-cp2-vertical-slash/report.md" ]; then
+      sed -n '/^## Runs/,/^## Methods/p' "$OUT/vs/$name/gpu1-cp2-vertical-slash/report.md" | sed '$d' >>"$REPORT"
+    else
+      note '```'; tail -15 "$OUT/vs-$name.log" | tee -a "$REPORT"; note '```'
+    fi
+  done
+  note ""
+  python3 "$REPO/scripts/gpu_check_agreement.py" "$OUT/vs" gpu1-cp2-vertical-slash single cp2 vs_top_p,vs_top_k |
+    tee -a "$REPORT"
+  start=$(now)
+  profile="$OUT/vs/h100-qwen2.5-0.5b-vertical-slash64.json"
+  timeout 300 "$SB" profile --model qwen2.5-0.5b --attention vertical_slash --block 64 --device cuda \
+    --precision bf16-mixed --seq-lens 1024,2048,4096,8192 --budgets 64,128,256,512,1024 --out "$profile" \
+    >"$OUT/vs-profile.log" 2>&1 &&
+    timeout 200 "$SB" profile --check "$profile" >"$OUT/vs-profile-check.log" 2>&1
+  rc=$?
+  note ""
+  note "## Vertical-slash latency profile on the GPU (exit $rc, $(( $(now) - start )) s)"
+  note '```'
+  tail -12 "$([ -s "$OUT/vs-profile-check.log" ] && echo "$OUT/vs-profile-check.log" || echo "$OUT/vs-profile.log")" |
+    tee -a "$REPORT"
+  note '```'
 fi
 
 note ""
