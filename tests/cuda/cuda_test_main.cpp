@@ -1,6 +1,8 @@
 // GoogleTest main for the CUDA tests: without a CUDA device the binary prints
 // SKIPPED and exits 77, which ctest (SKIP_RETURN_CODE 77) reports as skipped rather
 // than passed. Listing tests works everywhere so that ctest can discover them.
+// `--gpu-ring-rank OUT_DIR` makes the binary one rank of the GPU ring over processes
+// (gpu_ring_rank.h), which test_ring_attention_processes_cuda.cpp starts.
 
 #include <ATen/Context.h>
 #include <c10/cuda/CUDAFunctions.h>
@@ -9,7 +11,10 @@
 #include <cstdio>
 #include <cstring>
 
+#include "tests/cuda/gpu_ring_rank.h"
+
 int main(int argc, char** argv) {
+  if (argc == 3 && std::strcmp(argv[1], "--gpu-ring-rank") == 0) return sb::test::run_gpu_ring_rank(argv[2]);
   bool listing = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--gtest_list_tests", std::strlen("--gtest_list_tests")) == 0) {
