@@ -231,7 +231,7 @@ if has_stage vs; then
   python3 "$REPO/scripts/gpu_check_agreement.py" "$OUT/vs" gpu1-cp2-vertical-slash single cp2 vs_top_p,vs_top_k |
     tee -a "$REPORT"
   start=$(now)
-  profile="$OUT/vs/h100-qwen2.5-0.5b-vertical-slash64.json"
+  profile="$OUT/vs/gpu-qwen2.5-0.5b-vertical-slash64.json"
   timeout 300 "$SB" profile --model qwen2.5-0.5b --attention vertical_slash --block 64 --device cuda \
     --precision bf16-mixed --seq-lens 1024,2048,4096,8192 --budgets 64,128,256,512,1024 --out "$profile" \
     >"$OUT/vs-profile.log" 2>&1 &&

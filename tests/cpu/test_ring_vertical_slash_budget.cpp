@@ -109,6 +109,18 @@ TEST(RingVerticalSlashBudget, EveryRankEndsWithTheOneRankSearch) {
   }
 }
 
+// A sequence long enough that the ring takes its heads in several batches (the CPU's
+// 16 MiB of [n, L] rows: 3 of the 4 heads, then 1), beside a short one.
+TEST(RingVerticalSlashBudget, ALongSequenceTakesItsHeadsInBatches) {
+  const test::RingInputs in = test::ring_inputs(at::kDouble, 6, {33000, 50});
+  const PackedSequences sequences = PackedSequences::from_lengths(in.lengths);
+  const VerticalSlashBudgetRequest request{{40, 10}, 0.5};
+  const VerticalSlashBudgetedIndex one =
+      vertical_slash_budgeted_index(in.q, in.k, sequences, top_p_params(), test::ring_scale(), request);
+  const std::vector<VerticalSlashBudgetedIndex> ring = ring_results(in, 2, {CpLayoutKind::kZigzag, 0}, request);
+  for (size_t r = 0; r < ring.size(); ++r) expect_same(ring[r], one, "rank " + std::to_string(r));
+}
+
 // The request is checked as on one rank, before any collective (every rank throws alike).
 TEST(RingVerticalSlashBudget, AMalformedRequestIsRefusedOnEveryRank) {
   const test::RingInputs in = test::ring_inputs(at::kDouble, 5);

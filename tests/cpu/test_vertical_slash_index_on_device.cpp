@@ -153,7 +153,8 @@ TEST(VerticalSlashIndexOnDevice, AShareOfTheKeysGivesTheHostStepsShare) {
           std::vector<const VerticalSlashHeadIndex*> lists;
           for (const VerticalSlashHeadIndex& head : index[static_cast<size_t>(s)]) lists.push_back(&head);
           const at::Tensor masses = vertical_slash_kept_masses(
-              vertical_slash_query_block_columns(columns, length, inputs.n, block), lists, length, inputs.n, positions);
+              vertical_slash_query_block_columns(columns, length, inputs.n, block), block, lists, length, inputs.n,
+              positions);
           for (int64_t h = 0; h < hq; ++h) {
             const at::Tensor rows = columns[h].contiguous();
             std::vector<double> vertical(static_cast<size_t>(length), 0.0), slash(vertical);

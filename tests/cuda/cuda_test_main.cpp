@@ -14,7 +14,7 @@
 #include "tests/cuda/gpu_ring_rank.h"
 
 int main(int argc, char** argv) {
-  if (argc == 3 && std::strcmp(argv[1], "--gpu-ring-rank") == 0) return sb::test::run_gpu_ring_rank(argv[2]);
+  if (argc == 3 && std::strcmp(argv[1], "--gpu-ring-rank") == 0) sb::test::run_gpu_ring_rank(argv[2]);
   bool listing = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--gtest_list_tests", std::strlen("--gtest_list_tests")) == 0) {

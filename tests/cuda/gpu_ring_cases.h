@@ -15,6 +15,7 @@
 #include "kernels/attention/moba/moba_attention.h"
 #include "kernels/attention/ring/cp_sharding.h"
 #include "kernels/attention/ring/ring_attention.h"
+#include "kernels/attention/vertical_slash/vertical_slash_budget.h"
 #include "kernels/attention/vertical_slash/vertical_slash_index.h"
 #include "tests/support/ring_attention_cases.h"
 
@@ -31,6 +32,7 @@ struct GpuRingCase {
   Pattern pattern = Pattern::kDense;
   int64_t q_heads = 4, kv_heads = 2, dim = 64;
   at::ScalarType dtype = at::kBFloat16;
+  bool dst = false;  // vertical-slash under gpu_vertical_slash_dst_request()
 };
 
 inline double relative_error(const at::Tensor& got, const at::Tensor& expected) {
@@ -84,10 +86,21 @@ inline VerticalSlashParams gpu_vertical_slash_params() {
 
 using VerticalSlashIndex = std::vector<std::vector<VerticalSlashHeadIndex>>;
 
-// The one-rank vertical-slash rule on the inputs' float64 values.
-inline VerticalSlashIndex gpu_vertical_slash_rule(const RingInputs& in, double scale) {
-  return vertical_slash_index(in.q.to(at::kDouble), in.k.to(at::kDouble), PackedSequences::from_lengths(in.lengths),
-                              gpu_vertical_slash_params(), scale);
+// DST's request for sequences of 700, 333, 64 and 5 tokens: kept keys per query (the third
+// sequence runs the params' rule) and a coverage floor.
+inline VerticalSlashBudgetRequest gpu_vertical_slash_dst_request() { return {{160, 96, 0, 4}, 0.8}; }
+
+// The one-rank vertical-slash rule on the inputs' float64 values (under the case's DST
+// request: the one-rank search's lists).
+inline VerticalSlashIndex gpu_vertical_slash_rule(const RingInputs& in, double scale, const GpuRingCase& c = {}) {
+  const PackedSequences sequences = PackedSequences::from_lengths(in.lengths);
+  const at::Tensor q = in.q.to(at::kDouble), k = in.k.to(at::kDouble);
+  if (c.dst) {
+    return vertical_slash_budgeted_index(q, k, sequences, gpu_vertical_slash_params(), scale,
+                                         gpu_vertical_slash_dst_request())
+        .index;
+  }
+  return vertical_slash_index(q, k, sequences, gpu_vertical_slash_params(), scale);
 }
 
 // The case's float64 oracle (vertical-slash: with `index`).
@@ -107,6 +120,7 @@ inline RingAttentionSpec gpu_ring_spec(const GpuRingCase& c, double scale) {
   spec.moba_params = gpu_moba_params(scale);
   spec.vertical_slash = c.pattern == Pattern::kVerticalSlash;
   spec.vertical_slash_params = gpu_vertical_slash_params();
+  if (c.dst) spec.vertical_slash_request = gpu_vertical_slash_dst_request();
   spec.scale = scale;
   return spec;
 }

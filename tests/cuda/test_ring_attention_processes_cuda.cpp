@@ -2,10 +2,10 @@
 // ranks, each a process of this binary on the same GPU (Gloo through host memory, as
 // ranks sharing one GPU train), run ring_attention forward and backward through autograd
 // for dense, MoBA and vertical-slash under the zigzag and striped layouts (GQA 2:1 at
-// head_dim 64; vertical-slash also 7:1 at 128). Their outputs, log-sum-exp and q/k/v
+// head_dim 64; vertical-slash also 7:1 at 128, and under DST's budget and floor). Their outputs, log-sum-exp and q/k/v
 // gradients put back together are within the fused kernels' tolerances of the one-rank
 // float64 oracle, and vertical-slash's index, built on each rank's GPU with all-reduces,
-// is the one-rank rule's on both ranks (lists equal, coverage within 1e-10).
+// is the one-rank rule's (or search's) on both ranks (lists equal, coverage within 1e-10).
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
@@ -50,6 +50,9 @@ std::vector<GpuRingCase> gpu_process_ring_cases() {
     }
   }
   cases.push_back({"zigzag_vs_gqa7_dim128", {CpLayoutKind::kZigzag, 0}, 2, 0, Pattern::kVerticalSlash, 14, 2, 128});
+  // DST's budget and floor on the ring: the search's coverages summed on the GPUs.
+  cases.push_back({"striped64_vs_dst", {CpLayoutKind::kStriped, 64}, 2, 0, Pattern::kVerticalSlash, 4, 2, 64,
+                   at::kBFloat16, true});
   return cases;
 }
 
@@ -61,7 +64,7 @@ fs::path rank_file(const fs::path& dir, const GpuRingCase& c, int64_t rank) {
 
 }  // namespace
 
-int run_gpu_ring_rank(const std::string& out_dir) {
+void run_gpu_ring_rank(const std::string& out_dir) {
   try {
     const DistEnv env = DistEnv::from_environment();
     const char* timeout_text = std::getenv("SB_DIST_TIMEOUT_MS");
@@ -95,11 +98,11 @@ int run_gpu_ring_rank(const std::string& out_dir) {
     }
     std::cout << "rank " << env.rank << " ok\n";
     std::cout.flush();
-    return 0;
+    std::_Exit(0);  // no teardown handshake with a rank that may already be gone
   } catch (const std::exception& e) {
     std::cerr << "rank failed: " << e.what() << "\n";
     std::cerr.flush();
-    return 1;
+    std::_Exit(1);
   }
 }
 
@@ -116,9 +119,13 @@ TEST(RingAttentionCudaProcesses, TwoRanksOnOneGpuEqualTheOneRankOracle) {
     env["SB_DIST_TIMEOUT_MS"] = "120000";
     workers.push_back(spawn_worker({self, "--gpu-ring-rank", dir.string()}, env, dir / ("rank" + std::to_string(rank) + ".log")));
   }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
+  // Within ctest's 300 s for the test; every rank is waited for (or killed) before any
+  // verdict, so none outlives the test holding the GPU or the port.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(200);
+  std::vector<int> codes;
+  for (const Worker& worker : workers) codes.push_back(wait_worker(worker, deadline));
   for (int rank = 0; rank < world; ++rank) {
-    ASSERT_EQ(wait_worker(workers[rank], deadline), 0) << "rank " << rank << ":\n" << slurp(workers[rank].log);
+    ASSERT_EQ(codes[rank], 0) << "rank " << rank << ":\n" << slurp(workers[rank].log);
   }
   const PackedSequences sequences = PackedSequences::from_lengths(process_ring_lengths());
   for (const GpuRingCase& c : gpu_process_ring_cases()) {
@@ -134,7 +141,7 @@ TEST(RingAttentionCudaProcesses, TwoRanksOnOneGpuEqualTheOneRankOracle) {
       return sharding.unshard(parts);
     };
     const VerticalSlashIndex rule =
-        c.pattern == Pattern::kVerticalSlash ? gpu_vertical_slash_rule(in, scale) : VerticalSlashIndex{};
+        c.pattern == Pattern::kVerticalSlash ? gpu_vertical_slash_rule(in, scale, c) : VerticalSlashIndex{};
     if (c.pattern == Pattern::kVerticalSlash) {  // both ranks built the one-rank rule's index
       const auto [lists, coverage] = ring_index_tensors(rule);
       for (int r = 0; r < world; ++r) {

@@ -37,10 +37,13 @@ std::vector<LocalKeys> local_keys_by_sequence(const RingShardTiles& mine, const 
   return out;
 }
 
-// Query heads per batch of one sequence's steps: each head holds its [n, m] attention and
-// lays it out by offset (vertical_slash_score_sums: an [n, length + n] float64 copy). On a GPU batches of up to about 256 MiB; on the CPU about
-// 16 MiB, which the heap reuses from batch to batch (larger blocks are mapped afresh, and
-// their page faults cost more than the arithmetic).
+// Query heads per batch of one sequence's steps. A batch's [count, n, m] attention lives
+// until step 3 (all of them together: Hq x n x the rank's tokens, float64), and step 3
+// lays each batch out by offset in turn (vertical_slash_score_sums: a [count, n,
+// length + n] float64 temporary), so the batch bounds that temporary and the size of
+// each allocation: up to about 256 MiB on a GPU; about 16 MiB on the CPU, which the heap
+// reuses from batch to batch (larger blocks are mapped afresh, and their page faults
+// cost more than the arithmetic).
 int64_t heads_per_batch(const c10::Device& device, int64_t heads, int64_t n, int64_t length) {
   const int64_t budget = device.is_cpu() ? int64_t{16} << 20 : int64_t{256} << 20;
   const int64_t per_head = std::max<int64_t>(1, 2 * n * length * static_cast<int64_t>(sizeof(double)));
@@ -59,7 +62,7 @@ void RingVerticalSlashSums::all_reduce(at::Tensor& tensor, c10d::ReduceOp::RedOp
 RingVerticalSlashSums::RingVerticalSlashSums(const at::Tensor& q, const at::Tensor& k, const RingGeometry& geometry,
                                              const VerticalSlashParams& params, double scale, RingContext& context,
                                              int64_t call)
-    : context_(context), call_(call), device_(q.device()), start_(Clock::now()) {
+    : context_(context), call_(call), device_(q.device()), block_size_(params.block_size), start_(Clock::now()) {
   params.validate();
   const c10::NoGradGuard no_grad;
   const PackedSequences& packed = geometry.sequences;
@@ -165,7 +168,7 @@ RingVerticalSlashSums::RingVerticalSlashSums(const at::Tensor& q, const at::Tens
       a.div_(row_sum.narrow(0, h, a.size(0)).narrow(1, first_row[static_cast<size_t>(s)], seq.n).unsqueeze(2));  // A
       out.narrow(0, h, a.size(0))
           .copy_(vertical_slash_score_sums(a, seq.length, seq.n, key_positions[static_cast<size_t>(s)]));
-      block_columns.push_back(vertical_slash_query_block_columns(a, seq.length, seq.n, params.block_size));
+      block_columns.push_back(vertical_slash_query_block_columns(a, seq.length, seq.n, block_size_));
       a = at::Tensor();
     }
     seq.block_columns = at::cat(block_columns, 0);
@@ -201,7 +204,7 @@ std::vector<double> RingVerticalSlashSums::kept_coverage(const std::vector<Item>
     }
     const at::Tensor columns = seq.block_columns.index_select(0, at::tensor(heads, at::kLong).to(device_));
     kept_mass.index_copy_(0, at::tensor(slots, at::kLong).to(device_),
-                          vertical_slash_kept_masses(columns, lists, seq.length, seq.n, seq.positions));
+                          vertical_slash_kept_masses(columns, block_size_, lists, seq.length, seq.n, seq.positions));
   }
   all_reduce(kept_mass, c10d::ReduceOp::SUM, what);
   const at::Tensor host = kept_mass.to(at::kCPU).contiguous();

@@ -67,7 +67,8 @@ class RingVerticalSlashSums {
 
   RingContext& context_;
   int64_t call_;
-  c10::Device device_;  // q's: where the all-reduces run
+  c10::Device device_;  // q's: where the sums and the all-reduces run
+  int64_t block_size_;  // the pattern's query blocks (the block columns')
   std::chrono::steady_clock::time_point start_;
   std::chrono::steady_clock::duration waited_{};
   std::vector<RingVerticalSlashSequence> sequences_;

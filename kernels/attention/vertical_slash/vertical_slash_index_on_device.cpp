@@ -51,8 +51,9 @@ std::vector<double> VerticalSlashHeadsAttention::coverage(const std::vector<Vert
   for (const VerticalSlashHeadIndex& head : index) lists.push_back(&head);
   std::vector<int64_t> every_key(static_cast<size_t>(length_));
   std::iota(every_key.begin(), every_key.end(), 0);
-  const at::Tensor columns = vertical_slash_query_block_columns(attention_, length_, n_, index.front().block_size);
-  const at::Tensor mass = vertical_slash_kept_masses(columns, lists, length_, n_, every_key).to(at::kCPU).contiguous();
+  const int64_t block = index.front().block_size;
+  const at::Tensor columns = vertical_slash_query_block_columns(attention_, length_, n_, block);
+  const at::Tensor mass = vertical_slash_kept_masses(columns, block, lists, length_, n_, every_key).to(at::kCPU).contiguous();
   std::vector<double> out(index.size());
   std::memcpy(out.data(), mass.const_data_ptr<double>(), sizeof(double) * out.size());
   for (double& c : out) c /= static_cast<double>(n_);
@@ -98,14 +99,14 @@ at::Tensor vertical_slash_query_block_columns(const at::Tensor& attention, int64
   return at::stack(rows, 1);
 }
 
-at::Tensor vertical_slash_kept_masses(const at::Tensor& block_columns, const std::vector<const VerticalSlashHeadIndex*>& lists,
-                                      int64_t length, int64_t n, const std::vector<int64_t>& key_positions) {
+at::Tensor vertical_slash_kept_masses(const at::Tensor& block_columns, int64_t block,
+                                      const std::vector<const VerticalSlashHeadIndex*>& lists, int64_t length, int64_t n,
+                                      const std::vector<int64_t>& key_positions) {
   const auto heads = static_cast<int64_t>(lists.size());
   const auto m = static_cast<int64_t>(key_positions.size());
   TORCH_CHECK(block_columns.dim() == 3 && heads == block_columns.size(0) && m == block_columns.size(2),
               "vertical-slash kept mass: query block columns [lists, blocks, key positions] expected");
   if (heads == 0 || n == 0 || m == 0) return at::zeros({heads}, block_columns.options());
-  const int64_t block = lists.front()->block_size;
   const auto [m0, m1] = last_query_blocks(length, n, block);
   const int64_t blocks = m1 - m0 + 1;
   TORCH_CHECK(block_columns.size(1) == blocks, "vertical-slash kept mass: the columns' blocks are not the lists'");
@@ -115,7 +116,8 @@ at::Tensor vertical_slash_kept_masses(const at::Tensor& block_columns, const std
   bool* k = keep.mutable_data_ptr<bool>();
   std::vector<int64_t> keys;
   for (int64_t h = 0; h < heads; ++h) {
-    TORCH_CHECK(lists[static_cast<size_t>(h)]->block_size == block, "vertical-slash kept mass: one block size expected");
+    TORCH_CHECK(lists[static_cast<size_t>(h)]->block_size == block,
+                "vertical-slash kept mass: the lists' block size is not the columns'");
     for (int64_t q_block = m0; q_block <= m1; ++q_block) {
       vertical_slash_block_keys(*lists[static_cast<size_t>(h)], q_block, length, keys);
       bool* row = k + (h * blocks + (q_block - m0)) * m;

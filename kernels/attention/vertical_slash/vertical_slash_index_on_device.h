@@ -58,7 +58,8 @@ std::vector<VerticalSlashHeadIndex> vertical_slash_sequence_index_on_device(cons
 //   the vertical and slash scores of attention [H, n, m]: the last n queries' attention to
 //   the m keys at key_positions ([m] ascending positions of the sequence, long, on the
 //   attention's device; 0 past each query). Returns [H, 2, length], vertical then slash;
-//   keys not held contribute nothing. Deterministic (gathers, no atomics);
+//   keys not held contribute nothing. Deterministic (a copy and a strided sum, no
+//   atomics);
 at::Tensor vertical_slash_score_sums(const at::Tensor& attention, int64_t length, int64_t n,
                                      const at::Tensor& key_positions);
 //   each last query block's attention summed over its rows: attention [H, n, m] (the last
@@ -68,10 +69,12 @@ at::Tensor vertical_slash_score_sums(const at::Tensor& attention, int64_t length
 //   zeros, so a kept mass is a sum over these rows;
 at::Tensor vertical_slash_query_block_columns(const at::Tensor& attention, int64_t length, int64_t n, int64_t block);
 //   the attention mass each head's lists keep, from its query block columns [H, blocks,
-//   m] over the keys at key_positions (ascending positions of the sequence); lists[h] is
-//   head h's (its block_size that of the columns); returns [H] on the columns' device.
-//   The kept keys of each query block are marked on the host (vertical_slash_block_keys).
-at::Tensor vertical_slash_kept_masses(const at::Tensor& block_columns, const std::vector<const VerticalSlashHeadIndex*>& lists,
-                                      int64_t length, int64_t n, const std::vector<int64_t>& key_positions);
+//   m] of `block`-token query blocks over the keys at key_positions (ascending positions
+//   of the sequence); lists[h] is head h's (its block_size must be `block`); returns [H]
+//   on the columns' device. The kept keys of each query block are marked on the host
+//   (vertical_slash_block_keys).
+at::Tensor vertical_slash_kept_masses(const at::Tensor& block_columns, int64_t block,
+                                      const std::vector<const VerticalSlashHeadIndex*>& lists, int64_t length, int64_t n,
+                                      const std::vector<int64_t>& key_positions);
 
 }  // namespace sb
