@@ -150,6 +150,10 @@ TEST(VerticalSlashIndexOnDevice, AShareOfTheKeysGivesTheHostStepsShare) {
           const at::Tensor key_positions = at::tensor(positions, at::kLong);
           const at::Tensor columns = attention.index_select(2, key_positions).contiguous();  // [H, n, m]
           const at::Tensor sums = vertical_slash_score_sums(columns, length, inputs.n, key_positions);  // [H, 2, L]
+          // The GPU's way on the CPU: the same sums (another order of the same additions).
+          const at::Tensor by_view = vertical_slash_score_sums(columns, length, inputs.n, key_positions,
+                                                               VerticalSlashSlashSums::kOffsetView);
+          EXPECT_LT((by_view - sums).abs().max().item<double>(), 1e-13) << "sequence " << s;
           std::vector<const VerticalSlashHeadIndex*> lists;
           for (const VerticalSlashHeadIndex& head : index[static_cast<size_t>(s)]) lists.push_back(&head);
           const at::Tensor masses = vertical_slash_kept_masses(

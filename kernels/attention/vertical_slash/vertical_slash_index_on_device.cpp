@@ -60,22 +60,61 @@ std::vector<double> VerticalSlashHeadsAttention::coverage(const std::vector<Vert
   return out;
 }
 
-at::Tensor vertical_slash_score_sums(const at::Tensor& attention, int64_t length, int64_t n,
+namespace {
+
+// slash[h, d] = sum over rows i of A[h, i, p_i - d], p_i = length - n + i, for attention
+// [H, n, m] over the keys at key_positions (0 past each query). Two ways, both
+// deterministic:
+
+// On a GPU: row i holds its keys reversed (key j at column length - 1 - j) in a zero row
+// of length + n, so its offset d sits at column (length - 1 - p_i) + d = n - 1 - i + d; a
+// view with row stride length + n - 1 puts every row's offset d in column d, and the
+// padding holds the zeros of offsets past p_i. A copy and a strided sum, no atomics.
+at::Tensor slash_sums_by_offset_view(const at::Tensor& attention, int64_t length, int64_t n,
                                      const at::Tensor& key_positions) {
+  const int64_t heads = attention.size(0), width = length + n;
+  at::Tensor reversed = at::zeros({heads, n, width}, attention.options());
+  reversed.index_copy_(2, (length - 1) - key_positions, attention);
+  return reversed.as_strided({heads, n, length}, {n * width, width - 1, 1}, n - 1).sum(1);
+}
+
+// On the CPU: both sums by vertical_slash_add_scores, head by head (a loop over the n x m
+// entries, in a fixed order): cheaper there than zeroing and passing over the
+// [H, n, length + n] buffer, whose cost the GPU hides.
+at::Tensor score_sums_by_loop(const at::Tensor& attention, int64_t length, int64_t n, const at::Tensor& key_positions) {
+  TORCH_CHECK(attention.is_cpu(), "vertical-slash score sums: the loop runs on the CPU");
+  const int64_t heads = attention.size(0);
+  const at::Tensor rows = attention.to(at::kDouble).contiguous();
+  const at::Tensor positions_tensor = key_positions.to(at::kLong).contiguous();
+  const std::vector<int64_t> positions(positions_tensor.const_data_ptr<int64_t>(),
+                                       positions_tensor.const_data_ptr<int64_t>() + positions_tensor.numel());
+  at::Tensor out = at::empty({heads, 2, length}, attention.options());
+  std::vector<double> vertical, slash;
+  for (int64_t h = 0; h < heads; ++h) {
+    vertical.assign(static_cast<size_t>(length), 0.0);
+    slash.assign(static_cast<size_t>(length), 0.0);
+    vertical_slash_add_scores(rows.const_data_ptr<double>() + h * n * rows.size(2), positions, length, n, vertical,
+                              slash);
+    double* o = out.mutable_data_ptr<double>() + h * 2 * length;
+    std::copy(vertical.begin(), vertical.end(), o);
+    std::copy(slash.begin(), slash.end(), o + length);
+  }
+  return out;
+}
+
+}  // namespace
+
+at::Tensor vertical_slash_score_sums(const at::Tensor& attention, int64_t length, int64_t n,
+                                     const at::Tensor& key_positions, VerticalSlashSlashSums way) {
   const int64_t heads = attention.size(0), m = attention.size(2);
   TORCH_CHECK(attention.size(1) == n && key_positions.numel() == m,
               "vertical-slash score sums: attention [H, n, key positions] expected");
-  // slash[d] = sum over rows i of A[i, p_i - d], p_i = length - n + i. Row i holds its
-  // keys reversed (key j at column length - 1 - j) in a zero row of length + n, so its
-  // offset d sits at column (length - 1 - p_i) + d = n - 1 - i + d: a view with row stride
-  // length + n - 1 puts every row's offset d in column d, and the padding holds the zeros
-  // of offsets past p_i. No gathers, no atomics: deterministic on every device.
-  const int64_t width = length + n;
-  at::Tensor reversed = at::zeros({heads, n, width}, attention.options());
-  reversed.index_copy_(2, (length - 1) - key_positions, attention);
-  const at::Tensor by_offset = reversed.as_strided({heads, n, length}, {n * width, width - 1, 1}, n - 1);
+  if (way == VerticalSlashSlashSums::kByDevice) {
+    way = attention.is_cpu() ? VerticalSlashSlashSums::kLoop : VerticalSlashSlashSums::kOffsetView;
+  }
+  if (way == VerticalSlashSlashSums::kLoop) return score_sums_by_loop(attention, length, n, key_positions);
   const at::Tensor vertical = at::zeros({heads, length}, attention.options()).index_copy_(1, key_positions, attention.sum(1));
-  return at::stack({vertical, by_offset.sum(1)}, 1);
+  return at::stack({vertical, slash_sums_by_offset_view(attention, length, n, key_positions)}, 1);
 }
 
 namespace {

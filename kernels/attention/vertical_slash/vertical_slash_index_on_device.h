@@ -58,10 +58,14 @@ std::vector<VerticalSlashHeadIndex> vertical_slash_sequence_index_on_device(cons
 //   the vertical and slash scores of attention [H, n, m]: the last n queries' attention to
 //   the m keys at key_positions ([m] ascending positions of the sequence, long, on the
 //   attention's device; 0 past each query). Returns [H, 2, length], vertical then slash;
-//   keys not held contribute nothing. Deterministic (a copy and a strided sum, no
-//   atomics);
+//   keys not held contribute nothing. Deterministic: on a GPU the slash sums are a
+//   strided sum over a reversed copy, on the CPU a loop over the entries
+//   (vertical_slash_add_scores); `way` picks one (the offset view runs on the CPU too, for
+//   the tests);
+enum class VerticalSlashSlashSums { kByDevice, kOffsetView, kLoop };
 at::Tensor vertical_slash_score_sums(const at::Tensor& attention, int64_t length, int64_t n,
-                                     const at::Tensor& key_positions);
+                                     const at::Tensor& key_positions,
+                                     VerticalSlashSlashSums way = VerticalSlashSlashSums::kByDevice);
 //   each last query block's attention summed over its rows: attention [H, n, m] (the last
 //   n queries' attention to m keys, 0 past each query) gives [H, blocks, m], blocks the
 //   query blocks (of `block` tokens) the last queries span, first to last. A query
