@@ -189,8 +189,9 @@ Command register_bench(CLI::App& app) {
       "their time ratio. --json prints one JSON object per impl and line.");
   sub->add_option("--impl", f->impl,
                   "dense (SDPA's choice of kernel), dense-flash (SDPA pinned to flash-attention, CUDA), moba, "
-                  "moba-fused, moba-varlen (MoBA's CUDA paths), ring-dense, ring-moba (the context-parallel ring "
-                  "on one rank), vertical_slash (MTraining's pattern, CPU kernel), or a comma list (dense,moba)")
+                  "moba-fused, moba-varlen (MoBA's CUDA paths), ring-dense, ring-moba, ring-vertical_slash (the "
+                  "context-parallel ring on one rank), vertical_slash (MTraining's pattern), or a comma list "
+                  "(dense,moba)")
       ->capture_default_str();
   sub->add_option("--seq-len", f->seq_len, "Tokens of the sequence")->capture_default_str();
   sub->add_option("--block", f->block, "MoBA block size")->capture_default_str();

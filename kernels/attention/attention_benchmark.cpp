@@ -25,6 +25,7 @@
 #include "kernels/attention/moba/moba_attention.h"
 #include "kernels/attention/moba/moba_reference.h"
 #include "kernels/attention/ring/ring_attention_backend.h"
+#include "kernels/attention/ring/ring_vertical_slash_index.h"
 #include "kernels/attention/sdpa_kernel_choice.h"
 #include "kernels/attention/vertical_slash/vertical_slash_backend.h"
 #include "kernels/attention/vertical_slash/vertical_slash_blocks.h"
@@ -37,9 +38,12 @@ namespace {
 // [Hq, rows, L] doubles).
 constexpr int64_t kReferenceBytes = int64_t{1} << 30;
 
-// "ring-dense" and "ring-moba": the context-parallel ring (kernels/attention/ring) on one
-// rank, i.e. its step kernel and merge, against the one-rank implementations.
-bool is_ring(const std::string& impl) { return impl == "ring-dense" || impl == "ring-moba"; }
+// "ring-dense", "ring-moba" and "ring-vertical_slash": the context-parallel ring
+// (kernels/attention/ring) on one rank, i.e. its step kernels, merge and (vertical-slash)
+// its index built as the CP ranks build it, against the one-rank implementations.
+bool is_ring(const std::string& impl) {
+  return impl == "ring-dense" || impl == "ring-moba" || impl == "ring-vertical_slash";
+}
 // "moba" runs the default CUDA path (the fused kernels where they apply); "moba-fused" and
 // "moba-varlen" force one of the two (MobaCudaKernel), to compare them side by side.
 bool is_moba(const std::string& impl) {
@@ -50,7 +54,7 @@ MobaCudaKernel moba_cuda_kernel_of(const std::string& impl) {
   if (impl == "moba-varlen") return MobaCudaKernel::kFlashVarlen;
   return MobaCudaKernel::kAuto;
 }
-bool is_vertical_slash(const std::string& impl) { return impl == "vertical_slash"; }
+bool is_vertical_slash(const std::string& impl) { return impl == "vertical_slash" || impl == "ring-vertical_slash"; }
 // "dense" lets SDPA choose its kernel (as the trainer runs it; cuDNN's on an H100);
 // "dense-flash" pins it to flash-attention (sdpa_kernel_choice.h).
 bool is_dense(const std::string& impl) { return impl == "dense" || impl == "dense-flash"; }
@@ -96,8 +100,8 @@ at::Tensor local_inputs(int64_t length, const at::Tensor& directions, int64_t he
 void check_config(const AttentionBenchConfig& c) {
   auto fail = [](const std::string& what) { throw std::invalid_argument(what); };
   if (!is_dense(c.impl) && !is_moba(c.impl) && !is_ring(c.impl) && !is_vertical_slash(c.impl)) {
-    fail("--impl must be dense, dense-flash, moba, moba-fused, moba-varlen, ring-dense, ring-moba or "
-         "vertical_slash, got " + c.impl);
+    fail("--impl must be dense, dense-flash, moba, moba-fused, moba-varlen, ring-dense, ring-moba, "
+         "ring-vertical_slash or vertical_slash, got " + c.impl);
   }
   if (c.impl == "dense-flash" && c.device != "cuda") fail("--impl dense-flash is a CUDA kernel: use --device cuda");
   if (moba_cuda_kernel_of(c.impl) != MobaCudaKernel::kAuto && c.device != "cuda") {
@@ -224,6 +228,7 @@ struct BenchSubject {
   bool cuda = false;
   at::Tensor q, k, v, grad_out, last_out;
   std::unique_ptr<AttentionBackend> backend;
+  std::shared_ptr<RingContext> ring_context;  // ring-*: the one rank's
 
   explicit BenchSubject(const AttentionBenchConfig& config) {
     check_config(config);
@@ -249,13 +254,18 @@ struct BenchSubject {
     AttentionOptions attention{is_moba(config.impl) ? AttentionKind::kMoba : AttentionKind::kDense,
                                config.block, config.top_k};
     attention.moba_cuda_kernel = moba_cuda_kernel_of(config.impl);
-    if (is_vertical_slash(config.impl)) {
-      backend = std::make_unique<VerticalSlashAttention>(vertical_slash_params(config));
-    } else if (is_ring(config.impl)) {
-      auto ring = std::make_unique<RingAttentionBackend>(
-          attention, std::make_shared<RingContext>(nullptr, 0, 1, 0, std::chrono::milliseconds(60000)));
+    if (is_ring(config.impl)) {
+      if (is_vertical_slash(config.impl)) {  // the ring's blocks are the pattern's
+        attention.kind = AttentionKind::kVerticalSlash;
+        attention.block_size = config.vs_block;
+        attention.vertical_slash = vertical_slash_params(config);
+      }
+      ring_context = std::make_shared<RingContext>(nullptr, 0, 1, 0, std::chrono::milliseconds(60000));
+      auto ring = std::make_unique<RingAttentionBackend>(attention, ring_context);
       ring->set_context_parallel_sharding(std::make_shared<const CpSharding>(CpSharding::build(packed, 1, {})));
       backend = std::move(ring);
+    } else if (is_vertical_slash(config.impl)) {
+      backend = std::make_unique<VerticalSlashAttention>(vertical_slash_params(config));
     } else {
       backend = make_attention_backend(attention);
     }
@@ -298,7 +308,13 @@ struct BenchSubject {
     if (measured) result.fwd_ms.push_back(fwd);
     if (is_vertical_slash(result.config.impl)) {
       const double index = time_ms(cuda, [&] {
-        vertical_slash_index(q, k, packed, vertical_slash_params(result.config), scale);
+        if (is_ring(result.config.impl)) {  // as the CP ranks build it (ring_vertical_slash_sums.h)
+          const auto geometry = RingGeometry::build(CpSharding::build(packed, 1, {}), result.config.vs_block, false);
+          ring_vertical_slash_index(q, k, *geometry, vertical_slash_params(result.config), scale, *ring_context, 0);
+          ring_context->take_events();
+        } else {
+          vertical_slash_index(q, k, packed, vertical_slash_params(result.config), scale);
+        }
       });
       if (measured) result.index_ms.push_back(index);
     }

@@ -90,6 +90,28 @@ TEST(MobaBenchCli, VerticalSlashIsCheckedAgainstItsReference) {
   EXPECT_NE(cuda.output.find("--dtype bfloat16 or float16"), std::string::npos) << cuda.output;
 }
 
+TEST(MobaBenchCli, TheRingsVerticalSlashIsTheOneRankPatterns) {
+  // The CP ring on one rank, its index built as CP ranks build it: the same pairs and
+  // coverage as the one-rank pattern, its output within float32 of the reference.
+  const auto r = run_command(sparsebalance_binary() +
+                             " bench attention --impl vertical_slash,ring-vertical_slash --seq-len 300 "
+                             "--vs-verticals 20 --vs-slashes 4 --vs-block 16 --inputs local --heads 4/2 --head-dim 16 "
+                             "--backward --json --repetitions 2 --warmup 0 --threads 1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto objects = json_lines(r.output);
+  ASSERT_EQ(objects.size(), 2u) << r.output;
+  const auto &one = objects[0], &ring = objects[1];
+  EXPECT_EQ(ring["impl"], "ring-vertical_slash");
+  EXPECT_EQ(ring["attended_pairs"].get<double>(), one["attended_pairs"].get<double>());
+  EXPECT_NEAR(ring["coverage_mean"].get<double>(), one["coverage_mean"].get<double>(), 1e-12);
+  EXPECT_LT(ring["coverage_mean"].get<double>(), 1.0);
+  EXPECT_LT(ring["max_abs_err"].get<double>(), 1e-5);
+  EXPECT_GT(ring["index_ms"].get<double>(), 0.0);
+  const auto cuda = run_command(sparsebalance_binary() + " bench attention --impl ring-vertical_slash --device cuda 2>&1");
+  EXPECT_EQ(cuda.exit_code, 2) << cuda.output;
+  EXPECT_NE(cuda.output.find("CPU only"), std::string::npos) << cuda.output;
+}
+
 TEST(MobaBenchCli, TableNamesTheTimeRatio) {
   const auto r = run_command(sparsebalance_binary() +
                              " bench attention --impl dense,moba --seq-len 128 --block 32 "
