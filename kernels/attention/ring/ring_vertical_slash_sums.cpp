@@ -38,12 +38,11 @@ std::vector<LocalKeys> local_keys_by_sequence(const RingShardTiles& mine, const 
 }
 
 // Query heads per batch of one sequence's steps. A batch's [count, n, m] attention lives
-// until step 3 (all of them together: Hq x n x the rank's tokens, float64), and step 3
-// lays each batch out by offset in turn (vertical_slash_score_sums: a [count, n,
-// length + n] float64 temporary), so the batch bounds that temporary and the size of
-// each allocation: up to about 256 MiB on a GPU; about 16 MiB on the CPU, which the heap
-// reuses from batch to batch (larger blocks are mapped afresh, and their page faults
-// cost more than the arithmetic).
+// until step 3 (all of them together: Hq x n x the rank's tokens, float64), so the batch
+// bounds the size of each allocation, and on a GPU also step 3's [count, n, length + n]
+// float64 layout by offset (vertical_slash_score_sums): up to about 256 MiB there; about
+// 16 MiB on the CPU, where the heap serves such blocks (larger ones are mapped afresh,
+// and their page faults cost more than the arithmetic).
 int64_t heads_per_batch(const c10::Device& device, int64_t heads, int64_t n, int64_t length) {
   const int64_t budget = device.is_cpu() ? int64_t{16} << 20 : int64_t{256} << 20;
   const int64_t per_head = std::max<int64_t>(1, 2 * n * length * static_cast<int64_t>(sizeof(double)));

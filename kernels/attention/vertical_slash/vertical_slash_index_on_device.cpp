@@ -82,10 +82,11 @@ at::Tensor slash_sums_by_offset_view(const at::Tensor& attention, int64_t length
 // entries, in a fixed order): cheaper there than zeroing and passing over the
 // [H, n, length + n] buffer, whose cost the GPU hides.
 at::Tensor score_sums_by_loop(const at::Tensor& attention, int64_t length, int64_t n, const at::Tensor& key_positions) {
-  TORCH_CHECK(attention.is_cpu(), "vertical-slash score sums: the loop runs on the CPU");
+  TORCH_CHECK(attention.is_cpu() && attention.scalar_type() == at::kDouble,
+              "vertical-slash score sums: the loop runs on float64 CPU attention");
   const int64_t heads = attention.size(0);
-  const at::Tensor rows = attention.to(at::kDouble).contiguous();
-  const at::Tensor positions_tensor = key_positions.to(at::kLong).contiguous();
+  const at::Tensor rows = attention.contiguous();
+  const at::Tensor positions_tensor = key_positions.contiguous();
   const std::vector<int64_t> positions(positions_tensor.const_data_ptr<int64_t>(),
                                        positions_tensor.const_data_ptr<int64_t>() + positions_tensor.numel());
   at::Tensor out = at::empty({heads, 2, length}, attention.options());
