@@ -232,8 +232,9 @@ std::vector<VerticalSlashHeadIndex> VerticalSlashHeadsAttention::select(const Ve
 }
 
 int64_t vertical_slash_heads_per_batch(const VerticalSlashSequenceInputs& inputs, int64_t q_heads) {
-  // Per head at the peak: the scores, their softmax, the gathered diagonals and their
-  // masked product (4 x n x L doubles), and the head's copy of its keys (L x D doubles).
+  // Per head at the peak: the scores and their softmax (2 x n x L doubles), the
+  // slash sums' reversed rows (n x (L + n), vertical_slash_score_sums), and the head's
+  // copy of its keys (L x D doubles); 4 x n x L bounds the first three while n <= L.
   constexpr int64_t kBatchBytes = int64_t{256} << 20;
   const int64_t per_head = std::max<int64_t>(
       1, (4 * inputs.n + inputs.keys.size(2)) * inputs.length * static_cast<int64_t>(sizeof(double)));
