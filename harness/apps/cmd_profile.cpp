@@ -441,7 +441,8 @@ Command register_profile(CLI::App& app) {
       try {
         profile = measure_latency_profile(on_this_rank, progress_printer(leader));
       } catch (const std::invalid_argument& e) {
-        throw ConfigError("sparsebalance profile", "", e.what(), "fix the flags");
+        throw ConfigError("sparsebalance profile", "", e.what(),
+                          "see sparsebalance profile --help for the flags");
       }
       if (!leader) return;
       // The command that measures this grid again, e.g. on another machine.

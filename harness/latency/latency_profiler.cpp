@@ -407,7 +407,8 @@ void check_request(const ProfileRequest& r) {
   }
   if (r.device != "cpu" && r.device != "cuda") throw std::invalid_argument("--device must be cpu or cuda");
   if (r.device == "cuda" && !torch::cuda::is_available()) {
-    throw std::invalid_argument("--device cuda: no CUDA device is available here");
+    throw std::invalid_argument(
+        "--device cuda: no CUDA device is visible here (check nvidia-smi and CUDA_VISIBLE_DEVICES, or use --device cpu)");
   }
   if (has_budget(r.attention) && r.budgets.empty()) {
     throw std::invalid_argument("--budgets: " + r.attention.name() + " needs at least one budget");

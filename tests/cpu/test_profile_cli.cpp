@@ -85,6 +85,21 @@ TEST(ProfileCli, ModelThatIsNeitherAPresetNorAFolderIsExitTwoListingThePresets) 
   fs::remove_all(dir);
 }
 
+// With no GPU visible (hidden here, so the test means the same on a GPU machine),
+// --device cuda is exit 2 naming the flag and what to check, and writes nothing.
+TEST(ProfileCli, CudaWithoutAVisibleGpuIsExitTwoSayingWhatToCheck) {
+  const fs::path dir = test::fresh_temp_dir("profile_cli_no_gpu");
+  const auto r = run_command("CUDA_VISIBLE_DEVICES= " + sparsebalance_binary() +
+                             " profile --model qwen2-test --device cuda --precision bf16-mixed --seq-lens 16"
+                             " --budgets 1 --out " + (dir / "p.json").string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--device cuda: no CUDA device is visible here"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("CUDA_VISIBLE_DEVICES, or use --device cpu"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("sparsebalance profile --help"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir / "p.json"));
+  fs::remove_all(dir);
+}
+
 TEST(ProfileCli, IncompleteOrUnknownLoraFlagsAreExitTwo) {
   const fs::path dir = test::fresh_temp_dir("profile_cli_bad_lora");
   const std::string base =
