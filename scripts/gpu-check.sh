@@ -28,6 +28,8 @@
 #               (k 8, 16), about 3 minutes on an H100; full: every length x block x k of
 #               docs/benchmarks.md.
 # Each stage runs under a time limit; the report says what ran, passed, failed or timed out.
+# A stage first removes what an earlier check left in OUT (run would skip a completed run
+# and the report would show its old results).
 set -uo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -163,6 +165,7 @@ fi
 if has_stage train; then
   for name in table1-gpu1-kernels gpu1-vertical-slash; do
     start=$(now)
+    rm -rf "${OUT:?}/$name"
     timeout 400 "$SB" run "$REPO/experiments/$name.json" --results "$OUT" --no-plots >"$OUT/train-$name.log" 2>&1
     rc=$?
     note ""
@@ -181,6 +184,7 @@ fi
 # tolerances scripts/gpu_check_agreement.py states.
 if has_stage multirank; then
   manifest="$REPO/experiments/gpu1-multirank.json"
+  rm -rf "${OUT:?}/multirank" "$OUT"/multirank-*.log
   for name in single ${LAYOUTS//,/ }; do
     case "$name" in  # dp pp tp cp cp_layout
       single) dims="1 1 1 1 zigzag" ;; dp2) dims="2 1 1 1 zigzag" ;; pp2) dims="1 2 1 1 zigzag" ;;
@@ -212,6 +216,7 @@ fi
 # then a latency profile of the pattern on the GPU and the predictor's held-out check.
 if has_stage vs; then
   manifest="$REPO/experiments/gpu1-cp2-vertical-slash.json"
+  rm -rf "${OUT:?}/vs" "$OUT"/vs-*.log
   for name in single cp2; do
     cp=$([ "$name" = cp2 ] && echo 2 || echo 1)
     start=$(now)

@@ -121,9 +121,33 @@ double kept_mass_pair_by_pair(const VerticalSlashHeadIndex& index, const at::Ten
   return mass;
 }
 
-// A rank holding some of a sequence's keys: its scores and kept masses from those columns
-// of the attention equal the host steps' on the same columns (vertical_slash_add_scores,
-// the mask's rule pair by pair), and the shares of two complementary key sets sum to the
+// The column and diagonal sums of rows [n, m] (the last queries' attention to the keys at
+// positions), output by output: vertical[j] sums key j's column, slash[d] the entries of
+// each row i at key p_i - d, where held (the index code adds input by input instead).
+std::pair<std::vector<double>, std::vector<double>> sums_output_by_output(const at::Tensor& rows,
+                                                                        const std::vector<int64_t>& positions,
+                                                                        int64_t length) {
+  const int64_t n = rows.size(0);
+  std::vector<int64_t> column(static_cast<size_t>(length), -1);
+  for (size_t a = 0; a < positions.size(); ++a) column[static_cast<size_t>(positions[a])] = static_cast<int64_t>(a);
+  std::vector<double> vertical(static_cast<size_t>(length), 0.0), slash(vertical);
+  const auto entry = [&](int64_t i, int64_t key) {  // 0 where the key is not held
+    const int64_t a = column[static_cast<size_t>(key)];
+    return a >= 0 ? rows[i][a].item<double>() : 0.0;
+  };
+  for (int64_t j = 0; j < length; ++j) {
+    for (int64_t i = 0; i < n; ++i) {
+      vertical[static_cast<size_t>(j)] += entry(i, j);
+      const int64_t key = length - n + i - j;  // row i's key at offset j
+      if (key >= 0) slash[static_cast<size_t>(j)] += entry(i, key);
+    }
+  }
+  return {vertical, slash};
+}
+
+// A rank holding some of a sequence's keys: its scores (both ways of summing) and kept
+// masses from those columns of the attention equal sums written out output by output and
+// the mask's rule pair by pair, and the shares of two complementary key sets sum to the
 // whole sequence's.
 TEST(VerticalSlashIndexOnDevice, AShareOfTheKeysGivesTheHostStepsShare) {
   at::manual_seed(23);
@@ -161,12 +185,17 @@ TEST(VerticalSlashIndexOnDevice, AShareOfTheKeysGivesTheHostStepsShare) {
               positions);
           for (int64_t h = 0; h < hq; ++h) {
             const at::Tensor rows = columns[h].contiguous();
-            std::vector<double> vertical(static_cast<size_t>(length), 0.0), slash(vertical);
-            vertical_slash_add_scores(rows.const_data_ptr<double>(), positions, length, inputs.n, vertical, slash);
+            const auto [vertical, slash] = sums_output_by_output(rows, positions, length);
             const std::vector<double> got_vertical(sums[h][0].data_ptr<double>(), sums[h][0].data_ptr<double>() + length);
             const std::vector<double> got_slash(sums[h][1].data_ptr<double>(), sums[h][1].data_ptr<double>() + length);
             EXPECT_LT(max_diff(got_vertical, vertical), 1e-13) << "sequence " << s << " head " << h;
             EXPECT_LT(max_diff(got_slash, slash), 1e-13) << "sequence " << s << " head " << h;
+            const at::Tensor view_slash = by_view[h][1].contiguous();
+            EXPECT_LT(max_diff(std::vector<double>(view_slash.const_data_ptr<double>(),
+                                                   view_slash.const_data_ptr<double>() + length),
+                               slash),
+                      1e-13)
+                << "sequence " << s << " head " << h;
             EXPECT_NEAR(masses[h].item<double>(),
                         kept_mass_pair_by_pair(*lists[static_cast<size_t>(h)], rows, positions, length), 1e-13)
                 << "sequence " << s << " head " << h;

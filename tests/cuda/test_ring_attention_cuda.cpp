@@ -165,6 +165,7 @@ TEST(RingAttentionCuda, OneRankRingThroughAutogradEqualsTheOracle) {
       const VerticalSlashIndex rule = gpu_vertical_slash_rule(in, scale);
       ASSERT_EQ(result.vertical_slash_index.size(), rule.size());
       for (size_t s = 0; s < rule.size(); ++s) {
+        ASSERT_EQ(result.vertical_slash_index[s].size(), rule[s].size()) << "sequence " << s;
         for (size_t h = 0; h < rule[s].size(); ++h) {
           EXPECT_EQ(result.vertical_slash_index[s][h].verticals, rule[s][h].verticals) << "sequence " << s << " head " << h;
           EXPECT_EQ(result.vertical_slash_index[s][h].slashes, rule[s][h].slashes) << "sequence " << s << " head " << h;

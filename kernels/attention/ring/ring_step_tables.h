@@ -61,8 +61,8 @@ struct RingColumnStepTables {
 };
 
 // The columns' tables of the step of `queries` against the visiting shard `keys`.
-// Throws std::invalid_argument (via TORCH_CHECK) for a column at or after its block's
-// first token, which the lists never hold.
+// Throws c10::Error (TORCH_CHECK) for a column at or after its block's first token, which
+// the lists never hold.
 RingColumnStepTables ring_column_step_tables(const RingShardTiles& queries, const RingShardTiles& keys,
                                              const RingColumnLists& columns, int64_t q_heads, int64_t kv_heads);
 

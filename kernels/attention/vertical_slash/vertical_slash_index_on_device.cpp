@@ -170,7 +170,6 @@ at::Tensor vertical_slash_kept_masses(const at::Tensor& block_columns, int64_t b
   return (block_columns * keep.to(block_columns.device())).sum({1, 2});
 }
 
-
 namespace {
 
 // One list kind of every head, as VerticalSlashLadder and vertical_slash_select cut it:

@@ -62,6 +62,10 @@ at::Tensor block_sparse_token_major(const at::Tensor& x, int64_t heads) {
   return x.view({heads, -1, x.size(2)}).transpose(0, 1);
 }
 
+at::Tensor block_sparse_table_to_device(const at::Tensor& host, const at::Device& device) {
+  return host.pin_memory().to(device, /*non_blocking=*/true);
+}
+
 std::pair<at::Tensor, at::Tensor> block_sparse_attention_cuda(const at::Tensor& q, const at::Tensor& k,
                                                               const at::Tensor& v,
                                                               const BlockSparseTables& tables) {

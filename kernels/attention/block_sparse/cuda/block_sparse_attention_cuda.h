@@ -24,6 +24,11 @@ at::Tensor block_sparse_aligned(const at::Tensor& x);
 at::Tensor block_sparse_head_major(const at::Tensor& x);
 at::Tensor block_sparse_token_major(const at::Tensor& x, int64_t heads);
 
+// A table built on the host, on `device`: copied through pinned memory asynchronously, so
+// the host does not wait for the device's queue (the caching host allocator keeps the
+// pinned buffer until the copy has run).
+at::Tensor block_sparse_table_to_device(const at::Tensor& host, const at::Device& device);
+
 std::pair<at::Tensor, at::Tensor> block_sparse_attention_cuda(const at::Tensor& q, const at::Tensor& k,
                                                               const at::Tensor& v,
                                                               const BlockSparseTables& tables);

@@ -20,18 +20,13 @@ struct DeviceStep {
   int64_t kept_pairs = 0;
 };
 
-// Pinned, asynchronous copies: the host does not wait for the device's queue.
-at::Tensor on_device(const at::Tensor& host, const at::Device& device) {
-  return host.pin_memory().to(device, /*non_blocking=*/true);
-}
-
 DeviceStep device_step(const at::Tensor& q, const RingStepShapes& shapes) {
   const RingStepTables host = ring_step_tables(shapes, q.size(1));
   DeviceStep step;
   step.kept_pairs = host.kept_pairs;
   if (step.kept_pairs == 0) return step;
-  step.tables = block_sparse_tables(host.slots, on_device(host.selected, q.device()),
-                                    on_device(host.count, q.device()), shapes.scale);
+  step.tables = block_sparse_tables(host.slots, block_sparse_table_to_device(host.selected, q.device()),
+                                    block_sparse_table_to_device(host.count, q.device()), shapes.scale);
   return step;
 }
 
@@ -49,9 +44,9 @@ DeviceColumnStep device_column_step(const at::Tensor& q, const at::Tensor& k, co
   DeviceColumnStep step;
   step.kept_pairs = host.kept_pairs;
   if (step.kept_pairs == 0) return step;
-  step.tables = block_sparse_tables(host.blocks, on_device(host.selected, q.device()),
-                                    on_device(host.count, q.device()), scale);
-  step.key_rows = on_device(host.key_rows, q.device());
+  step.tables = block_sparse_tables(host.blocks, block_sparse_table_to_device(host.selected, q.device()),
+                                    block_sparse_table_to_device(host.count, q.device()), scale);
+  step.key_rows = block_sparse_table_to_device(host.key_rows, q.device());
   return step;
 }
 

@@ -35,10 +35,6 @@ at::Tensor with_gathered_gradients(const at::Tensor& grad, const at::Tensor& gat
   return flat.view({heads, tokens, dim}).transpose(0, 1).to(grad.scalar_type()).contiguous();
 }
 
-at::Tensor on_device(const at::Tensor& host, const at::Device& device) {
-  return host.pin_memory().to(device, /*non_blocking=*/true);
-}
-
 class VerticalSlashCudaFunction : public torch::autograd::Function<VerticalSlashCudaFunction> {
  public:
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const at::Tensor& q,
@@ -124,12 +120,13 @@ VerticalSlashAttentionResult vertical_slash_attention_cuda(
   }
   const at::Device device = q.device();
   auto state = c10::make_intrusive<VerticalSlashCudaState>();
-  state->slash = block_sparse_tables(plan.slash_layout, on_device(plan.slash_selected, device),
-                                     on_device(plan.slash_count, device), scale);
+  const auto to_device = [&](const at::Tensor& host) { return block_sparse_table_to_device(host, device); };
+  state->slash =
+      block_sparse_tables(plan.slash_layout, to_device(plan.slash_selected), to_device(plan.slash_count), scale);
   state->has_verticals = plan.vertical_rows.numel() > 0;
   if (state->has_verticals) {
-    state->vertical = block_sparse_tables(plan.vertical_layout, on_device(plan.vertical_selected, device),
-                                          on_device(plan.vertical_count, device), scale);
+    state->vertical = block_sparse_tables(plan.vertical_layout, to_device(plan.vertical_selected),
+                                          to_device(plan.vertical_count), scale);
     state->vertical_rows = plan.vertical_rows;
   }
   auto outputs =
