@@ -1,11 +1,16 @@
-// sparsebalance bench attention: times dense and MoBA attention on one shape, side by
-// side when --impl lists both, and prints a table (or one JSON object per impl).
+// sparsebalance bench attention: times attention patterns on one shape, side by side when
+// --impl lists several, and prints a table (or one JSON object per impl). An --impl entry
+// is a pattern's name, one of its bench variants ("moba-fused", "dense-flash"), or
+// "ring-<pattern>" (the context-parallel ring on one rank); each pattern says which
+// manifest keys the bench's flags set (harness/patterns).
 
 #include <ATen/Parallel.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <map>
+#include <optional>
 #include <iostream>
 #include <sstream>
 #include <stdexcept>
@@ -14,6 +19,7 @@
 #include "common/statistics.h"
 #include "harness/apps/commands.h"
 #include "harness/common/system_info.h"
+#include "harness/patterns/attention_patterns.h"
 #include "kernels/attention/attention_benchmark.h"
 
 namespace sb::cli {
@@ -64,18 +70,78 @@ std::string dtype_name(at::ScalarType dtype) {
   throw std::logic_error("bench attention: no name for dtype " + std::string(c10::toString(dtype)));
 }
 
+// The bench's flags as the patterns read them (AttentionPatternPlugin::bench_keys).
+nlohmann::json bench_flag_values(const BenchAttentionFlags& f) {
+  return {{"block", f.block},          {"top_k", f.top_k},       {"vs_verticals", f.vs_verticals},
+          {"vs_slashes", f.vs_slashes}, {"vs_block", f.vs_block}, {"vs_p", f.vs_p}};
+}
+
+// Every --impl entry this build knows, for messages.
+std::string known_impls() {
+  std::string names;
+  const auto add = [&names](const std::string& name) { names += (names.empty() ? "" : ", ") + name; };
+  for (const AttentionPatternPlugin* plugin : attention_plugins()) {
+    add(plugin->name());
+    for (const AttentionBenchVariant& variant : plugin->bench_variants()) add(plugin->name() + "-" + variant.suffix);
+    if (plugin->make_default().pattern().make_ring_selector()) add("ring-" + plugin->name());
+  }
+  return names;
+}
+
+// One --impl entry: its pattern (with the bench flags' keys and the variant's), the ring or not.
+void resolve_impl(const BenchAttentionFlags& f, const std::string& impl, AttentionBenchConfig& c) {
+  std::string name = impl;
+  if (name.rfind("ring-", 0) == 0) {
+    c.ring = true;
+    name = name.substr(5);
+  }
+  const AttentionPatternPlugin* plugin = nullptr;
+  std::optional<AttentionBenchVariant> variant;
+  for (const AttentionPatternPlugin* p : attention_plugins()) {
+    if (p->name() == name) plugin = p;
+  }
+  for (const AttentionPatternPlugin* p : attention_plugins()) {
+    if (plugin != nullptr || c.ring || name.rfind(p->name() + "-", 0) != 0) continue;
+    for (const AttentionBenchVariant& v : p->bench_variants()) {
+      if (name != p->name() + "-" + v.suffix) continue;
+      plugin = p;
+      variant = v;
+    }
+  }
+  if (plugin == nullptr) {
+    throw ConfigError("--impl", "", "unknown implementation \"" + impl + "\"", "use one of " + known_impls() + ", or a comma list");
+  }
+  nlohmann::json object{{"name", plugin->name()}};
+  std::map<std::string, std::string> flag_of_key;
+  for (const AttentionBenchKey& key : plugin->bench_keys(bench_flag_values(f))) {
+    object[key.key] = key.value;
+    flag_of_key[key.key] = key.flag;
+  }
+  if (variant) {
+    for (const auto& [key, value] : variant->keys.items()) object[key] = value;
+    c.sdpa_flash_only = variant->sdpa_flash_only;
+    c.cuda_only = variant->cuda_only;
+  }
+  try {
+    c.attention = parse_attention(object, "$.attention", "--impl " + impl);
+  } catch (const ConfigError& e) {
+    const std::string key = e.json_path().substr(e.json_path().find_last_of('.') + 1);
+    const auto flag = flag_of_key.find(key);
+    throw ConfigError(flag != flag_of_key.end() ? flag->second : "--impl", "", e.problem(), e.fix());
+  }
+  if (c.ring && !c.attention.pattern().make_ring_selector()) {
+    throw ConfigError("--impl", "", impl + ": " + plugin->name() + " has no context-parallel ring",
+                      "use one of " + known_impls());
+  }
+}
+
 AttentionBenchConfig config_from(const BenchAttentionFlags& f, const std::string& impl) {
   AttentionBenchConfig c;
   c.impl = impl;
   c.device = f.device;
   c.dtype = parse_dtype(f.dtype.empty() ? (f.device == "cuda" ? "bfloat16" : "float32") : f.dtype);
   c.seq_len = f.seq_len;
-  c.block = f.block;
-  c.top_k = f.top_k;
-  c.vs_verticals = f.vs_verticals;
-  c.vs_slashes = f.vs_slashes;
-  c.vs_block = f.vs_block;
-  c.vs_p = f.vs_p;
+  resolve_impl(f, impl, c);
   c.inputs = f.inputs;
   const auto heads = split(f.heads, '/');
   try {
@@ -95,7 +161,7 @@ AttentionBenchConfig config_from(const BenchAttentionFlags& f, const std::string
   return c;
 }
 
-nlohmann::json result_json(const AttentionBenchResult& r, const nlohmann::json& context) {
+nlohmann::json result_json(const AttentionBenchResult& r, const BenchAttentionFlags& f, const nlohmann::json& context) {
   // Zeros for no samples: fwdbwd_ms is empty without --backward (written as null below).
   const SampleStats fwd = sample_stats(r.fwd_ms).value_or(SampleStats{});
   const SampleStats fwdbwd = sample_stats(r.fwdbwd_ms).value_or(SampleStats{});
@@ -105,12 +171,12 @@ nlohmann::json result_json(const AttentionBenchResult& r, const nlohmann::json& 
                    {"device", c.device},
                    {"dtype", dtype_name(c.dtype)},
                    {"seq_len", c.seq_len},
-                   {"block", c.block},
-                   {"top_k", c.top_k},
-                   {"vs_verticals", c.vs_verticals},
-                   {"vs_slashes", c.vs_slashes},
-                   {"vs_block", c.vs_block},
-                   {"vs_p", c.vs_p},
+                   {"block", f.block},
+                   {"top_k", f.top_k},
+                   {"vs_verticals", f.vs_verticals},
+                   {"vs_slashes", f.vs_slashes},
+                   {"vs_block", f.vs_block},
+                   {"vs_p", f.vs_p},
                    {"inputs", c.inputs},
                    {"q_heads", c.q_heads},
                    {"kv_heads", c.kv_heads},
@@ -180,7 +246,7 @@ Command register_bench(CLI::App& app) {
   CLI::App* bench = app.add_subcommand("bench", "Microbenchmarks of the kernels (see docs/benchmarks.md)");
   bench->require_subcommand(1);
   CLI::App* sub = bench->add_subcommand(
-      "attention", "Time dense or MoBA attention (forward, forward+backward) on one sequence");
+      "attention", "Time attention patterns (forward, forward+backward) on one sequence");
   sub->footer(
       "Median, min and max over --repetitions after --warmup runs; TF/s = attended-pair FLOPs / "
       "median time (docs/benchmarks.md, 'bench attention'); max_err = max |output - float64 reference| on the "
@@ -188,10 +254,9 @@ Command register_bench(CLI::App& app) {
       "untimed run). --impl dense,moba runs both in one process, repetitions in turns, and prints "
       "their time ratio. --json prints one JSON object per impl and line.");
   sub->add_option("--impl", f->impl,
-                  "dense (SDPA's choice of kernel), dense-flash (SDPA pinned to flash-attention, CUDA), moba, "
-                  "moba-fused, moba-varlen (MoBA's CUDA paths), ring-dense, ring-moba, ring-vertical_slash (the "
-                  "context-parallel ring on one rank), vertical_slash (MTraining's pattern), or a comma list "
-                  "(dense,moba)")
+                  "A pattern (" + known_impls() + "; dense runs SDPA's choice of kernel, dense-flash pins it to "
+                  "flash-attention, moba-fused and moba-varlen force a MoBA CUDA path, ring-* is the "
+                  "context-parallel ring on one rank), or a comma list (dense,moba)")
       ->capture_default_str();
   sub->add_option("--seq-len", f->seq_len, "Tokens of the sequence")->capture_default_str();
   sub->add_option("--block", f->block, "MoBA block size")->capture_default_str();
@@ -243,7 +308,7 @@ Command register_bench(CLI::App& app) {
     }
     std::vector<nlohmann::json> rows;
     for (const AttentionBenchResult& result : results) {
-      rows.push_back(result_json(result, context));
+      rows.push_back(result_json(result, *f, context));
       if (f->json) std::cout << rows.back().dump() << std::endl;
     }
     if (!f->json) {

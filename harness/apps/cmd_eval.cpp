@@ -5,6 +5,7 @@
 
 #include "common/errors.h"
 #include "harness/apps/commands.h"
+#include "harness/patterns/attention_patterns.h"
 #include "harness/apps/eval_subcommands.h"
 #include "harness/common/atomic_file.h"
 #include "harness/common/jsonl_file.h"
@@ -71,7 +72,7 @@ void add_eval_model_flags(CLI::App* sub, EvalModelFlags& flags) {
 }
 
 ModelFolder load_eval_model(const EvalModelFlags& flags) {
-  ModelFolder folder = load_model_folder(flags.model, flags.attention);
+  ModelFolder folder = load_model_folder(flags.model, attention_options_from_flag("--attention", flags.attention));
   place_model(folder, flags.device, flags.dtype);
   return folder;
 }
@@ -101,7 +102,7 @@ EvalSubcommand register_eval_nll(CLI::App& eval) {
   nll->add_option("--attention", flags->attention, "Attention backend")->capture_default_str();
   return {nll, [flags]() {
     const std::string input = read_input_file(flags->input, "check the --input path");
-    ModelFolder folder = load_model_folder(flags->model, flags->attention);
+    ModelFolder folder = load_model_folder(flags->model, attention_options_from_flag("--attention", flags->attention));
     for_each_jsonl_line(flags->input, input, [&](const std::string& text, const std::string& where) {
       const nlohmann::json line = parse_jsonl_line(text, where, "fix that line");
       std::vector<int64_t> ids = read_input_line(line, folder, where);

@@ -4,6 +4,7 @@
 
 #include "common/errors.h"
 #include "harness/apps/eval_subcommands.h"
+#include "harness/patterns/attention_patterns.h"
 #include "harness/common/atomic_file.h"
 #include "harness/eval/eval_suite.h"
 #include "harness/eval/longbench/python_json.h"
@@ -40,7 +41,7 @@ EvalSubcommand register_eval_suite(CLI::App& eval) {
     }
     const EvalSpec spec =
         parse_eval_spec(block, "$", flags->spec, std::filesystem::absolute(flags->spec).parent_path());
-    ModelFolder model = load_model_folder(flags->model, flags->attention);
+    ModelFolder model = load_model_folder(flags->model, attention_options_from_flag("--attention", flags->attention));
     place_model(model, flags->device, flags->dtype);
     std::cout << python_json_dumps(run_eval_suite(model, spec, flags->out, std::cerr), 2) << "\n";
     return 0;

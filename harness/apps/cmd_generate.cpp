@@ -6,6 +6,7 @@
 
 #include "common/errors.h"
 #include "harness/apps/commands.h"
+#include "harness/patterns/attention_patterns.h"
 #include "harness/eval/model_folder.h"
 #include "models/qwen2/qwen2_generate.h"
 
@@ -62,7 +63,7 @@ Command register_generate(CLI::App& app) {
     if (flags->prompt.empty() && flags->prompt_ids.empty()) {
       throw ConfigError("--prompt", "", "no prompt given", "pass --prompt TEXT or --prompt-ids 1,2,3");
     }
-    ModelFolder folder = load_model_folder(flags->model, flags->attention);
+    ModelFolder folder = load_model_folder(flags->model, attention_options_from_flag("--attention", flags->attention));
     const std::vector<int64_t> prompt_ids = flags->prompt_ids.empty()
                                                 ? folder.encode(flags->prompt, "--prompt")
                                                 : parse_id_list(flags->prompt_ids);

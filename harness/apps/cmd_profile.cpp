@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <sstream>
 #include <tuple>
 #include <utility>
@@ -17,6 +18,7 @@
 #include "harness/latency/latency_profiler.h"
 #include "harness/latency/run_profiles/method_profiles.h"
 #include "harness/latency/run_profiles/tensor_parallel_profile_peers.h"
+#include "harness/patterns/attention_patterns.h"
 #include "harness/parallel/process_group.h"
 #include "harness/runner/local_launcher.h"
 #include "harness/runner/profile_ranks.h"
@@ -29,8 +31,8 @@ namespace {
 struct ProfileFlags {
   std::string model;
   std::string attention = "moba";
-  int64_t block = 0;  // 0: the pattern's default
-  VerticalSlashParams vertical_slash;  // vertical_slash's index rules (--last-queries ...)
+  // The attention patterns' profile flags (--block, ...) as given ("": not given).
+  std::map<std::string, std::string> attention_flags;
   std::string device = "cpu";
   std::string precision = "fp32";
   bool activation_checkpointing = false;
@@ -56,10 +58,59 @@ struct ProfileFlags {
   bool json = false;
 };
 
-// "last_queries" -> "last-queries": a VerticalSlashParams field as its profile flag.
-std::string flag_name(std::string field) {
-  std::replace(field.begin(), field.end(), '_', '-');
-  return field == "block-size" ? "block" : field;
+// Every pattern's profile flags, each once (the first plug-in's help), with the patterns
+// that take it.
+struct PatternFlag {
+  AttentionFlag flag;
+  std::vector<std::string> patterns;
+};
+std::vector<PatternFlag> pattern_flags() {
+  std::vector<PatternFlag> flags;
+  for (const AttentionPatternPlugin* plugin : attention_plugins()) {
+    for (const AttentionFlag& flag : plugin->profile_flags()) {
+      auto it = std::find_if(flags.begin(), flags.end(), [&](const PatternFlag& f) { return f.flag.flag == flag.flag; });
+      if (it == flags.end()) it = flags.insert(flags.end(), PatternFlag{flag, {}});
+      it->patterns.push_back(plugin->name());
+    }
+  }
+  return flags;
+}
+
+// --attention and its pattern's flags: the attention object they give, parsed by the
+// pattern (its errors name the flag).
+AttentionOptions attention_of(const ProfileFlags& f) {
+  const AttentionPatternPlugin* plugin = nullptr;
+  try {
+    plugin = &attention_plugin(f.attention);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError("--attention", "", e.what(), "use one of the known names");
+  }
+  const std::vector<AttentionFlag> own = plugin->profile_flags();
+  nlohmann::json object{{"name", plugin->name()}};
+  std::map<std::string, std::string> flag_of_key;
+  for (const PatternFlag& known : pattern_flags()) {
+    const std::string& text = f.attention_flags.at(known.flag.flag);
+    if (text.empty()) continue;
+    const auto mine = std::find_if(own.begin(), own.end(), [&](const AttentionFlag& a) { return a.flag == known.flag.flag; });
+    if (mine == own.end()) {
+      std::string names;
+      for (const std::string& n : known.patterns) names += (names.empty() ? "" : " or ") + n;
+      throw ConfigError(known.flag.flag, "", "applies to " + names + " only", "leave it out");
+    }
+    try {
+      object[mine->key] = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception&) {
+      throw ConfigError(mine->flag, "", "\"" + text + "\" is not a number", "give a number, e.g. 64");
+    }
+    flag_of_key[mine->key] = mine->flag;
+  }
+  try {
+    return parse_attention(object, "$.attention", "--attention");
+  } catch (const ConfigError& e) {
+    const std::string key = e.json_path().substr(e.json_path().find_last_of('.') + 1);
+    const auto flag = flag_of_key.find(key);
+    throw ConfigError(flag != flag_of_key.end() ? flag->second : "--attention", "", e.problem(), e.fix());
+  }
 }
 
 std::vector<int64_t> parse_int_list(const std::string& text, const std::string& flag) {
@@ -239,7 +290,9 @@ int check_and_print(const LatencyProfile& profile, const ProfileFlags& f, const 
   }
   ProfileCheck check;
   try {
-    check = check_latency_profile(profile, f.warmup, f.repetitions, progress_printer(leader),
+    const AttentionOptions attention =
+        attention_plugin(profile.attention).from_profile_fields(profile.attention_fields);
+    check = check_latency_profile(profile, attention, f.warmup, f.repetitions, progress_printer(leader),
                                   ranks.tensor_parallel_peers, ranks.context_parallel_ring);
   } catch (const std::invalid_argument& e) {
     throw ConfigError(f.check, "", e.what(), "re-profile on this machine");
@@ -329,18 +382,14 @@ Command register_profile(CLI::App& app) {
       "--seq-lens 64,128,256,512 --budgets 1,2,4,8 --out profile.json");
   sub->add_option("--model", f->model,
                   "Model preset, or a Hugging Face Qwen2 folder with config.json (one decoder layer is timed)");
-  sub->add_option("--attention", f->attention, "moba | vertical_slash | dense")->capture_default_str();
-  sub->add_option("--block", f->block, "Block size (MoBA: key blocks, default 256; vertical_slash: slash blocks, default 64)");
-  sub->add_option("--last-queries", f->vertical_slash.last_queries, "vertical_slash: the last queries its index reads")
-      ->capture_default_str();
-  sub->add_option("--sink-tokens", f->vertical_slash.sink_tokens, "vertical_slash: first columns always kept")
-      ->capture_default_str();
-  sub->add_option("--local-window", f->vertical_slash.local_window, "vertical_slash: offsets always kept")
-      ->capture_default_str();
-  sub->add_option("--max-verticals", f->vertical_slash.max_verticals, "vertical_slash: cap on the columns")
-      ->capture_default_str();
-  sub->add_option("--max-slashes", f->vertical_slash.max_slashes, "vertical_slash: cap on the offsets")
-      ->capture_default_str();
+  std::string names;
+  for (const std::string& n : attention_pattern_names()) names += (names.empty() ? "" : " | ") + n;
+  sub->add_option("--attention", f->attention, names)->capture_default_str();
+  for (const PatternFlag& flag : pattern_flags()) {
+    std::string patterns;
+    for (const std::string& n : flag.patterns) patterns += (patterns.empty() ? "" : ", ") + n;
+    sub->add_option(flag.flag.flag, f->attention_flags[flag.flag.flag], flag.flag.help + " (" + patterns + ")");
+  }
   sub->add_option("--device", f->device, "cpu | cuda")->capture_default_str();
   sub->add_option("--precision", f->precision, "fp32 | bf16-mixed")->capture_default_str();
   sub->add_flag("--activation-checkpointing", f->activation_checkpointing,
@@ -397,34 +446,17 @@ Command register_profile(CLI::App& app) {
                         ": the GPU ring's fused block-sparse kernels take 64 or 128",
                         "profile a model with head_dim 64 or 128 on GPU CP ranks, or use --device cpu");
     }
-    try {
-      request.attention.kind = attention_kind_options().from_name(f->attention);
-    } catch (const std::invalid_argument& e) {
-      throw ConfigError("--attention", "", e.what(), "use one of the known names");
-    }
-    if (f->block < 0) {
-      throw ConfigError("--block", "", "must be >= 1 (or 0 for the pattern's default)", "e.g. 256 (MoBA) or 64 (vertical_slash)");
-    }
-    if (request.attention.is_vertical_slash()) {
-      VerticalSlashParams& params = request.attention.vertical_slash;
-      params = f->vertical_slash;
-      if (f->block > 0) params.block_size = f->block;
-      if (const auto problem = params.first_problem()) {
-        throw ConfigError("--" + flag_name(problem->field), "", problem->message, problem->fix);
-      }
-    } else {
-      if (f->block > 0) request.attention.block_size = f->block;
-      for (const auto& [flag, value, fallback] : vertical_slash_profile_flags(f->vertical_slash, VerticalSlashParams{})) {
-        if (value != fallback) throw ConfigError(flag, "", "applies to vertical_slash only", "leave it out");
-      }
-    }
+    request.attention = attention_of(*f);
     request.device = f->device;
     request.seq_lens = parse_int_list(f->seq_lens, "--seq-lens");
-    if (request.attention.is_moba() || request.attention.is_vertical_slash()) {  // a budget axis
+    if (request.attention.budget_axis() != BudgetAxis::kNone) {
       if (f->budgets.empty()) {
+        std::string example;
+        for (int64_t k : request.attention.pattern().profile_budgets(2048, 0)) {
+          example += (example.empty() ? "" : ",") + std::to_string(k);
+        }
         throw ConfigError("--budgets", "", "is required for " + request.attention.name(),
-                          request.attention.is_moba() ? "e.g. --budgets 1,2,4,8 (key blocks per query block)"
-                                                      : "e.g. --budgets 128,256,512,1024 (kept keys per query)");
+                          "e.g. --budgets " + example + " (the pattern's default grid for 2048-token samples)");
       }
       request.budgets = parse_int_list(f->budgets, "--budgets");
     }

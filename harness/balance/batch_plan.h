@@ -15,12 +15,12 @@ struct PlannedMicroBatch {
   // Attention budget (MoBA top-k) chosen by the budget policy; 0 = the attention
   // backend's own default (and meaningless for dense attention).
   int64_t budget = 0;
-  // Per packed sequence (samples' order), when they differ: vertical-slash's kept keys
-  // per query (budget_policy.h, kKeptKeys: `budget` is the longest sequence's, the others
+  // Per packed sequence (samples' order), when they differ: kept keys per query
+  // (budget_policy.h, kKeptKeys: `budget` is the longest sequence's, the others
   // run at most their own reference). Empty: `budget` for every sequence.
   std::vector<int64_t> sequence_budgets;
   // DST's per-layer coverage floor for this micro-batch (see AttentionBudgetRequest in
-  // kernels/attention/attention_backend.h): ratio 1 - p relative to the coverage at
+  // kernels/attention/core/attention_backend.h): ratio 1 - p relative to the coverage at
   // reference budget k0; ratio 0 = no floor.
   double coverage_floor_ratio = 0.0;
   int64_t coverage_reference_k = 0;

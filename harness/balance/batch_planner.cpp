@@ -8,7 +8,7 @@
 namespace sb {
 namespace {
 
-// On vertical-slash's axis the estimators start from expected_keys, a guess rather than a
+// On the kept-keys axis the estimators start from the pattern's prior, a guess rather than a
 // budget that ran: a bucket's first report replaces it (budget_estimator.h).
 bool guessed_prior(const BatchPlannerOptions& options) { return options.budget.axis == BudgetAxis::kKeptKeys; }
 

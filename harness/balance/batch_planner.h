@@ -53,8 +53,8 @@ class BatchPlanner {
   // positive one updates DST's floor estimator at the micro-batch's longest sequence.
   // sample_budgets, sample_references (empty, or one per sample of the global batch, by
   // plan position): per sequence, the mean over layers of the budget it ran with and of
-  // the budget the pattern's own rule chose (vertical-slash's kept keys per query, which
-  // differ between packed sequences), <= 0 where none was reported. A positive
+  // the budget the pattern's own rule chose (kept keys per query, which differ between
+  // packed sequences), <= 0 where none was reported. A positive
   // sample_budgets entry replaces its micro-batch's realized budget for SAB's estimator;
   // each positive sample_references entry updates the reference estimator at the
   // sample's own length (budget_policy.h, kKeptKeys).

@@ -9,8 +9,8 @@
 //     (the mean over layers of the effective budget when the backend reported it);
 //   - alpha = ema_alpha (default 0.2);
 //   - with first_observation_replaces_default, a bucket's first observation is its
-//     estimate (the default was a guess, not a budget that ran: vertical-slash's
-//     expected_keys, budget_policy.h).
+//     estimate (the default was a guess, not a budget that ran: the kept-keys axis's
+//     prior, budget_policy.h).
 // The state is part of training checkpoints (to_json / from_json).
 
 #include <nlohmann/json.hpp>

@@ -1,6 +1,6 @@
 #pragma once
-// The budget-policy interface: after batching, decide the attention budget (MoBA top-k,
-// or vertical-slash kept keys per query) of every micro-batch of the global batch. Policies are chosen by name in the manifest
+// The budget-policy interface: after batching, decide the attention budget (on the
+// pattern's budget axis) of every micro-batch of the global batch. Policies are chosen by name in the manifest
 // (methods[].budget): "fixed" (k0 everywhere) or "dst" (docs: sparsebalance.md 1.5).
 // Both fill PlannedMicroBatch::predicted_ms when a latency predictor is available.
 
@@ -12,6 +12,7 @@
 #include "harness/balance/batch_plan.h"
 #include "harness/balance/budget_estimator.h"
 #include "common/option_names.h"
+#include "kernels/attention/core/budget_axis.h"
 #include "harness/latency/latency_predictor.h"
 
 namespace sb {
@@ -36,18 +37,16 @@ struct DstOptions {
   DstRaiseRule raise = DstRaiseRule::kAnchor;
 };
 
-// What a budget counts (AttentionBudgetRequest::top_k), by attention pattern:
-//   kKeyBlocks  MoBA: k key blocks per query block; the fixed budget is k0 = top_k;
-//   kKeptKeys   vertical-slash: kept keys per query, the mean over a sequence's queries
-//               and query heads (docs/vertical_slash.md "Budgets"). The fixed budget is
-//               the pattern's own rule (top-p or top-k), whose kept keys differ from
+// The budget axis (kernels/attention/core/budget_axis.h) as the policies treat it:
+//   kKeyBlocks  the fixed budget is k0 = top_k; kNone plans the same way (the budgets go
+//               unused);
+//   kKeptKeys   the fixed budget is the pattern's own rule, whose kept keys differ from
 //               sequence to sequence: the plan sends no budget (0) and predicts each
 //               sequence at its reference r(L) (reference_budget_for_length: the
 //               reference estimator's value for its length, an EMA per length bucket of
 //               the kept keys the rule chose, reported by the layers; top_k before any
 //               report). A budget k for a micro-batch is its longest sequence's; every
 //               other packed sequence runs min(k, its own r(L)) (kept_keys_budgets).
-enum class BudgetAxis { kKeyBlocks, kKeptKeys };
 
 // methods[].budget.
 enum class BudgetKind { kFixed, kDst };

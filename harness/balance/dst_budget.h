@@ -4,16 +4,16 @@
 //   T(m, k)  predicted latency of micro-batch m at budget k, summed over all stages;
 //   A        the anchor: mean, min or max of T(m, k0) over every micro-batch of the
 //            global batch (all DP ranks: they synchronize at the gradient all-reduce);
-//   k0       the reference budget: top_k on MoBA's axis; on vertical-slash's (kept keys
-//            per query, budget_policy.h) k0(m), the reference estimator's kept keys of
+//   k0       the reference budget: top_k on the key-blocks axis; on the kept-keys axis
+//            (budget_policy.h) k0(m), the reference estimator's kept keys of
 //            the pattern's own rule for m's longest sequence, rounded, at most K(m) below
 //            and clamped to [k_min, k_max] (T(m, k) there prices the other packed
 //            sequences at min(k, their own reference)): that rule keeps a different number of keys in every
 //            sequence, so the anchor is taken over each micro-batch's own k0(m), and k0
 //            below reads k0(m);
-//   K(m)     saturating_budget of m's longest sequence (MoBA: its blocks, ceil(max
-//            length / block size); vertical-slash: its dense mean, ceil((max length + 1)
-//            / 2)): budgets above it change nothing;
+//   K(m)     saturating_budget of m's longest sequence (key blocks: ceil(max length /
+//            unit); kept keys: the dense mean, ceil((max length + 1) / 2)): budgets above
+//            it change nothing;
 //   bottleneck (T(m, k0) > A), rule "smallest" (the docs' rule as written, default):
 //            k_m = the smallest k in [k_min, k0] with T(m, k) <= A, or k_min when none
 //            is (best effort: the floor below then decides). T grows with k, so this is
@@ -50,9 +50,9 @@
 //            Fractional budgets are predicted by linear interpolation between the two
 //            integers around them. The estimate changes predicted_ms only, never the
 //            budget the layers receive.
-// Budgets are integers; on MoBA's axis k0 must lie in [k_min, k_max]. On vertical-slash's
-// the layer's floor is its own (docs/vertical_slash.md "Budgets"): per query head, the
-// smallest level keeping (1 - p) of that head's coverage under the pattern's rule.
+// Budgets are integers; on the key-blocks axis k0 must lie in [k_min, k_max]. On the
+// kept-keys axis the layer's floor is the pattern's own (docs/attention_patterns.md): the
+// smallest budget keeping (1 - p) of the coverage under the pattern's rule.
 
 #include "harness/balance/budget_policy.h"
 
@@ -73,8 +73,8 @@ class DstBudget : public BudgetPolicy {
  private:
   // k0 of a micro-batch whose longest sequence has this many tokens (see above).
   int64_t reference_budget(int64_t longest) const;
-  // The budget of each packed sequence of a micro-batch at budget k: k for all on MoBA's
-  // axis; kept_keys_budgets on vertical-slash's (the longest k, the others at most r(L)).
+  // The budget of each packed sequence of a micro-batch at budget k: k for all on the
+  // key-blocks axis; kept_keys_budgets on the kept-keys one (the longest k, the others at most r(L)).
   std::vector<int64_t> sequence_budgets(const std::vector<int64_t>& lengths, int64_t k) const;
 
   BudgetOptions options_;

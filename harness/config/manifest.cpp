@@ -421,38 +421,31 @@ TrainSection parse_train(const json& j, const std::string& path, const std::stri
   return t;
 }
 
-// train.device "cuda": this build has the CUDA kernels, MoBA runs in bf16 (its CUDA path
-// is flash-attention, which has no float32 kernel), vertical-slash in bf16 with head_dim
-// 64 or 128 (the fused block-sparse kernels), and this machine sees a GPU. Each
-// rank then uses the GPU of its local rank (harness/parallel/rank_context.cpp).
+// The first method whose attention pattern cannot train as the manifest says
+// (AttentionPattern::training_problem: its kernels' dtypes, head_dim), as a ConfigError
+// naming train.precision or the method's attention.
+void check_patterns_can_train(const Manifest& m) {
+  for (size_t i = 0; i < m.methods.size(); ++i) {
+    const std::string method = "methods[" + std::to_string(i) + "]";
+    const AttentionTrainingSetting setting{m.train.on_cuda(), m.train.precision == Qwen2Precision::kBFloat16Mixed,
+                                           m.model.config.head_dim, qwen2_precision_name(m.train.precision), method};
+    if (const auto problem = m.methods[i].attention.pattern().training_problem(setting)) {
+      throw ConfigError(m.file, problem->key == "precision" ? "$.train.precision" : "$." + method + ".attention",
+                        problem->problem, problem->fix);
+    }
+  }
+}
+
+// train.device "cuda": this build has the CUDA kernels, every method's pattern can train
+// there (check_patterns_can_train), and this machine sees a GPU. Each rank then uses the
+// GPU of its local rank (harness/parallel/rank_context.cpp).
 void check_cuda_training(const Manifest& m) {
 #ifndef SB_WITH_CUDA
   throw ConfigError(m.file, "$.train.device",
                     "is \"cuda\" but this build of sparsebalance has no CUDA kernels (configured without nvcc)",
                     "rebuild with the CUDA toolkit on the PATH (SB_CUDA=ON), or set train.device to \"cpu\"");
 #else
-  for (size_t i = 0; i < m.methods.size(); ++i) {
-    if (m.methods[i].attention.is_moba() && m.train.precision != Qwen2Precision::kBFloat16Mixed) {
-      throw ConfigError(m.file, "$.train.precision",
-                        "is \"" + qwen2_precision_name(m.train.precision) + "\" but methods[" + std::to_string(i) +
-                            "] uses MoBA on CUDA, whose attention (flash-attention varlen) runs only in bfloat16",
-                        "set train.precision to \"bf16-mixed\"");
-    }
-    if (!m.methods[i].attention.is_vertical_slash()) continue;
-    if (m.train.precision != Qwen2Precision::kBFloat16Mixed) {
-      throw ConfigError(m.file, "$.train.precision",
-                        "is \"" + qwen2_precision_name(m.train.precision) + "\" but methods[" + std::to_string(i) +
-                            "] uses vertical_slash on CUDA, whose fused block-sparse kernels run in bfloat16",
-                        "set train.precision to \"bf16-mixed\"");
-    }
-    const int64_t head_dim = m.model.config.head_dim;
-    if (head_dim != 64 && head_dim != 128) {
-      throw ConfigError(m.file, "$.methods[" + std::to_string(i) + "].attention",
-                        "is vertical_slash on CUDA but the model's head_dim is " + std::to_string(head_dim) +
-                            ": the fused block-sparse kernels take 64 or 128",
-                        "use a model with head_dim 64 or 128, or set train.device to \"cpu\"");
-    }
-  }
+  check_patterns_can_train(m);
   if (c10::cuda::device_count() == 0) {
     throw ConfigError(m.file, "$.train.device", "is \"cuda\" but no CUDA device is visible on this machine",
                       "run on a machine with a GPU (check nvidia-smi and CUDA_VISIBLE_DEVICES), or set "
@@ -520,18 +513,7 @@ void check_runnable_by_trainer(const Manifest& m) {
                       "set train.precision to \"fp32\" for context parallelism on the CPU");
   }
   if (m.train.on_cuda()) check_cuda_training(m);
-  // Vertical-slash runs on its CPU kernel in float32, or on GPUs on the fused block-sparse
-  // kernels in bfloat16 with head_dim 64 or 128 (docs/vertical_slash.md).
-  for (size_t i = 0; i < m.methods.size(); ++i) {
-    if (!m.methods[i].attention.is_vertical_slash()) continue;
-    if (m.train.on_cuda()) continue;  // check_cuda_training
-    if (m.train.precision != Qwen2Precision::kFloat32) {
-      throw ConfigError(m.file, "$.train.precision",
-                        "is \"" + std::string(qwen2_precision_name(m.train.precision)) +
-                            "\" with vertical_slash attention, whose CPU kernel computes in float32 or float64",
-                        "set train.precision to \"fp32\"");
-    }
-  }
+  if (!m.train.on_cuda()) check_patterns_can_train(m);  // on CUDA: check_cuda_training
   // The simulation's profile serves only `simulate`: the trainer needs the method's own.
   for (size_t i = 0; i < m.methods.size(); ++i) {
     check_method_profile(m.methods[i], "$.methods[" + std::to_string(i) + "]", m.file, false);
@@ -591,7 +573,8 @@ Manifest parse_manifest(const json& j, const std::string& file) {
                    data_source_options().name_of(m.data.source),
                "remove eval.coverage");
       for (const MethodSection& method : m.methods) {
-        r.expect(method.attention.is_moba() || (coverage->block_size > 0 && coverage->top_k > 0), "eval",
+        r.expect(method.attention.pattern().reports_coverage_curve() || (coverage->block_size > 0 && coverage->top_k > 0),
+                 "eval",
                  "has \"coverage\" without block_size and top_k, and method \"" + method.name +
                      "\" has dense attention, so there is no MoBA block size to route with",
                  "set eval.coverage.block_size and eval.coverage.top_k");

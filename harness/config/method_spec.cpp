@@ -7,6 +7,7 @@
 #include "harness/balance/batching_policy.h"
 #include "harness/balance/budget_policy.h"
 #include "harness/common/json_object_reader.h"
+#include "harness/patterns/attention_patterns.h"
 
 namespace sb {
 namespace {
@@ -47,12 +48,6 @@ std::string string_or(const json& j, const std::string& key, const std::string& 
   return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : fallback;
 }
 
-// The keys of a vertical_slash attention object besides "name" (docs/vertical_slash.md).
-constexpr const char* kVerticalSlashKeys[] = {"budget",        "p",           "vertical_count",
-                                              "slash_count",   "max_verticals", "max_slashes",
-                                              "sink_tokens",   "local_window",  "last_queries",
-                                              "expected_keys"};
-
 // The method's own keys over its preset, then the applicable parts of the defaults.
 json effective_method_json(const json& own, const json* defaults, const std::string& path,
                            const std::string& file) {
@@ -81,19 +76,18 @@ json effective_method_json(const json& own, const json* defaults, const std::str
   if (d.contains("attention") && d["attention"].is_object()) {
     json attention = merged.contains("attention") ? merged["attention"] : json::object();
     if (!attention.contains("name") && d["attention"].contains("name")) attention["name"] = d["attention"]["name"];
-    // A pattern's parameters apply to methods of that pattern only (a vertical-slash
-    // block size is not a MoBA block size).
-    const std::string defaults_name = string_or(d["attention"], "name", string_or(attention, "name", "dense"));
-    const auto inherit = [&](const char* key) {
-      if (defaults_name != string_or(attention, "name", "dense")) return;
-      if (d["attention"].contains(key) && !attention.contains(key)) attention[key] = d["attention"][key];
-    };
-    if (string_or(attention, "name", "dense") == "moba") {
-      for (const char* key : {"block_size", "top_k", "cuda_kernel"}) inherit(key);
-    }
-    if (string_or(attention, "name", "dense") == "vertical_slash") {
-      inherit("block_size");
-      for (const char* key : kVerticalSlashKeys) inherit(key);
+    // A pattern's parameters apply to methods of that pattern only (one pattern's block
+    // size is not another's).
+    const std::string own_name = string_or(attention, "name", default_attention_options().name());
+    const std::string defaults_name = string_or(d["attention"], "name", own_name);
+    if (defaults_name == own_name) {
+      try {
+        for (const std::string& key : attention_plugin(own_name).keys()) {
+          if (d["attention"].contains(key) && !attention.contains(key)) attention[key] = d["attention"][key];
+        }
+      } catch (const std::invalid_argument&) {
+        // An unknown name: parse_attention names the known ones.
+      }
     }
     merged["attention"] = attention;
   }
@@ -111,50 +105,9 @@ json effective_method_json(const json& own, const json* defaults, const std::str
   return merged;
 }
 
-void parse_vertical_slash(JsonObjectReader& r, VerticalSlashParams& v) {
-  v.budget = r.optional_option("budget", v.budget, vertical_slash_budget_options());
-  v.p = r.optional<double>("p", v.p);
-  v.vertical_count = r.optional<int64_t>("vertical_count", v.vertical_count);
-  v.slash_count = r.optional<int64_t>("slash_count", v.slash_count);
-  v.max_verticals = r.optional<int64_t>("max_verticals", v.max_verticals);
-  v.max_slashes = r.optional<int64_t>("max_slashes", v.max_slashes);
-  v.sink_tokens = r.optional<int64_t>("sink_tokens", v.sink_tokens);
-  v.local_window = r.optional<int64_t>("local_window", v.local_window);
-  v.last_queries = r.optional<int64_t>("last_queries", v.last_queries);
-  v.block_size = r.optional<int64_t>("block_size", v.block_size);
-  if (const auto problem = v.first_problem()) r.expect(false, problem->field, problem->message, problem->fix);
-}
-
-AttentionOptions parse_attention(const json& j, const std::string& path, const std::string& file) {
-  JsonObjectReader r(j, path, file);
-  AttentionOptions a;
-  a.kind = r.required_option("name", attention_kind_options());
-  const bool moba = a.is_moba();
-  const bool vs = a.is_vertical_slash();
-  r.reject_unless("block_size", moba || vs, "name is \"moba\" or \"vertical_slash\"");
-  r.reject_unless("top_k", moba, "name is \"moba\"");
-  r.reject_unless("cuda_kernel", moba, "name is \"moba\"");
-  if (moba) {
-    a.block_size = r.optional<int64_t>("block_size", a.block_size);
-    a.top_k = r.optional<int64_t>("top_k", a.top_k);
-    a.moba_cuda_kernel = r.optional_option("cuda_kernel", a.moba_cuda_kernel, moba_cuda_kernel_options());
-  }
-  for (const char* key : kVerticalSlashKeys) r.reject_unless(key, vs, "name is \"vertical_slash\"");
-  if (vs) {
-    parse_vertical_slash(r, a.vertical_slash);
-    a.expected_keys = r.optional<int64_t>("expected_keys", a.expected_keys);
-    r.expect(a.expected_keys >= 1, "expected_keys", "must be >= 1",
-             "e.g. 1024 (kept keys per query assumed before the layers report the pattern's own)");
-  }
-  r.finish();
-  r.expect(a.block_size >= 1, "block_size", "must be >= 1", "e.g. 256 (the paper) or 64 at CPU scale");
-  r.expect(a.top_k >= 1, "top_k", "must be >= 1", "e.g. 32 (the paper) or 8 at CPU scale");
-  return a;
-}
-
-// Vertical-slash budgets (kept keys per query) have no cap of their own by default: a
-// sequence's dense mean bounds them (saturating_budget in budget_policy.h).
-constexpr int64_t kVerticalSlashDefaultKMax = int64_t{1} << 20;
+// Budgets in kept keys per query have no cap of their own by default: a sequence's dense
+// mean bounds them (saturating_budget in budget_policy.h).
+constexpr int64_t kKeptKeysDefaultKMax = int64_t{1} << 20;
 
 DstOptions parse_dst(const json& j, const std::string& path, const std::string& file, const AttentionOptions& attention) {
   JsonObjectReader r(j, path, file);
@@ -167,14 +120,16 @@ DstOptions parse_dst(const json& j, const std::string& path, const std::string& 
   d.raise = r.optional_option("raise", d.raise, dst_raise_options());
   r.finish();
   r.expect(d.p >= 0 && d.p <= 1, "p", "must be in [0, 1]", "the paper uses 0.1 or 0.2");
-  if (attention.is_vertical_slash()) {
+  // Without a budget axis the method is refused after its keys are read (parse_method_section).
+  if (attention.budget_axis() == BudgetAxis::kNone) return d;
+  if (attention.budget_axis() == BudgetAxis::kKeptKeys) {
     // k0 differs per micro-batch there (the pattern's own kept keys): only the range's order is checked.
-    if (d.k_max == 0) d.k_max = kVerticalSlashDefaultKMax;
+    if (d.k_max == 0) d.k_max = kKeptKeysDefaultKMax;
     r.expect(d.k_min >= 1, "k_min", "must be >= 1 (kept keys per query)", "e.g. 1");
     r.expect(d.k_max >= d.k_min, "k_max", "must be >= k_min", "raise it, or leave it out (no cap)");
     return d;
   }
-  const int64_t top_k = attention.top_k;
+  const int64_t top_k = attention.pattern().default_budget();
   if (d.k_max == 0) d.k_max = 2 * top_k;
   r.expect(d.k_min >= 1 && d.k_min <= top_k, "k_min", "must be in [1, attention.top_k]",
            "lower it to at most the default budget " + std::to_string(top_k));
@@ -197,9 +152,9 @@ MethodSection parse_method_section(const json& own, const json* defaults, const 
   MethodSection m;
   m.name = r.required<std::string>("name");
   m.preset = r.optional<std::string>("preset", "");
-  if (const json* attention = r.optional_value("attention")) {
-    m.attention = parse_attention(*attention, r.child_path("attention"), file);
-  }
+  const json* attention = r.optional_value("attention");
+  m.attention = attention != nullptr ? parse_attention(*attention, r.child_path("attention"), file)
+                                     : default_attention_options();
   m.batching = r.optional_option("batching", m.batching, batching_kind_options());
   m.budget = r.optional_option("budget", m.budget, budget_kind_options());
   r.reject_unless("dst", m.budget == BudgetKind::kDst, "budget is \"dst\"");
@@ -228,9 +183,14 @@ MethodSection parse_method_section(const json& own, const json* defaults, const 
              "name a profile, or leave latency_calibration out");
   }
   r.finish();
-  r.expect(m.budget != BudgetKind::kDst || m.attention.is_moba() || m.attention.is_vertical_slash(), "budget",
+  std::string budgeted;
+  for (const AttentionPatternPlugin* plugin : attention_plugins()) {
+    if (plugin->make_default().budget_axis() == BudgetAxis::kNone) continue;
+    budgeted += (budgeted.empty() ? "" : " or ") + ("\"" + plugin->name() + "\"");
+  }
+  r.expect(m.budget != BudgetKind::kDst || m.attention.budget_axis() != BudgetAxis::kNone, "budget",
            "dst tunes a sparse attention budget, and attention is \"" + m.attention.name() + "\"",
-           "use attention \"moba\" or \"vertical_slash\", or budget \"fixed\"");
+           "use attention " + budgeted + ", or budget \"fixed\"");
   return m;
 }
 
@@ -258,15 +218,8 @@ void check_method_defaults(const json& defaults, const std::string& path, const 
   if (const json* attention = r.optional_value("attention")) {
     if (!attention->is_string()) {
       JsonObjectReader a(*attention, r.child_path("attention"), file);
-      a.optional_choice("name", "moba", attention_kind_options().names());
-      a.optional<int64_t>("block_size", 0);
-      a.optional<int64_t>("top_k", 0);
-      a.optional_choice("cuda_kernel", "auto", moba_cuda_kernel_options().names());
-      a.optional_choice("budget", "top_p", vertical_slash_budget_options().names());
-      a.optional<double>("p", 0);
-      for (const char* key : kVerticalSlashKeys) {
-        if (std::string(key) != "budget" && std::string(key) != "p") a.optional<int64_t>(key, 0);
-      }
+      a.optional_choice("name", "moba", attention_pattern_names());
+      for (const AttentionPatternPlugin* plugin : attention_plugins()) plugin->check_default_keys(a);
       a.finish();
     }
   }
@@ -297,30 +250,7 @@ void check_method_defaults(const json& defaults, const std::string& path, const 
 }
 
 json method_to_json(const MethodSection& m) {
-  json attention{{"name", m.attention.name()}};
-  if (m.attention.is_moba()) {
-    attention["block_size"] = m.attention.block_size;
-    attention["top_k"] = m.attention.top_k;
-    // Only when not the default, so that results resolved before the key existed still match.
-    if (m.attention.moba_cuda_kernel != MobaCudaKernel::kAuto) {
-      attention["cuda_kernel"] = moba_cuda_kernel_options().name_of(m.attention.moba_cuda_kernel);
-    }
-  }
-  if (m.attention.is_vertical_slash()) {
-    const VerticalSlashParams& v = m.attention.vertical_slash;
-    attention["budget"] = vertical_slash_budget_options().name_of(v.budget);
-    attention["p"] = v.p;
-    attention["vertical_count"] = v.vertical_count;
-    attention["slash_count"] = v.slash_count;
-    attention["max_verticals"] = v.max_verticals;
-    attention["max_slashes"] = v.max_slashes;
-    attention["sink_tokens"] = v.sink_tokens;
-    attention["local_window"] = v.local_window;
-    attention["last_queries"] = v.last_queries;
-    attention["block_size"] = v.block_size;
-    // Only when set, so that results resolved before the key existed still match on a rerun.
-    if (m.attention.expected_keys != AttentionOptions{}.expected_keys) attention["expected_keys"] = m.attention.expected_keys;
-  }
+  const json attention = attention_to_json(m.attention);
   json j{{"name", m.name},
           {"attention", attention},
           {"batching", batching_kind_options().name_of(m.batching)},

@@ -5,7 +5,8 @@
 //
 //   {"name": "sab_dst",                  folder name of the run
 //    "preset": "sab+dst",                optional, see method_preset_names()
-//    "attention": "moba" | {"name": "moba", "block_size": 256, "top_k": 32},
+//    "attention": "moba" | {"name": "moba", "block_size": 256, "top_k": 32},   (a pattern and its
+//                                        keys: harness/patterns/attention_patterns.h)
 //    "batching": "sequential" | "lbb" | "sab",
 //    "budget": "fixed" | "dst",
 //    "dst": {"anchor": "mean", "p": 0.1, "k_min": 1, "k_max": 2 x top_k, "bottleneck": "smallest",
@@ -17,8 +18,8 @@
 //
 // Precedence: the method's own keys, then its preset, then the manifest's
 // method_defaults (same keys, no name or preset), of which only the parts that apply
-// are taken (dst when the budget is dst, sab when batching is sab, block_size and top_k
-// when the attention is moba, latency_calibration when the method has a profile). In the method itself, keys that do not apply are errors.
+// are taken (dst when the budget is dst, sab when batching is sab, an attention pattern's
+// keys when the method has that pattern, latency_calibration when the method has a profile). In the method itself, keys that do not apply are errors.
 // The resolved form (method_to_json) spells every field out; it parses back to itself.
 
 #include <nlohmann/json.hpp>
@@ -29,7 +30,8 @@
 
 #include "harness/balance/batching_policy.h"
 #include "harness/balance/budget_policy.h"
-#include "kernels/attention/attention_backend.h"
+#include "harness/patterns/attention_patterns.h"
+#include "kernels/attention/patterns/attention_pattern.h"
 
 namespace sb {
 
@@ -45,7 +47,7 @@ struct LatencyCalibrationSection {
 struct MethodSection {
   std::string name;
   std::string preset;  // "" when none
-  AttentionOptions attention;
+  AttentionOptions attention = default_attention_options();  // dense when the method names none
   BatchingKind batching = BatchingKind::kSequential;
   BudgetKind budget = BudgetKind::kFixed;
   // Meaningful when budget is dst; k_max is 2 x top_k when the file has none (resolved).

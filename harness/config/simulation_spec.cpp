@@ -131,7 +131,7 @@ SimulationSection parse_simulation_section(const json& j, const std::string& pat
     c.finish();
     c.expect(s.coverage.exponent >= 0, "exponent", "must be >= 0", "e.g. 1.0 (0: uniform routing scores)");
     c.expect(s.coverage.rule_keys >= 0, "rule_keys", "must be >= 0",
-             "e.g. 160 (keys a late query keeps under a vertical-slash top_k rule; 0: the default from the method's counts)");
+             "e.g. 160 (keys a late query keeps under a pattern's top_k rule; 0: the default from the method's counts)");
     c.expect(s.coverage.spread >= 0 && s.coverage.spread <= 1, "spread", "must be in [0, 1]",
              "0 (every query keeps the same extra keys) .. 1 (a share of its past growing with its position)");
   }

@@ -14,7 +14,7 @@
 //                                           "attention_efficiency": 0.3}}
 //                             | {"file": "profiles/cpu.json"},
 //                  "coverage": {"model": "zipf", "exponent": 1.0 | "fit_from": "results dir",
-//                               "rule_keys": 0, "spread": 0},         vertical_slash
+//                               "rule_keys": 0, "spread": 0},         patterns with an own rule
 //                  "latency_noise": {"sigma": 0.08, "rank_sigma": 0.05 | "fit_from": "results dir"},
 //                  "iteration_overhead": {"ms": 25 | "fit_from": "results dir"},
 //                  "ring_compute": {"factor": 1.0, "step_ms_per_token": 0 | "fit_from": "results dir"},
@@ -73,23 +73,22 @@ struct SimProfileSection {
   AnalyticProfileSection analytic;
 };
 
-// Routing-score coverage C(length, k) for DST's floor (harness/sim/coverage_model.h; for
-// vertical_slash attention harness/sim/vertical_slash_pattern_model.h).
+// The coverage model of the method's attention pattern, for DST's floor and the budgets
+// its rule keeps (harness/patterns/attention_simulation.h; each pattern's model reads the
+// settings it has).
 struct CoverageSection {
   std::string model = "zipf";
   double exponent = 1.0;
   // A results folder of measured runs (absolute once resolved; relative paths are from
-  // the manifest's folder): when set, `simulate` fits the exponent to the coverage they
-  // recorded (harness/sim/fit/coverage_fit.h) and uses it instead of `exponent`; for
-  // vertical_slash attention also rule_keys (harness/sim/fit/vertical_slash_pattern_fit.h).
+  // the manifest's folder): when set, `simulate` fits the pattern's settings to what they
+  // recorded (AttentionPatternPlugin::fit_coverage) and uses them instead of the given ones.
   std::string fit_from;
-  // vertical_slash with a top_k rule: the keys a late query keeps under the rule
-  // (harness/sim/vertical_slash_pattern_model.h); 0: sink + window + verticals + slashes x
-  // block size.
+  // A pattern with a top_k rule of its own: the keys a late query keeps under the rule
+  // (0: the default from the method's counts).
   int64_t rule_keys = 0;
-  // vertical_slash: how a sequence's kept keys spread over its queries, 0 (the same extra
-  // keys for every query) .. 1 (a share of the past growing with the position); fitted to
-  // measured context-parallel runs' per-rank work when fit_from holds some.
+  // A pattern with a rule of its own: how a sequence's kept keys spread over its queries, 0
+  // (the same extra keys for every query) .. 1 (a share of the past growing with the
+  // position); fitted to measured context-parallel runs' per-rank work when fit_from holds some.
   double spread = 0.0;
 };
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "harness/data/sample.h"
-#include "kernels/attention/packed_sequences.h"
+#include "kernels/attention/core/packed_sequences.h"
 
 namespace sb {
 

@@ -5,7 +5,7 @@
 #include "harness/eval/longbench/longbench_scorer.h"
 #include "harness/eval/longbench/python_json.h"
 #include "harness/eval/routing_coverage.h"
-#include "kernels/attention/attention_backend.h"
+#include "kernels/attention/core/attention_backend.h"
 
 namespace sb {
 namespace {
@@ -106,7 +106,11 @@ ordered_json run_eval_suite(ModelFolder& model, const EvalSpec& spec, const std:
     }
     if (spec.synthetic->dense_reference) {
       const std::shared_ptr<AttentionBackend> own = model.model->attention_backend_ptr();
-      model.model->set_attention_backend(make_attention_backend(AttentionOptions{AttentionKind::kDense}));
+      if (run.dense_reference.empty()) {
+        throw ConfigError("", "$.eval.synthetic.dense_reference", "needs the dense attention of a training run",
+                          "use it in an experiment manifest, or set dense_reference to false");
+      }
+      model.model->set_attention_backend(run.dense_reference.make_backend());
       result["dense"] = synthetic_heldout(model.model, *synthetic_data, *spec.synthetic);
       model.model->set_attention_backend(own);
       for (const auto& [key, value] : result["dense"].items()) {

@@ -46,6 +46,9 @@ struct EvalRunInputs {
   // The weights the run started from (harness/train/initial_model.h), for
   // spec.coverage->before; absent: no "before".
   std::function<Qwen2ForCausalLM()> starting_model;
+  // What spec.synthetic->dense_reference scores with: dense causal attention
+  // (harness/patterns' default_attention_options); empty: a ConfigError naming the key.
+  AttentionOptions dense_reference;
 };
 
 // spec.coverage's block_size and top_k must be resolved (>= 1) by the caller.

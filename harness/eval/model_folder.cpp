@@ -8,7 +8,7 @@
 #include <fstream>
 
 #include "common/errors.h"
-#include "kernels/attention/attention_backend.h"
+#include "kernels/attention/patterns/attention_pattern.h"
 #include "models/qwen2/qwen2_hf_checkpoint.h"
 
 namespace sb {
@@ -61,10 +61,6 @@ std::vector<int64_t> ModelFolder::encode(const std::string& text, const std::str
   return tokenizer->encode(text);
 }
 
-ModelFolder load_model_folder(const fs::path& dir, const std::string& attention) {
-  return load_model_folder(dir, AttentionOptions{attention_kind_options().from_name(attention)});
-}
-
 ModelFolder load_model_folder(const fs::path& dir, const AttentionOptions& attention) {
   if (!fs::is_directory(dir)) {
     throw ConfigError(dir.string(), "", "is not a folder",
@@ -76,7 +72,7 @@ ModelFolder load_model_folder(const fs::path& dir, const AttentionOptions& atten
   ModelFolder folder;
   folder.dir = dir;
   try {
-    folder.model = qwen2_load_hf_model(dir, make_attention_backend(attention));
+    folder.model = qwen2_load_hf_model(dir, attention.make_backend());
   } catch (const std::invalid_argument& e) {
     throw ConfigError(dir.string(), "", e.what(), "fix or replace the checkpoint");
   } catch (const std::runtime_error& e) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/attention/patterns/attention_pattern.h"
 #include "models/qwen2/qwen2_model.h"
 #include "models/tokenizer/tokenizer.h"
 
@@ -29,10 +30,8 @@ struct ModelFolder {
   std::vector<int64_t> encode(const std::string& text, const std::string& what) const;
 };
 
-// Loads the folder with the named attention backend, in eval mode. Problems with the
+// Loads the folder with the attention pattern's backend, in eval mode. Problems with the
 // folder (missing, not a checkpoint, inconsistent) are ConfigErrors naming it.
-ModelFolder load_model_folder(const std::filesystem::path& dir, const std::string& attention);
-// The same with the backend's options (MoBA block size and budget).
 ModelFolder load_model_folder(const std::filesystem::path& dir, const AttentionOptions& attention);
 
 // Moves the model to `device` ("cpu", "cuda", "cuda:N") and `dtype` ("float32",

@@ -14,10 +14,16 @@
 
 #include "harness/data/dataset.h"
 #include "harness/eval/synthetic_heldout.h"
-#include "kernels/attention/moba/moba_attention.h"
-#include "kernels/attention/moba/moba_attention_backend.h"
+#include "kernels/attention/patterns/moba/moba_attention.h"
+#include "kernels/attention/patterns/moba/moba_attention_backend.h"
 
 namespace sb {
+
+std::pair<int64_t, int64_t> routing_geometry(const AttentionOptions& attention) {
+  const AttentionPattern& pattern = attention.pattern();
+  if (!pattern.reports_coverage_curve()) return {0, 0};
+  return {pattern.budget_unit_tokens(), pattern.default_budget()};
+}
 namespace {
 
 using nlohmann::ordered_json;

@@ -22,8 +22,10 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
+#include "kernels/attention/patterns/attention_pattern.h"
 #include "models/qwen2/qwen2_model.h"
 
 namespace sb {
@@ -38,6 +40,11 @@ struct RoutingCoverageOptions {
   std::vector<double> p{0.1, 0.2, 0.3};
   bool before = true;  // also measure the weights the run started from
 };
+
+// The block size and k0 eval.coverage routes with by default: a run's own where its
+// pattern reports a coverage curve (AttentionPattern::reports_coverage_curve), else
+// {0, 0} (the section must name them).
+std::pair<int64_t, int64_t> routing_geometry(const AttentionOptions& attention);
 
 // options.block_size and options.top_k must be set (>= 1). Runs model with a MoBA
 // backend of that block size and restores the model's own backend afterwards.

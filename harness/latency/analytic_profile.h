@@ -7,14 +7,10 @@
 // FLOPs of one decoder layer (H hidden, Hq / Hkv heads of dim D, I intermediate):
 //   linear, forward, per token   2 (H Hq D + 2 H Hkv D + Hq D H + 3 H I)
 //   attention, forward           4 D Hq x (query, key) pairs attended
-//     dense causal: L (L + 1) / 2 pairs;
-//     MoBA (block B, budget k): each query reads its own block causally and the
-//     min(k - 1, earlier blocks) selected earlier blocks in full;
-//     plus the gate scores, 2 D Hq per (query block, eligible block);
-//     vertical-slash (budget b kept keys per query): L x min(b, (L + 1) / 2) pairs, plus
-//     the index, 2 D Hq per (last query, key): the last min(last_queries, L) queries
-//     against every key (counted with the attention's backward factor: an overestimate
-//     of the index, which has no backward).
+//     (AttentionPattern::attended_pairs at the budget), plus the pattern's selection
+//     (AttentionPattern::selection_forward_flops: MoBA's gate scores, an index), counted
+//     with the attention's backward factor (an overestimate of a selection without
+//     backward). The pairs and selections of each pattern: docs/attention_patterns.md.
 //   head, forward, per token     2 H V (final norm ignored)
 // Forward + backward = 3 x forward for linear work and the head (two matmuls per
 // forward one), 3.5 x forward for attention (flash-style backward recomputes QK^T).
@@ -26,11 +22,10 @@
 #include <vector>
 
 #include "harness/latency/latency_profile.h"
+#include "kernels/attention/patterns/attention_pattern.h"
 #include "models/qwen2/qwen2_config.h"
 
 namespace sb {
-
-struct VerticalSlashParams;
 
 struct DeviceThroughput {
   std::string name;
@@ -45,21 +40,15 @@ struct DeviceThroughput {
 DeviceThroughput device_throughput_preset(const std::string& name);
 std::vector<std::string> device_throughput_preset_names();
 
-// (query, key) pairs one sequence of `length` tokens attends to: dense causal when
-// attention == "dense", MoBA with this block size and budget when "moba", vertical-slash
-// with `budget` kept keys per query when "vertical_slash" (block_size ignored).
-double attention_pairs(const std::string& attention, int64_t length, int64_t block_size, int64_t budget);
-
 double layer_linear_forward_flops_per_token(const Qwen2Config& config);
-// last_queries: vertical-slash's index queries (ignored otherwise).
-double layer_attention_forward_flops(const Qwen2Config& config, const std::string& attention,
-                                     int64_t length, int64_t block_size, int64_t budget, int64_t last_queries = 64);
+// One sequence of `length` tokens at `budget` (on the pattern's axis).
+double layer_attention_forward_flops(const Qwen2Config& config, const AttentionPattern& pattern, int64_t length,
+                                     int64_t budget);
 
-// The profile over the grid (budgets ignored, [0], for dense). vertical_slash: the
-// pattern's index rules (required for that attention; copied into the profile).
-LatencyProfile make_analytic_profile(const Qwen2Config& config, const std::string& attention,
-                                     int64_t block_size, const std::vector<int64_t>& seq_lens,
-                                     const std::vector<int64_t>& budgets, const DeviceThroughput& device,
-                                     const VerticalSlashParams* vertical_slash = nullptr);
+// The profile over the grid (budgets ignored, [0], for a pattern without budget); the
+// pattern's profile fields are copied into it.
+LatencyProfile make_analytic_profile(const Qwen2Config& config, const AttentionPattern& pattern,
+                                     const std::vector<int64_t>& seq_lens, const std::vector<int64_t>& budgets,
+                                     const DeviceThroughput& device);
 
 }  // namespace sb

@@ -65,8 +65,8 @@ class LatencyPredictor {
   // One layer over a packed micro-batch of these sequence lengths:
   // packed_attention_ms of the sequences' terms + rest_ms of the total tokens.
   double packed_layer_ms(const std::vector<int64_t>& lengths, int64_t budget) const;
-  // The same with a budget per sequence (budgets[i] for lengths[i]; vertical-slash's
-  // kept keys differ between packed sequences). The overloads below likewise.
+  // The same with a budget per sequence (budgets[i] for lengths[i]; kept keys per query
+  // differ between packed sequences). The overloads below likewise.
   double packed_layer_ms(const std::vector<int64_t>& lengths, const std::vector<int64_t>& budgets) const;
   // One pipeline stage holding `layers` decoder layers (the head term added when
   // last_stage and include_head).

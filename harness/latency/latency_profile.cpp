@@ -284,15 +284,14 @@ nlohmann::json latency_profile_architecture(const nlohmann::json& model) {
 }
 
 nlohmann::json latency_profile_attention_json(const LatencyProfile& p) {
-  nlohmann::json attention{{"name", p.attention}, {"block_size", p.block_size}};
-  if (p.last_queries > 0) {
-    attention["last_queries"] = p.last_queries;
-    attention["sink_tokens"] = p.sink_tokens;
-    attention["local_window"] = p.local_window;
-    attention["max_verticals"] = p.max_verticals;
-    attention["max_slashes"] = p.max_slashes;
-  }
+  nlohmann::json attention{{"name", p.attention}, {"block_size", p.block_size()}};
+  for (const auto& [field, value] : p.attention_fields) attention[field] = value;
   return attention;
+}
+
+int64_t LatencyProfile::block_size() const {
+  const auto it = attention_fields.find("block_size");
+  return it != attention_fields.end() ? it->second : 0;
 }
 
 nlohmann::json latency_profile_to_json(const LatencyProfile& p) {
@@ -344,12 +343,11 @@ LatencyProfile latency_profile_from_json(const nlohmann::json& json, const std::
   {
     JsonObjectReader a(r.required_value("attention"), r.child_path("attention"), file);
     p.attention = a.required<std::string>("name");
-    p.block_size = a.optional<int64_t>("block_size", 0);
-    p.last_queries = a.optional<int64_t>("last_queries", 0);
-    p.sink_tokens = a.optional<int64_t>("sink_tokens", 0);
-    p.local_window = a.optional<int64_t>("local_window", 0);
-    p.max_verticals = a.optional<int64_t>("max_verticals", 0);
-    p.max_slashes = a.optional<int64_t>("max_slashes", 0);
+    // The pattern's fields, integers each (which ones is the pattern's to say).
+    for (const auto& [field, value] : r.required_value("attention").items()) {
+      if (field != "name") p.attention_fields[field] = a.required<int64_t>(field);
+    }
+    if (!p.attention_fields.count("block_size")) p.attention_fields["block_size"] = 0;
     a.finish();
   }
   p.device = r.optional<std::string>("device", "cpu");

@@ -24,8 +24,8 @@
 //   {"format": "sparsebalance-latency-profile", "version": 1,
 //    "kind": "measured" | "analytic",
 //    "model": {"preset": ..., "from": folder (optional), "hidden_size": ..., ...},
-//    "attention": {"name": ..., "block_size": ..., and for vertical-slash "last_queries",
-//                  "sink_tokens", "local_window", "max_verticals", "max_slashes"},
+//    "attention": {"name": ..., "block_size": ..., and the pattern's other profile fields
+//                  (AttentionPattern::profile_fields; integers)},
 //    "device": "cpu" | "cuda",
 //    "training": {"precision": "fp32" | "bf16-mixed", "activation_checkpointing": bool,
 //                 "lora": null | {"rank": r, "alpha": a, "dropout": p, "target_modules": [...]},
@@ -35,17 +35,17 @@
 //                                      "collectives": "gloo" | "nccl"} (only when cp > 1;
 //                                      collectives absent: gloo)},
 //    "warmup": n, "repetitions": n,
-//    "seq_lens": [ascending], "budgets": [ascending; [0] for dense attention; vertical-slash:
-//                kept keys per query (docs/vertical_slash.md "Budgets")],
+//    "seq_lens": [ascending], "budgets": [ascending; [0] for a pattern without budget;
+//                on the pattern's budget axis (kernels/attention/core/budget_axis.h)],
 //    "layer_ms": {"median": [[len][budget]], "spread": [[...]], "samples": [[[...]]]},
 //    "rest_ms":  {"median": [len], "spread": [len], "samples": [[...]]},
 //    "head_ms":  {"median": [len], "spread": [len], "samples": [[...]]},
 //    "model_ms": {"median": [len], "spread": [len], "samples": [[...]]}, "model_budget": k  (optional),
 //    "packed_ms": {"median": [m], "spread": [s], "samples": [[...]]}, "packed_count": n  (optional),
 //    "context": {...}}
-// "spread" is the interquartile range of the repetitions (ms). A vertical-slash profile's
-// context has "kept_keys_per_query" [len][budget]: the kept keys each layer point ran (a
-// budget below what the forced sinks and window keep runs at that minimum). A measured profile's
+// "spread" is the interquartile range of the repetitions (ms). A profile on the kept-keys
+// budget axis has "kept_keys_per_query" [len][budget] in its context: the kept keys each
+// layer point ran (a budget below what the pattern's forced keys keep runs at that minimum). A measured profile's
 // context also says what was timed: "timed_layer" {"parameters", "trainable_parameters",
 // "lora_targets", "activation_checkpointing"}, read from the timed layer itself.
 // "model.preset" is the architecture's name (a preset, or the basename of a Hugging Face
@@ -58,6 +58,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -128,16 +129,11 @@ LatencyProfileTraining latency_profile_training_from_json(const nlohmann::json& 
 struct LatencyProfile {
   std::string kind = "measured";  // "measured" or "analytic" (computed, not timed)
   nlohmann::json model = nlohmann::json::object();
-  std::string attention;       // "moba", "vertical_slash" or "dense"
-  int64_t block_size = 0;      // MoBA's or vertical-slash's block size (0 for dense)
-  // vertical-slash: the index's rules that change a layer's time under a budget (0
-  // otherwise): the queries it reads, and the forced entries and caps that bound the kept
-  // keys from below and above.
-  int64_t last_queries = 0;
-  int64_t sink_tokens = 0;
-  int64_t local_window = 0;
-  int64_t max_verticals = 0;
-  int64_t max_slashes = 0;
+  std::string attention;  // the pattern's name ("moba")
+  // What the profile recorded of the pattern besides its name: the parameters a layer's
+  // time depends on (AttentionPattern::profile_fields: "block_size", 0 for dense, and the
+  // like). A profile serves a run whose pattern has the same.
+  std::map<std::string, int64_t> attention_fields;
   std::string device = "cpu";
   LatencyProfileTraining training;  // how the timed layer was trained (see above)
   int64_t warmup = 0;
@@ -163,6 +159,8 @@ struct LatencyProfile {
   // a layer's time depends on it by up to the thread count, so a re-measurement that
   // should be comparable has to use the same.
   int64_t measured_threads() const;
+  // attention_fields' "block_size" (0 when it has none).
+  int64_t block_size() const;
 };
 
 // The profile's "model" object: the architecture's name ("preset": config.name) and the
@@ -173,7 +171,7 @@ nlohmann::json latency_profile_model_json(const Qwen2Config& config);
 // timings, whether named by a preset or read from a folder.
 nlohmann::json latency_profile_architecture(const nlohmann::json& model);
 
-// The "attention" object: {"name", "block_size"} and vertical-slash's index rules.
+// The "attention" object: {"name"} and the attention fields.
 nlohmann::json latency_profile_attention_json(const LatencyProfile& profile);
 nlohmann::json latency_profile_to_json(const LatencyProfile& profile);
 // `file` names the source in errors (ConfigError with the JSON path).

@@ -28,9 +28,8 @@
 namespace sb {
 namespace {
 
-// Whether the pattern takes a budget request (a profile's budget axis): MoBA's key blocks
-// per query block, vertical-slash's kept keys per query.
-bool has_budget(const AttentionOptions& attention) { return attention.is_moba() || attention.is_vertical_slash(); }
+// Whether the pattern takes a budget request (a profile's budget axis).
+bool has_budget(const AttentionOptions& attention) { return attention.budget_axis() != BudgetAxis::kNone; }
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
@@ -106,9 +105,9 @@ class LayerBench {
       return backend;
     });
   }
-  // Vertical-slash: the kept keys per query one layer at `budget` runs on these inputs
-  // (the backend's statistic after one more run of the point): below what the forced
-  // sinks and window keep, more than asked.
+  // Kept-keys axis: the kept keys per query one layer at `budget` runs on these inputs
+  // (the backend's statistic after one more run of the point): below what the pattern's
+  // forced keys keep, more than asked.
   int64_t kept_keys(const TimedPoint& point) {
     point();
     const std::vector<AttentionLayerStats> stats = last_layer_backend_->take_layer_stats();
@@ -287,8 +286,8 @@ class LayerBench {
 
   // The method's attention: a ring over the CP ranks under context parallelism.
   std::shared_ptr<AttentionBackend> new_attention_backend() const {
-    if (ring_) return std::make_shared<RingAttentionBackend>(attention_options_, ring_);
-    return std::shared_ptr<AttentionBackend>(make_attention_backend(attention_options_));
+    if (ring_) return make_context_parallel_backend(attention_options_, ring_);
+    return std::shared_ptr<AttentionBackend>(attention_options_.make_backend());
   }
 
   // A ring backend keeps every micro-batch's work for the trainer's records; the profile
@@ -518,17 +517,7 @@ LatencyProfile measure_latency_profile(const ProfileRequest& request, const Prog
   // Where `profile --check` finds the model again; a preset is found by its name.
   if (profile_model_is_folder(request.model)) p.model["from"] = fs::absolute(request.model).lexically_normal().string();
   p.attention = request.attention.name();
-  p.block_size = request.attention.is_moba()             ? request.attention.block_size
-                 : request.attention.is_vertical_slash() ? request.attention.vertical_slash.block_size
-                                                         : 0;
-  if (request.attention.is_vertical_slash()) {
-    const VerticalSlashParams& v = request.attention.vertical_slash;
-    p.last_queries = v.last_queries;
-    p.sink_tokens = v.sink_tokens;
-    p.local_window = v.local_window;
-    p.max_verticals = v.max_verticals;
-    p.max_slashes = v.max_slashes;
-  }
+  for (const auto& [field, value] : request.attention.pattern().profile_fields()) p.attention_fields[field] = value;
   p.device = request.device;
   p.training = request.training;
   p.warmup = request.warmup;
@@ -536,10 +525,9 @@ LatencyProfile measure_latency_profile(const ProfileRequest& request, const Prog
   p.seq_lens = request.seq_lens;
   p.budgets = has_budget(request.attention) ? request.budgets : std::vector<int64_t>{0};
   // The whole model runs at the method's default budget when it is on the grid, else at
-  // the grid budget nearest below it (the validated profile names a grid budget);
-  // vertical-slash's default is the kept keys its estimators assume before any report.
-  const int64_t default_budget =
-      request.attention.is_vertical_slash() ? request.attention.expected_keys : request.attention.top_k;
+  // the grid budget nearest below it (the validated profile names a grid budget); on the
+  // kept-keys axis the default is the kept keys its estimators assume before any report.
+  const int64_t default_budget = request.attention.pattern().default_budget();
   p.model_budget = p.budgets.front();
   for (int64_t k : p.budgets) {
     if (k <= std::max<int64_t>(default_budget, p.budgets.front())) p.model_budget = k;
@@ -563,7 +551,7 @@ LatencyProfile measure_latency_profile(const ProfileRequest& request, const Prog
   p.context["timed_layer"] = bench.timed_layer();
   const std::vector<LatencyStat> stats = measure_points(request, points, progress);
   p.packed_ms = stats.back();
-  if (request.attention.is_vertical_slash()) {
+  if (request.attention.budget_axis() == BudgetAxis::kKeptKeys) {
     // Per length, the points of its budgets lead its block of points (see above).
     const size_t per_length = p.budgets.size() + 3;
     nlohmann::json kept = nlohmann::json::array();
@@ -607,8 +595,8 @@ std::string packed_lengths_text(const ProfileCheckPoint& point) {
   return text;
 }
 
-ProfileCheck check_latency_profile(const LatencyProfile& profile, int64_t warmup, int64_t repetitions,
-                                   const ProgressFn& progress,
+ProfileCheck check_latency_profile(const LatencyProfile& profile, const AttentionOptions& attention, int64_t warmup,
+                                   int64_t repetitions, const ProgressFn& progress,
                                    std::shared_ptr<const ProfileTensorParallelPeers> tensor_parallel_peers,
                                    std::shared_ptr<RingContext> context_parallel_ring) {
   if (profile.kind != "measured") throw std::invalid_argument("only measured profiles can be re-measured");
@@ -623,16 +611,7 @@ ProfileCheck check_latency_profile(const LatencyProfile& profile, int64_t warmup
     throw std::invalid_argument("the profile's model " + measured_architecture.dump() + " is not the architecture of " +
                                 request.model + " now (" + architecture.dump() + ")");
   }
-  request.attention = AttentionOptions{attention_kind_options().from_name(profile.attention), profile.block_size > 0 ? profile.block_size : 256, 32};
-  if (request.attention.is_vertical_slash()) {
-    VerticalSlashParams& v = request.attention.vertical_slash;
-    v.block_size = profile.block_size;
-    v.last_queries = profile.last_queries;
-    v.sink_tokens = profile.sink_tokens;
-    v.local_window = profile.local_window;
-    v.max_verticals = profile.max_verticals;
-    v.max_slashes = profile.max_slashes;
-  }
+  request.attention = attention;
   request.device = profile.device;
   request.training = profile.training;
   request.seq_lens = profile.seq_lens;

@@ -36,7 +36,7 @@
 #include <vector>
 
 #include "harness/latency/latency_profile.h"
-#include "kernels/attention/attention_backend.h"
+#include "kernels/attention/patterns/attention_pattern.h"
 #include "kernels/attention/ring/ring_attention.h"
 #include "models/qwen2/qwen2_model.h"
 #include "models/qwen2/qwen2_sequence_parallel.h"
@@ -76,7 +76,7 @@ struct ProfileRequest {
   // command line that reproduces the profile names it).
   std::string model;
   Qwen2Config config;               // model's architecture (profile_model_config(model))
-  AttentionOptions attention;       // "moba" (block_size used) or "dense"
+  AttentionOptions attention;       // the pattern and its parameters
   std::string device = "cpu";       // "cpu" | "cuda"
   LatencyProfileTraining training;  // precision, activation checkpointing, LoRA
   std::vector<int64_t> seq_lens;    // ascending, >= 2
@@ -149,8 +149,10 @@ struct ProfileCheck {
 // A profile timed with its TP collectives needs `tensor_parallel_peers` (of the
 // profile's tp ranks, every rank calling this together) and is re-measured with them;
 // one timed on CP ranks needs `context_parallel_ring` in the same way.
-ProfileCheck check_latency_profile(const LatencyProfile& profile, int64_t warmup, int64_t repetitions,
-                                   const ProgressFn& progress = {},
+// `attention`: the pattern the profile recorded (its name and fields, the rest at their
+// defaults; harness/patterns' plug-in reads it from the profile).
+ProfileCheck check_latency_profile(const LatencyProfile& profile, const AttentionOptions& attention, int64_t warmup,
+                                   int64_t repetitions, const ProgressFn& progress = {},
                                    std::shared_ptr<const ProfileTensorParallelPeers> tensor_parallel_peers = nullptr,
                                    std::shared_ptr<RingContext> context_parallel_ring = nullptr);
 

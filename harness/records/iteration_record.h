@@ -32,8 +32,8 @@
 //   layer_floors[k][l]   DST's coverage floor budget of layer l (the smallest k with
 //                        C(k) >= (1 - p) C(k0) over the micro-batch), when DST asked for one
 //   layer_reference_budgets[k][l]  the budget the pattern's own rule chose in layer l
-//                        (mean over the sequences; vertical-slash: kept keys per query of
-//                        its top-p / top-k rule, DST's reference there), when the backend
+//                        (mean over the sequences; on the kept-keys axis: kept keys per
+//                        query of its rule, DST's reference there), when the backend
 //                        reports one
 //   sequence_budgets[k][s], sequence_reference_budgets[k][s]  the same two per packed
 //                        sequence s of micro-batch k (packing order), the mean over the

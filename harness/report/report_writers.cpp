@@ -79,22 +79,22 @@ void write_runs_table(const Report& report, std::ostringstream& out) {
   const bool any_tp = std::any_of(report.runs.begin(), report.runs.end(), [](const RunSummary& r) { return r.tp > 1; });
   // Runs on several DP ranks add the imbalance between them (docs/metrics.md).
   const bool any_dp = std::any_of(report.runs.begin(), report.runs.end(), [](const RunSummary& r) { return r.dp > 1; });
-  // Vertical-slash runs add the keys their layers kept per query (effective_budget_mean),
-  // the pattern's own rule's where a budget moved it (reference_budget_mean, under DST),
-  // and the coverage of the last queries' attention.
-  const bool any_vs = std::any_of(report.runs.begin(), report.runs.end(),
-                                  [](const RunSummary& r) { return r.attention == "vertical_slash"; });
+  // Runs budgeted in kept keys per query add the keys their layers kept per query
+  // (effective_budget_mean), the pattern's own rule's where a budget moved it
+  // (reference_budget_mean, under DST), and the pattern's coverage.
+  const bool any_kept_keys = std::any_of(report.runs.begin(), report.runs.end(),
+                                  [](const RunSummary& r) { return r.kept_keys_budget; });
   out << "## Runs\n\n"
       << "| config | budget | " << (any_cp ? "dp x pp x cp" : "dp x pp") << (any_tp ? " x tp" : "")
       << " | state | imbalance | "
       << (any_dp ? "DP / slot imbalance | " : "")
       << (any_cp ? "worker imbalance (time / work) | " : "")
-      << (any_vs ? "kept keys per query / coverage | " : "")
+      << (any_kept_keys ? "kept keys per query / coverage | " : "")
       << "iteration ms | speedup | overhead ms (%) | bubble (mean / max) | tokens/s | loss final |";
   std::string align = "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|";
   if (any_dp) align += "---:|";
   if (any_cp) align += "---:|";
-  if (any_vs) align += "---:|";
+  if (any_kept_keys) align += "---:|";
   for (const std::string& column : report.accuracy_columns) {
     out << ' ' << column << " |";
     align += "---:|";
@@ -113,7 +113,7 @@ void write_runs_table(const Report& report, std::ostringstream& out) {
         << (any_dp ? md(median_field(r.dp_imbalance), "%.3f") + " / " + md(median_field(r.slot_imbalance), "%.3f") + " | "
                    : "")
         << (any_cp ? md(median_field(r.cp_worker_imbalance), "%.3f") + " / " + md(median_field(r.cp_work_imbalance), "%.3f") + " | " : "")
-        << (any_vs ? kept_keys_text(r) + " | " : "")
+        << (any_kept_keys ? kept_keys_text(r) + " | " : "")
         << md(median_field(r.iter_ms), "%.2f") << " | "
         << md(r.speedup, "%.2f") << " | " << overhead << " | " << bubble << " | " << md(r.tokens_per_s, "%.0f")
         << " | " << md(r.loss_final, "%.4f") << " |";

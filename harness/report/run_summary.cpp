@@ -1,5 +1,7 @@
 #include "harness/report/run_summary.h"
 
+#include "harness/patterns/attention_patterns.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -59,7 +61,10 @@ void read_manifest(const fs::path& file, RunSummary& s, int64_t& default_budget)
     s.method = method.at("name").get<std::string>();
     const json& attention = method.at("attention");
     s.attention = attention.is_string() ? attention.get<std::string>() : attention.at("name").get<std::string>();
-    if (attention.is_object()) default_budget = attention.value("top_k", int64_t{0});
+    // The pattern's budget axis and fixed budget, as the run planned them.
+    const AttentionOptions options = parse_attention(attention, "$.methods[0].attention", file.string());
+    s.kept_keys_budget = options.budget_axis() == BudgetAxis::kKeptKeys;
+    if (options.budget_axis() == BudgetAxis::kKeyBlocks) default_budget = options.pattern().default_budget();
     s.batching = method.value("batching", "sequential");
     s.budget = method.value("budget", "fixed");
     if (method.contains("dst")) {
@@ -120,10 +125,10 @@ void summarize_records(const std::vector<IterationRecord>& records, int64_t defa
     total_ms += r.iter_ms;
     coverage.insert(coverage.end(), r.coverage.begin(), r.coverage.end());
     for (double ms : r.microbatch_ms) microbatch_sum += ms;
-    // A planned budget means MoBA's k (0: its default); vertical-slash plans kept keys per
-    // query only under DST (0: the pattern's own rule, counted in effective_budget_mean).
+    // A planned budget is a number of key blocks (0: the default); kept keys per query are
+    // planned only under DST (0: the pattern's own rule, counted in effective_budget_mean).
     for (int64_t b : r.budgets) {
-      if (s.attention != "vertical_slash") {
+      if (!s.kept_keys_budget) {
         budgets.push_back(static_cast<double>(b == 0 ? default_budget : b));
       } else if (b > 0) {
         budgets.push_back(static_cast<double>(b));

@@ -21,14 +21,15 @@
 //   budget_mean       mean of budgets[k] (0, the backend's default, counted as the
 //                     method's top_k) over measured iterations and micro-batches: the
 //                     budget the plan asked for
-//                     (vertical_slash: the kept keys per query DST asked for, counting
-//                     only its requests; none for the pattern's own rule, which plans none)
+//                     (a pattern whose budgets are kept keys per query: those DST asked
+//                     for, counting only its requests; none for the pattern's own rule,
+//                     which plans none)
 //   effective_budget_mean  mean of layer_budgets[k][l] over measured iterations,
 //                     micro-batches and layers: the budget the layers ran after DST's
 //                     coverage floor (absent when the records carry no layer budgets)
 //   reference_budget_mean  the same of layer_reference_budgets[k][l]: the budget the
-//                     pattern's own rule chose (vertical_slash's kept keys per query under
-//                     top-p / top-k; absent for MoBA)
+//                     pattern's own rule chose (kept keys per query; absent for patterns
+//                     whose fixed budget is a number)
 //   microbatch_ms_sum sum of microbatch_ms over measured iterations and micro-batches (the
 //                     compute the run did; the simulator's validation compares it)
 //   prediction_mape   mean over measured iterations and micro-batches (measured ms > 0)
@@ -73,6 +74,9 @@ struct RunSummary {
   nlohmann::json context;  // context.json as written (null when absent)
   // From manifest.resolved.json.
   std::string attention;
+  // The pattern's budgets are kept keys per query (BudgetAxis::kKeptKeys): the report shows
+  // the keys its layers kept and the coverage.
+  bool kept_keys_budget = false;
   std::string batching;
   std::string budget;  // "fixed" | "dst"
   std::optional<std::string> dst_anchor;

@@ -1,5 +1,8 @@
 #include "harness/runner/run_evaluation.h"
 
+#include "harness/eval/routing_coverage.h"
+#include "harness/patterns/attention_patterns.h"
+
 #include "common/errors.h"
 #include "harness/data/dataset.h"
 #include "harness/eval/eval_suite.h"
@@ -39,13 +42,15 @@ void evaluate_run(const RunSpec& run, const fs::path& run_dir, std::ostream& log
   }
   EvalSpec spec = *m.eval;
   if (spec.coverage) {  // the run's MoBA geometry unless the section names its own
-    if (spec.coverage->block_size == 0 && attention.is_moba()) spec.coverage->block_size = attention.block_size;
-    if (spec.coverage->top_k == 0 && attention.is_moba()) spec.coverage->top_k = attention.top_k;
+    const auto [block_size, top_k] = routing_geometry(attention);
+    if (spec.coverage->block_size == 0) spec.coverage->block_size = block_size;
+    if (spec.coverage->top_k == 0) spec.coverage->top_k = top_k;
   }
   EvalRunInputs inputs;
   inputs.synthetic_data = data.get();
+  inputs.dense_reference = default_attention_options();
   inputs.starting_model = [&m, &attention] {
-    return initial_model(m, std::shared_ptr<AttentionBackend>(make_attention_backend(attention)));
+    return initial_model(m, std::shared_ptr<AttentionBackend>(attention.make_backend()));
   };
   fs::create_directories(evaluation_dir(run_dir));
   run_eval_suite(folder, spec, evaluation_dir(run_dir), log, inputs);

@@ -1,22 +1,15 @@
 #include "harness/sim/cp_stage_compute.h"
 
-#include "harness/sim/ring_vertical_slash_work.h"
 
 namespace sb {
 
 CpComputeSpec cp_compute_spec(const Manifest& m, int64_t profiled_tp) {
   const Qwen2Config& c = m.model.config;
-  const AttentionOptions& attention = m.methods.at(0).attention;
   const SimulationSection simulation = m.simulation ? *m.simulation : SimulationSection{};
   CpComputeSpec spec;
   spec.cp = m.parallelism.cp;
   spec.inner = m.parallelism.cp_inner > 0 ? m.parallelism.cp_inner : m.parallelism.cp;
   spec.layout = m.parallelism.cp_layout;
-  spec.block_size = attention.is_moba() ? attention.block_size : 128;
-  spec.vertical_slash = attention.is_vertical_slash();
-  spec.sink_tokens = attention.vertical_slash.sink_tokens;
-  spec.local_window = attention.vertical_slash.local_window;
-  spec.spread = simulation.coverage.spread;
   spec.query_heads = c.num_attention_heads;
   spec.kv_heads = c.num_key_value_heads;
   spec.tp = m.parallelism.tp;
@@ -30,11 +23,10 @@ CpComputeSpec cp_compute_spec(const Manifest& m, int64_t profiled_tp) {
 }
 
 CpMicrobatch cp_microbatch(const LatencyPredictor& predictor, const CpComputeSpec& spec,
-                           const std::vector<int64_t>& lengths, const std::vector<int64_t>& budgets) {
+                           const AttentionSimulation& attention, const std::vector<int64_t>& lengths,
+                           const std::vector<int64_t>& budgets) {
   CpMicrobatch out;
-  out.work = spec.vertical_slash ? vertical_slash_ring_work(lengths, budgets, spec.cp, spec.layout, spec.sink_tokens,
-                                                            spec.local_window, spec.spread, spec.query_heads)
-                                 : ring_work(lengths, budgets, spec.cp, spec.layout, spec.block_size, spec.query_heads);
+  out.work = attention.ring_work(lengths, budgets, spec.cp, spec.layout, spec.query_heads);
   std::vector<double> terms;
   for (size_t i = 0; i < lengths.size(); ++i) terms.push_back(predictor.attention_ms(lengths[i], budgets[i]));
   out.attention_ms = predictor.packed_attention_ms(terms);

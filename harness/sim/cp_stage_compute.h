@@ -4,8 +4,8 @@
 //
 //   A            = packed_attention_ms(attention_ms(L_i, k_i) for each sequence i): the
 //                  micro-batch's attention per layer on one device, forward + backward
-//   step r <- b  = ring_compute_factor x A x pairs[r][b] / total pairs   (ring_work_model.h;
-//                  vertical-slash: ring_vertical_slash_work.h)
+//   step r <- b  = ring_compute_factor x A x pairs[r][b] / total pairs   (the pattern's
+//                  ring work: AttentionSimulation::ring_work)
 //                  + ring_step_ms_per_token x T_r (what every step costs whatever its
 //                  pairs: merging the partial output of the rank's T_r queries, visiting
 //                  their rows), T_r the tokens rank r holds
@@ -28,8 +28,9 @@
 
 #include "harness/config/manifest.h"
 #include "harness/latency/latency_predictor.h"
+#include "harness/patterns/attention_simulation.h"
 #include "harness/sim/ring_timing_model.h"
-#include "harness/sim/ring_work_model.h"
+#include "kernels/attention/ring/ring_work.h"
 
 namespace sb {
 
@@ -37,13 +38,6 @@ struct CpComputeSpec {
   int64_t cp = 1;
   int64_t inner = 1;  // ranks per inner ring (cp: flat)
   CpLayout layout;
-  int64_t block_size = 128;  // MoBA's block; any value for dense
-  // Vertical-slash: budgets are kept keys per query and the work is
-  // ring_vertical_slash_work.h's, with the pattern's forced sinks and window.
-  bool vertical_slash = false;
-  int64_t sink_tokens = 0;
-  int64_t local_window = 0;
-  double spread = 0.0;  // simulation.coverage.spread
   int64_t query_heads = 1;  // the whole layer's (the work counts every head's pairs)
   int64_t kv_heads = 1;
   int64_t tp = 1;           // tensor parallelism beside CP: each TP rank's ring carries kv_heads / tp
@@ -68,10 +62,11 @@ struct CpMicrobatch {
   double attention_ms = 0;
 };
 
-// lengths / budgets: the micro-batch's sequences and their effective budgets (0: dense;
-// vertical-slash: kept keys per query).
+// lengths / budgets: the micro-batch's sequences and their effective budgets
+// (AttentionSimulation::micro_batch's sequence_budgets), the work `attention`'s.
 CpMicrobatch cp_microbatch(const LatencyPredictor& predictor, const CpComputeSpec& spec,
-                           const std::vector<int64_t>& lengths, const std::vector<int64_t>& budgets);
+                           const AttentionSimulation& attention, const std::vector<int64_t>& lengths,
+                           const std::vector<int64_t>& budgets);
 
 struct CpStageCompute {
   RingTimingInput timing;        // transfer_ms and layer_sync_ms left for the caller

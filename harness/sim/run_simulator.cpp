@@ -11,8 +11,8 @@
 #include "harness/data/batch_shape.h"
 #include "harness/parallel/parallel_layout.h"
 #include "harness/sim/pipeline_simulator.h"
+#include "harness/patterns/attention_patterns.h"
 #include "harness/sim/ring_timing_model.h"
-#include "harness/sim/vertical_slash_pattern_model.h"
 #include "harness/trace/iteration_metrics.h"
 #include "harness/train/lr_schedule.h"
 #include "harness/train/method_planner_options.h"
@@ -39,40 +39,6 @@ std::pair<double, double> projection_shape(const Qwen2Config& c, const std::stri
   if (name == "gate_proj" || name == "up_proj") return {h, i};
   if (name == "down_proj") return {i, h};
   throw std::invalid_argument("projection_shape: unknown projection \"" + name + "\"");
-}
-
-// Vertical-slash's index under CP, per layer: its all-reduces over the CP group
-// (float64; docs/context_parallel.md, "Vertical-slash under CP"): the last queries
-// (N x Hq x D, N the last queries of all sequences), their score maxima and softmax
-// denominators (N x Hq each), the column and diagonal sums (Hq x 2 x L per sequence) and
-// the coverage of the lists run (Hq per sequence). A DST request adds the references'
-// coverage (the budgeted lists' takes the place of the lists run's), and with a floor one
-// per step of the floor's lockstep binary search, taken as ceil(log2(2 L)) for the longest
-// L, and one for the floor levels (docs/vertical_slash.md, "Budgets").
-double vertical_slash_index_sync_ms(const Manifest& m, const LinkSection& link, const std::vector<int64_t>& lengths,
-                                    const PlannedMicroBatch& mb) {
-  const Qwen2Config& c = m.model.config;
-  const VerticalSlashParams& v = m.methods.at(0).attention.vertical_slash;
-  const auto heads = static_cast<double>(c.num_attention_heads / m.parallelism.tp);  // this TP rank's
-  const int64_t cp = m.parallelism.cp;
-  double last = 0, tokens = 0;
-  int64_t longest = 1;
-  for (int64_t length : lengths) {
-    last += static_cast<double>(std::min(v.last_queries, length));
-    tokens += static_cast<double>(length);
-    longest = std::max(longest, length);
-  }
-  const double per_head = static_cast<double>(lengths.size()) * heads * 8.0;
-  double ms = ring_allreduce_ms(link, cp, last * heads * static_cast<double>(c.head_dim) * 8.0) +
-              2.0 * ring_allreduce_ms(link, cp, last * heads * 8.0) +
-              ring_allreduce_ms(link, cp, heads * 2.0 * tokens * 8.0) + ring_allreduce_ms(link, cp, per_head);
-  const bool requested = mb.budget > 0 || !mb.sequence_budgets.empty() || mb.coverage_floor_ratio > 0;
-  if (requested) ms += ring_allreduce_ms(link, cp, per_head);
-  if (mb.coverage_floor_ratio > 0) {
-    const double steps = std::ceil(std::log2(2.0 * static_cast<double>(longest)));
-    ms += (steps + 1.0) * ring_allreduce_ms(link, cp, per_head);
-  }
-  return ms;
 }
 
 }  // namespace
@@ -115,7 +81,7 @@ TensorParallelStage tensor_parallel_stage(const Manifest& m, int64_t stage, bool
   out.hidden = m.model.config.hidden_size;
   out.element_bytes = activation_bytes(m);
   out.gloo = !m.train.on_cuda() || m.train.collectives == TrainCollectives::kGloo;
-  out.attention_sums_per_layer = attention_sums_per_layer(m.methods.at(0).attention, floor, budgeted);
+  out.attention_sums_per_layer = m.methods.at(0).attention.pattern().tensor_parallel_sums_per_layer(floor, budgeted);
   return out;
 }
 
@@ -167,21 +133,10 @@ RunSimulator::RunSimulator(const Manifest& m, SimProfile profile, ClusterSection
   dataset_ = make_dataset(m.data, m.seed, dataset_limits(m));
   planner_ = std::make_unique<BatchPlanner>(method_planner_options(m, m.parallelism.dp), profile_.predictor);
   const MethodSection& method = m.methods.at(0);
-  if (method.attention.is_moba()) {
-    coverage_ = std::make_unique<ZipfCoverageModel>(simulation_.coverage.exponent, method.attention.block_size);
-  }
-  if (method.attention.is_vertical_slash()) {
-    try {
-      pattern_ = std::make_unique<VerticalSlashPatternModel>(
-          simulation_.coverage.exponent,
-          vertical_slash_pattern_rule(method.attention.vertical_slash, simulation_.coverage.rule_keys,
-                                      simulation_.coverage.spread));
-    } catch (const std::invalid_argument& e) {
-      throw ConfigError(m.file, "$.simulation.coverage",
-                        std::string("with the method's vertical_slash attention gives no pattern model: ") + e.what(),
-                        "give rule_keys >= 1 for a top_k rule whose counts are all 0, or check the attention block");
-    }
-  }
+  const CoverageSection& c = simulation_.coverage;
+  attention_ = attention_plugin(method.attention)
+                   .simulation(method.attention.pattern(),
+                               SimulationCoverage{c.model, c.exponent, c.rule_keys, c.spread, c.fit_from}, m.file);
   stage_trained_params_ = stage_trained_parameters(m);
   stage_dp_bytes_ = stage_dp_allreduce_bytes(m);
 }
@@ -193,13 +148,13 @@ void RunSimulator::simulate_context_parallel_microbatch(int64_t d, const Planned
   const Manifest& m = manifest_;
   const Qwen2Config& config = m.model.config;
   const int64_t pp = m.parallelism.pp, cp = m.parallelism.cp, tp = m.parallelism.tp;
-  const bool moba = m.methods.at(0).attention.is_moba();
+  const AttentionPattern& pattern = m.methods.at(0).attention.pattern();
   const auto W = static_cast<size_t>(cp);
   std::vector<double> tp_comm(W, 0.0);  // each CP rank's TP collectives, summed over the stages
   // Each pass runs the ring: forward, backward, and the recomputed forward under checkpointing.
   const double passes = m.train.activation_checkpointing ? 3.0 : 2.0;
   std::vector<double> attention_ms(W, 0.0), pairs(W, 0.0);
-  const CpMicrobatch microbatch = cp_microbatch(*profile_.predictor, *cp_spec_, lengths, budgets);
+  const CpMicrobatch microbatch = cp_microbatch(*profile_.predictor, *cp_spec_, *attention_, lengths, budgets);
   const RingWork& work = microbatch.work;
   for (int64_t s = 0; s < pp; ++s) {
     const int64_t layers = m.parallelism.stage_layers[static_cast<size_t>(s)];
@@ -207,12 +162,18 @@ void RunSimulator::simulate_context_parallel_microbatch(int64_t d, const Planned
     c.timing.transfer_ms = [&](int64_t from, int64_t to, double bytes) {
       return alpha_beta_ms(cluster_.context_parallel_link(d, s, from, to), bytes);
     };
-    if (moba) {  // the block means' all-reduce before each layer's ring (float64 sums of q and k; this TP rank's heads)
-      const double bytes = static_cast<double>((config.num_attention_heads + config.num_key_value_heads) / tp *
-                                               work.blocks * config.head_dim) * 8.0;
-      c.timing.layer_sync_ms = ring_allreduce_ms(cluster_.context_parallel_group_link(d, s), cp, bytes);
+    // The pattern's selection before each layer's ring: its all-reduces over the CP group
+    // (this TP rank's heads).
+    const std::vector<SelectionAllreduces> syncs = pattern.ring_selection_allreduces(
+        lengths, mb.budget > 0 || !mb.sequence_budgets.empty(), mb.coverage_floor_ratio > 0,
+        config.num_attention_heads / tp, config.num_key_value_heads / tp, config.head_dim);
+    if (!syncs.empty()) {
+      double sync_ms = 0;
+      for (const SelectionAllreduces& sync : syncs) {
+        sync_ms += sync.count * ring_allreduce_ms(cluster_.context_parallel_group_link(d, s), cp, sync.bytes);
+      }
+      c.timing.layer_sync_ms = sync_ms;
     }
-    if (pattern_) c.timing.layer_sync_ms = vertical_slash_index_sync_ms(m, cluster_.context_parallel_group_link(d, s), lengths, mb);
     if (tp > 1) {
       // Each CP rank's TP collectives on its tokens: the layers' with each layer's compute
       // outside attention, the embedding's with the compute before the layers, the head's
@@ -271,85 +232,6 @@ void RunSimulator::simulate_context_parallel_microbatch(int64_t d, const Planned
   }
 }
 
-RunSimulator::SimulatedAttention RunSimulator::block_attention(const PlannedMicroBatch& mb,
-                                                               const std::vector<int64_t>& lengths,
-                                                               int64_t total_layers, IterationRecord& record) const {
-  const MethodSection& method = manifest_.methods.at(0);
-  const bool moba = method.attention.is_moba();
-  const int64_t planned_k = mb.budget > 0 ? mb.budget : method.attention.top_k;
-  SimulatedAttention out;
-  double budget_sum = 0, coverage_sum = 0;
-  for (int64_t length : lengths) {
-    int64_t k = moba ? planned_k : 0;
-    if (moba && coverage_) {
-      k = coverage_->effective_budget(length, planned_k, mb.coverage_reference_k, mb.coverage_floor_ratio);
-      coverage_sum += coverage_->coverage(length, k);
-    }
-    budget_sum += static_cast<double>(k);
-    out.sequence_budgets.push_back(k);
-  }
-  const auto n = static_cast<double>(lengths.size());
-  out.realized = moba ? budget_sum / n : static_cast<double>(mb.budget);
-  const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
-  if (moba && coverage_ && mb.coverage_floor_ratio > 0) {
-    out.floor = static_cast<double>(coverage_->floor_budget(longest, mb.coverage_reference_k, mb.coverage_floor_ratio));
-  }
-  if (moba) {
-    record.budgets.push_back(planned_k);
-    record.coverage.push_back(coverage_sum / n);
-    // The coverage model has no layers: every layer runs the sequences' modelled budgets,
-    // at their coverage, with the micro-batch's floor (as the trainer records them; floors
-    // are dropped from an iteration where none applies).
-    const auto layers = static_cast<size_t>(total_layers);
-    record.layer_budgets.emplace_back(layers, out.realized);
-    record.layer_coverage.emplace_back(layers, coverage_sum / n);
-    record.layer_floors.emplace_back(layers, static_cast<int64_t>(out.floor));
-  }
-  return out;
-}
-
-RunSimulator::SimulatedAttention RunSimulator::vertical_slash_attention(
-    const PlannedMicroBatch& mb, const std::vector<int64_t>& lengths, int64_t total_layers, IterationRecord& record,
-    std::vector<double>& sample_budgets, std::vector<double>& sample_references) const {
-  SimulatedAttention out;
-  double kept_sum = 0, reference_sum = 0, floor_sum = 0, coverage_sum = 0;
-  std::vector<double> kept, references;
-  for (size_t i = 0; i < lengths.size(); ++i) {
-    // The plan's budget in kept keys per query (one per sequence, or the micro-batch's for
-    // all); 0: the pattern's own rule.
-    const int64_t budget = !mb.sequence_budgets.empty() ? mb.sequence_budgets.at(i) : mb.budget;
-    const VerticalSlashSequenceModel seq = pattern_->sequence(lengths[i], budget, mb.coverage_floor_ratio);
-    // As the backend reports them (vertical_slash_backend.cpp): whole kept keys per query
-    // for each sequence, the floor's as a fraction.
-    const int64_t sequence_kept = kept_keys_as_budget(seq.kept_keys);
-    const int64_t sequence_reference = kept_keys_as_budget(seq.reference_kept_keys);
-    out.sequence_budgets.push_back(sequence_kept);
-    kept.push_back(static_cast<double>(sequence_kept));
-    references.push_back(static_cast<double>(sequence_reference));
-    kept_sum += static_cast<double>(sequence_kept);
-    reference_sum += static_cast<double>(sequence_reference);
-    floor_sum += seq.floor_kept_keys;
-    coverage_sum += seq.coverage;
-    sample_budgets.at(static_cast<size_t>(mb.samples.at(i))) = static_cast<double>(sequence_kept);
-    sample_references.at(static_cast<size_t>(mb.samples.at(i))) = static_cast<double>(sequence_reference);
-  }
-  const auto n = static_cast<double>(lengths.size());
-  const auto layers = static_cast<size_t>(total_layers);
-  // A layer's kept keys, rule, coverage and floor are means over the sequences (the floor
-  // rounded); the model has no layers, so every layer reports the same.
-  out.realized = kept_sum / n;
-  out.floor = static_cast<double>(std::llround(floor_sum / n));
-  record.budgets.push_back(mb.budget);
-  record.coverage.push_back(coverage_sum / n);
-  record.layer_budgets.emplace_back(layers, out.realized);
-  record.layer_coverage.emplace_back(layers, coverage_sum / n);
-  record.layer_reference_budgets.emplace_back(layers, reference_sum / n);
-  record.layer_floors.emplace_back(layers, std::llround(floor_sum / n));
-  record.sequence_budgets.push_back(std::move(kept));
-  record.sequence_reference_budgets.push_back(std::move(references));
-  return out;
-}
-
 SimulatedIteration RunSimulator::simulate_iteration(int64_t iteration) {
   const Manifest& m = manifest_;
   const TrainSection& train = m.train;
@@ -387,9 +269,9 @@ SimulatedIteration RunSimulator::simulate_iteration(int64_t iteration) {
                                                m.parallelism.stage_layers.end(), int64_t{0});
   std::vector<std::vector<double>> realized(static_cast<size_t>(dp));
   std::vector<std::vector<double>> floors(static_cast<size_t>(dp));  // DST's floor, as the backend reports it
-  // Vertical-slash: per sample (plan position), the kept keys it ran with and its rule's.
+  // Kept-keys axis: per sample (plan position), the kept keys it ran with and its rule's.
   std::vector<double> sample_budgets, sample_references;
-  if (pattern_) {
+  if (method.attention.budget_axis() == BudgetAxis::kKeptKeys) {
     sample_budgets.assign(lengths.size(), 0.0);
     sample_references.assign(lengths.size(), 0.0);
   }
@@ -400,8 +282,7 @@ SimulatedIteration RunSimulator::simulate_iteration(int64_t iteration) {
       const double noise = noise_.factor(iteration, d, static_cast<int64_t>(mb_index));
       const std::vector<int64_t> mb_lengths = microbatch_lengths(mb, lengths);
       const SimulatedAttention attention =
-          pattern_ ? vertical_slash_attention(mb, mb_lengths, total_layers, record, sample_budgets, sample_references)
-                   : block_attention(mb, mb_lengths, total_layers, record);
+          attention_->micro_batch(mb, mb_lengths, total_layers, record, sample_budgets, sample_references);
       const std::vector<int64_t>& sequence_budgets = attention.sequence_budgets;
       realized[static_cast<size_t>(d)].push_back(attention.realized);
       floors[static_cast<size_t>(d)].push_back(attention.floor);

@@ -6,9 +6,9 @@
 // (pipeline_simulator.h), turned into the IterationRecord and timelines a real run
 // writes (docs/simulator.md).
 //
-// Per micro-batch m with samples of lengths L_i, planned budget k_m (DST's coverage floor
-// applied per sequence with coverage_model.h: k_i = max(k_m, floor(L_i)); vertical-slash:
-// each sequence's kept keys per query from vertical_slash_pattern_model.h), T tokens:
+// Per micro-batch m with samples of lengths L_i, planned budget k_m, each sequence's
+// budget k_i from the pattern's simulation model (harness/patterns/attention_simulation.h:
+// DST's coverage floor applied per sequence, or a sequence's kept keys per query), T tokens:
 //   compute of stage s  = layers_s x (sum_i attention_ms(L_i, k_i) + rest_ms(T))
 //                         (+ head_ms(T) on the last stage when the predictor includes it)
 //   with TP:              compute / tp + layers_s x 4 ring all-reduces of T x hidden x
@@ -43,14 +43,13 @@
 #include "harness/config/manifest.h"
 #include "harness/data/dataset.h"
 #include "harness/records/iteration_record.h"
+#include "harness/latency/run_profiles/sim_profile.h"
+#include "harness/patterns/attention_simulation.h"
 #include "harness/sim/cluster_model.h"
-#include "harness/sim/coverage_model.h"
 #include "harness/sim/cp_stage_compute.h"
 #include "harness/sim/latency_noise.h"
 #include "harness/sim/pipeline_simulator.h"
 #include "harness/sim/tensor_parallel_comm_model.h"
-#include "harness/sim/vertical_slash_pattern_model.h"
-#include "harness/latency/run_profiles/sim_profile.h"
 #include "harness/trace/timeline.h"
 
 namespace sb {
@@ -79,8 +78,8 @@ class RunSimulator {
 
   const SimProfile& profile() const { return profile_; }
   const ClusterModel& cluster() const { return cluster_; }
-  const ZipfCoverageModel* coverage() const { return coverage_.get(); }
-  const VerticalSlashPatternModel* pattern() const { return pattern_.get(); }
+  // The pattern's model of its attention (its settings fitted already, when fit_from gave them).
+  const AttentionSimulation& attention() const { return *attention_; }
   const SimulationSection& simulation() const { return simulation_; }
   BatchPlanner& planner() { return *planner_; }
 
@@ -90,23 +89,6 @@ class RunSimulator {
   // communication, which the simulator then records but does not add.
   bool profile_times_tp_collectives() const;
 
-  // What a micro-batch's attention runs with (one budget per sequence for the predictor,
-  // 0 for dense), what the planner observes of it (its realized budget and DST's floor, as
-  // the trainer's record gives them) and its attention statistics appended to `record`.
-  struct SimulatedAttention {
-    std::vector<int64_t> sequence_budgets;
-    double realized = 0;
-    double floor = 0;  // 0: none
-  };
-  // Dense and MoBA (DST's floor from coverage_model.h).
-  SimulatedAttention block_attention(const PlannedMicroBatch& mb, const std::vector<int64_t>& lengths,
-                                     int64_t total_layers, IterationRecord& record) const;
-  // Vertical-slash (vertical_slash_pattern_model.h); also each sample's kept keys and its
-  // rule's, by plan position, for the planner's estimators.
-  SimulatedAttention vertical_slash_attention(const PlannedMicroBatch& mb, const std::vector<int64_t>& lengths,
-                                              int64_t total_layers, IterationRecord& record,
-                                              std::vector<double>& sample_budgets,
-                                              std::vector<double>& sample_references) const;
   // cp > 1: one micro-batch of DP rank d on every stage (ring_timing_model.h), appended
   // to `in`, and its per-CP-rank attention time and kept pairs to `record`.
   void simulate_context_parallel_microbatch(int64_t d, const PlannedMicroBatch& mb, const std::vector<int64_t>& lengths,
@@ -120,8 +102,7 @@ class RunSimulator {
   SimulationSection simulation_;
   std::unique_ptr<Dataset> dataset_;
   std::unique_ptr<BatchPlanner> planner_;
-  std::unique_ptr<ZipfCoverageModel> coverage_;
-  std::unique_ptr<VerticalSlashPatternModel> pattern_;  // vertical_slash attention
+  std::unique_ptr<AttentionSimulation> attention_;
   LatencyNoise noise_;
   std::vector<double> stage_trained_params_;  // [stage], whole stage (all TP ranks)
   std::vector<double> stage_dp_bytes_;        // [stage], stage_dp_allreduce_bytes

@@ -1,7 +1,9 @@
 #include "harness/sim/sim_runner.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <list>
 #include <map>
 #include <optional>
 #include <ostream>
@@ -15,12 +17,11 @@
 #include "harness/report/report.h"
 #include "harness/report/run_summary.h"
 #include "harness/runner/run_folder.h"
+#include "harness/patterns/attention_patterns.h"
 #include "harness/sim/fit/allreduce_fit.h"
-#include "harness/sim/fit/coverage_fit.h"
 #include "harness/sim/fit/iteration_overhead_fit.h"
 #include "harness/sim/fit/latency_noise_fit.h"
 #include "harness/sim/fit/ring_compute_fit.h"
-#include "harness/sim/fit/vertical_slash_pattern_fit.h"
 #include "harness/sim/run_simulator.h"
 #include "models/qwen2/qwen2_config.h"
 
@@ -49,8 +50,7 @@ void refuse_measured_folder(const fs::path& run_dir) {
 
 // The fits a run's simulation uses; null where its value was given, not fitted.
 struct RunFits {
-  const CoverageFit* coverage = nullptr;
-  const VerticalSlashPatternFit* pattern = nullptr;
+  const FittedCoverage* coverage = nullptr;  // the attention pattern's coverage model
   const LatencyNoiseFit* noise = nullptr;
   const IterationOverheadFit* overhead = nullptr;
   const AllreduceFit* allreduce = nullptr;
@@ -67,7 +67,6 @@ const Fit& fitted_once(std::map<Key, Fit>& fits, const Key& key, MakeFit fit) {
 
 json simulation_context(const RunSpec& run, const SimulateOptions& options, const RunSimulator& sim,
                         const RunFits& fits) {
-  const CoverageFit* fit = fits.coverage;
   const LatencyNoiseFit* noise_fit = fits.noise;
   const Manifest& m = run.manifest;
   json context = collect_system_info();  // the machine that simulated, not the simulated one
@@ -135,76 +134,7 @@ json simulation_context(const RunSpec& run, const SimulateOptions& options, cons
         {"mean_measured_ms", fits.allreduce->mean_ms}};
   }
   const SimulationSection& s = sim.simulation();
-  if (sim.coverage() != nullptr) {
-    context["coverage_model"] = {
-        {"model", s.coverage.model},
-        {"exponent", s.coverage.exponent},
-        {"used_for", "DST's per-layer floor: each sequence runs max(k_m, smallest k with C(L, k) >= (1 - p) C(L, k0))"},
-        {"definition", "C(L, k) = mean over query blocks i of H_min(k, i+1)(s) / H_(i+1)(s), Zipf routing scores "
-                       "(harness/sim/coverage_model.h)"}};
-    if (fit != nullptr) {
-      context["coverage_model"]["exponent_from"] = {
-          {"kind", "fitted to measured runs' layer coverage (harness/sim/fit/coverage_fit.h)"},
-          {"results", s.coverage.fit_from},
-          {"runs", fit->runs},
-          {"points", fit->points},
-          {"rmse", fit->rmse}};
-    } else {
-      context["coverage_model"]["exponent_from"] = {{"kind", "assumed (simulation.coverage.exponent)"}};
-    }
-  } else if (const VerticalSlashPatternModel* pattern = sim.pattern()) {
-    const VerticalSlashPatternRule& rule = pattern->rule();
-    context["coverage_model"] = {
-        {"model", "vertical_slash " + s.coverage.model},
-        {"exponent", s.coverage.exponent},
-        {"forced_keys", rule.forced_keys},
-        {"most_keys", rule.most_keys},
-        {"spread", rule.spread},
-        {"used_for", "each sequence's kept keys per query under the pattern's rule, a budget and DST's floor"},
-        {"definition", "at level e query i keeps its F + min(i + 1 - F, e ((1 - u) + u (i + 1) / L)) highest-ranked "
-                       "keys (all i + 1 when i + 1 <= F; F forced, u the spread); K(L, e) = their mean; C(L, e) = mean "
-                       "over the last queries of H(kept_i)(s) / H(i + 1)(s) (harness/sim/vertical_slash_pattern_model.h)"}};
-    if (rule.top_p) {
-      context["coverage_model"]["rule"] = {{"budget", "top_p"}, {"p", rule.p}};
-    } else {
-      context["coverage_model"]["rule"] = {{"budget", "top_k"}, {"rule_keys", rule.rule_keys}};
-    }
-    if (fits.pattern != nullptr) {
-      context["coverage_model"]["exponent_from"] = {
-          {"kind", "fitted to measured runs' layer coverage and kept keys "
-                   "(harness/sim/fit/vertical_slash_pattern_fit.h)"},
-          {"results", s.coverage.fit_from},
-          {"runs", fits.pattern->runs},
-          {"points", fits.pattern->coverage_points},
-          {"rmse", fits.pattern->coverage_rmse}};
-      if (!rule.top_p) {
-        context["coverage_model"]["rule"]["rule_keys_from"] = {
-            {"kind", "fitted to the kept keys per query measured runs' rule chose"},
-            {"points", fits.pattern->rule_points},
-            {"rmse_keys", fits.pattern->rule_rmse}};
-      } else {
-        context["coverage_model"]["exponent_from"]["rule_points"] = fits.pattern->rule_points;
-        context["coverage_model"]["exponent_from"]["rule_relative_rmse"] = fits.pattern->rule_rmse;
-      }
-      context["coverage_model"]["spread_from"] =
-          fits.pattern->spread_fitted
-              ? json{{"kind", "fitted to measured context-parallel runs' per-rank kept pairs"},
-                     {"micro_batches", fits.pattern->spread_points},
-                     {"rmse_share", fits.pattern->spread_rmse}}
-              : json{{"kind", "given (simulation.coverage.spread; no context-parallel run to fit it to)"}};
-    } else {
-      context["coverage_model"]["exponent_from"] = {{"kind", "assumed (simulation.coverage.exponent)"}};
-      context["coverage_model"]["spread_from"] = {{"kind", "given (simulation.coverage.spread)"}};
-      if (!rule.top_p) {
-        context["coverage_model"]["rule"]["rule_keys_from"] = {
-            {"kind", s.coverage.rule_keys > 0 ? "given (simulation.coverage.rule_keys)"
-                                              : "assumed: sink_tokens + local_window + vertical_count + slash_count x "
-                                                "block_size"}};
-      }
-    }
-  } else {
-    context["coverage_model"] = {{"model", "none"}, {"reason", "dense attention has no budget"}};
-  }
+  context["coverage_model"] = sim.attention().context(fits.coverage);
   const LatencyNoiseSection& noise = s.latency_noise;
   context["latency_noise"] = {
       {"sigma", noise.sigma},
@@ -285,12 +215,19 @@ void warn_if_contended(const std::vector<std::string>& runs, std::set<std::strin
 // in the maps; of_run points into them (std::map nodes stay put when the struct moves).
 struct FittedRuns {
   std::vector<RunSpec> runs;
-  std::map<std::pair<std::string, int64_t>, CoverageFit> coverage;
-  std::map<std::tuple<std::string, std::string, double>, VerticalSlashPatternFit> pattern;  // (results, attention, spread)
+  // (results folder, pattern, spread) -> the coverage fit; patterns that keep the same
+  // keys share one (AttentionPattern::same_selection).
+  struct CoverageFitEntry {
+    std::string from;
+    AttentionOptions attention;
+    double spread = 0;
+    FittedCoverage fit;
+  };
+  std::list<CoverageFitEntry> coverage;
   std::map<std::string, LatencyNoiseFit> noise;
   std::map<std::string, IterationOverheadFit> overhead;
   std::map<std::pair<std::string, double>, AllreduceFit> allreduce;
-  // (results folder, attention object, vertical-slash spread, profile) -> the fit
+  // (results folder, attention object, coverage spread, profile) -> the fit
   std::map<std::tuple<std::string, std::string, double, std::string>, RingComputeFit> ring;
   std::map<std::string, RunFits> of_run;
   std::set<std::string> warned_contended;  // runs warn_if_contended has looked at
@@ -306,46 +243,23 @@ FittedRuns fit_runs(const Manifest& manifest, const RunManifestOptions& options,
     SimulationSection& simulation = *run.manifest.simulation;
     RunFits& fits = out.of_run[run.name];
     const AttentionOptions& attention = run.manifest.methods.at(0).attention;
-    if (!simulation.coverage.fit_from.empty() && attention.is_moba()) {
+    if (!simulation.coverage.fit_from.empty()) {
       const std::string& from = simulation.coverage.fit_from;
-      fits.coverage = &fitted_once(out.coverage, std::make_pair(from, attention.block_size), [&] {
-        CoverageFit fit =
-            fit_coverage_from_results(from, attention.block_size, manifest_file, "$.simulation.coverage.fit_from");
-        log << "coverage exponent fitted to " << fit.points << " (micro-batch, layer) coverages of " << fit.runs.size()
-            << " measured runs under " << from << ": s = " << fit.exponent << " (RMSE " << fit.rmse << ")\n";
-        return fit;
+      CoverageSection& c = simulation.coverage;
+      const SimulationCoverage given{c.model, c.exponent, c.rule_keys, c.spread, c.fit_from};
+      auto entry = std::find_if(out.coverage.begin(), out.coverage.end(), [&](const FittedRuns::CoverageFitEntry& e) {
+        return e.from == from && e.spread == c.spread && e.attention.pattern().same_selection(attention.pattern());
       });
-      simulation.coverage.exponent = fits.coverage->exponent;
-      warn_if_contended(fits.coverage->runs, out.warned_contended, log);
-    }
-    if (!simulation.coverage.fit_from.empty() && attention.is_vertical_slash()) {
-      const std::string& from = simulation.coverage.fit_from;
-      const VerticalSlashPatternRule rule =
-          vertical_slash_pattern_rule(attention.vertical_slash, 0, simulation.coverage.spread);
-      // The attention object and the given spread (kept when no CP run fits one) tell the fits apart.
-      const auto key = std::make_tuple(from, method_to_json(run.manifest.methods.at(0)).at("attention").dump(),
-                                       simulation.coverage.spread);
-      fits.pattern = &fitted_once(out.pattern, key, [&] {
-        VerticalSlashPatternFit fit = fit_vertical_slash_pattern_from_results(
-            from, attention.vertical_slash, rule, manifest_file, "$.simulation.coverage.fit_from");
-        log << "vertical-slash coverage exponent fitted to " << fit.coverage_points << " (micro-batch, layer) coverages of "
-            << fit.runs.size() << " measured runs under " << from << ": s = " << fit.exponent << " (RMSE "
-            << fit.coverage_rmse << ")";
-        if (!rule.top_p) {
-          log << "; the rule's keys per late query to " << fit.rule_points << " sequences: " << fit.rule_keys
-              << " (RMSE " << fit.rule_rmse << " kept keys per query)";
-        }
-        if (fit.spread_fitted) {
-          log << "; the spread to the per-rank work of " << fit.spread_points << " context-parallel micro-batches: "
-              << fit.spread << " (RMSE " << fit.spread_rmse << " of a rank's share)";
-        }
-        log << "\n";
-        return fit;
-      });
-      simulation.coverage.exponent = fits.pattern->exponent;
-      if (!rule.top_p) simulation.coverage.rule_keys = fits.pattern->rule_keys;
-      simulation.coverage.spread = fits.pattern->spread;
-      warn_if_contended(fits.pattern->runs, out.warned_contended, log);
+      if (entry == out.coverage.end()) {
+        FittedCoverage fit = attention_plugin(attention).fit_coverage(attention.pattern(), given, from, manifest_file,
+                                                                     "$.simulation.coverage.fit_from", log);
+        entry = out.coverage.insert(out.coverage.end(), {from, attention, c.spread, std::move(fit)});
+      }
+      fits.coverage = &entry->fit;
+      c.exponent = entry->fit.coverage.exponent;
+      c.rule_keys = entry->fit.coverage.rule_keys;
+      c.spread = entry->fit.coverage.spread;
+      warn_if_contended(entry->fit.runs, out.warned_contended, log);
     }
     if (!simulation.latency_noise.fit_from.empty()) {
       const std::string& from = simulation.latency_noise.fit_from;
@@ -396,12 +310,15 @@ FittedRuns fit_runs(const Manifest& manifest, const RunManifestOptions& options,
       const SimProfile profile =
           load_sim_profile(m, make_dataset(m.data, m.seed, dataset_limits(m))->max_length(), profile_override);
       const std::string& from = simulation.ring_compute.fit_from;
-      // The attention object (name, block, vertical-slash's pattern) tells the fits apart.
-      const auto key = std::make_tuple(from, method_to_json(m.methods.at(0)).at("attention").dump(),
-                                       simulation.coverage.spread, profile.describe().dump());
+      // The attention object (its pattern and parameters) and the coverage settings (the
+      // ring work's) tell the fits apart.
+      const CoverageSection& c = simulation.coverage;
+      const auto key = std::make_tuple(from, method_to_json(m.methods.at(0)).at("attention").dump(), c.spread,
+                                       profile.describe().dump());
       fits.ring = &fitted_once(out.ring, key, [&] {
-        RingComputeFit fit = fit_ring_compute_from_results(from, *profile.predictor, attention,
-                                                           simulation.coverage.spread, manifest_file,
+        const std::unique_ptr<AttentionSimulation> model = attention_plugin(attention).simulation(
+            attention.pattern(), SimulationCoverage{c.model, c.exponent, c.rule_keys, c.spread, c.fit_from}, m.file);
+        RingComputeFit fit = fit_ring_compute_from_results(from, *profile.predictor, attention, *model, manifest_file,
                                                            "$.simulation.ring_compute.fit_from");
         log << "ring compute (" << attention.name() << ") fitted to " << fit.samples
             << " (micro-batch, CP rank) computes of " << fit.runs.size() << " measured CP runs under " << from

@@ -3,9 +3,6 @@
 namespace sb {
 namespace {
 
-// Rounds of vertical-slash's level search under TP (vertical_slash_sharded_budget.h).
-constexpr double kLevelSearchRounds = 13;
-
 // `calls` all-gathers (or ring reduce-scatters) of `bytes`, the whole tensor, over n ranks.
 CollectiveTraffic all_gathers(int64_t n, double bytes, double calls) {
   const auto ranks = static_cast<double>(n);
@@ -28,14 +25,6 @@ CollectiveTraffic reduce_scatters(int64_t n, double bytes, double calls, bool gl
 
 double CollectiveTraffic::ms(const LinkSection& link) const {
   return latency_hops * link.alpha_us / 1000.0 + payload_bytes * 8.0 / (link.bandwidth_gbps * 1e9) * 1000.0;
-}
-
-double attention_sums_per_layer(const AttentionOptions& attention, bool floor, bool budgeted) {
-  if (attention.is_moba()) return floor ? 1.0 : 0.0;
-  if (!attention.is_vertical_slash()) return 0.0;
-  double sums = 1.0;  // the layer's statistics, a budget's among them
-  if (budgeted) sums += 1.0 + kLevelSearchRounds;
-  return sums;
 }
 
 CollectiveTraffic tensor_parallel_traffic(const TensorParallelStage& stage, int64_t tokens, bool forward) {

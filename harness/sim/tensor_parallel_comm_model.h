@@ -11,7 +11,7 @@
 // last stage all-gathers the final norm's output for the head (backward: a
 // reduce-scatter) and the vocabulary-parallel loss all-reduces [T] row maxima and [2, T]
 // sums (forward only). The attention adds small all-reduces of a few float64 sums per
-// layer where it reads every head (attention_sums_per_layer). An activation-checkpointed
+// layer where it reads every head (AttentionPattern::tensor_parallel_sums_per_layer). An activation-checkpointed
 // layer runs its forward collectives again in the backward.
 //
 // Cost per rank, ring algorithm over n = tp ranks: an all-gather or a reduce-scatter of B
@@ -24,7 +24,6 @@
 #include <cstdint>
 
 #include "harness/config/simulation_spec.h"
-#include "kernels/attention/attention_backend.h"
 
 namespace sb {
 
@@ -52,15 +51,9 @@ struct TensorParallelStage {
   int64_t hidden = 0;               // hidden size
   double element_bytes = 4;         // bytes per activation element (4 fp32, 2 bf16)
   bool gloo = false;                // Gloo carries the collectives: a reduce-scatter is an all-reduce
-  double attention_sums_per_layer = 0;  // the attention's small all-reduces per layer forward
+  double attention_sums_per_layer = 0;  // the attention's small all-reduces per layer forward (its pattern's)
 };
 
-// The attention's all-reduces over the TP ranks per layer forward (its head-shard sums):
-// MoBA one when a coverage floor is asked (the floor reads every head's curve);
-// vertical-slash one for its statistics (a request's budget statistics with them) and,
-// when sequences are budgeted, the level search's: one for its ends and [our rule] 13
-// rounds (what 2 of 2 measured searches took; at most 14). Dense none.
-double attention_sums_per_layer(const AttentionOptions& attention, bool floor, bool budgeted);
 
 // One micro-batch of `tokens` tokens on the stage: its forward's collectives, or its
 // backward's. Nothing for tp = 1.

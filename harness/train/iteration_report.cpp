@@ -76,9 +76,9 @@ RankIterationReport rank_iteration_report_from_json(const std::string& text) {
 
 namespace {
 
-// A layer's coverage over all its heads: the mean of its TP ranks' coverage (MoBA: each
-// over an equal share of the heads; vertical-slash reports the whole layer's on every
-// rank, summed over the head shards, so the mean is that). `first` is TP rank 0's
+// A layer's coverage over all its heads: the mean of its TP ranks' coverage (each over an
+// equal share of the heads, or, for a pattern that sums its statistics over the head
+// shards, the whole layer's on every rank, so the mean is that). `first` is TP rank 0's
 // statistics of the layer.
 double tp_mean_coverage(const std::vector<RankIterationReport>& reports, const ParallelLayout& layout, int64_t d,
                         int64_t s, size_t j, const AttentionLayerStats& first) {

@@ -10,7 +10,7 @@
 #include "harness/parallel/parallel_layout.h"
 #include "harness/records/iteration_record.h"
 #include "harness/trace/timeline.h"
-#include "kernels/attention/attention_backend.h"
+#include "kernels/attention/core/attention_backend.h"
 
 namespace sb {
 

@@ -9,13 +9,13 @@ BatchPlannerOptions method_planner_options(const Manifest& m, int64_t dp) {
   BatchPlannerOptions o;
   o.batching = method.batching;
   o.budget.kind = method.budget;
-  if (method.attention.is_vertical_slash()) {
-    o.budget.axis = BudgetAxis::kKeptKeys;
-    o.budget.top_k = method.attention.expected_keys;
-  } else {
-    o.budget.top_k = method.attention.top_k;
+  // A pattern without a budget plans with BudgetOptions' defaults (its budgets go unused).
+  const AttentionPattern& pattern = method.attention.pattern();
+  if (pattern.budget_axis() != BudgetAxis::kNone) {
+    o.budget.axis = pattern.budget_axis();
+    o.budget.top_k = pattern.default_budget();
+    o.budget.block_size = pattern.budget_unit_tokens();
   }
-  o.budget.block_size = method.attention.block_size;
   o.budget.total_layers = m.model.config.num_hidden_layers;
   o.budget.dst = method.dst;
   o.sab_ema_alpha = method.sab.ema_alpha;

@@ -144,7 +144,7 @@ Trainer::Trainer(const RunSpec& run, const RankContext& context, TrainerOptions 
   }
   if (!options.make_backend) {
     options.make_backend = [](const AttentionOptions& attention) {
-      return std::shared_ptr<AttentionBackend>(make_attention_backend(attention));
+      return std::shared_ptr<AttentionBackend>(attention.make_backend());
     };
   }
   const AttentionOptions& attention = m.methods.at(0).attention;
@@ -159,7 +159,7 @@ Trainer::Trainer(const RunSpec& run, const RankContext& context, TrainerOptions 
         [layout, dp_rank, stage_index, tp_rank](int64_t c) {
           return layout.describe_rank(layout.rank_of(dp_rank, stage_index, c, tp_rank));
         });
-    ring_backend_ = std::make_shared<RingAttentionBackend>(attention, ring);
+    ring_backend_ = make_context_parallel_backend(attention, ring);
     backend = ring_backend_;
   } else {
     backend = options.make_backend(attention);

@@ -34,7 +34,7 @@
 namespace sb {
 
 struct TrainerOptions {
-  // Builds the run's attention backend from the method's options; default make_attention_backend. Tests
+  // Builds the run's attention backend from the method's options; default the pattern's own (AttentionOptions::make_backend). Tests
   // pass one that reports statistics, to check their way into the records.
   std::function<std::shared_ptr<AttentionBackend>(const AttentionOptions&)> make_backend;
   // Tests only: a batching policy that replaces the run's planner (batching and budget

@@ -20,16 +20,10 @@
 #include <c10/cuda/CUDAFunctions.h>
 #endif
 
-#include "kernels/attention/attended_pairs.h"
-#include "kernels/attention/attention_backend.h"
-#include "kernels/attention/moba/moba_attention.h"
-#include "kernels/attention/moba/moba_reference.h"
+#include "kernels/attention/core/attention_backend.h"
+#include "kernels/attention/core/sdpa_kernel_choice.h"
+#include "kernels/attention/ring/ring_attention.h"
 #include "kernels/attention/ring/ring_attention_backend.h"
-#include "kernels/attention/ring/ring_vertical_slash_index.h"
-#include "kernels/attention/sdpa_kernel_choice.h"
-#include "kernels/attention/vertical_slash/vertical_slash_backend.h"
-#include "kernels/attention/vertical_slash/vertical_slash_blocks.h"
-#include "kernels/attention/vertical_slash/vertical_slash_reference.h"
 
 namespace sb {
 namespace {
@@ -37,40 +31,6 @@ namespace {
 // Float64 scores the oracle may hold at once for the error check (about 4 tensors of
 // [Hq, rows, L] doubles).
 constexpr int64_t kReferenceBytes = int64_t{1} << 30;
-
-// "ring-dense", "ring-moba" and "ring-vertical_slash": the context-parallel ring
-// (kernels/attention/ring) on one rank, i.e. its step kernels, merge and (vertical-slash)
-// its index built as the CP ranks build it, against the one-rank implementations.
-bool is_ring(const std::string& impl) {
-  return impl == "ring-dense" || impl == "ring-moba" || impl == "ring-vertical_slash";
-}
-// "moba" runs the default CUDA path (the fused kernels where they apply); "moba-fused" and
-// "moba-varlen" force one of the two (MobaCudaKernel), to compare them side by side.
-bool is_moba(const std::string& impl) {
-  return impl == "moba" || impl == "ring-moba" || impl == "moba-fused" || impl == "moba-varlen";
-}
-MobaCudaKernel moba_cuda_kernel_of(const std::string& impl) {
-  if (impl == "moba-fused") return MobaCudaKernel::kFused;
-  if (impl == "moba-varlen") return MobaCudaKernel::kFlashVarlen;
-  return MobaCudaKernel::kAuto;
-}
-bool is_vertical_slash(const std::string& impl) { return impl == "vertical_slash" || impl == "ring-vertical_slash"; }
-// "dense" lets SDPA choose its kernel (as the trainer runs it; cuDNN's on an H100);
-// "dense-flash" pins it to flash-attention (sdpa_kernel_choice.h).
-bool is_dense(const std::string& impl) { return impl == "dense" || impl == "dense-flash"; }
-
-// MTraining's pattern with fixed counts (top-k) or top-p, the public code's sinks and window.
-VerticalSlashParams vertical_slash_params(const AttentionBenchConfig& c) {
-  VerticalSlashParams p;
-  p.budget = c.vs_p > 0 ? VerticalSlashBudget::kTopP : VerticalSlashBudget::kTopK;
-  if (c.vs_p > 0) p.p = c.vs_p;
-  p.block_size = c.vs_block;
-  p.vertical_count = c.vs_verticals;
-  p.slash_count = c.vs_slashes;
-  p.max_verticals = std::max<int64_t>(p.max_verticals, p.sink_tokens + c.vs_verticals);
-  p.max_slashes = std::max<int64_t>(p.max_slashes, p.local_window + c.vs_slashes);
-  return p;
-}
 
 // "local" inputs: how far the shared direction stands out of the noise, and the RoPE base
 // (Qwen2.5's). At strength 1.5 the last 64 queries of an 8K sequence put about 0.9 of
@@ -99,29 +59,23 @@ at::Tensor local_inputs(int64_t length, const at::Tensor& directions, int64_t he
 
 void check_config(const AttentionBenchConfig& c) {
   auto fail = [](const std::string& what) { throw std::invalid_argument(what); };
-  if (!is_dense(c.impl) && !is_moba(c.impl) && !is_ring(c.impl) && !is_vertical_slash(c.impl)) {
-    fail("--impl must be dense, dense-flash, moba, moba-fused, moba-varlen, ring-dense, ring-moba, "
-         "ring-vertical_slash or vertical_slash, got " + c.impl);
+  if (c.attention.empty()) fail("--impl " + c.impl + ": no attention pattern");
+  if (c.sdpa_flash_only && c.device != "cuda") fail("--impl " + c.impl + " is a CUDA kernel: use --device cuda");
+  if (c.cuda_only && c.device != "cuda") {
+    fail("--impl " + c.impl + " chooses a CUDA path: use --device cuda (or --impl " + c.attention.name() + ")");
   }
-  if (c.impl == "dense-flash" && c.device != "cuda") fail("--impl dense-flash is a CUDA kernel: use --device cuda");
-  if (moba_cuda_kernel_of(c.impl) != MobaCudaKernel::kAuto && c.device != "cuda") {
-    fail("--impl " + c.impl + " chooses a CUDA path: use --device cuda (or --impl moba)");
+  if (c.device == "cuda" && !c.ring) {
+    const bool half = c.dtype == at::kBFloat16 || c.dtype == at::kHalf;
+    const AttentionTrainingSetting setting{true, half, c.head_dim, half ? "bfloat16" : "float32", "--impl " + c.impl};
+    if (const auto problem = c.attention.pattern().training_problem(setting)) {
+      fail("--impl " + c.impl + " on CUDA: " + problem->problem + " (--dtype bfloat16 or float16; --head-dim 64 or 128)");
+    }
   }
-  if (is_vertical_slash(c.impl) && c.device == "cuda" &&
-      !((c.dtype == at::kBFloat16 || c.dtype == at::kHalf) && (c.head_dim == 64 || c.head_dim == 128))) {
-    fail("--impl vertical_slash on CUDA runs the fused block-sparse kernels: --dtype bfloat16 or float16 and "
-         "--head-dim 64 or 128");
-  }
-  if (c.vs_verticals < 0 || c.vs_slashes < 0) fail("--vs-verticals and --vs-slashes must be >= 0");
-  if (c.vs_block < 1) fail("--vs-block must be >= 1");
-  if (!(c.vs_p >= 0 && c.vs_p <= 1)) fail("--vs-p must be in [0, 1] (0: top-k counts)");
   if (c.inputs != "random" && c.inputs != "local") fail("--inputs must be random or local, got " + c.inputs);
   if (c.inputs == "local" && c.head_dim % 2 != 0) fail("--inputs local rotates pairs of dimensions: --head-dim must be even");
   if (c.device != "cpu" && c.device != "cuda") fail("--device must be cpu or cuda, got " + c.device);
-  if (is_ring(c.impl) && c.device != "cpu") fail("--impl " + c.impl + " runs on the CPU only (--device cpu)");
+  if (c.ring && c.device != "cpu") fail("--impl " + c.impl + " runs on the CPU only (--device cpu)");
   if (c.seq_len < 1) fail("--seq-len must be >= 1");
-  if (c.block < 1) fail("--block must be >= 1");
-  if (c.top_k < 1) fail("--top-k must be >= 1");
   if (c.q_heads < 1 || c.kv_heads < 1 || c.q_heads % c.kv_heads != 0) {
     fail("--heads HQ/HKV needs HQ a positive multiple of HKV, got " + std::to_string(c.q_heads) +
          "/" + std::to_string(c.kv_heads));
@@ -204,16 +158,6 @@ double time_ms(bool cuda, const std::function<void()>& fn) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin).count();
 }
 
-MobaParams reference_params(const AttentionBenchConfig& c, double scale) {
-  MobaParams params;
-  params.block_size = c.block;
-  // Dense causal attention is MoBA with every block selected.
-  params.top_k = {!is_moba(c.impl) ? (c.seq_len + c.block - 1) / c.block : c.top_k};
-  params.scale = scale;
-  params.cuda_kernel = moba_cuda_kernel_of(c.impl);
-  return params;
-}
-
 }  // namespace
 
 
@@ -223,13 +167,18 @@ namespace {
 struct BenchSubject {
   AttentionBenchResult result;
   PackedSequences packed;
-  MobaParams params;
   double scale = 1.0;
   bool cuda = false;
   at::Tensor q, k, v, grad_out, last_out;
   std::unique_ptr<AttentionBackend> backend;
-  std::shared_ptr<RingContext> ring_context;           // ring-*: the one rank's
-  std::shared_ptr<const RingGeometry> ring_geometry;  // ring-vertical_slash: what its index reads
+  std::shared_ptr<AttentionBackend> ring_backend;      // ring: the backend (kept for its sharding)
+  std::shared_ptr<RingContext> ring_context;           // ring: the one rank's
+  std::shared_ptr<RingPatternSelector> ring_selector;  // ring: the selection timed apart
+  std::shared_ptr<const RingGeometry> ring_geometry;   // ring: what the timed selection reads
+  std::function<void()> selection;                     // the pattern's selection alone (or null)
+
+  const AttentionPattern& pattern() const { return result.config.attention.pattern(); }
+  AttentionBackend& run_backend() { return ring_backend ? *ring_backend : *backend; }
 
   explicit BenchSubject(const AttentionBenchConfig& config) {
     check_config(config);
@@ -252,80 +201,64 @@ struct BenchSubject {
     }
     v = at::randn({length, config.kv_heads, config.head_dim}, options);  // [L, Hkv, D]
     grad_out = at::randn_like(q);
-    AttentionOptions attention{is_moba(config.impl) ? AttentionKind::kMoba : AttentionKind::kDense,
-                               config.block, config.top_k};
-    attention.moba_cuda_kernel = moba_cuda_kernel_of(config.impl);
-    if (is_ring(config.impl)) {
-      if (is_vertical_slash(config.impl)) {  // the ring's blocks are the pattern's
-        attention.kind = AttentionKind::kVerticalSlash;
-        attention.block_size = config.vs_block;
-        attention.vertical_slash = vertical_slash_params(config);
-      }
+    selection = pattern().selection_step(q, k, packed, scale);
+    if (config.ring) {
       ring_context = std::make_shared<RingContext>(nullptr, 0, 1, 0, std::chrono::milliseconds(60000));
-      if (is_vertical_slash(config.impl)) {  // built once, as the backend builds it once per call
-        ring_geometry = RingGeometry::build(CpSharding::build(packed, 1, {}), config.vs_block, false);
+      const auto sharding = std::make_shared<const CpSharding>(CpSharding::build(packed, 1, {}));
+      std::shared_ptr<RingAttentionBackend> ring = make_context_parallel_backend(config.attention, ring_context);
+      ring->set_context_parallel_sharding(sharding);
+      ring_backend = ring;
+      if (selection) {  // the selection as the CP ranks make it, its geometry built once as the backend's
+        ring_selector = pattern().make_ring_selector();
+        ring_geometry = RingGeometry::build(*sharding, ring_selector->block_size());
       }
-      auto ring = std::make_unique<RingAttentionBackend>(attention, ring_context);
-      ring->set_context_parallel_sharding(std::make_shared<const CpSharding>(CpSharding::build(packed, 1, {})));
-      backend = std::move(ring);
-    } else if (is_vertical_slash(config.impl)) {
-      backend = std::make_unique<VerticalSlashAttention>(vertical_slash_params(config));
     } else {
-      backend = make_attention_backend(attention);
+      backend = config.attention.make_backend();
     }
-    params = reference_params(config, scale);
-    if (is_dense(config.impl)) {
-      const SdpaFlashOnlyScope sdpa(config.impl == "dense-flash");
+    if (pattern().budget_axis() == BudgetAxis::kNone) {
+      const SdpaFlashOnlyScope sdpa(config.sdpa_flash_only);
       result.sdpa_kernel = dense_sdpa_kernel(q, k, v, scale);
     }
-    if (is_moba(config.impl)) {
-      result.attended_pairs = moba_attended_pairs(q, k, packed, params);
-    } else if (is_vertical_slash(config.impl)) {  // the mask of the index every run builds
-      result.attended_pairs = 0;
-      const auto index = vertical_slash_index(q.cpu(), k.cpu(), packed, vertical_slash_params(config), scale);
-      for (const auto& head : index.front()) {
-        result.attended_pairs += static_cast<double>(vertical_slash_kept_pairs(head, length));
-      }
-    } else {
-      result.attended_pairs = dense_causal_attended_pairs(config.q_heads, length);
-    }
+    result.attended_pairs = pattern().kept_pairs(q, k, packed, scale);
   }
 
   double forward() {
-    const SdpaFlashOnlyScope sdpa(result.config.impl == "dense-flash");
+    const SdpaFlashOnlyScope sdpa(result.config.sdpa_flash_only);
     return time_ms(cuda, [&] {
       const c10::NoGradGuard no_grad;
-      last_out = backend->forward(q, k, v, packed, scale, /*layer=*/0);
+      last_out = run_backend().forward(q, k, v, packed, scale, /*layer=*/0);
     });
   }
   double forward_backward() {
     const at::Tensor ql = q.detach().requires_grad_(true);
     const at::Tensor kl = k.detach().requires_grad_(true);
     const at::Tensor vl = v.detach().requires_grad_(true);
-    const SdpaFlashOnlyScope sdpa(result.config.impl == "dense-flash");
+    const SdpaFlashOnlyScope sdpa(result.config.sdpa_flash_only);
     return time_ms(cuda, [&] {
-      backend->forward(ql, kl, vl, packed, scale, /*layer=*/0).backward(grad_out);
+      run_backend().forward(ql, kl, vl, packed, scale, /*layer=*/0).backward(grad_out);
     });
   }
   void run_once(bool measured) {
     const double fwd = forward();
     if (measured) result.fwd_ms.push_back(fwd);
-    if (is_vertical_slash(result.config.impl)) {
-      const double index = time_ms(cuda, [&] {
-        if (is_ring(result.config.impl)) {  // as the CP ranks build it (ring_vertical_slash_sums.h)
-          ring_vertical_slash_index(q, k, *ring_geometry, vertical_slash_params(result.config), scale, *ring_context, 0);
+    if (selection) {
+      const double selected = time_ms(cuda, [&] {
+        if (ring_selector) {  // as the CP ranks make it
+          const AttentionBudgetRequest none;
+          const std::function<void(std::vector<double>&)> all_heads;
+          ring_selector->select(RingSelectionInputs{q, k, *ring_geometry, none, scale, 0, *ring_context, 0, all_heads});
           ring_context->take_events();
         } else {
-          vertical_slash_index(q, k, packed, vertical_slash_params(result.config), scale);
+          selection();
         }
       });
-      if (measured) result.index_ms.push_back(index);
+      if (measured) result.index_ms.push_back(selected);
     }
     if (result.config.backward) {
       const double fwdbwd = forward_backward();
       if (measured) result.fwdbwd_ms.push_back(fwdbwd);
     }
-    const auto stats = backend->take_layer_stats();
+    const auto stats = run_backend().take_layer_stats();
     if (!stats.empty()) result.coverage_mean = stats.front().coverage_mean;
   }
 
@@ -336,21 +269,9 @@ struct BenchSubject {
     const int64_t affordable = std::max<int64_t>(1, kReferenceBytes / (32 * c.q_heads * length));
     result.checked_rows = std::min(length, c.check_rows > 0 ? c.check_rows : affordable);
     const int64_t first_row = length - result.checked_rows;
-    if (is_vertical_slash(c.impl)) {  // the same index, densely, on the last rows
-      const auto index = vertical_slash_index(q, k, packed, vertical_slash_params(c), scale);
-      const at::Tensor reference =
-          vertical_slash_reference_rows(q.cpu(), k.cpu(), v.cpu(), index.front(), scale, first_row);
-      result.max_abs_err =
-          (last_out.narrow(0, first_row, result.checked_rows).cpu().to(at::kDouble) - reference).abs().max().item<double>();
-      return;
-    }
-    const MobaReferenceResult reference =
-        moba_reference(q.cpu(), k.cpu(), v.cpu(), packed, packed, params, first_row, length);
-    result.max_abs_err = (last_out.narrow(0, first_row, result.checked_rows).cpu().to(at::kDouble) -
-                          reference.out)
-                             .abs()
-                             .max()
-                             .item<double>();
+    const at::Tensor reference = pattern().reference_rows(q, k, v, packed, scale, first_row);
+    result.max_abs_err =
+        (last_out.narrow(0, first_row, result.checked_rows).cpu().to(at::kDouble) - reference).abs().max().item<double>();
   }
 };
 

@@ -6,8 +6,8 @@
 //
 // Formulas (docs/benchmarks.md, "bench attention"):
 //   attended_pairs = sum over query heads and queries of the keys the query attends to
-//                    (dense causal: Hq * L (L + 1) / 2; MoBA: from its routing;
-//                    vertical-slash: its mask's entries)
+//                    on the inputs (AttentionPattern::kept_pairs: dense causal
+//                    Hq * L (L + 1) / 2, a sparse pattern's selection on these inputs)
 //   fwd_flop       = 4 * head_dim * attended_pairs   (Q K^T and P V)
 //   fwdbwd_flop    = 3.5 * fwd_flop                  (the backward: 5 products of that size)
 //   tflops         = flop / median time
@@ -18,22 +18,21 @@
 #include <string>
 #include <vector>
 
+#include "kernels/attention/patterns/attention_pattern.h"
+
 namespace sb {
 
 struct AttentionBenchConfig {
-  // "dense" (SDPA's choice of kernel), "dense-flash" (SDPA pinned to flash-attention,
-  // CUDA), "moba", "moba-fused", "moba-varlen" (CUDA paths), "ring-dense", "ring-moba",
-  // "vertical_slash"
+  // What the result row is called ("dense", "moba-fused", "ring-moba"): the command
+  // line's --impl entry.
   std::string impl = "moba";
+  AttentionOptions attention;  // the pattern and its parameters
+  bool ring = false;           // the context-parallel ring on one rank (CPU)
+  bool sdpa_flash_only = false;  // SDPA pinned to flash-attention (sdpa_kernel_choice.h; CUDA)
+  bool cuda_only = false;      // the implementation exists on CUDA only (a CUDA path forced)
   std::string device = "cpu";  // "cpu" or "cuda"
   at::ScalarType dtype = at::kFloat;
   int64_t seq_len = 8192;
-  int64_t block = 64;
-  int64_t top_k = 8;
-  // vertical_slash: top-k counts besides the 30 sink columns and the 100-offset window,
-  // or top-p of each list's mass where vs_p > 0; slashes expand to vs_block-token blocks.
-  int64_t vs_verticals = 1000, vs_slashes = 2000, vs_block = 64;
-  double vs_p = 0.0;
   // "random": q, k, v ~ N(0, 1). "local": q and k share one direction per head, rotated
   // by RoPE at their positions, plus N(0, 1) noise, so attention depends on the offset
   // and peaks near it as a trained model's does (docs/benchmarks.md).
@@ -52,16 +51,17 @@ struct AttentionBenchResult {
   AttentionBenchConfig config;
   std::vector<double> fwd_ms;     // one per repetition
   std::vector<double> fwdbwd_ms;  // one per repetition; empty without backward
-  // vertical_slash: the index alone (vertical_slash_index on the inputs), one per
-  // repetition; fwd_ms and fwdbwd_ms include it, as the trainer's calls do.
+  // The pattern's selection alone (AttentionPattern::selection_step; under the ring its
+  // selector), one per repetition, for patterns that time it apart; fwd_ms and fwdbwd_ms
+  // include it, as the trainer's calls do.
   std::vector<double> index_ms;
   double attended_pairs = 0.0;
   double max_abs_err = 0.0;        // output vs float64 oracle on the checked rows
   int64_t checked_rows = 0;
   int64_t peak_mem_bytes = 0;      // most memory held by one run beyond its inputs
   std::string peak_mem_source;     // "cpu_rss" (VmHWM after clear_refs) or "cuda_allocator"
-  double coverage_mean = 1.0;      // MoBA's routing-score coverage (1 for dense)
-  std::string sdpa_kernel;         // dense: the kernel SDPA ran ("cudnn", "flash", ...)
+  double coverage_mean = 1.0;      // the layer's coverage (1 for a pattern without statistics)
+  std::string sdpa_kernel;         // a pattern without budget (dense): the kernel SDPA ran ("cudnn", ...)
 
   double fwd_flop() const { return 4.0 * static_cast<double>(config.head_dim) * attended_pairs; }
   double fwdbwd_flop() const { return 3.5 * fwd_flop(); }

@@ -25,11 +25,12 @@
 #include <string>
 #include <vector>
 
-#include "kernels/attention/attended_pairs.h"
-#include "kernels/attention/attention_backend.h"
+#include "kernels/attention/patterns/dense/dense_pattern.h"
+#include "kernels/attention/patterns/moba/moba_pattern.h"
+#include "kernels/attention/core/attention_backend.h"
 #include "kernels/attention/attention_benchmark.h"
-#include "kernels/attention/moba/moba_attention.h"
-#include "kernels/attention/sdpa_kernel_choice.h"
+#include "kernels/attention/patterns/moba/moba_attention.h"
+#include "kernels/attention/core/sdpa_kernel_choice.h"
 
 namespace sb {
 namespace {
@@ -72,9 +73,10 @@ void run_attention_cuda(benchmark::State& state, const AttentionOptions& options
                         "(sm_80 or later)");
     return;
   }
-  const SdpaFlashOnlyScope sdpa(!options.is_moba() && state.range(1) != 0);
+  const bool dense = options.budget_axis() == BudgetAxis::kNone;
+  const SdpaFlashOnlyScope sdpa(dense && state.range(1) != 0);
   const int64_t length = state.range(0);
-  const std::unique_ptr<AttentionBackend> backend = make_attention_backend(options);
+  const std::unique_ptr<AttentionBackend> backend = options.make_backend();
   BlockSparseBenchInput in;
   double pairs = 0.0;
   auto call = [&] {
@@ -91,17 +93,8 @@ void run_attention_cuda(benchmark::State& state, const AttentionOptions& options
   };
   try {
     in = block_sparse_bench_input(length);
-    if (options.is_moba()) {
-      MobaParams params;
-      params.block_size = options.block_size;
-      params.top_k = {options.top_k};
-      params.scale = in.scale;
-      params.cuda_kernel = options.moba_cuda_kernel;
-      pairs = moba_attended_pairs(in.q, in.k, in.packed, params);
-    } else {
-      pairs = dense_causal_attended_pairs(kQHeads, length);
-      state.SetLabel("sdpa: " + dense_sdpa_kernel(in.q, in.k, in.v, in.scale));
-    }
+    pairs = options.pattern().kept_pairs(in.q, in.k, in.packed, in.scale);
+    if (dense) state.SetLabel("sdpa: " + dense_sdpa_kernel(in.q, in.k, in.v, in.scale));
     for (int i = 0; i < kWarmup; ++i) call();
     c10::cuda::device_synchronize();
   } catch (const std::exception& e) {
@@ -125,12 +118,14 @@ void run_attention_cuda(benchmark::State& state, const AttentionOptions& options
   state.counters["ideal"] = dense_causal_attended_pairs(kQHeads, length) / pairs;
 }
 
-AttentionOptions dense_options() { return AttentionOptions{}; }
+AttentionOptions dense_options() { return dense_attention_options(); }
 
 AttentionOptions moba_fused_options(const benchmark::State& state) {
-  AttentionOptions options{AttentionKind::kMoba, state.range(1), state.range(2)};
-  options.moba_cuda_kernel = MobaCudaKernel::kFused;
-  return options;
+  MobaOptions options;
+  options.block_size = state.range(1);
+  options.top_k = state.range(2);
+  options.cuda_kernel = MobaCudaKernel::kFused;
+  return moba_attention_options(options);
 }
 
 void BM_BlockSparseCudaDenseForward(benchmark::State& s) {

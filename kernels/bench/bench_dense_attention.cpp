@@ -8,7 +8,8 @@
 
 #include <vector>
 
-#include "kernels/attention/attention_backend.h"
+#include "kernels/attention/core/attention_backend.h"
+#include "kernels/attention/patterns/dense/dense_pattern.h"
 
 namespace sb {
 namespace {
@@ -30,7 +31,7 @@ void set_tokens_per_second(benchmark::State& state, int64_t tokens) {
 
 void BM_DenseAttentionForward(benchmark::State& state) {
   const AttentionShape s = attention_shape_from(state);
-  const auto backend = make_attention_backend("dense");
+  const auto backend = dense_attention_options().make_backend();
   const auto packed = PackedSequences::from_lengths(std::vector<int64_t>(s.sequences, s.length));
   at::manual_seed(0);
   const at::Tensor q = at::randn({s.tokens(), s.q_heads, s.head_dim});   // [T, Hq, D]
@@ -47,7 +48,7 @@ void BM_DenseAttentionForward(benchmark::State& state) {
 
 void BM_DenseAttentionForwardBackward(benchmark::State& state) {
   const AttentionShape s = attention_shape_from(state);
-  const auto backend = make_attention_backend("dense");
+  const auto backend = dense_attention_options().make_backend();
   const auto packed = PackedSequences::from_lengths(std::vector<int64_t>(s.sequences, s.length));
   at::manual_seed(0);
   const at::Tensor q = at::randn({s.tokens(), s.q_heads, s.head_dim}).requires_grad_(true);

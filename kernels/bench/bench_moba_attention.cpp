@@ -11,9 +11,10 @@
 #include <cmath>
 #include <functional>
 
-#include "kernels/attention/attention_backend.h"
-#include "kernels/attention/moba/moba_attention.h"
-#include "kernels/attention/moba/moba_layout.h"
+#include "kernels/attention/core/attention_backend.h"
+#include "kernels/attention/patterns/dense/dense_pattern.h"
+#include "kernels/attention/patterns/moba/moba_attention.h"
+#include "kernels/attention/core/block_layout.h"
 #include "kernels/bench/moba_composed_aten.h"
 
 namespace sb {
@@ -52,7 +53,7 @@ at::Tensor moba_kernel(const MobaBenchInput& in, const at::Tensor& q, const at::
 
 at::Tensor moba_composed(const MobaBenchInput& in, const at::Tensor& q, const at::Tensor& k,
                          const at::Tensor& v) {
-  const MobaLayout layout = MobaLayout::build(in.packed, in.packed, kBlock, true);
+  const BlockLayout layout = BlockLayout::build(in.packed, in.packed, kBlock, true);
   MobaRouting routing;
   {
     const c10::NoGradGuard no_grad;
@@ -63,7 +64,7 @@ at::Tensor moba_composed(const MobaBenchInput& in, const at::Tensor& q, const at
 
 at::Tensor dense(const MobaBenchInput& in, const at::Tensor& q, const at::Tensor& k,
                  const at::Tensor& v) {
-  return make_attention_backend("dense")->forward(q, k, v, in.packed, in.params.scale, 0);
+  return dense_attention_options().make_backend()->forward(q, k, v, in.packed, in.params.scale, 0);
 }
 
 void run_attention(benchmark::State& state, const Attention& attention, bool backward,

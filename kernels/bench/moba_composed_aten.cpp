@@ -8,7 +8,7 @@
 namespace sb {
 
 at::Tensor moba_attention_composed_aten(const at::Tensor& q, const at::Tensor& k,
-                                        const at::Tensor& v, const MobaLayout& layout,
+                                        const at::Tensor& v, const BlockLayout& layout,
                                         const MobaRouting& routing, double scale) {
   const int64_t tokens = q.size(0), q_heads = q.size(1), kv_heads = k.size(1), dim = q.size(2);
   const int64_t blocks = layout.num_blocks(), block = layout.block_size;
@@ -23,7 +23,7 @@ at::Tensor moba_attention_composed_aten(const at::Tensor& q, const at::Tensor& k
   for (int64_t h = 0; h < q_heads; ++h) {
     for (int64_t b = 0; b < blocks; ++b) {
       const int64_t row = h * blocks + b;
-      const MobaBlock& qb = layout.blocks[b];
+      const LayoutBlock& qb = layout.blocks[b];
       for (int64_t r = 0; r < block; ++r) {
         const bool real = r < qb.query_len;
         q_rows[row * block + r] = real ? (qb.query_start + r) * q_heads + h : q_pad;

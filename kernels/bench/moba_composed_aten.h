@@ -7,15 +7,15 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "kernels/attention/moba/moba_attention.h"
-#include "kernels/attention/moba/moba_layout.h"
+#include "kernels/attention/patterns/moba/moba_attention.h"
+#include "kernels/attention/core/block_layout.h"
 
 namespace sb {
 
 // Training layout only (every block holds queries): q [T, Hq, D], k, v [T, Hkv, D]
 // float32 or float64 on the CPU, routing from moba_route_cpu -> out [T, Hq, D].
 at::Tensor moba_attention_composed_aten(const at::Tensor& q, const at::Tensor& k,
-                                        const at::Tensor& v, const MobaLayout& layout,
+                                        const at::Tensor& v, const BlockLayout& layout,
                                         const MobaRouting& routing, double scale);
 
 }  // namespace sb

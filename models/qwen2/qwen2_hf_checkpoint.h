@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/attention/attention_backend.h"
+#include "kernels/attention/core/attention_backend.h"
 #include "models/qwen2/qwen2_model.h"
 
 namespace sb {

@@ -10,8 +10,8 @@
 
 #include <memory>
 
-#include "kernels/attention/attention_backend.h"
-#include "kernels/attention/packed_sequences.h"
+#include "kernels/attention/core/attention_backend.h"
+#include "kernels/attention/core/packed_sequences.h"
 #include "models/qwen2/qwen2_config.h"
 #include "models/qwen2/qwen2_linear.h"
 #include "models/qwen2/qwen2_precision.h"

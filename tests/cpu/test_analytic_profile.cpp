@@ -5,19 +5,23 @@
 
 #include "harness/latency/analytic_profile.h"
 #include "harness/latency/latency_predictor.h"
+#include "kernels/attention/patterns/dense/dense_pattern.h"
+#include "kernels/attention/patterns/moba/moba_pattern.h"
 
 namespace sb {
 namespace {
 
 TEST(AnalyticProfile, AttentionPairsByHand) {
-  EXPECT_DOUBLE_EQ(attention_pairs("dense", 4, 0, 0), 10);  // 1 + 2 + 3 + 4
+  const DensePattern dense;
+  const MobaPattern moba(MobaOptions{4, 2});
+  EXPECT_DOUBLE_EQ(dense.attended_pairs(4, 0), 10);  // 1 + 2 + 3 + 4
   // L = 10, B = 4: blocks of 4, 4, 2 queries. k = 2: diagonal causal (10 + 10 + 3) plus
   // one earlier block of 4 keys for blocks 1 and 2 (4 * 4 + 2 * 4).
-  EXPECT_DOUBLE_EQ(attention_pairs("moba", 10, 4, 2), 10 + 10 + 3 + 16 + 8);
+  EXPECT_DOUBLE_EQ(moba.attended_pairs(10, 2), 10 + 10 + 3 + 16 + 8);
   // k >= blocks: every earlier block, which is exactly dense causal.
-  EXPECT_DOUBLE_EQ(attention_pairs("moba", 10, 4, 3), attention_pairs("dense", 10, 0, 0));
-  EXPECT_DOUBLE_EQ(attention_pairs("moba", 10, 4, 50), attention_pairs("dense", 10, 0, 0));
-  EXPECT_THROW(attention_pairs("vertical-slash", 10, 4, 2), std::invalid_argument);
+  EXPECT_DOUBLE_EQ(moba.attended_pairs(10, 3), dense.attended_pairs(10, 0));
+  EXPECT_DOUBLE_EQ(moba.attended_pairs(10, 50), dense.attended_pairs(10, 0));
+  EXPECT_THROW(moba.attended_pairs(10, 0), std::invalid_argument);
 }
 
 TEST(AnalyticProfile, LinearFlopsAreTwicePerLayerMatmulParameters) {
@@ -29,15 +33,16 @@ TEST(AnalyticProfile, LinearFlopsAreTwicePerLayerMatmulParameters) {
 TEST(AnalyticProfile, TimesFollowPeakAndEfficiency) {
   const Qwen2Config& config = qwen2_preset("qwen2.5-3b");
   DeviceThroughput device{"test", 100.0, 0.5, 0.25};
-  const LatencyProfile p = make_analytic_profile(config, "moba", 256, {4096, 8192}, {8, 32}, device);
+  const MobaPattern moba(MobaOptions{256, 32});
+  const LatencyProfile p = make_analytic_profile(config, moba, {4096, 8192}, {8, 32}, device);
   EXPECT_EQ(p.kind, "analytic");
   const double rest = 3 * layer_linear_forward_flops_per_token(config) * 4096 / (100e12 * 0.5) * 1e3;
   EXPECT_NEAR(p.rest_ms[0].median, rest, 1e-9);
-  const double attn = 3.5 * layer_attention_forward_flops(config, "moba", 4096, 256, 8) / (100e12 * 0.25) * 1e3;
+  const double attn = 3.5 * layer_attention_forward_flops(config, moba, 4096, 8) / (100e12 * 0.25) * 1e3;
   EXPECT_NEAR(p.layer_ms[0][0].median, rest + attn, 1e-9);
   EXPECT_LT(p.layer_ms[1][0].median, p.layer_ms[1][1].median);  // a larger budget costs more
   // At 8192 tokens and k = 32 (all 32 blocks) MoBA costs what dense causal costs, plus the gates.
-  const LatencyProfile dense = make_analytic_profile(config, "dense", 0, {4096, 8192}, {}, device);
+  const LatencyProfile dense = make_analytic_profile(config, DensePattern(), {4096, 8192}, {}, device);
   EXPECT_EQ(dense.budgets, (std::vector<int64_t>{0}));
   EXPECT_GT(p.layer_ms[1][1].median, dense.layer_ms[1][0].median);
   EXPECT_LT(p.layer_ms[1][1].median, dense.layer_ms[1][0].median * 1.01);

@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "kernels/attention/block_sparse/block_sparse_plan.h"
+#include "kernels/attention/core/block_sparse_plan.h"
 
 namespace sb {
 namespace {
@@ -24,7 +24,7 @@ TEST(BlockSparsePlan, TilesAndBlockTableOfAPackedDecodingLayout) {
   // Keys 150 and 70, queries the last 100 and 70; blocks of 64:
   //   sequence 0: blocks [0, 64) [64, 128) [128, 150); queries at positions 50 .. 149
   //   sequence 1: blocks [0, 64) [64, 70); every position a query
-  const MobaLayout layout = MobaLayout::build(PackedSequences::from_lengths({150, 70}),
+  const BlockLayout layout = BlockLayout::build(PackedSequences::from_lengths({150, 70}),
                                               PackedSequences::from_lengths({100, 70}), 64, true);
   ASSERT_EQ(layout.num_blocks(), 5);
   const at::Tensor selected = at::full({2, 5, 1}, -1, at::kInt);
@@ -50,7 +50,7 @@ TEST(BlockSparsePlan, TilesAndBlockTableOfAPackedDecodingLayout) {
 TEST(BlockSparsePlan, BlocksLargerThanATileGetSeveralTiles) {
   // One sequence of 300 tokens in blocks of 256: tiles at 0, 64, 128, 192 of block 0 and
   // 0 of block 1 (44 tokens).
-  const MobaLayout layout = MobaLayout::build(PackedSequences::from_lengths({300}),
+  const BlockLayout layout = BlockLayout::build(PackedSequences::from_lengths({300}),
                                               PackedSequences::from_lengths({300}), 256, true);
   const BlockSparseTables t =
       block_sparse_tables(layout, at::full({1, 2, 1}, -1, at::kInt), at::zeros({1, 2}, at::kInt), 1.0);
@@ -60,7 +60,7 @@ TEST(BlockSparsePlan, BlocksLargerThanATileGetSeveralTiles) {
 }
 
 TEST(BlockSparsePlan, RejectsARoutingOfAnotherShape) {
-  const MobaLayout layout = MobaLayout::build(PackedSequences::from_lengths({100}),
+  const BlockLayout layout = BlockLayout::build(PackedSequences::from_lengths({100}),
                                               PackedSequences::from_lengths({100}), 64, true);
   EXPECT_THROW(block_sparse_tables(layout, at::zeros({1, 3, 1}, at::kInt), at::zeros({1, 3}, at::kInt), 1.0),
                c10::Error);

@@ -11,8 +11,10 @@
 #include <tuple>
 #include <vector>
 
-#include "kernels/attention/attention_backend.h"
-#include "kernels/attention/packed_sequences.h"
+#include "kernels/attention/core/attention_backend.h"
+#include "kernels/attention/core/packed_sequences.h"
+#include "kernels/attention/patterns/dense/dense_pattern.h"
+#include "harness/patterns/attention_patterns.h"
 
 namespace sb {
 namespace {
@@ -62,7 +64,7 @@ AttentionGrads run_with_grads(const at::Tensor& q, const at::Tensor& k, const at
   if (use_reference) {
     out = reference_attention(ql, kl, vl, lengths, scale);
   } else {
-    out = make_attention_backend("dense")->forward(ql, kl, vl,
+    out = dense_attention_options().make_backend()->forward(ql, kl, vl,
                                                    PackedSequences::from_lengths(lengths), scale, 0);
   }
   (out * grad_out).sum().backward();
@@ -122,7 +124,7 @@ TEST(DenseAttention, EmptySequenceInsidePackIsSkipped) {
   const at::Tensor q = at::randn({8, 4, 8}, at::kDouble);
   const at::Tensor k = at::randn({8, 2, 8}, at::kDouble);
   const at::Tensor v = at::randn({8, 2, 8}, at::kDouble);
-  const at::Tensor out = make_attention_backend("dense")->forward(
+  const at::Tensor out = dense_attention_options().make_backend()->forward(
       q, k, v, PackedSequences::from_lengths(lengths), 0.3, 0);
   EXPECT_LT(max_abs_diff(out, reference_attention(q, k, v, lengths, 0.3)), 1e-12);
 }
@@ -133,7 +135,7 @@ TEST(DenseAttention, FirstTokenOfEachSequenceReadsOnlyItsOwnValue) {
   const at::Tensor q = at::randn({6, 2, 4}, at::kDouble);
   const at::Tensor k = at::randn({6, 1, 4}, at::kDouble);
   const at::Tensor v = at::randn({6, 1, 4}, at::kDouble);
-  const at::Tensor out = make_attention_backend("dense")->forward(
+  const at::Tensor out = dense_attention_options().make_backend()->forward(
       q, k, v, PackedSequences::from_lengths({2, 4}), 0.5, 0);  // [6, 2, 4]
   for (int64_t token : {0, 2}) {
     for (int64_t h = 0; h < 2; ++h) {
@@ -143,7 +145,7 @@ TEST(DenseAttention, FirstTokenOfEachSequenceReadsOnlyItsOwnValue) {
 }
 
 TEST(DenseAttention, RejectsInconsistentInputs) {
-  auto backend = make_attention_backend("dense");
+  auto backend = dense_attention_options().make_backend();
   const at::Tensor q = at::randn({6, 4, 8});
   const at::Tensor k = at::randn({6, 2, 8});
   const auto packed = PackedSequences::from_lengths({6});
@@ -156,13 +158,20 @@ TEST(DenseAttention, RejectsInconsistentInputs) {
                std::invalid_argument);  // offsets end at 5, tensors hold 6 tokens
 }
 
-TEST(AttentionBackendRegistry, KnowsDenseAndListsNamesOnError) {
-  EXPECT_EQ(make_attention_backend("dense")->name(), "dense");
-  EXPECT_EQ(make_attention_backend("vertical_slash")->name(), "vertical_slash");
-  EXPECT_EQ(attention_kind_options().names(), (std::vector<std::string>{"dense", "moba", "vertical_slash"}));
+TEST(AttentionPatternRegistry, ListsThePatternsAndNamesThemOnError) {
+  EXPECT_EQ(attention_options_named("dense").make_backend()->name(), "dense");
+  EXPECT_EQ(attention_options_named("vertical_slash").make_backend()->name(), "vertical_slash");
+  EXPECT_EQ(attention_pattern_names(), (std::vector<std::string>{"dense", "moba", "vertical_slash"}));
+  EXPECT_EQ(default_attention_options().name(), "dense");
+  for (const AttentionPatternPlugin* plugin : attention_plugins()) {
+    // Each plug-in's default pattern is its kernel pattern's, and writes itself back.
+    const AttentionOptions options = plugin->make_default();
+    EXPECT_EQ(options.name(), plugin->name());
+    EXPECT_EQ(parse_attention(attention_to_json(options), "$", "test"), options) << plugin->name();
+  }
   try {
-    make_attention_backend("nope");
-    FAIL() << "make_attention_backend(\"nope\") did not throw";
+    attention_options_named("nope");
+    FAIL() << "attention_options_named(\"nope\") did not throw";
   } catch (const std::invalid_argument& e) {
     const std::string message = e.what();
     EXPECT_NE(message.find("nope"), std::string::npos) << message;

@@ -22,6 +22,8 @@
 #include "models/qwen2/qwen2_model.h"
 #include "tests/support/run_command.h"
 #include "tests/support/tensor_parallel_threads.h"
+#include "kernels/attention/patterns/dense/dense_pattern.h"
+#include "kernels/attention/patterns/moba/moba_pattern.h"
 
 namespace sb {
 namespace {
@@ -42,7 +44,7 @@ LatencyProfile small_profile() {
   LatencyProfile p;
   p.model = latency_profile_model_json(qwen2_preset("qwen2-test"));
   p.attention = "moba";
-  p.block_size = 8;
+  p.attention_fields["block_size"] = 8;
   p.seq_lens = {16, 32};
   p.budgets = {1, 2};
   for (int i = 0; i < 2; ++i) {
@@ -60,7 +62,7 @@ ProfileRequest tiny_request(const std::string& model) {
   ProfileRequest request;
   request.model = model;
   request.config = profile_model_config(model);
-  request.attention = AttentionOptions{AttentionKind::kMoba, 8, 2};
+  request.attention = moba_attention_options(8, 2);
   request.seq_lens = {16, 32, 64};
   request.budgets = {1, 2, 4};
   request.warmup = 0;
@@ -239,7 +241,7 @@ TEST(ProfileLayerBench, TensorParallelGroupTimesTheSharesWithTheTrainersCollecti
   std::vector<size_t> collectives(tp);
   test::run_tp_ranks(tp, [&](std::shared_ptr<TensorParallelGroup> group) {
     ProfileRequest request = tiny_request("qwen2-test");
-    request.attention = AttentionOptions{};  // dense
+    request.attention = dense_attention_options();
     request.budgets.clear();
     request.seq_lens = {16, 33};  // 33 rows: the last rank's share is padded
     request.training.tensor_parallel = tp;
@@ -292,7 +294,7 @@ TEST(ProfileLayerBench, ContextParallelRingTimesEachMicroBatchOnTheCpRanksTogeth
   test::run_group_ranks(cp, [&](c10::intrusive_ptr<c10d::Backend> group, int64_t rank) {
     auto ring = std::make_shared<RingContext>(std::move(group), rank, cp, 0, std::chrono::seconds(30));
     ProfileRequest request = tiny_request("qwen2-test");
-    request.attention = AttentionOptions{};  // dense
+    request.attention = dense_attention_options();
     request.budgets.clear();
     request.seq_lens = {16, 40};
     request.training.context_parallel = cp;
@@ -345,7 +347,7 @@ TEST(ProfileLayerBench, TensorAndContextParallelRanksTimeTogether) {
                          CollectiveBackend::kGloo, timeout, "127.0.0.1"),
             cp_rank, cp, 0, timeout);
         ProfileRequest request = tiny_request("qwen2-test");
-        request.attention = AttentionOptions{};  // dense
+        request.attention = dense_attention_options();
         request.budgets.clear();
         request.seq_lens = {16, 40};
         request.training.tensor_parallel = tp;
@@ -423,15 +425,15 @@ TEST(ProfileLayerBench, FolderProfileRecordsItsFolderAndIsReMeasuredFromIt) {
   EXPECT_EQ(profile.context["timed_layer"]["activation_checkpointing"], true);
   EXPECT_TRUE(profile.training.activation_checkpointing);
 
-  const ProfileCheck check = check_latency_profile(profile, 0, 1);
+  const ProfileCheck check = check_latency_profile(profile, request.attention, 0, 1);
   EXPECT_EQ(check.points.size(), 4u);
 
   // Gone or changed, the folder cannot stand for the profile's model any more.
   LatencyProfile changed = profile;
   changed.model["hidden_size"] = 64;
-  EXPECT_THROW(check_latency_profile(changed, 0, 1), std::invalid_argument);
+  EXPECT_THROW(check_latency_profile(changed, request.attention, 0, 1), std::invalid_argument);
   fs::remove_all(dir.parent_path());
-  EXPECT_THROW(check_latency_profile(profile, 0, 1), std::invalid_argument);
+  EXPECT_THROW(check_latency_profile(profile, request.attention, 0, 1), std::invalid_argument);
 }
 
 }  // namespace

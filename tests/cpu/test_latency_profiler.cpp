@@ -11,6 +11,8 @@
 
 #include "harness/latency/latency_predictor.h"
 #include "harness/latency/latency_profiler.h"
+#include "kernels/attention/patterns/moba/moba_pattern.h"
+#include "kernels/attention/patterns/vertical_slash/vertical_slash_pattern.h"
 
 namespace sb {
 namespace {
@@ -69,7 +71,7 @@ TEST(ProfileCheck, ReMeasuresMidpointsAndPackedMicroBatches) {
   ProfileRequest request;
   request.model = "qwen2-test";
   request.config = profile_model_config(request.model);
-  request.attention = AttentionOptions{AttentionKind::kMoba, 8, 2};
+  request.attention = moba_attention_options(8, 2);
   request.seq_lens = {16, 32, 64};
   request.budgets = {1, 2, 4};
   request.warmup = 0;
@@ -80,7 +82,7 @@ TEST(ProfileCheck, ReMeasuresMidpointsAndPackedMicroBatches) {
   EXPECT_EQ(profile.packed_count, 4);
   EXPECT_GT(profile.packed_ms->median, 0.0);
   EXPECT_EQ(profile.packed_ms->samples.size(), 1u);
-  const ProfileCheck check = check_latency_profile(profile, /*warmup=*/0, /*repetitions=*/1);
+  const ProfileCheck check = check_latency_profile(profile, request.attention, /*warmup=*/0, /*repetitions=*/1);
   const LatencyPredictor predictor(profile);
 
   ASSERT_EQ(check.points.size(), 4u);  // lengths 24, 48 x budgets 1, 3
@@ -117,22 +119,22 @@ TEST(MeasureLatencyProfile, VerticalSlashPointsRunTheirKeptKeysAndRecordThem) {
   ProfileRequest request;
   request.model = "qwen2-test";
   request.config = profile_model_config(request.model);
-  request.attention.kind = AttentionKind::kVerticalSlash;
-  VerticalSlashParams& v = request.attention.vertical_slash;
+  VerticalSlashParams v;
   v.block_size = 4;
   v.sink_tokens = 2;
   v.local_window = 4;
   v.last_queries = 8;
+  request.attention = vertical_slash_attention_options(v);
   request.seq_lens = {32, 64};
   request.budgets = {1, 12, 1000};
   request.warmup = 0;
   request.repetitions = 1;
   const LatencyProfile profile = measure_latency_profile(request);
   EXPECT_EQ(profile.attention, "vertical_slash");
-  EXPECT_EQ(profile.block_size, 4);
-  EXPECT_EQ(profile.last_queries, 8);
-  EXPECT_EQ(profile.sink_tokens, 2);
-  EXPECT_EQ(profile.local_window, 4);
+  EXPECT_EQ(profile.block_size(), 4);
+  EXPECT_EQ(profile.attention_fields.at("last_queries"), 8);
+  EXPECT_EQ(profile.attention_fields.at("sink_tokens"), 2);
+  EXPECT_EQ(profile.attention_fields.at("local_window"), 4);
   const auto kept = profile.context.at("kept_keys_per_query").get<std::vector<std::vector<int64_t>>>();
   ASSERT_EQ(kept.size(), 2u);
   for (size_t i = 0; i < kept.size(); ++i) {
@@ -146,8 +148,8 @@ TEST(MeasureLatencyProfile, VerticalSlashPointsRunTheirKeptKeysAndRecordThem) {
   }
   // The file keeps what the run's check matches.
   const LatencyProfile read = latency_profile_from_json(latency_profile_to_json(profile), "<test>");
-  EXPECT_EQ(read.sink_tokens, 2);
-  EXPECT_EQ(read.max_slashes, v.max_slashes);
+  EXPECT_EQ(read.attention_fields.at("sink_tokens"), 2);
+  EXPECT_EQ(read.attention_fields.at("max_slashes"), v.max_slashes);
 }
 
 TEST(MeasureInterleaved, RefusesNoRepetitionsOrANegativeWarmUp) {

@@ -6,6 +6,7 @@
 #include "common/errors.h"
 #include "harness/config/manifest.h"
 #include "tests/support/manifest_error_path.h"
+#include "harness/patterns/attention_patterns.h"
 
 namespace sb {
 namespace {
@@ -45,11 +46,11 @@ TEST(ManifestMethods, PresetsAreTheTableOneRows) {
   EXPECT_EQ(row(4), "moba/lbb/fixed");
   EXPECT_EQ(row(5), "moba/lbb/dst");
   EXPECT_EQ(row(6), "dense/sequential/fixed");
-  EXPECT_EQ(m.methods[0].attention.block_size, 64);  // from method_defaults
+  EXPECT_EQ(attention_to_json(m.methods[0].attention).at("block_size"), 64);  // from method_defaults
   EXPECT_EQ(m.methods[1].dst.p, 0.2);
   EXPECT_EQ(m.methods[1].dst.k_max, 16);  // 2 x top_k
   EXPECT_EQ(m.methods[3].sab.ema_alpha, 0.5);
-  EXPECT_EQ(m.methods[6].attention.top_k, 32);  // dense: moba parameters not taken
+  EXPECT_EQ(attention_to_json(m.methods[6].attention), (json{{"name", "dense"}}));  // dense: moba parameters not taken
   EXPECT_EQ(m.baseline, "baseline");  // the first method
   const json resolved = manifest_to_json(m);
   EXPECT_FALSE(resolved["methods"][0].contains("dst"));
@@ -96,24 +97,24 @@ TEST(ManifestMethods, VerticalSlashTakesItsDefaultsAndSparseBalancesBudgetsInKep
                                     {{"name", "capped"}, {"budget", "dst"}, {"dst", {{"k_min", 32}, {"k_max", 512}}}},
                                     {{"name", "moba"}, {"attention", "moba"}}});
   const Manifest m = parse_manifest(manifest_with(methods, defaults), "m.json");
-  const VerticalSlashParams& params = m.methods[0].attention.vertical_slash;
-  EXPECT_TRUE(m.methods[0].attention.is_vertical_slash());
-  EXPECT_EQ(params.p, 0.8);  // from method_defaults
-  EXPECT_EQ(params.block_size, 16);
-  EXPECT_EQ(params.sink_tokens, 4);
-  EXPECT_EQ(m.methods[0].attention.expected_keys, 200);
+  const json params = attention_to_json(m.methods[0].attention);
+  EXPECT_EQ(params.at("name"), "vertical_slash");
+  EXPECT_EQ(params.at("p"), 0.8);  // from method_defaults
+  EXPECT_EQ(params.at("block_size"), 16);
+  EXPECT_EQ(params.at("sink_tokens"), 4);
+  EXPECT_EQ(params.at("expected_keys"), 200);
   EXPECT_EQ(m.methods[1].budget, BudgetKind::kDst);
   EXPECT_EQ(m.methods[1].dst.p, 0.2);
   EXPECT_EQ(m.methods[1].dst.k_min, 1);
   EXPECT_EQ(m.methods[1].dst.k_max, int64_t{1} << 20);  // kept keys per query: no cap of its own
   EXPECT_EQ(m.methods[2].dst.k_min, 32);
   EXPECT_EQ(m.methods[2].dst.k_max, 512);
-  EXPECT_EQ(m.methods[3].attention.block_size, 256);  // moba: the pattern's keys not taken
+  EXPECT_EQ(attention_to_json(m.methods[3].attention).at("block_size"), 256);  // moba: the pattern's keys not taken
   const json resolved = manifest_to_json(m);
   EXPECT_EQ(resolved["methods"][0]["attention"]["expected_keys"], 200);
   EXPECT_EQ(manifest_to_json(parse_manifest(resolved, "resolved.json")), resolved);
   // k_max below k_min is refused; DST over the pattern under context parallelism is not
-  // (the ring runs the budget search, ring_vertical_slash_budget.h).
+  // (the ring runs the budget search, vertical_slash_ring_budget.h).
   json crossed = manifest_with(json::array({{{"name", "x"}, {"budget", "dst"}, {"dst", {{"k_min", 64}, {"k_max", 32}}}}}),
                                defaults);
   EXPECT_EQ(test::manifest_error_path(crossed), "$.methods[0].dst.k_max");

@@ -12,6 +12,9 @@
 #include "models/qwen2/qwen2_config.h"
 #include "models/qwen2/qwen2_hf_config.h"
 #include "tests/support/run_command.h"
+#include "kernels/attention/patterns/vertical_slash/vertical_slash_pattern.h"
+#include "harness/patterns/attention_patterns.h"
+#include "kernels/attention/patterns/moba/moba_pattern.h"
 
 namespace sb {
 namespace {
@@ -46,12 +49,12 @@ TEST(MethodProfiles, DefaultGridSpansTheDataAndTheBudgetsThePoliciesAsk) {
   // Budgets double from 1 to the 16 blocks of 500 tokens; top_k 4 and k_max 8 included.
   EXPECT_EQ(request.budgets, (std::vector<int64_t>{1, 2, 4, 8, 16}));
   EXPECT_EQ(request.model, "qwen2-test");
-  EXPECT_EQ(request.attention.block_size, 32);
+  EXPECT_EQ(attention_to_json(request.attention).at("block_size"), 32);
   EXPECT_EQ(request.device, "cpu");
 
   // Long data: at most 8 lengths, the shortest dropped; odd budgets kept exactly.
   Manifest wide = manifest_with("fixed", "/tmp/unused.json");
-  wide.methods[0].attention.top_k = 5;
+  wide.methods[0].attention = moba_attention_options(attention_to_json(wide.methods[0].attention).at("block_size"), 5);
   const ProfileRequest r2 = default_profile_request(wide, wide.methods[0], 100000);
   EXPECT_EQ(r2.seq_lens.size(), 8u);  // 1024 .. 131072 (131072 / 128 = 1024)
   EXPECT_EQ(r2.seq_lens.front(), 1024);
@@ -82,10 +85,11 @@ LatencyProfile analytic_for(const std::string& preset, int64_t block);
 TEST(MethodProfiles, VerticalSlashGridIsKeptKeysPerQueryAndItsCommandLineNamesThePattern) {
   Manifest m = manifest_with("dst", "/tmp/p.json");
   MethodSection& method = m.methods[0];
-  method.attention.kind = AttentionKind::kVerticalSlash;
-  method.attention.vertical_slash.block_size = 16;
-  method.attention.vertical_slash.last_queries = 32;
-  method.attention.expected_keys = 100;
+  VerticalSlashOptions vs;
+  vs.params.block_size = 16;
+  vs.params.last_queries = 32;
+  vs.expected_keys = 100;
+  method.attention = vertical_slash_attention_options(vs);
   const ProfileRequest request = default_profile_request(m, method, 500);
   // Powers of two from 64 below the dense mean of 500 tokens (251), that mean, and the
   // estimators' prior 100.
@@ -98,11 +102,11 @@ TEST(MethodProfiles, VerticalSlashGridIsKeptKeysPerQueryAndItsCommandLineNamesTh
   LatencyProfile profile = analytic_for("qwen2-test", 16);  // a grid to stand in for one measured
   profile.attention = "vertical_slash";
   profile.device = "cpu";
-  profile.last_queries = 32;
-  profile.sink_tokens = 30;  // the method's (the defaults)
-  profile.local_window = 100;
-  profile.max_verticals = 4096;
-  profile.max_slashes = 4096;
+  profile.attention_fields["last_queries"] = 32;
+  profile.attention_fields["sink_tokens"] = 30;  // the method's (the defaults)
+  profile.attention_fields["local_window"] = 100;
+  profile.attention_fields["max_verticals"] = 4096;
+  profile.attention_fields["max_slashes"] = 4096;
   EXPECT_NO_THROW(check_profile_matches(profile, m, method, "$.methods[0].profile"));
   const auto refused_with = [&](LatencyProfile other, const std::string& words) {
     try {
@@ -113,18 +117,19 @@ TEST(MethodProfiles, VerticalSlashGridIsKeptKeysPerQueryAndItsCommandLineNamesTh
     }
   };
   LatencyProfile other = profile;
-  other.last_queries = 64;
+  other.attention_fields["last_queries"] = 64;
   refused_with(other, "vertical-slash last_queries 64, not 32");
   other = profile;
-  other.local_window = 50;
+  other.attention_fields["local_window"] = 50;
   refused_with(other, "local_window 50, not 100");
   other = profile;
-  other.block_size = 64;
+  other.attention_fields["block_size"] = 64;
   refused_with(other, "vertical-slash blocks of 64 tokens, not 16");
 }
 
 LatencyProfile analytic_for(const std::string& preset, int64_t block) {
-  return make_analytic_profile(qwen2_preset(preset), "moba", block, {64, 128}, {1, 2}, device_throughput_preset("h200"));
+  return make_analytic_profile(qwen2_preset(preset), MobaPattern(MobaOptions{block, 32}), {64, 128}, {1, 2},
+                               device_throughput_preset("h200"));
 }
 
 TEST(MethodProfiles, ProfileOfAnotherSetupIsRefusedNamingWhatDiffers) {

@@ -12,12 +12,13 @@
 #include <tuple>
 #include <vector>
 
-#include "kernels/attention/attention_backend.h"
-#include "kernels/attention/moba/moba_attention.h"
-#include "kernels/attention/moba/moba_attention_cpu.h"
-#include "kernels/attention/moba/moba_layout.h"
-#include "kernels/attention/moba/moba_reference.h"
+#include "kernels/attention/core/attention_backend.h"
+#include "kernels/attention/patterns/moba/moba_attention.h"
+#include "kernels/attention/patterns/moba/moba_attention_cpu.h"
+#include "kernels/attention/core/block_layout.h"
+#include "kernels/attention/patterns/moba/moba_reference.h"
 #include "tests/cpu/test_moba_support.h"
+#include "kernels/attention/patterns/dense/dense_pattern.h"
 
 namespace sb {
 namespace {
@@ -117,7 +118,7 @@ TEST(MobaAttention, BudgetAtLeastEligibleBlocksIsDenseCausalAttention) {
   for (const int64_t k : {9, 10, 1000}) {  // the longest sequence has 9 blocks of 8
     const MobaResult moba = moba_attention(in.q, in.k, in.v, packed, test::moba_test_params(8, {k}, 0.25));
     const at::Tensor dense =
-        make_attention_backend("dense")->forward(in.q, in.k, in.v, packed, 0.25, 0);
+        dense_attention_options().make_backend()->forward(in.q, in.k, in.v, packed, 0.25, 0);
     EXPECT_LT(moba_max_abs_diff(moba.out, dense), 1e-12) << "k " << k;
     for (double c : moba.routing.coverage) EXPECT_DOUBLE_EQ(c, 1.0);
   }
@@ -180,7 +181,7 @@ TEST(MobaAttention, EmptyCallReturnsEmptyOutput) {
 // head: block 1 lists {0} only, block 2 lists {0, 2}; against plain float64 softmax.
 TEST(MobaAttention, CpuPathTakesARowWithoutItsOwnBlock) {
   const auto packed = PackedSequences::from_lengths({12});
-  const MobaLayout layout = MobaLayout::build(packed, packed, 4, true);
+  const BlockLayout layout = BlockLayout::build(packed, packed, 4, true);
   MobaRouting routing;
   routing.selected = at::tensor(std::vector<int32_t>{0, -1, 0, -1, 0, 2}, at::kInt).view({1, 3, 2});
   routing.selected_count = at::tensor(std::vector<int32_t>{1, 1, 2}, at::kInt).view({1, 3});

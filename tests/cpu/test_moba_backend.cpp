@@ -11,11 +11,14 @@
 #include <string>
 #include <vector>
 
-#include "kernels/attention/attention_backend.h"
-#include "kernels/attention/moba/moba_attention.h"
-#include "kernels/attention/moba/moba_attention_backend.h"
-#include "kernels/attention/moba/moba_reference.h"
+#include "kernels/attention/core/attention_backend.h"
+#include "kernels/attention/patterns/moba/moba_attention.h"
+#include "kernels/attention/patterns/moba/moba_attention_backend.h"
+#include "kernels/attention/patterns/moba/moba_reference.h"
 #include "tests/cpu/test_moba_support.h"
+#include "harness/patterns/attention_patterns.h"
+#include "kernels/attention/patterns/moba/moba_pattern.h"
+#include "kernels/attention/patterns/dense/dense_pattern.h"
 
 namespace sb {
 namespace {
@@ -24,24 +27,24 @@ using test::moba_max_abs_diff;
 using test::moba_random_inputs;
 
 TEST(MobaBackend, MadeByNameAndOptions) {
-  const auto names = attention_kind_options().names();
+  const auto names = attention_pattern_names();
   EXPECT_NE(std::find(names.begin(), names.end(), "moba"), names.end());
-  const auto by_name = make_attention_backend("moba");
+  const auto by_name = attention_options_named("moba").make_backend();
   EXPECT_EQ(by_name->name(), "moba");
   const auto* defaults = dynamic_cast<const MobaAttention*>(by_name.get());
   ASSERT_NE(defaults, nullptr);
   EXPECT_EQ(defaults->block_size(), 256);
   EXPECT_EQ(defaults->default_top_k(), 32);
-  const auto with_options = make_attention_backend(AttentionOptions{AttentionKind::kMoba, 64, 8});
+  const auto with_options = moba_attention_options(64, 8).make_backend();
   const auto* configured = dynamic_cast<const MobaAttention*>(with_options.get());
   ASSERT_NE(configured, nullptr);
   EXPECT_EQ(configured->block_size(), 64);
   EXPECT_EQ(configured->default_top_k(), 8);
-  EXPECT_EQ(make_attention_backend(AttentionOptions{AttentionKind::kDense, 64, 8})->name(), "dense");
-  EXPECT_THROW(make_attention_backend(AttentionOptions{AttentionKind::kMoba, 0, 8}), std::invalid_argument);
-  EXPECT_THROW(make_attention_backend(AttentionOptions{AttentionKind::kMoba, 64, 0}), std::invalid_argument);
+  EXPECT_EQ(dense_attention_options().make_backend()->name(), "dense");
+  EXPECT_THROW(moba_attention_options(0, 8).make_backend(), std::invalid_argument);
+  EXPECT_THROW(moba_attention_options(64, 0).make_backend(), std::invalid_argument);
   try {
-    make_attention_backend("mobba");
+    attention_options_named("mobba");
     ADD_FAILURE() << "no error for an unknown name";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("dense, moba"), std::string::npos) << e.what();
@@ -52,7 +55,7 @@ TEST(MobaBackend, ForwardIsTheKernelWithTheRequestedBudgetsAndRecordsStatsPerLay
   const std::vector<int64_t> lengths = {40, 23, 64};
   const auto packed = PackedSequences::from_lengths(lengths);
   const auto in = moba_random_inputs(lengths, lengths, 4, 2, 8, at::kFloat, 31);
-  auto backend = make_attention_backend(AttentionOptions{AttentionKind::kMoba, 8, 3});
+  auto backend = moba_attention_options(8, 3).make_backend();
 
   // No request: the default budget for every sequence.
   const at::Tensor out0 = backend->forward(in.q, in.k, in.v, packed, 0.35, /*layer=*/0);
@@ -105,7 +108,7 @@ TEST(MobaBackend, ForwardIsTheKernelWithTheRequestedBudgetsAndRecordsStatsPerLay
 TEST(MobaBackend, RejectsARequestThatDoesNotMatchTheMicroBatch) {
   const auto packed = PackedSequences::from_lengths({10, 10});
   const auto in = moba_random_inputs({10, 10}, {10, 10}, 2, 1, 8, at::kFloat, 1);
-  auto backend = make_attention_backend(AttentionOptions{AttentionKind::kMoba, 4, 2});
+  auto backend = moba_attention_options(4, 2).make_backend();
   AttentionBudgetRequest request;
   request.top_k = {2, 2, 2};
   backend->set_budget_request(request);
@@ -120,7 +123,7 @@ TEST(MobaBackend, RejectsARequestThatDoesNotMatchTheMicroBatch) {
 
 TEST(MobaBackend, PrefillThroughTheCacheIsTheTrainingForward) {
   const auto in = moba_random_inputs({45}, {45}, 4, 2, 8, at::kFloat, 41);
-  auto backend = make_attention_backend(AttentionOptions{AttentionKind::kMoba, 8, 3});
+  auto backend = moba_attention_options(8, 3).make_backend();
   const at::Tensor cached = backend->forward_cached(in.q, in.k, in.v, 0.3);
   const at::Tensor trained =
       backend->forward(in.q, in.k, in.v, PackedSequences::from_lengths({45}), 0.3, 0);
@@ -133,7 +136,7 @@ TEST(MobaBackend, DecodingMatchesTheReferenceBuiltWithTheSameRule) {
   for (const auto& [n, length] : std::vector<std::pair<int64_t, int64_t>>{
            {1, 45}, {1, 48}, {1, 49}, {5, 45}, {11, 40}, {3, 3}}) {
     const auto in = moba_random_inputs({n}, {length}, 4, 2, 8, at::kDouble, 50 + n + length);
-    auto backend = make_attention_backend(AttentionOptions{AttentionKind::kMoba, 8, 3});
+    auto backend = moba_attention_options(8, 3).make_backend();
     const at::Tensor out = backend->forward_cached(in.q, in.k, in.v, 0.3);
     const MobaParams params = test::moba_test_params(8, {3}, 0.3);
     const MobaReferenceResult reference =
@@ -148,7 +151,7 @@ TEST(MobaBackend, ADecodeStepGatesWithTheTokensOwnQuery) {
   // maximising q . mean(K_j) (its own query, per head) plus its own block up to itself.
   const int64_t length = 37, block = 8;
   const auto in = moba_random_inputs({1}, {length}, 2, 1, 8, at::kDouble, 77);
-  auto backend = make_attention_backend(AttentionOptions{AttentionKind::kMoba, block, 2});
+  auto backend = moba_attention_options(block, 2).make_backend();
   const at::Tensor out = backend->forward_cached(in.q, in.k, in.v, 0.3);  // [1, 2, 8]
   for (int64_t h = 0; h < 2; ++h) {
     const at::Tensor query = in.q[0][h];  // [8]

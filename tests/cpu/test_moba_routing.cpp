@@ -8,8 +8,8 @@
 
 #include <vector>
 
-#include "kernels/attention/moba/moba_attention.h"
-#include "kernels/attention/moba/moba_reference.h"
+#include "kernels/attention/patterns/moba/moba_attention.h"
+#include "kernels/attention/patterns/moba/moba_reference.h"
 #include "tests/cpu/test_moba_support.h"
 
 namespace sb {
@@ -36,7 +36,7 @@ TEST(MobaRouting, DiagonalAlwaysNoFutureNoOtherSequenceAndBudgetRespected) {
   const std::vector<int64_t> lengths = {45, 8, 3, 64};
   const auto packed = PackedSequences::from_lengths(lengths);
   const auto in = moba_random_inputs(lengths, lengths, 4, 2, 8, at::kFloat, 21);
-  const MobaLayout layout = MobaLayout::build(packed, packed, 8, true);
+  const BlockLayout layout = BlockLayout::build(packed, packed, 8, true);
   for (const int64_t k : {1, 2, 3, 5, 8, 50}) {
     const MobaResult r = moba_attention(in.q, in.k, in.v, packed, moba_params(8, {k}));
     const auto selected = r.routing.selected.accessor<int32_t, 3>();
@@ -185,8 +185,8 @@ TEST(MobaRouting, FloorDisabledLeavesBudgetsAlone) {
   EXPECT_EQ(r.routing.top_k, (std::vector<int64_t>{1, 3}));
 }
 
-TEST(MobaLayout, BlocksAlignPerSequenceAndQueriesAreTheLastPositions) {
-  const MobaLayout layout = MobaLayout::build(PackedSequences::from_lengths({10, 0, 4}),
+TEST(BlockLayout, BlocksAlignPerSequenceAndQueriesAreTheLastPositions) {
+  const BlockLayout layout = BlockLayout::build(PackedSequences::from_lengths({10, 0, 4}),
                                               PackedSequences::from_lengths({3, 0, 4}), 4, true);
   ASSERT_EQ(layout.num_blocks(), 4);  // 4 + 4 + 2 | (none) | 4
   EXPECT_EQ(layout.sequence_first_block, (std::vector<int64_t>{0, 3, 3, 4}));

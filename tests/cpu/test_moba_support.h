@@ -8,9 +8,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/attention/moba/moba_attention.h"
-#include "kernels/attention/moba/moba_key_blocks.h"
-#include "kernels/attention/moba/moba_reference.h"
+#include "kernels/attention/patterns/moba/moba_attention.h"
+#include "kernels/attention/patterns/moba/moba_key_blocks.h"
+#include "kernels/attention/patterns/moba/moba_reference.h"
 
 namespace sb::test {
 

@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
-#include "kernels/attention/moba/moba_attention.h"
-#include "kernels/attention/moba/moba_key_blocks.h"
-#include "kernels/attention/moba/moba_layout.h"
-#include "kernels/attention/moba/moba_reference.h"
-#include "kernels/attention/moba/moba_varlen_attention.h"
+#include "kernels/attention/patterns/moba/moba_attention.h"
+#include "kernels/attention/patterns/moba/moba_key_blocks.h"
+#include "kernels/attention/core/block_layout.h"
+#include "kernels/attention/patterns/moba/moba_reference.h"
+#include "kernels/attention/patterns/moba/moba_varlen_attention.h"
 #include "tests/cpu/test_moba_support.h"
 
 namespace sb {
@@ -118,7 +118,7 @@ TEST_P(MobaVarlenTest, PipelineMatchesTheFloat64Reference) {
   params.causal = c.causal;
   const auto in = moba_random_inputs(c.query_lengths, c.key_lengths, c.q_heads, c.kv_heads, 8,
                                      at::kDouble, 99 + c.block_size);
-  const MobaLayout layout = MobaLayout::build(keys, queries, c.block_size, c.causal);
+  const BlockLayout layout = BlockLayout::build(keys, queries, c.block_size, c.causal);
   const MobaRouting routing = moba_route_cpu(in.q, in.k, layout, params);
   // A small budget forces several chunks of part 2.
   const MobaVarlenPlan plan =
@@ -152,7 +152,7 @@ TEST(MobaVarlenPlan, IndicesGatherTheSelectedBlocksOfEachRow) {
   const auto packed = PackedSequences::from_lengths({12});
   const MobaParams params = test::moba_test_params(4, {3}, 1.0);
   const auto in = moba_random_inputs({12}, {12}, 1, 1, 8, at::kDouble, 1);
-  const MobaLayout layout = MobaLayout::build(packed, packed, 4, true);
+  const BlockLayout layout = BlockLayout::build(packed, packed, 4, true);
   const MobaRouting routing = moba_route_cpu(in.q, in.k, layout, params);
   const MobaVarlenPlan plan = moba_varlen_plan(layout, routing, 1, 1, 8, 8, 1.0);
   ASSERT_EQ(plan.chunks.size(), 1u);
@@ -188,7 +188,7 @@ TEST_P(MobaKeyBlocksTest, GatherAndGradientSumMatchRowIndexing) {
   const int64_t q_heads = 6, kv_heads = 2, dim = 5;
   const MobaParams params = test::moba_test_params(8, {4}, 0.5);
   const auto in = moba_random_inputs(lengths, lengths, q_heads, kv_heads, dim, at::kDouble, 7);
-  const MobaLayout layout = MobaLayout::build(packed, packed, 8, GetParam());
+  const BlockLayout layout = BlockLayout::build(packed, packed, 8, GetParam());
   const MobaRouting routing = moba_route_cpu(in.q, in.k, layout, params);
   const MobaVarlenPlan plan = moba_varlen_plan(layout, routing, q_heads, kv_heads, dim, 8, 0.5,
                                                /*gathered_bytes_per_chunk=*/4000);

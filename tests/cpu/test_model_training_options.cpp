@@ -11,15 +11,16 @@
 #include "harness/parallel/rank_context.h"
 #include "harness/train/model_training_options.h"
 #include "harness/train/trainer.h"
-#include "kernels/attention/attention_backend.h"
+#include "kernels/attention/core/attention_backend.h"
 #include "models/qwen2/qwen2_lora.h"
+#include "kernels/attention/patterns/dense/dense_pattern.h"
 
 namespace sb {
 namespace {
 
 Qwen2ForCausalLM make_model() {
   at::manual_seed(51);
-  return Qwen2ForCausalLM(qwen2_preset("qwen2-test"), make_attention_backend("dense"));
+  return Qwen2ForCausalLM(qwen2_preset("qwen2-test"), dense_attention_options().make_backend());
 }
 
 TEST(ModelTrainingOptions, DefaultsTrainEveryParameterInFp32) {

@@ -16,6 +16,7 @@
 #include "models/qwen2/qwen2_config.h"
 #include "models/qwen2/qwen2_hf_config.h"
 #include "tests/support/run_command.h"
+#include "kernels/attention/patterns/moba/moba_pattern.h"
 
 namespace sb {
 namespace {
@@ -40,7 +41,7 @@ TEST(ProfileCli, PrintedCommandLineReproducesTheRequest) {
   ProfileRequest request;
   request.model = folder.string();
   request.config = profile_model_config(request.model);
-  request.attention = AttentionOptions{AttentionKind::kMoba, 8, 2};
+  request.attention = moba_attention_options(8, 2);
   request.training.activation_checkpointing = true;
   request.training.lora = Qwen2LoraOptions{4, 8.0, 0.05, {"q_proj", "v_proj", "down_proj"}};
   request.seq_lens = {16, 32};
@@ -65,7 +66,7 @@ TEST(ProfileCli, PrintedCommandLineReproducesTheRequest) {
   EXPECT_EQ(profile.context["timed_layer"]["lora_targets"], nlohmann::json({"q_proj", "v_proj", "down_proj"}));
   EXPECT_EQ(profile.seq_lens, request.seq_lens);
   EXPECT_EQ(profile.budgets, request.budgets);
-  EXPECT_EQ(profile.block_size, 8);
+  EXPECT_EQ(profile.block_size(), 8);
   // The profile's own command is the one that made it.
   EXPECT_EQ(profile.context["command"], line);
   fs::remove_all(dir);

@@ -18,6 +18,7 @@
 
 #include "models/qwen2/qwen2_lora.h"
 #include "tests/support/qwen2_test_models.h"
+#include "kernels/attention/patterns/dense/dense_pattern.h"
 
 namespace sb {
 namespace {
@@ -42,7 +43,7 @@ class RecordingBackend : public AttentionBackend {
   std::vector<int64_t> layers;
 
  private:
-  std::unique_ptr<AttentionBackend> dense_ = make_attention_backend("dense");
+  std::unique_ptr<AttentionBackend> dense_ = dense_attention_options().make_backend();
 };
 
 struct StepResult {

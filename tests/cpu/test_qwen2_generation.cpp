@@ -6,16 +6,17 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
-#include "kernels/attention/attention_backend.h"
+#include "kernels/attention/core/attention_backend.h"
 #include "models/qwen2/qwen2_generate.h"
 #include "models/qwen2/qwen2_model.h"
+#include "kernels/attention/patterns/dense/dense_pattern.h"
 
 namespace sb {
 namespace {
 
 Qwen2ForCausalLM make_model(const std::string& preset, uint64_t seed) {
   at::manual_seed(seed);
-  Qwen2ForCausalLM model(qwen2_preset(preset), make_attention_backend("dense"));
+  Qwen2ForCausalLM model(qwen2_preset(preset), dense_attention_options().make_backend());
   model->eval();
   return model;
 }
@@ -82,7 +83,7 @@ TEST(Qwen2Generate, RejectsEmptyPromptsAndOverlongRequests) {
 
 TEST(DenseAttentionCached, MatchesTheLastRowsOfFullCausalAttention) {
   at::manual_seed(0);
-  auto backend = make_attention_backend("dense");
+  auto backend = dense_attention_options().make_backend();
   const auto opts = at::TensorOptions().dtype(at::kDouble);
   const at::Tensor q = at::randn({9, 6, 4}, opts), k = at::randn({9, 2, 4}, opts),
                    v = at::randn({9, 2, 4}, opts);

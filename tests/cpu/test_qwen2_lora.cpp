@@ -23,6 +23,7 @@
 #include "models/safetensors/safetensors_checkpoint.h"
 #include "models/safetensors/safetensors_file.h"
 #include "tests/support/qwen2_test_models.h"
+#include "kernels/attention/patterns/dense/dense_pattern.h"
 
 namespace sb {
 namespace {
@@ -277,7 +278,7 @@ TEST(Qwen2Lora, MergedCheckpointReloadsToTheSameLogits) {
 
   const fs::path dir = fresh_temp_dir("merged");
   qwen2_save_hf_checkpoint(model, dir);
-  Qwen2ForCausalLM reloaded = qwen2_load_hf_model(dir, make_attention_backend("dense"));
+  Qwen2ForCausalLM reloaded = qwen2_load_hf_model(dir, dense_attention_options().make_backend());
   EXPECT_FALSE(qwen2_has_lora(reloaded));
   const at::Tensor merged = reloaded->forward(batch.tokens, batch.positions, batch.sequences);
   // Unmerged (x W^T + s x A^T B^T) and merged (x (W + s B A)^T) differ by float32

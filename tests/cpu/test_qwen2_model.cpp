@@ -12,9 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "kernels/attention/attention_backend.h"
+#include "kernels/attention/core/attention_backend.h"
 #include "kernels/bench/rms_norm/rms_norm.h"
 #include "models/qwen2/qwen2_model.h"
+#include "kernels/attention/patterns/dense/dense_pattern.h"
 
 namespace sb {
 namespace {
@@ -22,7 +23,7 @@ namespace {
 Qwen2ForCausalLM make_model(const std::string& preset, uint64_t seed = 0) {
   at::manual_seed(seed);
   return Qwen2ForCausalLM(qwen2_preset(preset),
-                          std::shared_ptr<AttentionBackend>(make_attention_backend("dense")));
+                          std::shared_ptr<AttentionBackend>(dense_attention_options().make_backend()));
 }
 
 int64_t numel_of_parameters(Qwen2ForCausalLM& model) {

@@ -10,9 +10,10 @@
 #include <cstdio>
 #include <map>
 
-#include "kernels/attention/moba/moba_attention.h"
+#include "kernels/attention/patterns/moba/moba_attention.h"
 #include "kernels/attention/ring/cp_sharding.h"
 #include "kernels/attention/ring/ring_attention.h"
+#include "kernels/attention/patterns/vertical_slash/vertical_slash_ring_pattern.h"
 #include "kernels/attention/ring/ring_column_step_cpu.h"
 #include "kernels/attention/ring/ring_step_cpu.h"
 #include "harness/trace/iteration_metrics.h"  // max_over_mean: the worker imbalance of the records
@@ -69,7 +70,7 @@ TEST(CpSharding, EveryTokenOnExactlyOneRank) {
 
 TEST(RingShardTiles, RunsCutAtBlocksAndGaps) {
   const PackedSequences sequences = PackedSequences::from_lengths({10, 5});
-  const MobaLayout layout = MobaLayout::build(sequences, sequences, 4, true);  // blocks 0-3,4-7,8-9,10-13,14
+  const BlockLayout layout = BlockLayout::build(sequences, sequences, 4, true);  // blocks 0-3,4-7,8-9,10-13,14
   const RingShardTiles tiles = RingShardTiles::build({0, 1, 2, 3, 8, 9, 14}, layout);
   ASSERT_EQ(tiles.tiles.size(), 3u);
   EXPECT_EQ(tiles.tiles[1].local_start, 4);
@@ -94,7 +95,7 @@ struct Composed {
 };
 
 Composed compose_ring(const test::RingInputs& in, const CpSharding& sharding, const RingBlockPattern& pattern,
-                      const MobaLayout& layout, const RingColumnLists* columns = nullptr) {
+                      const BlockLayout& layout, const RingColumnLists* columns = nullptr) {
   const int64_t cp = sharding.cp();
   std::vector<RingShardTiles> shards;
   for (int64_t r = 0; r < cp; ++r) shards.push_back(RingShardTiles::build(sharding.tokens_of(r), layout));
@@ -148,25 +149,25 @@ TEST(RingAttentionSteps, ComposedStepsEqualTheOneRankOracle) {
   for (int64_t cp : {1, 2, 3, 4}) {
     for (const RingCase& c : test::ring_cases(2)) {
       const PackedSequences sequences = PackedSequences::from_lengths(c.lengths);
-      const MobaLayout layout = MobaLayout::build(sequences, sequences, test::kRingBlock, true);
+      const BlockLayout layout = BlockLayout::build(sequences, sequences, test::kRingBlock, true);
       const test::RingInputs in = test::ring_inputs(c.dtype, 7, c.lengths);
       const test::RingOracle oracle = test::ring_oracle(in, c);
       // Vertical-slash: its slash blocks as the pattern, its columns as the second partial.
-      const RingVerticalSlashPattern vs =
-          c.vertical_slash ? RingVerticalSlashPattern::build(test::ring_vertical_slash_index_oracle(in), layout)
-                           : RingVerticalSlashPattern{};
+      const RingCallPattern vs =
+          c.vertical_slash ? vertical_slash_ring_pattern(test::ring_vertical_slash_index_oracle(in), layout)
+                           : RingCallPattern{};
       if (c.vertical_slash && c.lengths.size() > 1) {  // both parts of the pattern take part
-        EXPECT_GT(vs.columns.total(), 0) << c.name;
+        EXPECT_GT(vs.columns->total(), 0) << c.name;
         EXPECT_GT(vs.blocks.count.sum().item<int64_t>(), layout.num_blocks() * test::kRingQHeads) << c.name;
       }
       const RingBlockPattern pattern = [&] {
         if (c.vertical_slash) return vs.blocks;
-        if (!c.moba) return RingBlockPattern::dense(layout);
+        if (!c.moba) return RingBlockPattern::causal(layout);
         const MobaRouting routing = moba_route_cpu(in.q, in.k, layout, test::ring_moba_params());
         return RingBlockPattern{routing.selected, routing.selected_count};
       }();
       const Composed got = compose_ring(in, CpSharding::build(sequences, cp, c.layout), pattern, layout,
-                                        c.vertical_slash ? &vs.columns : nullptr);
+                                        c.vertical_slash ? vs.columns.get() : nullptr);
       const double tol = test::ring_tolerance(c.dtype);
       const std::string what = c.name + " cp " + std::to_string(cp);
       EXPECT_LT(max_diff(got.out, oracle.out), tol) << what;
@@ -187,16 +188,18 @@ TEST(RingAttention, OneRankThroughAutogradEqualsTheOracle) {
                v = in.v.clone().requires_grad_(true);
     RingCase c{"one rank", {CpLayoutKind::kStriped, 8}, moba, at::kDouble, 0, test::ring_sequence_lengths(), vertical_slash};
     const test::RingOracle oracle = test::ring_oracle(in, c);
-    const RingAttentionResult result =
-        ring_attention(q, k, v, CpSharding::build(sequences, 1, c.layout), test::ring_spec(c), context);
+    const std::shared_ptr<RingPatternSelector> selector = test::ring_selector(c);
+    const RingAttentionResult result = ring_attention(q, k, v, CpSharding::build(sequences, 1, c.layout), *selector,
+                                                      AttentionBudgetRequest{}, test::ring_scale(), context);
     if (vertical_slash) {  // the ring's index is the one-rank rule's
       const auto expected = test::ring_vertical_slash_index_oracle(in);
-      ASSERT_EQ(result.vertical_slash_index.size(), expected.size());
+      const auto& index = test::ring_last_index(*selector);
+      ASSERT_EQ(index.size(), expected.size());
       for (size_t s = 0; s < expected.size(); ++s) {
         for (size_t h = 0; h < expected[s].size(); ++h) {
-          EXPECT_EQ(result.vertical_slash_index[s][h].verticals, expected[s][h].verticals);
-          EXPECT_EQ(result.vertical_slash_index[s][h].slashes, expected[s][h].slashes);
-          EXPECT_NEAR(result.vertical_slash_index[s][h].coverage, expected[s][h].coverage, 1e-12);
+          EXPECT_EQ(index[s][h].verticals, expected[s][h].verticals);
+          EXPECT_EQ(index[s][h].slashes, expected[s][h].slashes);
+          EXPECT_NEAR(index[s][h].coverage, expected[s][h].coverage, 1e-12);
         }
       }
     }
@@ -211,7 +214,7 @@ TEST(RingAttention, OneRankThroughAutogradEqualsTheOracle) {
     std::vector<RingStepEvent> events = context->take_events();
     ASSERT_EQ(events.size(), moba || vertical_slash ? 3u : 2u);
     if (moba || vertical_slash) {
-      EXPECT_EQ(events[0].step, kRingBlockMeansStep);
+      EXPECT_EQ(events[0].step, kRingSelectionStep);
       EXPECT_EQ(events[0].kept_pairs, 0);
       events.erase(events.begin());
     }
@@ -223,9 +226,9 @@ TEST(RingAttention, OneRankThroughAutogradEqualsTheOracle) {
 
 // Kept (query, key) pairs per rank for one sequence of length L under a pattern.
 std::vector<double> kept_per_rank(int64_t length, int64_t cp, const CpLayout& cp_layout, int64_t block,
-                                  const std::function<RingBlockPattern(const MobaLayout&)>& make_pattern) {
+                                  const std::function<RingBlockPattern(const BlockLayout&)>& make_pattern) {
   const PackedSequences sequences = PackedSequences::from_lengths({length});
-  const MobaLayout layout = MobaLayout::build(sequences, sequences, block, true);
+  const BlockLayout layout = BlockLayout::build(sequences, sequences, block, true);
   const CpSharding sharding = CpSharding::build(sequences, cp, cp_layout);
   const RingBlockPattern pattern = make_pattern(layout);
   std::vector<RingShardTiles> shards;
@@ -245,7 +248,7 @@ std::vector<double> kept_per_rank(int64_t length, int64_t cp, const CpLayout& cp
 
 TEST(WorkerImbalance, DenseCausalByHand) {
   const int64_t length = 4096, cp = 4, chunk = length / cp;
-  const auto dense = [](const MobaLayout& layout) { return RingBlockPattern::dense(layout); };
+  const auto dense = [](const BlockLayout& layout) { return RingBlockPattern::causal(layout); };
   // Contiguous: rank r's queries see r * chunk earlier keys plus a causal triangle.
   const std::vector<double> contiguous = kept_per_rank(length, cp, {CpLayoutKind::kContiguous, 0}, 64, dense);
   std::vector<double> expected;
@@ -271,8 +274,8 @@ TEST(WorkerImbalance, DenseCausalByHand) {
 TEST(WorkerImbalance, BandPatternFavoursStripedOverZigzag) {
   // Query blocks 16..23 (tokens 1024..1535) keep every earlier block, the others only
   // their diagonal: the work clusters in one band, which zigzag gives to one rank.
-  const auto band = [](const MobaLayout& layout) {
-    RingBlockPattern dense = RingBlockPattern::dense(layout);
+  const auto band = [](const BlockLayout& layout) {
+    RingBlockPattern dense = RingBlockPattern::causal(layout);
     int32_t* count = dense.count.mutable_data_ptr<int32_t>();
     int32_t* selected = dense.selected.mutable_data_ptr<int32_t>();
     const int64_t capacity = dense.selected.size(2);
@@ -295,7 +298,7 @@ TEST(WorkerImbalance, MobaLayoutsMeasured) {
   // MoBA (block 64, k 8) routed on random queries and keys of one 4096-token sequence:
   // every query block keeps min(8, b + 1) key blocks, so the work per query block is
   // nearly uniform and the layouts differ only in where the light early blocks go.
-  const auto moba = [](const MobaLayout& layout) {
+  const auto moba = [](const BlockLayout& layout) {
     at::manual_seed(4);
     const at::Tensor q = at::randn({4096, 1, 16}), k = at::randn({4096, 1, 16});  // one head, as counted
     MobaParams params;

@@ -12,6 +12,8 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/attention/patterns/moba/moba_pattern.h"
+#include "kernels/attention/patterns/vertical_slash/vertical_slash_pattern.h"
 #include "kernels/attention/ring/ring_attention_backend.h"
 #include "tests/cpu/test_moba_support.h"
 
@@ -22,7 +24,7 @@ constexpr double kScale = 0.35;
 
 std::unique_ptr<RingAttentionBackend> one_rank_ring(const AttentionOptions& options, const PackedSequences& sequences) {
   auto context = std::make_shared<RingContext>(nullptr, 0, 1, 0, std::chrono::milliseconds(1000));
-  auto ring = std::make_unique<RingAttentionBackend>(options, context);
+  auto ring = std::make_unique<RingAttentionBackend>(options.pattern().make_ring_selector(), context);
   ring->set_context_parallel_sharding(
       std::make_shared<const CpSharding>(CpSharding::build(sequences, 1, {CpLayoutKind::kStriped, 8})));
   return ring;
@@ -71,10 +73,7 @@ TEST(RingBackendHeadShards, MobaShardsSharingTheirCoverageChooseTheWholeLayersFl
   const auto in = test::moba_random_inputs(lengths, lengths, 4, 2, 8, at::kFloat, 17);
   const at::Tensor q = in.q.clone();
   q.narrow(1, 2, 2).mul_(4.0);  // sharper gate scores on the second shard: alone, the floors differ
-  AttentionOptions options;
-  options.kind = AttentionKind::kMoba;
-  options.block_size = 8;
-  options.top_k = 2;
+  const AttentionOptions options = moba_attention_options(8, 2);
   AttentionBudgetRequest request;
   request.top_k = {1, 2, 3};
   request.coverage_floor_ratio = 0.9;
@@ -110,15 +109,15 @@ TEST(RingBackendHeadShards, VerticalSlashShardsSharingTheirSumsReportTheWholeLay
   at::Tensor q = at::randn({97, 4, 8}, opts);
   const at::Tensor k = at::randn({97, 2, 8}, opts), v = at::randn({97, 2, 8}, opts);
   q.narrow(1, 2, 2).mul_(3.0);  // sharper attention on the second shard: alone, the kept keys differ
-  AttentionOptions options;
-  options.kind = AttentionKind::kVerticalSlash;
-  options.vertical_slash.budget = VerticalSlashBudget::kTopK;
-  options.vertical_slash.sink_tokens = 2;
-  options.vertical_slash.local_window = 3;
-  options.vertical_slash.vertical_count = 3;
-  options.vertical_slash.slash_count = 2;
-  options.vertical_slash.last_queries = 8;
-  options.vertical_slash.block_size = 4;
+  VerticalSlashParams params;
+  params.budget = VerticalSlashBudget::kTopK;
+  params.sink_tokens = 2;
+  params.local_window = 3;
+  params.vertical_count = 3;
+  params.slash_count = 2;
+  params.last_queries = 8;
+  params.block_size = 4;
+  const AttentionOptions options = vertical_slash_attention_options(params);
 
   auto whole_ring = one_rank_ring(options, sequences);
   const at::Tensor whole_out = whole_ring->forward(q, k, v, sequences, kScale, 0);

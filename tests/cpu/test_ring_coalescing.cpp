@@ -119,7 +119,9 @@ TEST(RingCoalescing, EverySendIsFusedWithItsReceiveAndTheRingEqualsTheOracle) {
       at::Tensor q = sharding.shard(in.q, rank).contiguous().requires_grad_(true);
       at::Tensor k = sharding.shard(in.k, rank).contiguous().requires_grad_(true);
       at::Tensor v = sharding.shard(in.v, rank).contiguous().requires_grad_(true);
-      const RingAttentionResult result = ring_attention(q, k, v, sharding, test::ring_spec(ring_case), context);
+      const std::shared_ptr<RingPatternSelector> selector = test::ring_selector(ring_case);
+      const RingAttentionResult result =
+          ring_attention(q, k, v, sharding, *selector, AttentionBudgetRequest{}, test::ring_scale(), context);
       result.out.backward(sharding.shard(in.grad_out, rank).contiguous());
       out[rank] = result.out.detach();
       lse[rank] = result.lse;

@@ -8,11 +8,12 @@
 
 #include <ATen/ATen.h>
 
-#include "kernels/attention/moba/moba_attention.h"
+#include "kernels/attention/patterns/moba/moba_attention.h"
 #include "kernels/attention/ring/cp_sharding.h"
 #include "kernels/attention/ring/ring_column_step_cpu.h"
 #include "kernels/attention/ring/ring_step_cpu.h"
 #include "kernels/attention/ring/ring_step_tables.h"
+#include "kernels/attention/patterns/vertical_slash/vertical_slash_ring_pattern.h"
 #include "tests/support/ring_attention_cases.h"
 
 namespace sb {
@@ -25,11 +26,11 @@ at::Tensor mask_the_kernels_read(const RingStepTables& t, int64_t q_heads) {
   const auto count = t.count.accessor<int32_t, 2>();
   for (int64_t h = 0; h < q_heads; ++h) {
     for (int64_t b = 0; b < t.slots.num_blocks(); ++b) {
-      const MobaBlock& query = t.slots.blocks[b];
+      const LayoutBlock& query = t.slots.blocks[b];
       for (int64_t n = 0; n < count[h][b]; ++n) {
         const int64_t j = selected[h][b][n];
         if (n > 0) EXPECT_LT(selected[h][b][n - 1], j) << "key slots ascending, no repeats";
-        const MobaBlock& key = t.slots.blocks[j];
+        const LayoutBlock& key = t.slots.blocks[j];
         for (int64_t i = 0; i < query.query_len; ++i) {
           for (int64_t c = 0; c < key.key_len; ++c) {
             const bool seen = !(t.slots.causal && j == b) || c <= query.query_pos0 + i;
@@ -44,7 +45,7 @@ at::Tensor mask_the_kernels_read(const RingStepTables& t, int64_t q_heads) {
 
 // [Hq, Tq, Tk]: the step's mask from global positions: same sequence, causal, and the
 // key's block selected for the query's block.
-at::Tensor mask_by_the_rule(const CpSharding& sharding, int64_t rank, int64_t source, const MobaLayout& layout,
+at::Tensor mask_by_the_rule(const CpSharding& sharding, int64_t rank, int64_t source, const BlockLayout& layout,
                             const RingBlockPattern& pattern, int64_t q_heads) {
   const std::vector<int64_t> queries = sharding.tokens_of(rank), keys = sharding.tokens_of(source);
   std::vector<int64_t> block_of(static_cast<size_t>(layout.total_keys));
@@ -75,10 +76,10 @@ TEST(RingStepTables, TheKernelsMaskIsTheStepsForEveryLayout) {
     for (const test::RingCase& c : test::ring_cases(2)) {
       if (c.vertical_slash || c.dtype != at::kDouble) continue;  // the patterns: dense and MoBA
       const PackedSequences sequences = PackedSequences::from_lengths(c.lengths);
-      const MobaLayout layout = MobaLayout::build(sequences, sequences, test::kRingBlock, true);
+      const BlockLayout layout = BlockLayout::build(sequences, sequences, test::kRingBlock, true);
       const test::RingInputs in = test::ring_inputs(c.dtype, 11, c.lengths);
       const RingBlockPattern pattern = [&] {
-        if (!c.moba) return RingBlockPattern::dense(layout);
+        if (!c.moba) return RingBlockPattern::causal(layout);
         const MobaRouting routing = moba_route_cpu(in.q, in.k, layout, test::ring_moba_params());
         return RingBlockPattern{routing.selected, routing.selected_count};
       }();
@@ -116,10 +117,9 @@ TEST(RingStepTables, TheColumnTablesKeepTheColumnStepsPairs) {
     for (const test::RingCase& c : test::ring_cases(2)) {
       if (!c.vertical_slash || c.dtype != at::kDouble) continue;
       const PackedSequences sequences = PackedSequences::from_lengths(c.lengths);
-      const MobaLayout layout = MobaLayout::build(sequences, sequences, test::kRingBlock, true);
+      const BlockLayout layout = BlockLayout::build(sequences, sequences, test::kRingBlock, true);
       const test::RingInputs in = test::ring_inputs(c.dtype, 11, c.lengths);
-      const RingVerticalSlashPattern pattern =
-          RingVerticalSlashPattern::build(test::ring_vertical_slash_index_oracle(in), layout);
+      const RingCallPattern pattern = vertical_slash_ring_pattern(test::ring_vertical_slash_index_oracle(in), layout);
       const CpSharding sharding = CpSharding::build(sequences, cp, c.layout);
       std::vector<RingShardTiles> shards;
       for (int64_t r = 0; r < cp; ++r) shards.push_back(RingShardTiles::build(sharding.tokens_of(r), layout));
@@ -130,14 +130,14 @@ TEST(RingStepTables, TheColumnTablesKeepTheColumnStepsPairs) {
           const std::string what = c.name + " cp " + std::to_string(cp) + " rank " + std::to_string(r) + " shard " +
                                    std::to_string(s);
           const std::vector<int64_t> keys = sharding.tokens_of(s);
-          const RingColumnStepTables tables = ring_column_step_tables(shards[r], shards[s], pattern.columns, q_heads, kv_heads);
+          const RingColumnStepTables tables = ring_column_step_tables(shards[r], shards[s], *pattern.columns, q_heads, kv_heads);
           EXPECT_FALSE(tables.blocks.causal);
           const int64_t tq = static_cast<int64_t>(queries.size()), tk = static_cast<int64_t>(keys.size());
           // The kernels' pairs: block b lists itself; its queries (head-major rows) see its gathered rows.
           at::Tensor got = at::zeros({q_heads, tq, tk}, at::kBool);
           const auto rows = tables.key_rows.accessor<int64_t, 1>();
           for (int64_t b = 0; b < tables.blocks.num_blocks(); ++b) {
-            const MobaBlock& block = tables.blocks.blocks[b];
+            const LayoutBlock& block = tables.blocks.blocks[b];
             if (tables.count[0][b].item<int32_t>() == 0) continue;
             EXPECT_EQ(tables.selected[0][b][0].item<int32_t>(), b) << what;
             const int64_t h = block.query_start / tq;
@@ -154,7 +154,7 @@ TEST(RingStepTables, TheColumnTablesKeepTheColumnStepsPairs) {
           std::vector<int64_t> list;
           for (int64_t h = 0; h < q_heads; ++h) {
             for (const RingTile& tile : shards[r].tiles) {
-              pattern.columns.of(h, tile.block, list);
+              pattern.columns->of(h, tile.block, list);
               for (int64_t i = 0; i < tile.length; ++i) {
                 for (size_t c2 = 0; c2 < keys.size(); ++c2) {
                   if (keys[c2] <= tile.global_start + i && std::binary_search(list.begin(), list.end(), keys[c2])) {
@@ -168,7 +168,7 @@ TEST(RingStepTables, TheColumnTablesKeepTheColumnStepsPairs) {
           EXPECT_EQ(tables.kept_pairs, expected.sum().item<int64_t>()) << what;
           const at::Tensor k = sharding.shard(in.k, s).contiguous();
           at::Tensor out = at::empty_like(q), lse = at::empty({q.size(0), q.size(1)}, q.options());
-          EXPECT_EQ(tables.kept_pairs, ring_column_step_forward(q, k, k, shards[r], shards[s], pattern.columns,
+          EXPECT_EQ(tables.kept_pairs, ring_column_step_forward(q, k, k, shards[r], shards[s], *pattern.columns,
                                                                 test::ring_scale(), out, lse))
               << what;
           columns_seen += tables.kept_pairs;
@@ -183,11 +183,11 @@ TEST(RingStepTables, TheColumnTablesKeepTheColumnStepsPairs) {
 // 0-1 (block 0) and 4-5 (block 1), rank 1 tokens 2-3 (block 0). Dense, one head.
 TEST(RingStepTables, OneStepByHand) {
   const PackedSequences sequences = PackedSequences::from_lengths({6});
-  const MobaLayout layout = MobaLayout::build(sequences, sequences, 4, true);
+  const BlockLayout layout = BlockLayout::build(sequences, sequences, 4, true);
   const CpSharding sharding = CpSharding::build(sequences, 2, {CpLayoutKind::kStriped, 2});
   const RingShardTiles rank0 = RingShardTiles::build(sharding.tokens_of(0), layout);
   const RingShardTiles rank1 = RingShardTiles::build(sharding.tokens_of(1), layout);
-  const RingBlockPattern dense = RingBlockPattern::dense(layout);
+  const RingBlockPattern dense = RingBlockPattern::causal(layout);
   const auto lists = [](const RingStepTables& t) {
     std::vector<std::vector<int32_t>> out;
     for (int64_t b = 0; b < t.count.size(1); ++b) {

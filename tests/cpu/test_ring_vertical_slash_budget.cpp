@@ -1,5 +1,5 @@
 // DST's budget search over vertical-slash under context parallelism
-// (ring_vertical_slash_budget.h) against the one-rank search (vertical_slash_budgeted_index)
+// (vertical_slash_ring_budget.h) against the one-rank search (vertical_slash_budgeted_index)
 // on the whole micro-batch: CP ranks are threads of this process meeting over Gloo, each
 // with its own tokens; every rank must end with the one-rank result (the same lists and
 // levels, coverage within float64 rounding) for a budget alone, a floor alone, both, and
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "harness/parallel/process_group.h"
-#include "kernels/attention/ring/ring_vertical_slash_budget.h"
+#include "kernels/attention/patterns/vertical_slash/vertical_slash_ring_budget.h"
 #include "tests/support/ring_attention_cases.h"
 
 namespace sb {
@@ -32,7 +32,7 @@ std::vector<VerticalSlashBudgetedIndex> ring_results(const test::RingInputs& in,
                                                      const VerticalSlashBudgetRequest& request) {
   const PackedSequences sequences = PackedSequences::from_lengths(in.lengths);
   const CpSharding sharding = CpSharding::build(sequences, cp, layout);
-  const auto geometry = RingGeometry::build(sharding, test::kRingBlock, false);
+  const auto geometry = RingGeometry::build(sharding, test::kRingBlock);
   auto store = c10::make_intrusive<c10d::HashStore>();
   const std::chrono::milliseconds timeout(30000);
   std::vector<VerticalSlashBudgetedIndex> results(static_cast<size_t>(cp));
@@ -45,10 +45,10 @@ std::vector<VerticalSlashBudgetedIndex> ring_results(const test::RingInputs& in,
                                          timeout, "127.0.0.1"),
                             r, cp, 0, timeout);
         results[static_cast<size_t>(r)] =
-            ring_vertical_slash_budgeted_index(sharding.shard(in.q, r), sharding.shard(in.k, r), *geometry,
+            vertical_slash_ring_budgeted_index(sharding.shard(in.q, r), sharding.shard(in.k, r), *geometry,
                                                top_p_params(), test::ring_scale(), request, context, 0);
         const auto events = context.take_events();
-        if (events.size() != 1 || events[0].step != kRingBlockMeansStep) errors[static_cast<size_t>(r)] = "one index event expected";
+        if (events.size() != 1 || events[0].step != kRingSelectionStep) errors[static_cast<size_t>(r)] = "one index event expected";
       } catch (const std::exception& e) {
         errors[static_cast<size_t>(r)] = e.what();
       }
@@ -125,9 +125,9 @@ TEST(RingVerticalSlashBudget, ALongSequenceTakesItsHeadsInBatches) {
 TEST(RingVerticalSlashBudget, AMalformedRequestIsRefusedOnEveryRank) {
   const test::RingInputs in = test::ring_inputs(at::kDouble, 5);
   const PackedSequences sequences = PackedSequences::from_lengths(in.lengths);
-  const auto geometry = RingGeometry::build(CpSharding::build(sequences, 1, {CpLayoutKind::kStriped, 8}), test::kRingBlock, false);
+  const auto geometry = RingGeometry::build(CpSharding::build(sequences, 1, {CpLayoutKind::kStriped, 8}), test::kRingBlock);
   RingContext context(nullptr, 0, 1, 0, std::chrono::milliseconds(1000));
-  EXPECT_THROW(ring_vertical_slash_budgeted_index(in.q, in.k, *geometry, top_p_params(), test::ring_scale(),
+  EXPECT_THROW(vertical_slash_ring_budgeted_index(in.q, in.k, *geometry, top_p_params(), test::ring_scale(),
                                                   {{10, 10}, 0.0}, context, 0),
                std::invalid_argument);
 }

@@ -18,9 +18,10 @@
 #include "harness/eval/eval_suite.h"
 #include "harness/eval/routing_coverage.h"
 #include "harness/eval/synthetic_heldout.h"
-#include "kernels/attention/moba/moba_attention.h"
+#include "kernels/attention/patterns/moba/moba_attention.h"
 #include "models/qwen2/qwen2_config.h"
 #include "tests/support/manifest_error_path.h"
+#include "kernels/attention/patterns/dense/dense_pattern.h"
 
 namespace sb {
 namespace {
@@ -40,7 +41,7 @@ SyntheticDataSection copy_task() {
 Qwen2ForCausalLM seeded_model(uint64_t seed) {
   at::manual_seed(seed);
   return Qwen2ForCausalLM(qwen2_preset("qwen2-test"),
-                          std::shared_ptr<AttentionBackend>(make_attention_backend("dense")));
+                          std::shared_ptr<AttentionBackend>(dense_attention_options().make_backend()));
 }
 
 // The oracle's backend: each layer's output is MoBA at k0 (what routing_coverage runs),

@@ -20,13 +20,14 @@
 #include "harness/sim/cluster_model.h"
 #include "harness/sim/fit/ring_compute_fit.h"
 #include "harness/sim/ring_timing_model.h"
-#include "harness/sim/ring_work_model.h"
+#include "kernels/attention/ring/ring_work.h"
 #include "harness/trace/iteration_metrics.h"
-#include "kernels/attention/packed_sequences.h"
+#include "kernels/attention/core/packed_sequences.h"
 #include "models/qwen2/qwen2_config.h"
 #include "tests/support/manifest_error_path.h"
 #include "tests/support/run_command.h"
 #include "tests/support/small_simulation.h"
+#include "kernels/attention/patterns/moba/moba_ring_work.h"
 
 namespace sb {
 namespace {
@@ -71,7 +72,7 @@ TEST(RingWorkModel, EqualsTheBruteForceCountForEveryLayout) {
         const CpLayout layout{kind, 12};
         SCOPED_TRACE(layout.name() + " cp " + std::to_string(cp) + " budgets " + std::to_string(budgets[0]) + "," +
                      std::to_string(budgets[1]));
-        const RingWork work = ring_work(lengths, budgets, cp, layout, 16, 3);
+        const RingWork work = moba_ring_work(lengths, budgets, cp, layout, 16, 3);
         const auto expected = brute_force_pairs(lengths, budgets, cp, layout, 16, 3);
         int64_t tokens = 0;
         for (int64_t r = 0; r < cp; ++r) {
@@ -93,7 +94,7 @@ TEST(RingWorkModel, WorkedOutByHand) {
   // One 8-token sequence, contiguous over 2 ranks: rank 0 holds 0-3, rank 1 holds 4-7.
   // Dense, one head: rank 0's queries see their own causal triangle (10 pairs); rank 1's
   // see theirs (10) and all 16 of rank 0's keys. Work imbalance 26 / 18 = 1.444.
-  const RingWork work = ring_work({8}, {0}, 2, CpLayout{CpLayoutKind::kContiguous, 128}, 8, 1);
+  const RingWork work = moba_ring_work({8}, {0}, 2, CpLayout{CpLayoutKind::kContiguous, 128}, 8, 1);
   EXPECT_EQ(work.pairs[0][0], 10);
   EXPECT_EQ(work.pairs[0][1], 0);
   EXPECT_EQ(work.pairs[1][0], 16);
@@ -107,7 +108,7 @@ TEST(RingWorkModel, WorkedOutByHand) {
   const std::vector<int64_t> one{4096};
   for (const int64_t W : {2, 4, 8}) {
     const auto imbalance = [&](CpLayoutKind kind) {
-      const RingWork w = ring_work(one, {0}, W, CpLayout{kind, 16}, 64, 1);
+      const RingWork w = moba_ring_work(one, {0}, W, CpLayout{kind, 16}, 64, 1);
       std::vector<double> rows;
       for (int64_t r = 0; r < W; ++r) rows.push_back(w.row(r));
       return max_over_mean(rows);
@@ -120,8 +121,8 @@ TEST(RingWorkModel, WorkedOutByHand) {
   // MoBA with k 2 on 4 blocks of 4 tokens, one rank: the diagonal blocks' 4 x 10 pairs,
   // block 1 keeps block 0 (k - 1 = 1 of 1 earlier), block 2 each earlier one with 1/2,
   // block 3 with 1/3: 16 x (1 + 1 + 1) = 48 more.
-  EXPECT_NEAR(ring_work({16}, {2}, 1, CpLayout{}, 4, 1).total(), 40 + 48, 1e-12);
-  EXPECT_THROW(ring_work({8, 8}, {0}, 2, CpLayout{}, 4, 1), std::invalid_argument);
+  EXPECT_NEAR(moba_ring_work({16}, {2}, 1, CpLayout{}, 4, 1).total(), 40 + 48, 1e-12);
+  EXPECT_THROW(moba_ring_work({8, 8}, {0}, 2, CpLayout{}, 4, 1), std::invalid_argument);
 }
 
 // One layer, no work outside attention, ranks' step compute given, transfers by link.

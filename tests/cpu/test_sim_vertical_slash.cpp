@@ -1,4 +1,4 @@
-// The simulator's vertical-slash model (harness/sim/vertical_slash_pattern_model.h): kept
+// The simulator's vertical-slash model (kernels/attention/patterns/vertical_slash/vertical_slash_pattern_model.h): kept
 // keys and coverage by hand, the rule, budget and floor levels at their boundaries, the
 // fit recovering the values that made its observations, and simulated runs of the
 // pattern (records as the trainer writes them, the trainer's first plan, the analytic
@@ -12,18 +12,21 @@
 #include "common/errors.h"
 #include "harness/config/manifest.h"
 #include "harness/latency/analytic_profile.h"
-#include "harness/sim/fit/vertical_slash_pattern_fit.h"
-#include "harness/sim/ring_vertical_slash_work.h"
-#include "harness/sim/ring_work_model.h"
+#include "harness/patterns/vertical_slash/vertical_slash_pattern_fit.h"
+#include "kernels/attention/patterns/vertical_slash/vertical_slash_ring_work.h"
+#include "kernels/attention/ring/ring_work.h"
 #include "harness/sim/run_simulator.h"
-#include "harness/sim/vertical_slash_pattern_model.h"
+#include "kernels/attention/patterns/vertical_slash/vertical_slash_pattern_model.h"
 #include "harness/train/trainer.h"
-#include "kernels/attention/packed_sequences.h"
+#include "kernels/attention/core/packed_sequences.h"
 #include "kernels/attention/ring/cp_sharding.h"
-#include "kernels/attention/vertical_slash/vertical_slash_index.h"
+#include "kernels/attention/patterns/vertical_slash/vertical_slash_index.h"
 #include "tests/support/measured_run_folder.h"
 #include "tests/support/small_simulation.h"
 #include "tests/support/run_command.h"
+#include "kernels/attention/patterns/vertical_slash/vertical_slash_pattern.h"
+#include "kernels/attention/patterns/moba/moba_ring_work.h"
+#include "harness/patterns/vertical_slash/vertical_slash_simulation.h"
 
 namespace sb {
 namespace {
@@ -372,8 +375,9 @@ TEST(RunSimulator, VerticalSlashRecordsWhatTheTrainerRecords) {
   for (const char* preset : {"baseline", "sab+dst"}) {
     const json j = vertical_slash_manifest(preset);
     RunSimulator sim = test::simulator_of(j);
-    ASSERT_NE(sim.pattern(), nullptr);
-    const VerticalSlashPatternModel& model = *sim.pattern();
+    const auto* simulation = dynamic_cast<const VerticalSlashSimulation*>(&sim.attention());
+    ASSERT_NE(simulation, nullptr);
+    const VerticalSlashPatternModel& model = simulation->model();
     EXPECT_EQ(model.rule().rule_keys, 20);
     const int64_t layers = qwen2_preset("qwen2-test").num_hidden_layers;
     for (int64_t it = 0; it < 3; ++it) {
@@ -511,7 +515,7 @@ TEST(VerticalSlashRingWork, EqualsTheRuleKeyByKeyOnEveryLayout) {
   }
   // Saturated budgets are dense causal attention: the dense work model's counts.
   const CpLayout zigzag{CpLayoutKind::kZigzag, 0};
-  const RingWork dense = ring_work({300, 200}, {0, 0}, 4, zigzag, 64, 2);
+  const RingWork dense = moba_ring_work({300, 200}, {0, 0}, 4, zigzag, 64, 2);
   const RingWork saturated = vertical_slash_ring_work({300, 200}, {151, 101}, 4, zigzag, 30, 100, 0.5, 2);
   for (size_t a = 0; a < 4; ++a) {
     for (size_t b = 0; b < 4; ++b) EXPECT_NEAR(saturated.pairs[a][b], dense.pairs[a][b], 1e-9);
@@ -557,18 +561,19 @@ TEST(RunSimulator, VerticalSlashUnderContextParallelismRecordsTheRingsWork) {
 
 TEST(AnalyticProfile, VerticalSlashCountsKeptPairsAndTheIndex) {
   const Qwen2Config& c = qwen2_preset("qwen2-test");
-  EXPECT_DOUBLE_EQ(attention_pairs("vertical_slash", 1000, 0, 100), 1000.0 * 100);
-  EXPECT_DOUBLE_EQ(attention_pairs("vertical_slash", 10, 0, 100), 10.0 * 5.5);  // dense causal at most
+  VerticalSlashParams p;
+  const VerticalSlashPattern pattern(VerticalSlashOptions{p, 1024});
+  EXPECT_DOUBLE_EQ(pattern.attended_pairs(1000, 100), 1000.0 * 100);
+  EXPECT_DOUBLE_EQ(pattern.attended_pairs(10, 100), 10.0 * 5.5);  // dense causal at most
   const double per_pair = 4.0 * static_cast<double>(c.head_dim * c.num_attention_heads);
   const double index = 2.0 * static_cast<double>(c.head_dim * c.num_attention_heads) * 64 * 1000;
-  EXPECT_DOUBLE_EQ(layer_attention_forward_flops(c, "vertical_slash", 1000, 0, 100, 64), per_pair * 1e5 + index);
-  VerticalSlashParams p;
+  EXPECT_DOUBLE_EQ(layer_attention_forward_flops(c, pattern, 1000, 100), per_pair * 1e5 + index);
   const LatencyProfile profile =
-      make_analytic_profile(c, "vertical_slash", 0, {512, 1024}, {16, 256}, device_throughput_preset("h200"), &p);
+      make_analytic_profile(c, pattern, {512, 1024}, {16, 256}, device_throughput_preset("h200"));
   EXPECT_EQ(profile.budgets, (std::vector<int64_t>{16, 256}));
-  EXPECT_EQ(profile.last_queries, p.last_queries);
+  EXPECT_EQ(profile.attention_fields.at("last_queries"), p.last_queries);
   EXPECT_GT(profile.layer_ms[1][1].median, profile.layer_ms[1][0].median);
-  EXPECT_THROW(make_analytic_profile(c, "vertical_slash", 0, {512, 1024}, {16}, device_throughput_preset("h200")),
+  EXPECT_THROW(make_analytic_profile(c, pattern, {512, 1024}, {0}, device_throughput_preset("h200")),
                std::invalid_argument);
 }
 

@@ -6,6 +6,7 @@
 
 #include "common/errors.h"
 #include "harness/config/manifest.h"
+#include "harness/patterns/attention_patterns.h"
 
 namespace sb {
 namespace {
@@ -85,7 +86,7 @@ TEST(Sweep, DottedPathsEditNestedValuesAndArrays) {
   ASSERT_EQ(runs.size(), 8u);  // both methods are MoBA: 2 x 2 each
   EXPECT_EQ(runs[0].name, "baseline__max_tokens=12__top_k=1");
   EXPECT_EQ(runs[0].manifest.data.synthetic.length_mixture[0].max_tokens, 12);
-  EXPECT_EQ(runs[0].manifest.methods[0].attention.top_k, 1);
+  EXPECT_EQ(attention_to_json(runs[0].manifest.methods[0].attention).at("top_k"), 1);
   json shorthand{{"methods", {{{"attention", "moba"}}}}};
   set_json_path(shorthand["methods"][0], "attention.top_k", 4);
   EXPECT_EQ(shorthand["methods"][0]["attention"], (json{{"name", "moba"}, {"top_k", 4}}));

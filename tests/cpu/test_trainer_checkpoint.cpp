@@ -15,6 +15,7 @@
 #include "harness/train/training_run.h"
 #include "models/qwen2/qwen2_hf_checkpoint.h"
 #include "tests/support/run_command.h"
+#include "kernels/attention/patterns/dense/dense_pattern.h"
 
 namespace sb {
 namespace {
@@ -46,7 +47,7 @@ TEST(SingleProcessTrainer, GradientsEqualThePlainModelOnTheWholeBatch) {
   ASSERT_GT(pass.plan.ranks[0].size(), 2u) << "several micro-batches accumulate";
 
   at::manual_seed(17);
-  Qwen2ForCausalLM model(qwen2_preset("qwen2-test"), make_attention_backend("dense"));
+  Qwen2ForCausalLM model(qwen2_preset("qwen2-test"), dense_attention_options().make_backend());
   const std::vector<Sample> batch = SyntheticDataset(run.manifest.data.synthetic, 17).global_batch(0, 6);
   std::vector<const Sample*> all;
   for (const Sample& s : batch) all.push_back(&s);
@@ -206,7 +207,7 @@ TEST(Checkpoint, IsAnHfModelFolderAndKeepsOnlyTheNewest) {
   EXPECT_FALSE(fs::exists(run_dir / "checkpoints" / "iter_00000002.partial"));
   EXPECT_EQ(nlohmann::json::parse(std::ifstream(dir / "config.json")).value("read_at_start", false), true);
   EXPECT_EQ(nlohmann::json::parse(std::ifstream(dir / "generation_config.json"))["eos_token_id"], 7);
-  const Qwen2ForCausalLM loaded = qwen2_load_hf_model(dir, make_attention_backend("dense"));
+  const Qwen2ForCausalLM loaded = qwen2_load_hf_model(dir, dense_attention_options().make_backend());
   std::map<std::string, at::Tensor> by_name;
   for (const auto& p : loaded->named_parameters()) by_name[p.key()] = p.value();
   for (const StageParameter& p : trainer.stage().parameters()) {

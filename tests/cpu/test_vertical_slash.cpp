@@ -1,4 +1,4 @@
-// MTraining's vertical-slash index (kernels/attention/vertical_slash/vertical_slash_index.h)
+// MTraining's vertical-slash index (kernels/attention/patterns/vertical_slash/vertical_slash_index.h)
 // on cases worked out by hand (uniform attention: every score known), against a second,
 // plain-loop implementation of the rule on random inputs (varlen, GQA), and the float64
 // reference: its mask by hand, and with every key kept it is dense causal attention
@@ -15,12 +15,12 @@
 #include <tuple>
 #include <vector>
 
-#include "kernels/attention/dense_causal_attention.h"
-#include "kernels/attention/vertical_slash/vertical_slash_attention_cpu.h"
-#include "kernels/attention/vertical_slash/vertical_slash_backend.h"
-#include "kernels/attention/vertical_slash/vertical_slash_blocks.h"
-#include "kernels/attention/vertical_slash/vertical_slash_index.h"
-#include "kernels/attention/vertical_slash/vertical_slash_reference.h"
+#include "kernels/attention/patterns/dense/dense_causal_attention.h"
+#include "kernels/attention/patterns/vertical_slash/vertical_slash_attention_cpu.h"
+#include "kernels/attention/patterns/vertical_slash/vertical_slash_backend.h"
+#include "kernels/attention/patterns/vertical_slash/vertical_slash_blocks.h"
+#include "kernels/attention/patterns/vertical_slash/vertical_slash_index.h"
+#include "kernels/attention/patterns/vertical_slash/vertical_slash_reference.h"
 #include "tests/cpu/vertical_slash_index_cases.h"
 
 namespace sb {

@@ -11,9 +11,9 @@
 #include <tuple>
 #include <vector>
 
-#include "kernels/attention/packed_sequences.h"
-#include "kernels/attention/vertical_slash/vertical_slash_block_sparse_plan.h"
-#include "kernels/attention/vertical_slash/vertical_slash_reference.h"
+#include "kernels/attention/core/packed_sequences.h"
+#include "kernels/attention/patterns/vertical_slash/vertical_slash_block_sparse_plan.h"
+#include "kernels/attention/patterns/vertical_slash/vertical_slash_reference.h"
 #include "tests/cpu/vertical_slash_index_cases.h"
 
 namespace sb {
@@ -27,19 +27,19 @@ at::Tensor reached_pairs(const VerticalSlashBlockSparsePlan& plan, const PackedS
   const int64_t tokens = sequences.total_tokens();
   at::Tensor counts = at::zeros({length, length}, at::kInt);
   auto c = counts.accessor<int32_t, 2>();
-  const MobaLayout& layout = plan.slash_layout;
+  const BlockLayout& layout = plan.slash_layout;
   const int64_t blocks = layout.num_blocks();
   const auto selected = plan.slash_selected.accessor<int32_t, 3>();
   const auto count = plan.slash_count.accessor<int32_t, 2>();
   const auto rows = plan.vertical_rows.accessor<int64_t, 1>();
   for (int64_t b = layout.sequence_first_block[static_cast<size_t>(s)];
        b < layout.sequence_first_block[static_cast<size_t>(s) + 1]; ++b) {
-    const MobaBlock& qb = layout.blocks[static_cast<size_t>(b)];
+    const LayoutBlock& qb = layout.blocks[static_cast<size_t>(b)];
     for (int64_t r = 0; r < qb.query_len; ++r) {
       const int64_t i = qb.query_start + r - offset;  // query position
       // Slash part: listed key blocks whole, the diagonal up to the query.
       for (int32_t e = 0; e < count[h][b]; ++e) {
-        const MobaBlock& kb = layout.blocks[static_cast<size_t>(selected[h][b][e])];
+        const LayoutBlock& kb = layout.blocks[static_cast<size_t>(selected[h][b][e])];
         EXPECT_EQ(kb.sequence, s);
         for (int64_t j = kb.key_start - offset; j < kb.key_start - offset + kb.key_len; ++j) {
           if (selected[h][b][e] != b || j <= i) ++c[i][j];
@@ -50,7 +50,7 @@ at::Tensor reached_pairs(const VerticalSlashBlockSparsePlan& plan, const PackedS
       const int64_t first = layout.sequence_first_block[static_cast<size_t>(s)];
       const int64_t q_heads = plan.vertical_layout.num_blocks() / blocks;
       const int64_t vertical_block = first * q_heads + h * layout.blocks_in_sequence(s) + (b - first);
-      const MobaBlock& vb = plan.vertical_layout.blocks[static_cast<size_t>(vertical_block)];
+      const LayoutBlock& vb = plan.vertical_layout.blocks[static_cast<size_t>(vertical_block)];
       EXPECT_EQ(plan.vertical_selected[0][vertical_block][0].item<int32_t>(), vb.key_len > 0 ? vertical_block : -1);
       EXPECT_EQ(vb.query_start, h * tokens + qb.query_start);
       EXPECT_EQ(vb.query_len, qb.query_len);

@@ -1,4 +1,4 @@
-// Vertical-slash under DST's budget requests (kernels/attention/vertical_slash/
+// Vertical-slash under DST's budget requests (kernels/attention/patterns/vertical_slash/
 // vertical_slash_budget.h) against an oracle written from the rule in docs/vertical_slash.md
 // ("Budgets"): the float64 attention of the last queries computed here, each list's
 // candidates sorted and cut at a level with plain loops, kept pairs and coverage counted
@@ -24,12 +24,13 @@
 #include "kernels/attention/ring/cp_sharding.h"
 #include "kernels/attention/ring/ring_attention.h"
 #include "kernels/attention/ring/ring_attention_backend.h"
-#include "kernels/attention/vertical_slash/vertical_slash_attention_cpu.h"
-#include "kernels/attention/vertical_slash/vertical_slash_backend.h"
-#include "kernels/attention/vertical_slash/vertical_slash_budget.h"
-#include "kernels/attention/vertical_slash/vertical_slash_index.h"
-#include "kernels/attention/vertical_slash/vertical_slash_reference.h"
+#include "kernels/attention/patterns/vertical_slash/vertical_slash_attention_cpu.h"
+#include "kernels/attention/patterns/vertical_slash/vertical_slash_backend.h"
+#include "kernels/attention/patterns/vertical_slash/vertical_slash_budget.h"
+#include "kernels/attention/patterns/vertical_slash/vertical_slash_index.h"
+#include "kernels/attention/patterns/vertical_slash/vertical_slash_reference.h"
 #include "tests/cpu/vertical_slash_budget_case.h"
+#include "kernels/attention/patterns/vertical_slash/vertical_slash_pattern.h"
 
 namespace sb {
 namespace {
@@ -507,11 +508,9 @@ TEST(VerticalSlashBudget, BadRequestsAreRejected) {
 // test_ring_vertical_slash_budget.cpp; the model on CP ranks: test_ring_attention_dist.cpp).
 TEST(VerticalSlashBudget, RingBackendRunsARequestAsTheOneRankBackend) {
   const BudgetCase c = budget_case(26, {37, 61, 6});
-  AttentionOptions options;
-  options.kind = AttentionKind::kVerticalSlash;
-  options.vertical_slash = budget_params(VerticalSlashBudget::kTopP);
+  const AttentionOptions options = vertical_slash_attention_options(budget_params(VerticalSlashBudget::kTopP));
   auto context = std::make_shared<RingContext>(nullptr, 0, 1, 0, std::chrono::milliseconds(1000));
-  RingAttentionBackend ring(options, context);
+  RingAttentionBackend ring(options.pattern().make_ring_selector(), context);
   ring.set_context_parallel_sharding(
       std::make_shared<const CpSharding>(CpSharding::build(c.sequences, 1, {CpLayoutKind::kStriped, 8})));
   VerticalSlashAttention one(budget_params(VerticalSlashBudget::kTopP));

@@ -5,7 +5,7 @@
 // for top-p and top-k, GQA 7:1 and 4:2, blocks of 1, 5, 16 and 64, sequences shorter than
 // the last-query window, and a slice of heads that starts inside a GQA group; and the
 // shares a context-parallel rank computes from some of the keys (the scores and the kept
-// masses of ring_vertical_slash_sums.h) against the host steps on the same keys.
+// masses of vertical_slash_ring_sums.h) against the host steps on the same keys.
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -16,9 +16,9 @@
 #include <tuple>
 #include <vector>
 
-#include "kernels/attention/packed_sequences.h"
-#include "kernels/attention/vertical_slash/vertical_slash_index.h"
-#include "kernels/attention/vertical_slash/vertical_slash_index_on_device.h"
+#include "kernels/attention/core/packed_sequences.h"
+#include "kernels/attention/patterns/vertical_slash/vertical_slash_index.h"
+#include "kernels/attention/patterns/vertical_slash/vertical_slash_index_on_device.h"
 #include "tests/cpu/vertical_slash_index_cases.h"
 
 namespace sb {

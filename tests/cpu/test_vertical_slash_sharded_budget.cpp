@@ -1,5 +1,5 @@
 // DST's budget over vertical-slash with the query heads split over tensor-parallel ranks
-// (kernels/attention/vertical_slash/vertical_slash_sharded_budget.h). Two threads stand
+// (kernels/attention/patterns/vertical_slash/vertical_slash_sharded_budget.h). Two threads stand
 // for two TP ranks, each holding half the heads (query heads 0-1 with KV head 0, 2-3 with
 // KV head 1), their sums exchanged in process as the TP group's all-reduce would. The
 // oracle is the one-rank search over every head (vertical_slash_budgeted_index, itself
@@ -22,10 +22,11 @@
 #include <vector>
 
 #include "kernels/attention/ring/ring_attention_backend.h"
-#include "kernels/attention/vertical_slash/vertical_slash_backend.h"
-#include "kernels/attention/vertical_slash/vertical_slash_budget.h"
-#include "kernels/attention/vertical_slash/vertical_slash_sharded_budget.h"
+#include "kernels/attention/patterns/vertical_slash/vertical_slash_backend.h"
+#include "kernels/attention/patterns/vertical_slash/vertical_slash_budget.h"
+#include "kernels/attention/patterns/vertical_slash/vertical_slash_sharded_budget.h"
 #include "tests/cpu/vertical_slash_budget_case.h"
+#include "kernels/attention/patterns/vertical_slash/vertical_slash_pattern.h"
 
 namespace sb {
 namespace {
@@ -220,16 +221,15 @@ TEST(VerticalSlashShardedBudget, SearchEndsInFewRoundsAndRejectsEmptyTargets) {
 // output is the whole layer's for its heads, and its statistics the whole layer's.
 TEST(VerticalSlashShardedBudget, BackendsUnderABudgetReportTheWholeLayer) {
   const test::BudgetCase c = shard_case(29);
-  AttentionOptions options;
-  options.kind = AttentionKind::kVerticalSlash;
-  options.vertical_slash = shard_params();
+  const VerticalSlashParams params = shard_params();
+  const AttentionOptions options = vertical_slash_attention_options(params);
   AttentionBudgetRequest request;
   request.top_k = {8, 11, 2, 0, 16};
   request.coverage_floor_ratio = 0.7;
   const auto one_rank = [&](bool ring) -> std::unique_ptr<AttentionBackend> {
-    if (!ring) return std::make_unique<VerticalSlashAttention>(options.vertical_slash);
+    if (!ring) return std::make_unique<VerticalSlashAttention>(params);
     auto context = std::make_shared<RingContext>(nullptr, 0, 1, 0, std::chrono::milliseconds(1000));
-    auto backend = std::make_unique<RingAttentionBackend>(options, context);
+    auto backend = std::make_unique<RingAttentionBackend>(options.pattern().make_ring_selector(), context);
     backend->set_context_parallel_sharding(
         std::make_shared<const CpSharding>(CpSharding::build(c.sequences, 1, {CpLayoutKind::kStriped, 8})));
     return backend;

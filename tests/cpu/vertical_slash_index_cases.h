@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/attention/packed_sequences.h"
-#include "kernels/attention/vertical_slash/vertical_slash_index.h"
+#include "kernels/attention/core/packed_sequences.h"
+#include "kernels/attention/patterns/vertical_slash/vertical_slash_index.h"
 
 namespace sb::test {
 

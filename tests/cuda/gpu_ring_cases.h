@@ -12,12 +12,15 @@
 #include <string>
 #include <vector>
 
-#include "kernels/attention/moba/moba_attention.h"
+#include "kernels/attention/patterns/moba/moba_attention.h"
 #include "kernels/attention/ring/cp_sharding.h"
 #include "kernels/attention/ring/ring_attention.h"
-#include "kernels/attention/vertical_slash/vertical_slash_budget.h"
-#include "kernels/attention/vertical_slash/vertical_slash_index.h"
+#include "kernels/attention/patterns/vertical_slash/vertical_slash_budget.h"
+#include "kernels/attention/patterns/vertical_slash/vertical_slash_index.h"
 #include "tests/support/ring_attention_cases.h"
+#include "kernels/attention/patterns/dense/dense_ring_selector.h"
+#include "kernels/attention/patterns/moba/moba_ring_selector.h"
+#include "kernels/attention/patterns/vertical_slash/vertical_slash_ring_selector.h"
 
 namespace sb::test {
 
@@ -112,17 +115,22 @@ inline RingOracle gpu_ring_oracle(const RingInputs& in, const GpuRingCase& c, do
   return ring_vertical_slash_oracle(in, index, scale);
 }
 
-// What ring_attention runs for the case.
-inline RingAttentionSpec gpu_ring_spec(const GpuRingCase& c, double scale) {
-  RingAttentionSpec spec;
-  spec.block_size = kBlock;
-  spec.moba = c.pattern == Pattern::kMoba;
-  spec.moba_params = gpu_moba_params(scale);
-  spec.vertical_slash = c.pattern == Pattern::kVerticalSlash;
-  spec.vertical_slash_params = gpu_vertical_slash_params();
-  if (c.dst) spec.vertical_slash_request = gpu_vertical_slash_dst_request();
-  spec.scale = scale;
-  return spec;
+// The pattern ring_attention runs for the case, in the ring's blocks of kBlock.
+inline std::shared_ptr<RingPatternSelector> gpu_ring_selector(const GpuRingCase& c) {
+  if (c.pattern == Pattern::kVerticalSlash) return std::make_shared<VerticalSlashRingSelector>(gpu_vertical_slash_params());
+  if (c.pattern == Pattern::kMoba) return std::make_shared<MobaRingSelector>(kBlock, gpu_moba_params(1.0).top_k.front());
+  return std::make_shared<DenseRingSelector>(kBlock);
+}
+
+// The case's budget request (vertical-slash with DST: gpu_vertical_slash_dst_request).
+inline AttentionBudgetRequest gpu_ring_request(const GpuRingCase& c) {
+  AttentionBudgetRequest request;
+  if (c.dst) {
+    const VerticalSlashBudgetRequest dst = gpu_vertical_slash_dst_request();
+    request.top_k = dst.kept_keys;
+    request.coverage_floor_ratio = dst.coverage_floor_ratio;
+  }
+  return request;
 }
 
 // bf16 / fp16 inputs through the fused kernels (P and dS rounded for their products),

@@ -20,12 +20,12 @@
 #include <tuple>
 #include <vector>
 
-#include "kernels/attention/block_sparse/block_sparse_plan.h"
-#include "kernels/attention/block_sparse/cuda/block_sparse_attention_cuda.h"
-#include "kernels/attention/block_sparse/cuda/block_sparse_attention_kernels.h"
-#include "kernels/attention/moba/moba_attention.h"
-#include "kernels/attention/moba/moba_attention_cpu.h"
-#include "kernels/attention/moba/moba_layout.h"
+#include "kernels/attention/core/block_sparse_plan.h"
+#include "kernels/attention/core/cuda/block_sparse_attention_cuda.h"
+#include "kernels/attention/core/cuda/block_sparse_attention_kernels.h"
+#include "kernels/attention/patterns/moba/moba_attention.h"
+#include "kernels/attention/patterns/moba/moba_attention_cpu.h"
+#include "kernels/attention/core/block_layout.h"
 #include "tests/cpu/test_moba_support.h"
 
 namespace sb {
@@ -68,7 +68,7 @@ struct Routing {
 };
 
 // Listed blocks per (head, query block), drawn from the blocks the layout makes eligible.
-Routing draw_routing(const MobaLayout& layout, int64_t heads, RoutingKind kind, std::mt19937& rng) {
+Routing draw_routing(const BlockLayout& layout, int64_t heads, RoutingKind kind, std::mt19937& rng) {
   const int64_t blocks = layout.num_blocks();
   std::vector<std::vector<int32_t>> rows(heads * blocks);
   int64_t capacity = 1;
@@ -102,16 +102,16 @@ Routing draw_routing(const MobaLayout& layout, int64_t heads, RoutingKind kind, 
 
 // [Hq, Tq, Tk]: query t (query block b, head h) sees key u (key block j) when row (h, b)
 // lists j and, in a causal layout's diagonal block, u's position is not after t's.
-at::Tensor routed_mask(const MobaLayout& layout, const Routing& routing, int64_t heads) {
+at::Tensor routed_mask(const BlockLayout& layout, const Routing& routing, int64_t heads) {
   at::Tensor mask = at::zeros({heads, layout.total_queries, layout.total_keys}, at::kBool);
   auto m = mask.accessor<bool, 3>();
   const int64_t blocks = layout.num_blocks(), capacity = routing.selected.size(2);
   const int32_t* selected = routing.selected.const_data_ptr<int32_t>();
   for (int64_t h = 0; h < heads; ++h) {
     for (int64_t b = 0; b < blocks; ++b) {
-      const MobaBlock& qb = layout.blocks[b];
+      const LayoutBlock& qb = layout.blocks[b];
       for (int64_t i = 0; i < routing.count.const_data_ptr<int32_t>()[h * blocks + b]; ++i) {
-        const MobaBlock& kb = layout.blocks[selected[(h * blocks + b) * capacity + i]];
+        const LayoutBlock& kb = layout.blocks[selected[(h * blocks + b) * capacity + i]];
         for (int64_t r = 0; r < qb.query_len; ++r) {
           for (int64_t c = 0; c < kb.key_len; ++c) {
             const bool hidden = layout.causal && &kb == &qb && c > qb.query_pos0 + r;
@@ -180,7 +180,7 @@ class BlockSparseCudaTest : public ::testing::TestWithParam<std::tuple<FusedCase
 
 TEST_P(BlockSparseCudaTest, MatchesTheMaskedReferenceAndTheCpuPath) {
   const auto& [c, dtype] = GetParam();
-  const MobaLayout layout = MobaLayout::build(PackedSequences::from_lengths(c.key_lengths),
+  const BlockLayout layout = BlockLayout::build(PackedSequences::from_lengths(c.key_lengths),
                                               PackedSequences::from_lengths(c.query_lengths),
                                               c.block_size, c.causal);
   std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>{}(c.name)));
@@ -234,7 +234,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(BlockSparseCuda, EveryBlockListedIsDenseCausalAttention) {
   for (const int64_t dim : {64, 128}) {
     const std::vector<int64_t> lengths{1000, 300, 5};
-    const MobaLayout layout = MobaLayout::build(PackedSequences::from_lengths(lengths),
+    const BlockLayout layout = BlockLayout::build(PackedSequences::from_lengths(lengths),
                                                 PackedSequences::from_lengths(lengths), 64, true);
     std::mt19937 rng(3);
     const Routing routing = draw_routing(layout, 14, RoutingKind::kEveryBlock, rng);
@@ -265,7 +265,7 @@ TEST(BlockSparseCuda, BackwardRepeatsBitForBitAndWritesEveryElement) {
   for (const auto& [q_heads, kv_heads] : std::vector<std::pair<int64_t, int64_t>>{{14, 2}, {4, 4}}) {
     SCOPED_TRACE(std::to_string(q_heads) + "/" + std::to_string(kv_heads) + " heads");
     const std::vector<int64_t> lengths{900, 333};
-    const MobaLayout layout = MobaLayout::build(PackedSequences::from_lengths(lengths),
+    const BlockLayout layout = BlockLayout::build(PackedSequences::from_lengths(lengths),
                                                 PackedSequences::from_lengths(lengths), 64, true);
     std::mt19937 rng(8);
     const Routing routing = draw_routing(layout, q_heads, RoutingKind::kAnyBlocks, rng);
@@ -291,7 +291,7 @@ TEST(BlockSparseCuda, BackwardRepeatsBitForBitAndWritesEveryElement) {
 }
 
 TEST(BlockSparseCuda, RejectsWhatTheKernelsDoNotTake) {
-  const MobaLayout layout = MobaLayout::build(PackedSequences::from_lengths({64}),
+  const BlockLayout layout = BlockLayout::build(PackedSequences::from_lengths({64}),
                                               PackedSequences::from_lengths({64}), 64, true);
   const BlockSparseTables tables = block_sparse_tables(layout, at::zeros({2, 1, 1}, at::kInt).cuda(),
                                                        at::ones({2, 1}, at::kInt).cuda(), 0.1);

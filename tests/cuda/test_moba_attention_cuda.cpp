@@ -11,13 +11,14 @@
 #include <tuple>
 #include <vector>
 
-#include "kernels/attention/attention_backend.h"
-#include "kernels/attention/moba/moba_attention.h"
-#include "kernels/attention/moba/moba_key_blocks.h"
-#include "kernels/attention/moba/moba_layout.h"
-#include "kernels/attention/moba/moba_reference.h"
-#include "kernels/attention/moba/moba_varlen_attention.h"
+#include "kernels/attention/core/attention_backend.h"
+#include "kernels/attention/patterns/moba/moba_attention.h"
+#include "kernels/attention/patterns/moba/moba_key_blocks.h"
+#include "kernels/attention/core/block_layout.h"
+#include "kernels/attention/patterns/moba/moba_reference.h"
+#include "kernels/attention/patterns/moba/moba_varlen_attention.h"
 #include "tests/cpu/test_moba_support.h"
+#include "kernels/attention/patterns/moba/moba_pattern.h"
 
 namespace sb {
 namespace {
@@ -70,7 +71,7 @@ TEST_P(MobaCudaTest, MatchesTheReferenceAndTheCpuRouting) {
   ASSERT_TRUE(gpu.out.is_cuda());
 
   // Routing: the same float64 gate as the CPU's.
-  const MobaLayout layout = MobaLayout::build(packed, packed, c.block_size, true);
+  const BlockLayout layout = BlockLayout::build(packed, packed, c.block_size, true);
   const MobaRouting cpu = moba_route_cpu(q, k, layout, params);
   EXPECT_TRUE(at::equal(gpu.routing.selected.cpu(), cpu.selected));
   EXPECT_TRUE(at::equal(gpu.routing.selected_count.cpu(), cpu.selected_count));
@@ -116,7 +117,7 @@ TEST(MobaCuda, CoverageFloorMatchesTheCpu) {
   const at::Tensor k = at::randn({860, 2, 64}).to(at::kBFloat16);
   const MobaResult gpu = moba_attention(q.cuda(), k.cuda(), k.cuda(), packed, params);
   const MobaRouting cpu =
-      moba_route_cpu(q, k, MobaLayout::build(packed, packed, 32, true), params);
+      moba_route_cpu(q, k, BlockLayout::build(packed, packed, 32, true), params);
   EXPECT_EQ(gpu.routing.k_floor, cpu.k_floor);
   EXPECT_GT(cpu.k_floor, 2) << "the floor must move a budget for this test";
   EXPECT_EQ(gpu.routing.top_k, cpu.top_k);
@@ -125,7 +126,7 @@ TEST(MobaCuda, CoverageFloorMatchesTheCpu) {
   params.coverage_curve_up_to = 12;  // beyond the floor's reference: a longer curve
   const MobaResult gpu_curve = moba_attention(q.cuda(), k.cuda(), k.cuda(), packed, params);
   const MobaRouting cpu_curve =
-      moba_route_cpu(q, k, MobaLayout::build(packed, packed, 32, true), params);
+      moba_route_cpu(q, k, BlockLayout::build(packed, packed, 32, true), params);
   ASSERT_EQ(cpu_curve.coverage_curve.size(), 12u);
   ASSERT_EQ(gpu_curve.routing.coverage_curve.size(), 12u);
   for (size_t i = 0; i < 12; ++i) {
@@ -147,7 +148,7 @@ TEST(MobaCuda, VarlenIndicesMatchTheHostBuilder) {
   const MobaParams params = test_params_for_blocks();
   at::manual_seed(5);
   const at::Tensor q = at::randn({377, 4, 32}), k = at::randn({377, 2, 32});
-  const MobaLayout layout = MobaLayout::build(packed, packed, 16, true);
+  const BlockLayout layout = BlockLayout::build(packed, packed, 16, true);
   const MobaRouting routing = moba_route_cpu(q, k, layout, params);
   MobaRouting on_gpu = routing;
   on_gpu.selected = routing.selected.cuda();
@@ -183,7 +184,7 @@ TEST(MobaCuda, KeyBlockGatherAndGradientSumEqualTheCpuBitwise) {
            {64, at::kBFloat16}, {12, at::kBFloat16}, {3, at::kFloat}, {5, at::kBFloat16}, {8, at::kHalf}}) {
     MobaParams params = test_params_for_blocks();
     const at::Tensor q = at::randn({527, 6, dim}), k = at::randn({527, 2, dim});
-    const MobaLayout layout = MobaLayout::build(packed, packed, params.block_size, true);
+    const BlockLayout layout = BlockLayout::build(packed, packed, params.block_size, true);
     const MobaRouting routing = moba_route_cpu(q, k, layout, params);
     const MobaVarlenPlan plan =
         moba_varlen_plan(layout, routing, 6, 2, dim, 2, params.scale, /*bytes per chunk=*/1 << 14);
@@ -228,7 +229,7 @@ TEST(MobaCuda, ManyCopiesOfOnePartialBlockEqualTheCpuBitwise) {
 }
 
 TEST(MobaCuda, DecodingThroughTheBackendMatchesTheReference) {
-  auto backend = make_attention_backend(AttentionOptions{AttentionKind::kMoba, 64, 3});
+  auto backend = moba_attention_options(64, 3).make_backend();
   at::manual_seed(11);
   for (const auto& [n, length] : std::vector<std::pair<int64_t, int64_t>>{{1, 300}, {7, 300}, {300, 300}}) {
     const at::Tensor q = at::randn({n, 8, 64}).to(at::kBFloat16);

@@ -19,14 +19,15 @@
 #include <string>
 #include <vector>
 
-#include "kernels/attention/moba/moba_attention.h"
+#include "kernels/attention/patterns/moba/moba_attention.h"
 #include "kernels/attention/ring/cp_sharding.h"
 #include "kernels/attention/ring/cuda/ring_step_cuda.h"
 #include "kernels/attention/ring/ring_attention.h"
 #include "kernels/attention/ring/ring_column_step_cpu.h"
-#include "kernels/attention/vertical_slash/vertical_slash_index.h"
+#include "kernels/attention/patterns/vertical_slash/vertical_slash_index.h"
 #include "tests/cuda/gpu_ring_cases.h"
 #include "tests/support/ring_attention_cases.h"
+#include "kernels/attention/patterns/vertical_slash/vertical_slash_ring_pattern.h"
 
 namespace sb {
 namespace {
@@ -69,7 +70,7 @@ std::vector<GpuRingCase> gpu_ring_cases() {
 TEST(RingAttentionCuda, ComposedStepsOfEveryLayoutEqualTheOneRankFloat64Oracle) {
   const std::vector<int64_t> lengths{700, 333, 64, 5};
   const PackedSequences sequences = PackedSequences::from_lengths(lengths);
-  const MobaLayout layout = MobaLayout::build(sequences, sequences, kBlock, true);
+  const BlockLayout layout = BlockLayout::build(sequences, sequences, kBlock, true);
   for (const GpuRingCase& c : gpu_ring_cases()) {
     SCOPED_TRACE(c.name);
     const double scale = 1.0 / std::sqrt(static_cast<double>(c.dim));
@@ -78,12 +79,11 @@ TEST(RingAttentionCuda, ComposedStepsOfEveryLayoutEqualTheOneRankFloat64Oracle) 
         c.pattern == Pattern::kVerticalSlash ? gpu_vertical_slash_rule(in, scale) : VerticalSlashIndex{};
     const test::RingOracle oracle = gpu_ring_oracle(in, c, scale, rule);
     // Vertical-slash: its slash blocks as the pattern, its columns as the second partial.
-    const RingVerticalSlashPattern vs = c.pattern == Pattern::kVerticalSlash
-                                            ? RingVerticalSlashPattern::build(rule, layout)
-                                            : RingVerticalSlashPattern{};
-    if (c.pattern == Pattern::kVerticalSlash) EXPECT_GT(vs.columns.total(), 0);  // both parts take part
+    const RingCallPattern vs =
+        c.pattern == Pattern::kVerticalSlash ? vertical_slash_ring_pattern(rule, layout) : RingCallPattern{};
+    if (c.pattern == Pattern::kVerticalSlash) EXPECT_GT(vs.columns->total(), 0);  // both parts take part
     const RingBlockPattern pattern = [&] {
-      if (c.pattern == Pattern::kDense) return RingBlockPattern::dense(layout);
+      if (c.pattern == Pattern::kDense) return RingBlockPattern::causal(layout);
       if (c.pattern == Pattern::kVerticalSlash) return vs.blocks;
       const MobaRouting routing = moba_route_cpu(in.q.to(at::kDouble), in.k.to(at::kDouble), layout, gpu_moba_params(scale));
       return RingBlockPattern{routing.selected, routing.selected_count};
@@ -112,7 +112,7 @@ TEST(RingAttentionCuda, ComposedStepsOfEveryLayoutEqualTheOneRankFloat64Oracle) 
         kept += ring_step_forward_cuda(q[r], k[s], v[s], {shards[r], shards[s], pattern, scale}, out_step, lse_step);
         ring_merge_partial(out[r], lse[r], out_step, lse_step);
         if (c.pattern == Pattern::kVerticalSlash) {
-          kept += ring_column_step_forward_cuda(q[r], k[s], v[s], shards[r], shards[s], vs.columns, scale, out_step,
+          kept += ring_column_step_forward_cuda(q[r], k[s], v[s], shards[r], shards[s], *vs.columns, scale, out_step,
                                                 lse_step);
           ring_merge_partial(out[r], lse[r], out_step, lse_step);
         }
@@ -124,7 +124,7 @@ TEST(RingAttentionCuda, ComposedStepsOfEveryLayoutEqualTheOneRankFloat64Oracle) 
         ring_step_backward_cuda(g[r], q[r], k[s], v[s], out[r], lse[r], {shards[r], shards[s], pattern, scale}, dq[r],
                                 dk[s], dv[s]);
         if (c.pattern == Pattern::kVerticalSlash) {
-          ring_column_step_backward_cuda(g[r], q[r], k[s], v[s], out[r], lse[r], shards[r], shards[s], vs.columns, scale,
+          ring_column_step_backward_cuda(g[r], q[r], k[s], v[s], out[r], lse[r], shards[r], shards[s], *vs.columns, scale,
                                          dq[r], dk[s], dv[s]);
         }
       }
@@ -154,21 +154,24 @@ TEST(RingAttentionCuda, OneRankRingThroughAutogradEqualsTheOracle) {
     SCOPED_TRACE(c.name);
     const double scale = 0.125;
     const test::RingInputs in = gpu_ring_inputs(c, lengths);
-    const RingAttentionSpec spec = test::gpu_ring_spec(c, scale);
+    const std::shared_ptr<RingPatternSelector> selector = test::gpu_ring_selector(c);
     auto context = std::make_shared<RingContext>(nullptr, 0, 1, 0, std::chrono::milliseconds(1000));
     at::Tensor q = in.q.cuda().requires_grad_(true), k = in.k.cuda().requires_grad_(true),
                v = in.v.cuda().requires_grad_(true);
-    const RingAttentionResult result = ring_attention(q, k, v, CpSharding::build(sequences, 1, c.layout), spec, context);
+    const RingAttentionResult result = ring_attention(q, k, v, CpSharding::build(sequences, 1, c.layout), *selector,
+                                                      test::gpu_ring_request(c), scale, context);
+    const bool vertical_slash = c.pattern == Pattern::kVerticalSlash;
+    const VerticalSlashIndex index = vertical_slash ? test::ring_last_index(*selector) : VerticalSlashIndex{};
     // Vertical-slash: the index the ring built from the GPU's tensors is the one-rank rule's.
-    const test::RingOracle oracle = gpu_ring_oracle(in, c, scale, result.vertical_slash_index);
-    if (spec.vertical_slash) {
+    const test::RingOracle oracle = gpu_ring_oracle(in, c, scale, index);
+    if (vertical_slash) {
       const VerticalSlashIndex rule = gpu_vertical_slash_rule(in, scale);
-      ASSERT_EQ(result.vertical_slash_index.size(), rule.size());
+      ASSERT_EQ(index.size(), rule.size());
       for (size_t s = 0; s < rule.size(); ++s) {
-        ASSERT_EQ(result.vertical_slash_index[s].size(), rule[s].size()) << "sequence " << s;
+        ASSERT_EQ(index[s].size(), rule[s].size()) << "sequence " << s;
         for (size_t h = 0; h < rule[s].size(); ++h) {
-          EXPECT_EQ(result.vertical_slash_index[s][h].verticals, rule[s][h].verticals) << "sequence " << s << " head " << h;
-          EXPECT_EQ(result.vertical_slash_index[s][h].slashes, rule[s][h].slashes) << "sequence " << s << " head " << h;
+          EXPECT_EQ(index[s][h].verticals, rule[s][h].verticals) << "sequence " << s << " head " << h;
+          EXPECT_EQ(index[s][h].slashes, rule[s][h].slashes) << "sequence " << s << " head " << h;
         }
       }
     }

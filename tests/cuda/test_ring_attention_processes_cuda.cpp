@@ -82,7 +82,9 @@ void run_gpu_ring_rank(const std::string& out_dir) {
       const auto mine = [&](const at::Tensor& whole) { return sharding.shard(whole, env.rank).contiguous().to(device); };
       at::Tensor q = mine(in.q).requires_grad_(true), k = mine(in.k).requires_grad_(true),
                  v = mine(in.v).requires_grad_(true);
-      const RingAttentionResult result = ring_attention(q, k, v, sharding, gpu_ring_spec(c, scale_of(c)), context);
+      const std::shared_ptr<RingPatternSelector> selector = gpu_ring_selector(c);
+      const RingAttentionResult result =
+          ring_attention(q, k, v, sharding, *selector, gpu_ring_request(c), scale_of(c), context);
       result.out.backward(mine(in.grad_out));
       std::vector<std::pair<std::string, at::Tensor>> tensors{{"out", result.out.detach().cpu()},
                                                               {"lse", result.lse.cpu()},
@@ -90,7 +92,7 @@ void run_gpu_ring_rank(const std::string& out_dir) {
                                                               {"dk", k.grad().cpu()},
                                                               {"dv", v.grad().cpu()}};
       if (c.pattern == Pattern::kVerticalSlash) {
-        auto [lists, coverage] = ring_index_tensors(result.vertical_slash_index);
+        auto [lists, coverage] = ring_index_tensors(ring_last_index(*selector));
         tensors.emplace_back("vs_lists", lists);
         tensors.emplace_back("vs_coverage", coverage);
       }

@@ -17,12 +17,12 @@
 #include <tuple>
 #include <vector>
 
-#include "kernels/attention/packed_sequences.h"
-#include "kernels/attention/vertical_slash/cuda/vertical_slash_attention_cuda.h"
-#include "kernels/attention/vertical_slash/vertical_slash_backend.h"
-#include "kernels/attention/vertical_slash/vertical_slash_block_sparse_plan.h"
-#include "kernels/attention/vertical_slash/vertical_slash_index.h"
-#include "kernels/attention/vertical_slash/vertical_slash_reference.h"
+#include "kernels/attention/core/packed_sequences.h"
+#include "kernels/attention/patterns/vertical_slash/cuda/vertical_slash_attention_cuda.h"
+#include "kernels/attention/patterns/vertical_slash/vertical_slash_backend.h"
+#include "kernels/attention/patterns/vertical_slash/vertical_slash_block_sparse_plan.h"
+#include "kernels/attention/patterns/vertical_slash/vertical_slash_index.h"
+#include "kernels/attention/patterns/vertical_slash/vertical_slash_reference.h"
 #include "tests/cpu/test_moba_support.h"
 #include "tests/cpu/vertical_slash_index_cases.h"
 

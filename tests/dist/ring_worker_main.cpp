@@ -38,16 +38,18 @@ void run_case(const sb::test::RingCase& c, const c10::intrusive_ptr<c10d::Backen
   at::Tensor q = sharding.shard(in.q, env.rank).contiguous().requires_grad_(true);
   at::Tensor k = sharding.shard(in.k, env.rank).contiguous().requires_grad_(true);
   at::Tensor v = sharding.shard(in.v, env.rank).contiguous().requires_grad_(true);
-  const sb::RingAttentionResult result = sb::ring_attention(q, k, v, sharding, sb::test::ring_spec(c), context);
+  const std::shared_ptr<sb::RingPatternSelector> selector = sb::test::ring_selector(c);
+  const sb::RingAttentionResult result = sb::ring_attention(q, k, v, sharding, *selector, sb::AttentionBudgetRequest{},
+                                                            sb::test::ring_scale(), context);
   (result.out * sharding.shard(in.grad_out, env.rank)).sum().backward();
   std::vector<std::pair<std::string, at::Tensor>> tensors{
       {"out", result.out.detach()}, {"lse", result.lse}, {"dq", q.grad()}, {"dk", k.grad()}, {"dv", v.grad()}};
   if (c.moba) {
-    tensors.emplace_back("selected", result.routing.selected);
-    tensors.emplace_back("selected_count", result.routing.selected_count);
+    tensors.emplace_back("selected", result.blocks.selected);
+    tensors.emplace_back("selected_count", result.blocks.count);
   }
   if (c.vertical_slash) {  // the index this rank built
-    auto [lists, coverage] = sb::test::ring_index_tensors(result.vertical_slash_index);
+    auto [lists, coverage] = sb::test::ring_index_tensors(sb::test::ring_last_index(*selector));
     tensors.emplace_back("vs_lists", lists);
     tensors.emplace_back("vs_coverage", coverage);
   }
@@ -64,7 +66,7 @@ void run_case(const sb::test::RingCase& c, const c10::intrusive_ptr<c10d::Backen
 // budget request (vertical-slash: kept keys per query and a floor; none when empty).
 struct ModelVariant {
   std::string name;
-  sb::AttentionKind kind;
+  std::string pattern;  // "dense" | "moba" | "vertical_slash"
   sb::CpLayout layout;
   bool checkpointing;
   sb::AttentionBudgetRequest request{};
@@ -73,8 +75,13 @@ struct ModelVariant {
 void run_model(const ModelVariant& variant, const c10::intrusive_ptr<c10d::Backend>& group, const sb::DistEnv& env,
                std::chrono::milliseconds timeout, const fs::path& out_dir) {
   auto context = std::make_shared<sb::RingContext>(group, env.rank, env.world_size, 0, timeout);
-  sb::AttentionOptions options{variant.kind, sb::test::kRingBlock, 2, sb::test::ring_vertical_slash_params()};
-  auto backend = std::make_shared<sb::RingAttentionBackend>(options, context);
+  // The pattern in the ring's blocks of kRingBlock (MoBA with k 2).
+  std::shared_ptr<sb::RingPatternSelector> selector = std::make_shared<sb::DenseRingSelector>(sb::test::kRingBlock);
+  if (variant.pattern == "moba") selector = std::make_shared<sb::MobaRingSelector>(sb::test::kRingBlock, 2);
+  if (variant.pattern == "vertical_slash") {
+    selector = std::make_shared<sb::VerticalSlashRingSelector>(sb::test::ring_vertical_slash_params());
+  }
+  auto backend = std::make_shared<sb::RingAttentionBackend>(selector, context);
   backend->set_budget_request(variant.request);
   sb::Qwen2ForCausalLM model = sb::test::make_test_model("qwen2-test", 5);
   model->set_attention_backend(backend);
@@ -97,18 +104,18 @@ void run_model(const ModelVariant& variant, const c10::intrusive_ptr<c10d::Backe
     group->allreduce(one)->wait(timeout);
   }
   const auto stats = backend->take_layer_stats();
-  if (variant.kind != sb::AttentionKind::kDense && stats.size() != 2) {
+  if (variant.pattern != "dense" && stats.size() != 2) {
     throw std::runtime_error("expected statistics for 2 layers, got " + std::to_string(stats.size()));
   }
   if (env.rank == 0) sb::write_safetensors(out_dir / ("model-" + variant.name + ".safetensors"), tensors);
 }
 
 std::vector<ModelVariant> model_variants() {
-  return {{"dense_striped", sb::AttentionKind::kDense, {sb::CpLayoutKind::kStriped, 8}, false},
-          {"moba_zigzag", sb::AttentionKind::kMoba, {sb::CpLayoutKind::kZigzag, 0}, false},
-          {"moba_striped_checkpointed", sb::AttentionKind::kMoba, {sb::CpLayoutKind::kStriped, 24}, true},
-          {"vs_striped_checkpointed", sb::AttentionKind::kVerticalSlash, {sb::CpLayoutKind::kStriped, 24}, true},
-          {"vs_dst_zigzag", sb::AttentionKind::kVerticalSlash, {sb::CpLayoutKind::kZigzag, 0}, false,
+  return {{"dense_striped", "dense", {sb::CpLayoutKind::kStriped, 8}, false},
+          {"moba_zigzag", "moba", {sb::CpLayoutKind::kZigzag, 0}, false},
+          {"moba_striped_checkpointed", "moba", {sb::CpLayoutKind::kStriped, 24}, true},
+          {"vs_striped_checkpointed", "vertical_slash", {sb::CpLayoutKind::kStriped, 24}, true},
+          {"vs_dst_zigzag", "vertical_slash", {sb::CpLayoutKind::kZigzag, 0}, false,
            sb::test::ring_vertical_slash_dst_request()}};
 }
 

@@ -28,6 +28,7 @@
 #include "tests/support/recording_attention_backend.h"
 #include "tests/support/run_command.h"
 #include "tests/support/worker_processes.h"
+#include "kernels/attention/patterns/dense/dense_pattern.h"
 
 namespace sb {
 namespace {
@@ -138,7 +139,7 @@ struct Oracle {
 Oracle one_process_oracle(const Case& c) {
   const Manifest m = parse_manifest(case_manifest(c), c.name);
   at::manual_seed(static_cast<uint64_t>(m.seed));
-  Qwen2ForCausalLM model(qwen2_preset(m.model.preset), make_attention_backend("dense"));
+  Qwen2ForCausalLM model(qwen2_preset(m.model.preset), dense_attention_options().make_backend());
   model->train();
   const SyntheticDataset data(m.data.synthetic, m.seed);
   // The global batch the compared gradients come from (its plan is what every rank runs).
@@ -540,7 +541,7 @@ void expect_tp_checkpoint_gives_the_same_logits(const Case& c) {
   if (::testing::Test::HasFatalFailure()) return;
   const fs::path saved = dir / "run" / "checkpoints" / "iter_00000001";
   ASSERT_TRUE(fs::exists(saved / "config.json")) << saved;
-  Qwen2ForCausalLM model = qwen2_load_hf_model(saved, make_attention_backend("dense"));
+  Qwen2ForCausalLM model = qwen2_load_hf_model(saved, dense_attention_options().make_backend());
   model->eval();
   const Manifest m = parse_manifest(case_manifest(c), c.name);
   const SyntheticDataset data(m.data.synthetic, m.seed);
@@ -564,7 +565,7 @@ void expect_tp_checkpoint_gives_the_same_logits(const Case& c) {
   EXPECT_LE(diff, 1e-5);
   // Non-vacuous: the step changed the weights (the seeded initial model gives other logits).
   at::manual_seed(static_cast<uint64_t>(m.seed));
-  Qwen2ForCausalLM initial(qwen2_preset(m.model.preset), make_attention_backend("dense"));
+  Qwen2ForCausalLM initial(qwen2_preset(m.model.preset), dense_attention_options().make_backend());
   c10::NoGradGuard no_grad;
   EXPECT_GT((initial->forward(packed.tokens, packed.position_ids, packed.sequences) - expected).abs().max().item<double>(), 1e-3);
   fs::remove_all(dir);

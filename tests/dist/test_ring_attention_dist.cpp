@@ -12,9 +12,9 @@
 #include <chrono>
 #include <filesystem>
 
-#include "kernels/attention/moba/moba_attention.h"
-#include "kernels/attention/moba/moba_attention_backend.h"
-#include "kernels/attention/vertical_slash/vertical_slash_backend.h"
+#include "kernels/attention/patterns/moba/moba_attention.h"
+#include "kernels/attention/patterns/moba/moba_attention_backend.h"
+#include "kernels/attention/patterns/vertical_slash/vertical_slash_backend.h"
 #include "models/safetensors/safetensors_file.h"
 #include "tests/support/free_tcp_port.h"
 #include "tests/support/qwen2_test_models.h"
@@ -67,7 +67,7 @@ TEST_P(RingAttentionDist, EveryCaseEqualsTheOneRankOracle) {
   }
   for (const test::RingCase& c : test::ring_cases(world)) {
     const PackedSequences sequences = PackedSequences::from_lengths(c.lengths);
-    const MobaLayout layout = MobaLayout::build(sequences, sequences, test::kRingBlock, true);
+    const BlockLayout layout = BlockLayout::build(sequences, sequences, test::kRingBlock, true);
     const test::RingInputs in = test::ring_inputs(c.dtype, 7, c.lengths);
     const test::RingOracle oracle = test::ring_oracle(in, c);
     const double tol = test::ring_tolerance(c.dtype);
@@ -116,15 +116,15 @@ TEST(RingAttentionDistModel, Cp4ModelLossAndGradientsEqualOneProcess) {
   for (int rank = 0; rank < world; ++rank) {
     ASSERT_EQ(test::wait_worker(workers[rank], deadline), 0) << "rank " << rank << ":\n" << test::slurp(workers[rank].log);
   }
-  for (const auto& [variant, kind] : std::vector<std::pair<std::string, AttentionKind>>{
-           {"dense_striped", AttentionKind::kDense},
-           {"moba_zigzag", AttentionKind::kMoba},
-           {"moba_striped_checkpointed", AttentionKind::kMoba},
-           {"vs_striped_checkpointed", AttentionKind::kVerticalSlash},
-           {"vs_dst_zigzag", AttentionKind::kVerticalSlash}}) {
+  for (const auto& [variant, pattern] : std::vector<std::pair<std::string, std::string>>{
+           {"dense_striped", "dense"},
+           {"moba_zigzag", "moba"},
+           {"moba_striped_checkpointed", "moba"},
+           {"vs_striped_checkpointed", "vertical_slash"},
+           {"vs_dst_zigzag", "vertical_slash"}}) {
     Qwen2ForCausalLM model = test::make_test_model("qwen2-test", 5);
-    if (kind == AttentionKind::kMoba) model->set_attention_backend(std::make_shared<MobaAttention>(test::kRingBlock, 2));
-    if (kind == AttentionKind::kVerticalSlash) {
+    if (pattern == "moba") model->set_attention_backend(std::make_shared<MobaAttention>(test::kRingBlock, 2));
+    if (pattern == "vertical_slash") {
       auto backend = std::make_shared<VerticalSlashAttention>(test::ring_vertical_slash_params());
       // DST's request under CP: the ranks' budget search equals this one-rank search.
       if (variant == "vs_dst_zigzag") backend->set_budget_request(test::ring_vertical_slash_dst_request());

@@ -41,3 +41,42 @@ def test_folder_in_no_layer_fails(tmp_path):
     result = run_check(tmp_path)
     assert result.returncode == 2
     assert "harness/newthing: in no layer" in result.stdout
+
+
+def test_kernel_sub_layers_point_down(tmp_path):
+    # The block-sparse core may not include the ring, nor the ring a pattern.
+    write(tmp_path, "kernels/attention/core/layout.h", '#include "kernels/attention/ring/ring.h"\n')
+    write(tmp_path, "kernels/attention/ring/ring.cpp", '#include "kernels/attention/patterns/moba/moba.h"\n')
+    write(tmp_path, "kernels/attention/patterns/moba/moba.h", '#include "kernels/attention/ring/ring.h"\n')
+    result = run_check(tmp_path)
+    assert result.returncode == 1
+    assert "kernels/attention/core/layout.h:1: kernels/attention/core -> kernels/attention/ring" in result.stdout
+    assert "kernels/attention/ring/ring.cpp:1: kernels/attention/ring -> kernels/attention/patterns" in result.stdout
+    assert "kernels/attention/patterns/moba/moba.h:1" not in result.stdout
+
+
+def test_a_pattern_includes_no_other_and_generic_code_none(tmp_path):
+    write(tmp_path, "kernels/attention/patterns/moba/moba.cpp",
+          '#include "kernels/attention/patterns/vertical_slash/index.h"\n')
+    write(tmp_path, "harness/patterns/moba/plugin.cpp", '#include "kernels/attention/patterns/moba/moba.h"\n')
+    write(tmp_path, "harness/train/trainer.cpp", '#include "kernels/attention/patterns/moba/moba.h"\n')
+    write(tmp_path, "harness/patterns/attention_patterns.cpp", '#include "harness/patterns/moba/plugin.h"\n')
+    result = run_check(tmp_path)
+    assert result.returncode == 1
+    assert "kernels/attention/patterns/moba/moba.cpp:1: pattern moba includes pattern vertical_slash" in result.stdout
+    assert "harness/train/trainer.cpp:1: includes pattern moba's folder" in result.stdout
+    # A pattern's harness side includes its own kernel side; the registry lists them all.
+    assert "harness/patterns/moba/plugin.cpp" not in result.stdout
+    assert "attention_patterns.cpp" not in result.stdout
+
+
+def test_a_switch_on_the_pattern_outside_its_folders_fails(tmp_path):
+    write(tmp_path, "harness/sim/run.cpp", 'if (attention.name() == "moba") {}\n// == "moba" in a comment\n')
+    write(tmp_path, "harness/config/spec.cpp", 'auto* m = dynamic_cast<const MobaPattern*>(&p);\n')
+    write(tmp_path, "harness/patterns/moba/fit.cpp", 'if (name == "moba") {}\n')
+    result = run_check(tmp_path)
+    assert result.returncode == 1
+    assert "harness/sim/run.cpp:1: switches on the attention pattern" in result.stdout
+    assert "harness/sim/run.cpp:2" not in result.stdout
+    assert "harness/config/spec.cpp:1: switches on the attention pattern" in result.stdout
+    assert "harness/patterns/moba/fit.cpp" not in result.stdout

@@ -146,7 +146,7 @@ def test_sparsebalance_tunes_the_pattern_in_kept_keys_per_query(tmp_path):
 
 def test_dst_under_context_parallelism_plans_and_runs_as_one_rank(tmp_path):
     # DST over vertical-slash on CP 2 (striped): every rank runs the one-rank budget search
-    # on the index all of them hold (ring_vertical_slash_budget.h). Iteration 0 is planned
+    # on the index all of them hold (vertical_slash_ring_budget.h). Iteration 0 is planned
     # before anything is measured, from the same profile: the same budgets, and the layers
     # keep the same keys per query with the same coverage (rounding apart) and loss.
     method = {"name": "dst", "attention": SPARSE, "budget": "dst", "profile": "profile.json"}

@@ -25,7 +25,7 @@ inline LatencyProfile analytic_test_profile(std::vector<int64_t> seq_lens, std::
   LatencyProfile p;
   p.kind = "analytic";
   p.attention = "moba";
-  p.block_size = block;
+  p.attention_fields["block_size"] = block;
   p.seq_lens = seq_lens;
   p.budgets = budgets;
   for (int64_t length : seq_lens) {

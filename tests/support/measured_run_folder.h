@@ -1,5 +1,5 @@
 #pragma once
-// A run folder as the simulator's fits read it (harness/sim/measured_runs.h): context.json
+// A run folder as the simulator's fits read it (harness/records/measured_runs.h): context.json
 // with experiment.simulated, records.jsonl, and manifest.resolved.json when given.
 
 #include <nlohmann/json.hpp>

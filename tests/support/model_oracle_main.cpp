@@ -24,10 +24,11 @@
 #include <iostream>
 
 #include "harness/data/packed_microbatch.h"
-#include "kernels/attention/attention_backend.h"
+#include "kernels/attention/core/attention_backend.h"
 #include "models/qwen2/qwen2_hf_checkpoint.h"
 #include "models/qwen2/qwen2_lora.h"
 #include "models/safetensors/safetensors_writer.h"
+#include "kernels/attention/patterns/dense/dense_pattern.h"
 
 namespace {
 
@@ -41,7 +42,7 @@ at::Tensor sequence_logits(sb::Qwen2ForCausalLM& model, const std::vector<int64_
 
 int write_gradients(const std::string& model_dir, const std::string& ids_json,
                     const std::string& out) {
-  sb::Qwen2ForCausalLM model = sb::qwen2_load_hf_model(model_dir, sb::make_attention_backend("dense"));
+  sb::Qwen2ForCausalLM model = sb::qwen2_load_hf_model(model_dir, sb::dense_attention_options().make_backend());
   model->train();
   std::ifstream in(ids_json);
   const auto sequences = nlohmann::json::parse(in).get<std::vector<std::vector<int64_t>>>();
@@ -65,7 +66,7 @@ int write_gradients(const std::string& model_dir, const std::string& ids_json,
 }
 
 int lora(const std::string& model_dir, const std::string& options_json, const std::string& out_dir) {
-  sb::Qwen2ForCausalLM model = sb::qwen2_load_hf_model(model_dir, sb::make_attention_backend("dense"));
+  sb::Qwen2ForCausalLM model = sb::qwen2_load_hf_model(model_dir, sb::dense_attention_options().make_backend());
   std::ifstream in(options_json);
   const auto options = nlohmann::json::parse(in);
   at::manual_seed(options.at("seed").get<uint64_t>());
@@ -90,7 +91,7 @@ int lora(const std::string& model_dir, const std::string& options_json, const st
 
 int precision_logits(const std::string& model_dir, const std::string& ids_json,
                      const std::string& precision, const std::string& out) {
-  sb::Qwen2ForCausalLM model = sb::qwen2_load_hf_model(model_dir, sb::make_attention_backend("dense"));
+  sb::Qwen2ForCausalLM model = sb::qwen2_load_hf_model(model_dir, sb::dense_attention_options().make_backend());
   model->eval();
   model->set_precision(sb::qwen2_precision_from_name(precision));
   std::ifstream in(ids_json);
@@ -100,7 +101,7 @@ int precision_logits(const std::string& model_dir, const std::string& ids_json,
 }
 
 int save_again(const std::string& model_dir, const std::string& out_dir) {
-  sb::Qwen2ForCausalLM model = sb::qwen2_load_hf_model(model_dir, sb::make_attention_backend("dense"));
+  sb::Qwen2ForCausalLM model = sb::qwen2_load_hf_model(model_dir, sb::dense_attention_options().make_backend());
   sb::qwen2_save_hf_checkpoint(model, out_dir);
   return 0;
 }

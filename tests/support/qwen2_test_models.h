@@ -9,15 +9,16 @@
 #include <string>
 #include <vector>
 
-#include "kernels/attention/attention_backend.h"
+#include "kernels/attention/core/attention_backend.h"
 #include "models/qwen2/qwen2_model.h"
+#include "kernels/attention/patterns/dense/dense_pattern.h"
 
 namespace sb::test {
 
 inline Qwen2ForCausalLM make_test_model(const std::string& preset, uint64_t seed) {
   at::manual_seed(seed);
   return Qwen2ForCausalLM(qwen2_preset(preset),
-                          std::shared_ptr<AttentionBackend>(make_attention_backend("dense")));
+                          std::shared_ptr<AttentionBackend>(dense_attention_options().make_backend()));
 }
 
 // Positions restarting at 0 in every sequence: [T] int64.

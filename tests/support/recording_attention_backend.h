@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "harness/balance/sequential_batching.h"
-#include "kernels/attention/attention_backend.h"
-#include "kernels/attention/dense_causal_attention.h"
+#include "kernels/attention/core/attention_backend.h"
+#include "kernels/attention/patterns/dense/dense_causal_attention.h"
 
 namespace sb::test {
 

@@ -5,15 +5,19 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
-#include "kernels/attention/attention_backend.h"
-#include "kernels/attention/moba/moba_reference.h"
+#include "kernels/attention/core/attention_backend.h"
+#include "kernels/attention/patterns/dense/dense_ring_selector.h"
+#include "kernels/attention/patterns/moba/moba_reference.h"
+#include "kernels/attention/patterns/moba/moba_ring_selector.h"
+#include "kernels/attention/patterns/vertical_slash/vertical_slash_ring_selector.h"
 #include "kernels/attention/ring/cp_sharding.h"
 #include "kernels/attention/ring/ring_attention.h"
-#include "kernels/attention/vertical_slash/vertical_slash_index.h"
-#include "kernels/attention/vertical_slash/vertical_slash_reference.h"
+#include "kernels/attention/patterns/vertical_slash/vertical_slash_index.h"
+#include "kernels/attention/patterns/vertical_slash/vertical_slash_reference.h"
 
 namespace sb::test {
 
@@ -128,15 +132,17 @@ inline AttentionBudgetRequest ring_vertical_slash_dst_request() {
   return request;
 }
 
-inline RingAttentionSpec ring_spec(const RingCase& c) {
-  RingAttentionSpec spec;
-  spec.block_size = kRingBlock;
-  spec.moba = c.moba;
-  spec.moba_params = ring_moba_params();
-  spec.vertical_slash = c.vertical_slash;
-  spec.vertical_slash_params = ring_vertical_slash_params();
-  spec.scale = ring_scale();
-  return spec;
+// The case's pattern under CP: dense, MoBA (ring_moba_params' block and k) or
+// vertical-slash (ring_vertical_slash_params), in blocks of kRingBlock.
+inline std::shared_ptr<RingPatternSelector> ring_selector(const RingCase& c) {
+  if (c.vertical_slash) return std::make_shared<VerticalSlashRingSelector>(ring_vertical_slash_params());
+  if (c.moba) return std::make_shared<MobaRingSelector>(kRingBlock, ring_moba_params().top_k.front());
+  return std::make_shared<DenseRingSelector>(kRingBlock);
+}
+
+// The index the vertical-slash selector's last call built.
+inline const std::vector<std::vector<VerticalSlashHeadIndex>>& ring_last_index(const RingPatternSelector& selector) {
+  return dynamic_cast<const VerticalSlashRingSelector&>(selector).last_index();
 }
 
 // The one-rank vertical-slash index of the whole micro-batch.

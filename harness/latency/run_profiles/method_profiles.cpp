@@ -1,5 +1,7 @@
 #include "harness/latency/run_profiles/method_profiles.h"
 
+#include "harness/patterns/attention_patterns.h"
+
 #include <ATen/Parallel.h>
 
 #include <algorithm>
@@ -128,40 +130,21 @@ ProfileRequest default_profile_request(const Manifest& manifest, const MethodSec
   const int64_t top = next_power_of_two(std::max<int64_t>(longest_sample, 64));
   for (int64_t len = std::max<int64_t>(16, top / 128); len <= top; len *= 2) request.seq_lens.push_back(len);
   while (request.seq_lens.size() > 8) request.seq_lens.erase(request.seq_lens.begin());
-  if (method.attention.is_moba()) {
-    const int64_t block = std::max<int64_t>(1, method.attention.block_size);
-    const int64_t blocks = std::max<int64_t>(1, (std::max<int64_t>(longest_sample, 1) + block - 1) / block);
-    std::vector<int64_t> budgets;
-    for (int64_t k = 1; k <= blocks; k *= 2) budgets.push_back(k);
-    budgets.push_back(blocks);
-    budgets.push_back(method.attention.top_k);
-    if (method.budget == BudgetKind::kDst) budgets.push_back(method.dst.k_max);
-    std::sort(budgets.begin(), budgets.end());
-    budgets.erase(std::unique(budgets.begin(), budgets.end()), budgets.end());
-    request.budgets = budgets;
-  }
-  if (method.attention.is_vertical_slash()) {
-    // Kept keys per query: powers of two from 64 below the longest sample's dense mean,
-    // that mean (everything kept), and the estimators' prior.
-    const int64_t dense = (std::max<int64_t>(longest_sample, 1) + 2) / 2;
-    std::vector<int64_t> budgets;
-    for (int64_t k = 64; k < dense; k *= 2) budgets.push_back(k);
-    budgets.push_back(dense);
-    budgets.push_back(std::min(method.attention.expected_keys, dense));
-    std::sort(budgets.begin(), budgets.end());
-    budgets.erase(std::unique(budgets.begin(), budgets.end()), budgets.end());
-    request.budgets = budgets;
-  }
+  request.budgets = method.attention.pattern().profile_budgets(
+      longest_sample, method.budget == BudgetKind::kDst ? method.dst.k_max : 0);
   return request;
 }
 
-std::vector<std::tuple<std::string, int64_t, int64_t>> vertical_slash_profile_flags(const VerticalSlashParams& params,
-                                                                                   const VerticalSlashParams& defaults) {
-  return {{"--last-queries", params.last_queries, defaults.last_queries},
-          {"--sink-tokens", params.sink_tokens, defaults.sink_tokens},
-          {"--local-window", params.local_window, defaults.local_window},
-          {"--max-verticals", params.max_verticals, defaults.max_verticals},
-          {"--max-slashes", params.max_slashes, defaults.max_slashes}};
+std::vector<std::pair<std::string, std::string>> attention_profile_flags(const AttentionOptions& attention) {
+  const AttentionPatternPlugin& plugin = attention_plugin(attention);
+  const json values = plugin.to_json(attention.pattern());
+  const json defaults = plugin.to_json(plugin.make_default().pattern());
+  std::vector<std::pair<std::string, std::string>> flags;
+  for (const AttentionFlag& flag : plugin.profile_flags()) {
+    const json& value = values.at(flag.key);
+    if (flag.always_written || value != defaults.at(flag.key)) flags.emplace_back(flag.flag, value.dump());
+  }
+  return flags;
 }
 
 std::vector<std::string> profile_command_arguments(const ProfileRequest& request, const fs::path& out,
@@ -171,14 +154,7 @@ std::vector<std::string> profile_command_arguments(const ProfileRequest& request
     args.push_back(flag);
     args.push_back(value);
   };
-  if (request.attention.is_moba()) add("--block", std::to_string(request.attention.block_size));
-  if (request.attention.is_vertical_slash()) {
-    const VerticalSlashParams& v = request.attention.vertical_slash;
-    add("--block", std::to_string(v.block_size));
-    for (const auto& [flag, value, fallback] : vertical_slash_profile_flags(v, VerticalSlashParams{})) {
-      if (value != fallback) add(flag, std::to_string(value));
-    }
-  }
+  for (const auto& [flag, value] : attention_profile_flags(request.attention)) add(flag, value);
   add("--device", request.device);
   add("--precision", qwen2_precision_name(request.training.precision));
   if (request.training.activation_checkpointing) args.push_back("--activation-checkpointing");
@@ -241,28 +217,18 @@ void check_profile_matches(const LatencyProfile& profile, const Manifest& manife
   if (profile.attention != method.attention.name()) {
     refuse(" was measured with " + profile.attention + " attention, not " + method.attention.name());
   }
-  if (method.attention.is_moba() && profile.block_size != method.attention.block_size) {
-    refuse(" was measured with MoBA blocks of " + std::to_string(profile.block_size) + " tokens, not " +
-           std::to_string(method.attention.block_size));
-  }
-  if (method.attention.is_vertical_slash()) {
-    const VerticalSlashParams& params = method.attention.vertical_slash;
-    if (profile.block_size != params.block_size) {
-      refuse(" was measured with vertical-slash blocks of " + std::to_string(profile.block_size) + " tokens, not " +
-             std::to_string(params.block_size));
+  // The pattern's parameters a layer's time depends on (AttentionPattern::profile_fields).
+  const AttentionPattern& pattern = method.attention.pattern();
+  for (const auto& [field, wanted] : pattern.profile_fields()) {
+    const auto found = profile.attention_fields.find(field);
+    const int64_t measured = found != profile.attention_fields.end() ? found->second : 0;
+    if (measured == wanted) continue;
+    if (field == "block_size") {
+      refuse(" was measured with " + pattern.title() + " blocks of " + std::to_string(measured) + " tokens, not " +
+             std::to_string(wanted));
     }
-    const std::tuple<const char*, int64_t, int64_t> rules[] = {
-        {"last_queries", profile.last_queries, params.last_queries},
-        {"sink_tokens", profile.sink_tokens, params.sink_tokens},
-        {"local_window", profile.local_window, params.local_window},
-        {"max_verticals", profile.max_verticals, params.max_verticals},
-        {"max_slashes", profile.max_slashes, params.max_slashes}};
-    for (const auto& [name, measured, wanted] : rules) {
-      if (measured != wanted) {
-        refuse(" was measured with vertical-slash " + std::string(name) + " " + std::to_string(measured) + ", not " +
-               std::to_string(wanted) + " ($.methods[].attention." + name + ")");
-      }
-    }
+    refuse(" was measured with " + pattern.title() + " " + field + " " + std::to_string(measured) + ", not " +
+           std::to_string(wanted) + " ($.methods[].attention." + field + ")");
   }
   const std::string device = manifest.train.device_name();
   if (profile.device != device) refuse(" was measured on " + profile.device + ", but the run trains on " + device);

@@ -14,10 +14,8 @@
 //
 // Default grid [our rule] (docs/sparsebalance.md section 3): lengths double from max(16, L/128) up to the
 // first power of two >= L, where L is the data set's longest sample (at most 8 points;
-// the predictor extrapolates linearly past the last); MoBA budgets double from 1 up to
-// the number of blocks of L, with top_k and the DST k_max added; vertical-slash budgets
-// (kept keys per query) double from 64 below L's dense mean (L + 2) / 2, with that mean
-// and attention.expected_keys added; 2 warm-up runs and 5
+// the predictor extrapolates linearly past the last); budgets are the pattern's
+// (AttentionPattern::profile_budgets, with DST's k_max); 2 warm-up runs and 5
 // timed repetitions per point; the intra-op threads a rank of this run will use.
 
 #include <cstdint>
@@ -41,11 +39,10 @@ namespace sb {
 ProfileRequest default_profile_request(const Manifest& manifest, const MethodSection& method,
                                        int64_t longest_sample);
 
-// The `sparsebalance profile` flags of vertical-slash's index rules a profile records:
-// (flag, params' value, defaults' value) for --last-queries, --sink-tokens,
-// --local-window, --max-verticals, --max-slashes.
-std::vector<std::tuple<std::string, int64_t, int64_t>> vertical_slash_profile_flags(const VerticalSlashParams& params,
-                                                                                   const VerticalSlashParams& defaults);
+// The `sparsebalance profile` flags that give `attention`'s pattern and parameters (the
+// pattern's profile flags, harness/patterns: those always written, and the others whose
+// value is not the default), as (flag, value).
+std::vector<std::pair<std::string, std::string>> attention_profile_flags(const AttentionOptions& attention);
 
 // The `sparsebalance profile` command line that measures `request` into `out` (with
 // --threads when threads > 0: the intra-op threads the profile is measured with), its

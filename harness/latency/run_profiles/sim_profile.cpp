@@ -1,5 +1,7 @@
 #include "harness/latency/run_profiles/sim_profile.h"
 
+#include "harness/patterns/attention_patterns.h"
+
 #include <algorithm>
 
 #include "common/errors.h"
@@ -23,7 +25,7 @@ SimProfile from_file(const std::string& file, const std::string& where_file, con
   }
   p.kind = profile.kind;
   p.file = file;
-  p.details = {{"device", profile.device}, {"attention", profile.attention}, {"block_size", profile.block_size}};
+  p.details = {{"device", profile.device}, {"attention", profile.attention}, {"block_size", profile.block_size()}};
   p.predictor = std::make_shared<LatencyPredictor>(std::move(profile));
   return p;
 }
@@ -48,33 +50,12 @@ SimProfile load_sim_profile(const Manifest& m, int64_t longest_sample, const std
     DeviceThroughput device = device_throughput_preset(a.device);
     device.matmul_efficiency = a.matmul_efficiency;
     device.attention_efficiency = a.attention_efficiency;
-    const bool moba = method.attention.is_moba();
-    const bool vs = method.attention.is_vertical_slash();
-    const int64_t block = moba ? method.attention.block_size : 256;
-    std::vector<int64_t> seq_lens;
-    if (block >= 8) {
-      seq_lens.push_back(block / 4);
-      seq_lens.push_back(block / 2);
-    }
-    const int64_t top = std::max<int64_t>(2, (longest_sample + block - 1) / block);
-    for (int64_t i = 1; i <= top; ++i) seq_lens.push_back(i * block);
-    std::vector<int64_t> budgets{0};
-    if (moba) {
-      budgets.clear();
-      const int64_t k_max = std::max(method.attention.top_k, method.budget == BudgetKind::kDst ? method.dst.k_max : int64_t{0});
-      for (int64_t k = 1; k <= k_max; ++k) budgets.push_back(k);
-    }
-    if (vs) {
-      // Kept keys per query: doubling from 1 up to the longest sequence's dense mean (the
-      // predictor interpolates linearly between them; the term is linear in the budget up to
-      // each length's own dense mean, where it bends between two grid points).
-      budgets.clear();
-      const int64_t saturated = (seq_lens.back() + 2) / 2;
-      for (int64_t k = 1; k < saturated; k *= 2) budgets.push_back(k);
-      budgets.push_back(saturated);
-    }
-    LatencyProfile profile = make_analytic_profile(m.model.config, method.attention.name(), block, seq_lens, budgets,
-                                                   device, vs ? &method.attention.vertical_slash : nullptr);
+    const AnalyticGrid grid = attention_plugin(method.attention)
+                                  .analytic_grid(method.attention.pattern(), longest_sample,
+                                                 method.budget == BudgetKind::kDst ? method.dst.k_max : 0);
+    const std::vector<int64_t>& seq_lens = grid.seq_lens;
+    const std::vector<int64_t>& budgets = grid.budgets;
+    LatencyProfile profile = make_analytic_profile(m.model.config, method.attention.pattern(), seq_lens, budgets, device);
     SimProfile p;
     p.kind = profile.kind;
     p.details = {{"device", device.name},

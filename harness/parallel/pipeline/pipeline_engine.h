@@ -24,7 +24,7 @@
 #include "harness/parallel/pipeline/pipeline_channel.h"
 #include "harness/parallel/pipeline/pipeline_stage.h"
 #include "harness/trace/timeline.h"
-#include "kernels/attention/attention_backend.h"
+#include "kernels/attention/core/attention_backend.h"
 
 namespace sb {
 

@@ -34,7 +34,7 @@
 #include "harness/parallel/parallel_layout.h"
 #include "harness/parallel/tensor_parallel/sequence_parallel_collectives.h"
 #include "harness/parallel/tensor_parallel/vocab_parallel.h"
-#include "kernels/attention/attention_backend.h"
+#include "kernels/attention/core/attention_backend.h"
 #include "models/qwen2/qwen2_model.h"
 #include "models/qwen2/qwen2_precision.h"
 

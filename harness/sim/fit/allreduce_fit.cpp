@@ -9,7 +9,7 @@
 #include "common/errors.h"
 #include "harness/config/manifest.h"
 #include "harness/records/iteration_record.h"
-#include "harness/sim/measured_runs.h"
+#include "harness/records/measured_runs.h"
 #include "harness/sim/run_simulator.h"
 #include "harness/trace/timeline.h"
 #include "models/qwen2/qwen2_config.h"

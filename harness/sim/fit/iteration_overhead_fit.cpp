@@ -8,7 +8,7 @@
 
 #include "common/errors.h"
 #include "common/statistics.h"
-#include "harness/sim/measured_runs.h"
+#include "harness/records/measured_runs.h"
 #include "harness/trace/timeline.h"
 
 namespace sb {

@@ -9,7 +9,7 @@
 
 #include "common/errors.h"
 #include "harness/records/iteration_record.h"
-#include "harness/sim/measured_runs.h"
+#include "harness/records/measured_runs.h"
 
 namespace sb {
 

@@ -7,38 +7,14 @@
 
 #include "common/errors.h"
 #include "harness/config/manifest.h"
+#include "harness/patterns/attention_patterns.h"
 #include "harness/records/iteration_record.h"
 #include "harness/sim/cp_stage_compute.h"
-#include "harness/sim/measured_runs.h"
-#include "harness/sim/vertical_slash_pattern_model.h"
+#include "harness/records/measured_runs.h"
 #include "harness/trace/timeline.h"
 
 namespace sb {
 namespace {
-
-bool same_attention(const AttentionOptions& a, const AttentionOptions& b) {
-  return a.kind == b.kind && (!a.is_moba() || a.block_size == b.block_size) &&
-         (!a.is_vertical_slash() || a.vertical_slash == b.vertical_slash);
-}
-
-// The mean over layers of micro-batch k's recorded budget; negative without one.
-double mean_layer_budget(const IterationRecord& record, size_t k) {
-  if (k >= record.layer_budgets.size() || record.layer_budgets[k].empty()) return -1;
-  double sum = 0;
-  for (double b : record.layer_budgets[k]) sum += b;
-  return sum / static_cast<double>(record.layer_budgets[k].size());
-}
-
-// Vertical-slash: each sequence's kept keys per query, its mean over the layers
-// (sequence_budgets), or the micro-batch's mean for every sequence without them.
-std::vector<int64_t> recorded_kept_keys(const IterationRecord& record, size_t k, size_t sequences) {
-  std::vector<int64_t> out;
-  if (k < record.sequence_budgets.size() && record.sequence_budgets[k].size() == sequences) {
-    for (double kept : record.sequence_budgets[k]) out.push_back(kept_keys_as_budget(kept));
-    return out;
-  }
-  return std::vector<int64_t>(sequences, kept_keys_as_budget(mean_layer_budget(record, k)));
-}
 
 // (DP rank, index in its list, CP rank) -> the compute of the micro-batch's forward and
 // backward events on every stage of that CP rank, less their ring waits.
@@ -54,15 +30,6 @@ std::map<ComputeKey, double> measured_compute(const TimelineIteration& iteration
     }
   }
   return out;
-}
-
-// Every sequence of micro-batch k runs the record's mean effective budget (MoBA).
-int64_t recorded_budget(const IterationRecord& record, size_t k, const AttentionOptions& attention) {
-  const double mean = mean_layer_budget(record, k);
-  if (mean >= 0) return std::max<int64_t>(1, std::llround(mean));
-  // A planned budget of 0 means the method's default, as the simulator reads it.
-  if (k < record.budgets.size() && record.budgets[k] > 0) return record.budgets[k];
-  return attention.top_k;
 }
 
 Manifest run_manifest(const std::filesystem::path& run_dir) {
@@ -81,14 +48,14 @@ Manifest run_manifest(const std::filesystem::path& run_dir) {
 
 std::vector<RingComputeObservation> ring_compute_observations(const std::filesystem::path& run_dir,
                                                               const LatencyPredictor& predictor,
-                                                              const AttentionOptions& attention, double spread) {
+                                                              const AttentionOptions& attention,
+                                                              const AttentionSimulation& simulation) {
   const std::vector<TimelineIteration> timelines = measured_timeline_iterations(run_dir);
   if (timelines.empty()) return {};
   const Manifest m = run_manifest(run_dir);
-  if (m.parallelism.cp <= 1 || !same_attention(m.methods.at(0).attention, attention)) return {};
+  if (m.parallelism.cp <= 1 || !m.methods.at(0).attention.pattern().same_selection(attention.pattern())) return {};
   CpComputeSpec spec = cp_compute_spec(m, predictor.profile().training.tensor_parallel);
   spec.ring_compute_factor = 1.0;
-  spec.spread = spread;  // the simulated run's, not the measured manifest's (which has no simulation block)
   std::map<int64_t, IterationRecord> records;
   for (IterationRecord& r : read_iteration_records(run_dir / "records.jsonl")) records[r.iteration] = std::move(r);
   const int64_t stages = m.parallelism.pp;
@@ -105,12 +72,10 @@ std::vector<RingComputeObservation> ring_compute_observations(const std::filesys
       const int64_t d = k < record.microbatch_dp_rank.size() ? record.microbatch_dp_rank[k] : 0;
       const int64_t j = next_index[d]++;
       const std::vector<int64_t>& lengths = record.microbatch_lengths[k];
-      const int64_t budget = attention.is_moba() ? recorded_budget(record, k, attention) : 0;
       std::vector<RingComputeObservation> ranks(static_cast<size_t>(cp));
-      const CpMicrobatch microbatch = cp_microbatch(
-          predictor, spec, lengths,
-          attention.is_vertical_slash() ? recorded_kept_keys(record, k, lengths.size())
-                                        : std::vector<int64_t>(lengths.size(), budget));
+      // The simulated run's model (its settings count the work), on the measured budgets.
+      const CpMicrobatch microbatch = cp_microbatch(predictor, spec, simulation, lengths,
+                                                    simulation.recorded_budgets(record, k, lengths.size()));
       for (int64_t s = 0; s < stages; ++s) {
         const CpStageCompute c =
             cp_stage_compute(predictor, spec, microbatch, m.parallelism.stage_layers[static_cast<size_t>(s)], s, stages,
@@ -173,17 +138,17 @@ RingComputeFit fit_ring_compute(const std::vector<RingComputeObservation>& obser
 }
 
 RingComputeFit fit_ring_compute_from_results(const std::filesystem::path& results_dir,
-                                             const LatencyPredictor& predictor, const AttentionOptions& attention, double spread,
-                                             const std::string& manifest_file, const std::string& json_path) {
+                                             const LatencyPredictor& predictor, const AttentionOptions& attention,
+                                             const AttentionSimulation& simulation, const std::string& manifest_file,
+                                             const std::string& json_path) {
   MeasuredObservations<RingComputeObservation> observed = observe_measured_runs<RingComputeObservation>(
       results_dir, manifest_file, json_path,
-      [&](const std::filesystem::path& dir) { return ring_compute_observations(dir, predictor, attention, spread); });
+      [&](const std::filesystem::path& dir) { return ring_compute_observations(dir, predictor, attention, simulation); });
   if (observed.all.empty()) {
     throw ConfigError(manifest_file, json_path,
                       "found no measured run under " + results_dir.string() + " with parallelism.cp > 1 and " +
-                          attention.name() + " attention" +
-                          (attention.is_moba() ? " (block " + std::to_string(attention.block_size) + ")" : "") +
-                          " in a measured iteration",
+                          attention.name() + " attention (" + attention_to_json(attention).dump() +
+                          ") in a measured iteration",
                       "point it at the results of a `sparsebalance run` with context parallelism and this "
                       "attention, or give factor instead");
   }

@@ -3,8 +3,7 @@
 // harness/sim/cp_stage_compute.h fitted to measured context-parallel runs.
 //
 // Per measured (non-warm-up) iteration, micro-batch and CP rank of a run with cp > 1
-// whose attention is the simulated run's (dense, MoBA with the same block size, or
-// vertical-slash with the same pattern):
+// whose attention keeps what the simulated run's keeps (AttentionPattern::same_selection):
 //   measured = the CP rank's forward and backward events of the micro-batch on every
 //              stage, less the ring_wait events inside them (which hold every wait of the
 //              ring, MoBA's block-means all-reduce included: ring_attention.h): its
@@ -16,17 +15,18 @@
 // observations (least squares through the origin in two unknowns; when the unconstrained
 // solution has a term <= 0, the step term is 0 and the pair term is refitted alone, an
 // error if that is not positive either: the runs' ring compute must grow with its pairs). The
-// waits and the imbalance stay the ring model's. MoBA's budgets are the record's mean
-// effective budget over the layers (layer_budgets), rounded, for every sequence of the
-// micro-batch; vertical-slash's each sequence's kept keys per query (sequence_budgets).
+// waits and the imbalance stay the ring model's. Each micro-batch's budgets are what its
+// record holds, as the pattern's simulation model reads them
+// (AttentionSimulation::recorded_budgets), its ring work the model's.
 
 #include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
 
-#include "kernels/attention/attention_backend.h"
 #include "harness/latency/latency_predictor.h"
+#include "harness/patterns/attention_simulation.h"
+#include "kernels/attention/patterns/attention_pattern.h"
 
 namespace sb {
 
@@ -37,12 +37,13 @@ struct RingComputeObservation {
   double step_tokens = 0;
 };
 
-// One run folder's observations; empty unless it ran with cp > 1 and `attention`'s kind
-// (and MoBA block size, or vertical-slash pattern). spread: the simulated run's
-// vertical-slash spread (simulation.coverage.spread), with which its ring work is counted.
+// One run folder's observations; empty unless it ran with cp > 1 and a pattern that keeps
+// what `attention` keeps. simulation: the simulated run's model of that pattern (its
+// settings count the ring work).
 std::vector<RingComputeObservation> ring_compute_observations(const std::filesystem::path& run_dir,
                                                               const LatencyPredictor& predictor,
-                                                              const AttentionOptions& attention, double spread = 0.0);
+                                                              const AttentionOptions& attention,
+                                                              const AttentionSimulation& simulation);
 
 struct RingComputeFit {
   double factor = 1.0;
@@ -59,7 +60,8 @@ RingComputeFit fit_ring_compute(const std::vector<RingComputeObservation>& obser
 // Over every measured run under results_dir; ConfigError naming json_path in
 // manifest_file when none has a usable micro-batch.
 RingComputeFit fit_ring_compute_from_results(const std::filesystem::path& results_dir,
-                                             const LatencyPredictor& predictor, const AttentionOptions& attention, double spread,
-                                             const std::string& manifest_file, const std::string& json_path);
+                                             const LatencyPredictor& predictor, const AttentionOptions& attention,
+                                             const AttentionSimulation& simulation, const std::string& manifest_file,
+                                             const std::string& json_path);
 
 }  // namespace sb

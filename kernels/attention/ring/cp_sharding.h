@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "common/option_names.h"
-#include "kernels/attention/packed_sequences.h"
+#include "kernels/attention/core/packed_sequences.h"
 
 namespace sb {
 

@@ -11,13 +11,11 @@
 
 #include "kernels/attention/ring/ring_column_step_cpu.h"
 #include "kernels/attention/ring/ring_step_cpu.h"
-#include "kernels/attention/ring/ring_vertical_slash_budget.h"
-#include "kernels/attention/ring/ring_vertical_slash_index.h"
 #include "kernels/attention/ring/ring_wait_for_device.h"
 
 #ifdef SB_WITH_CUDA
-#include "kernels/attention/block_sparse/cuda/block_sparse_attention_cuda.h"
-#include "kernels/attention/block_sparse/cuda/block_sparse_attention_kernels.h"
+#include "kernels/attention/core/cuda/block_sparse_attention_cuda.h"
+#include "kernels/attention/core/cuda/block_sparse_attention_kernels.h"
 #include "kernels/attention/ring/cuda/ring_step_cuda.h"
 #endif
 
@@ -165,7 +163,7 @@ struct RingPlan : torch::CustomClassHolder {
   std::shared_ptr<RingContext> context;
   std::shared_ptr<const RingGeometry> geometry;
   RingBlockPattern pattern;
-  std::shared_ptr<const RingColumnLists> columns;  // vertical-slash: its columns outside the pattern
+  std::shared_ptr<const RingColumnLists> columns;  // the columns kept outside the block pattern (null: none)
   double scale = 0.0;
   int64_t call = 0;
 
@@ -219,7 +217,7 @@ int64_t step_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   return ring_step_forward(q, k, v, shapes, out_step, lse_step);
 }
 
-// Vertical-slash's columns outside the slash blocks against the visiting shard, likewise.
+// The selection's columns outside its blocks against the visiting shard, likewise.
 int64_t column_step_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const RingShardTiles& queries,
                             const RingShardTiles& keys, const RingColumnLists& columns, double scale,
                             at::Tensor& out_step, at::Tensor& lse_step) {
@@ -229,11 +227,8 @@ int64_t column_step_forward(const at::Tensor& q, const at::Tensor& k, const at::
   return ring_column_step_forward(q, k, v, queries, keys, columns, scale, out_step, lse_step);
 }
 
-void record_step(RingContext& context, RingStepEvent event, Clock::time_point start, Clock::time_point computed) {
-  event.start_s = seconds_since_epoch(start);
-  event.compute_s = seconds_between(start, computed);
-  event.wait_s = seconds_between(computed, Clock::now());
-  context.record(event);
+void record_step(RingContext& context, const RingStepEvent& event, Clock::time_point start, Clock::time_point computed) {
+  ring_record_step(context, event, start, computed);
 }
 
 std::pair<at::Tensor, at::Tensor> ring_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
@@ -442,72 +437,46 @@ class RingAttentionFunction : public torch::autograd::Function<RingAttentionFunc
   }
 };
 
-// MoBA's gate inputs over the whole micro-batch: this rank's tokens summed per block,
-// completed by one all-reduce, divided by the block sizes. Returns [Hq, NB, D] and
-// [Hkv, NB, D] float64.
-std::pair<at::Tensor, at::Tensor> ring_block_means(const at::Tensor& q, const at::Tensor& k,
-                                                   const RingShardTiles& mine, const MobaLayout& layout,
-                                                   RingContext& context, int64_t call) {
-  const c10::NoGradGuard no_grad;
-  const auto start = Clock::now();
-  std::vector<int64_t> block_of_token(mine.tokens);
-  for (const RingTile& tile : mine.tiles) {
-    std::fill(block_of_token.begin() + tile.local_start, block_of_token.begin() + tile.local_start + tile.length,
-              tile.block);
-  }
-  // Summed and all-reduced on q's device (an NCCL group takes device tensors only); the
-  // routing then runs on the host, from the same numbers on every rank.
-  const at::Tensor index = at::tensor(block_of_token, at::kLong).to(q.device());
-  const int64_t blocks = layout.num_blocks(), q_heads = q.size(1), dim = q.size(2);
-  at::Tensor sums = at::zeros({blocks, q_heads + k.size(1), dim}, q.options().dtype(at::kDouble));
-  // In chunks of rows, so that the float64 copies stay small beside bf16 activations.
-  constexpr int64_t kRows = 4096;
-  for (int64_t first = 0; first < q.size(0); first += kRows) {
-    const int64_t rows = std::min(kRows, q.size(0) - first);
-    const at::Tensor chunk = index.narrow(0, first, rows);
-    sums.narrow(1, 0, q_heads).index_add_(0, chunk, q.narrow(0, first, rows).to(at::kDouble));
-    sums.narrow(1, q_heads, k.size(1)).index_add_(0, chunk, k.narrow(0, first, rows).to(at::kDouble));
-  }
-  ring_wait_for_device(sums);
-  const auto summed = Clock::now();
-  context.all_reduce(sums, c10d::ReduceOp::SUM, "MoBA's block sums", call);
-  sums = sums.cpu();
-  // On the timeline as step -1: the local sums as compute, the all-reduce (with its wait
-  // for the slowest rank) as wait.
-  record_step(context, RingStepEvent{call, false, kRingBlockMeansStep, context.rank()}, start, summed);
-  std::vector<double> lengths(blocks);
-  for (int64_t b = 0; b < blocks; ++b) lengths[b] = static_cast<double>(layout.blocks[b].key_len);
-  const at::Tensor means = sums / at::tensor(lengths, at::kDouble).view({blocks, 1, 1});
-  return {means.narrow(1, 0, q_heads).permute({1, 0, 2}).contiguous(),
-          means.narrow(1, q_heads, k.size(1)).permute({1, 0, 2}).contiguous()};
-}
-
 }  // namespace
 
-std::shared_ptr<const RingGeometry> RingGeometry::build(const CpSharding& sharding, int64_t block_size, bool dense) {
+void ring_record_step(RingContext& context, RingStepEvent event, Clock::time_point start, Clock::time_point computed) {
+  event.start_s = seconds_since_epoch(start);
+  event.compute_s = seconds_between(start, computed);
+  event.wait_s = seconds_between(computed, Clock::now());
+  context.record(event);
+}
+
+std::shared_ptr<const RingGeometry> RingGeometry::build(const CpSharding& sharding, int64_t block_size) {
   TORCH_CHECK(block_size >= 1, "ring attention: block_size >= 1 expected");
   auto geometry = std::make_shared<RingGeometry>();
   geometry->cp = sharding.cp();
   geometry->sequences = sharding.sequences();
   const PackedSequences& sequences = sharding.sequences();
-  geometry->layout = MobaLayout::build(sequences, sequences, block_size, /*causal=*/true);
+  geometry->layout = BlockLayout::build(sequences, sequences, block_size, /*causal=*/true);
   for (int64_t r = 0; r < sharding.cp(); ++r) {
     geometry->shards.push_back(RingShardTiles::build(sharding.tokens_of(r), geometry->layout));
   }
-  if (dense) geometry->dense_pattern = RingBlockPattern::dense(geometry->layout);
   return geometry;
 }
 
-RingAttentionResult ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                   const CpSharding& sharding, const RingAttentionSpec& spec,
-                                   const std::shared_ptr<RingContext>& context) {
-  return ring_attention(q, k, v, RingGeometry::build(sharding, spec.block_size, !spec.moba && !spec.vertical_slash),
-                        spec, context);
+const RingBlockPattern& RingGeometry::causal_pattern() const {
+  std::call_once(causal_once_, [this] { causal_ = RingBlockPattern::causal(layout); });
+  return causal_;
 }
 
 RingAttentionResult ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                   const std::shared_ptr<const RingGeometry>& geometry,
-                                   const RingAttentionSpec& spec, const std::shared_ptr<RingContext>& context) {
+                                   const CpSharding& sharding, RingPatternSelector& selector,
+                                   const AttentionBudgetRequest& request, double scale,
+                                   const std::shared_ptr<RingContext>& context) {
+  return ring_attention(q, k, v, RingGeometry::build(sharding, selector.block_size()), selector, request, scale,
+                        /*layer=*/0, context);
+}
+
+RingAttentionResult ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                   const std::shared_ptr<const RingGeometry>& geometry, RingPatternSelector& selector,
+                                   const AttentionBudgetRequest& request, double scale, int64_t layer,
+                                   const std::shared_ptr<RingContext>& context,
+                                   const std::function<void(std::vector<double>&)>& head_shard_sum) {
   TORCH_CHECK(k.device() == q.device() && v.device() == q.device() && k.scalar_type() == q.scalar_type() &&
                   v.scalar_type() == q.scalar_type(),
               "ring attention: q, k and v must share one device and dtype, got ", q.device(), " ", q.scalar_type(),
@@ -525,41 +494,18 @@ RingAttentionResult ring_attention(const at::Tensor& q, const at::Tensor& k, con
   }
   TORCH_CHECK(geometry->cp == context->size(), "ring attention: the sharding has ", geometry->cp,
               " ranks, the CP group ", context->size());
-  TORCH_CHECK(spec.scale > 0.0 && spec.block_size == geometry->layout.block_size,
-              "ring attention: scale > 0 and the geometry's block size expected");
-  TORCH_CHECK(spec.moba || spec.vertical_slash || geometry->dense_pattern.selected.defined(),
-              "ring attention: dense attention needs a geometry built with its dense pattern");
+  TORCH_CHECK(scale > 0.0 && selector.block_size() == geometry->layout.block_size,
+              "ring attention: scale > 0 and the geometry's block size expected (", selector.name(), " selects blocks of ",
+              selector.block_size(), ", the geometry has ", geometry->layout.block_size, ")");
   auto plan = c10::make_intrusive<RingPlan>();
   plan->context = context;
   plan->geometry = geometry;
-  plan->scale = spec.scale;
+  plan->scale = scale;
   plan->call = context->next_call();
-  RingAttentionResult result;
-  if (spec.moba) {
-    TORCH_CHECK(spec.moba_params.block_size == spec.block_size && spec.moba_params.causal,
-                "ring attention: MoBA's params must use the spec's block_size and be causal");
-    auto [query_means, key_means] =
-        ring_block_means(q, k, geometry->shards[context->rank()], geometry->layout, *context, plan->call);
-    result.routing = moba_route_from_means(query_means, key_means, geometry->layout, spec.moba_params);
-    plan->pattern = {result.routing.selected, result.routing.selected_count};
-  } else if (spec.vertical_slash) {
-    TORCH_CHECK(spec.vertical_slash_params.block_size == spec.block_size,
-                "ring attention: vertical-slash's block_size must be the spec's");
-    if (spec.vertical_slash_request.empty()) {
-      result.vertical_slash_index =
-          ring_vertical_slash_index(q, k, *geometry, spec.vertical_slash_params, spec.scale, *context, plan->call);
-    } else {
-      result.vertical_slash_budget = ring_vertical_slash_budgeted_index(
-          q, k, *geometry, spec.vertical_slash_params, spec.scale, spec.vertical_slash_request, *context, plan->call,
-          spec.vertical_slash_head_shard_sum);
-      result.vertical_slash_index = std::move(result.vertical_slash_budget->index);
-    }
-    RingVerticalSlashPattern pattern = RingVerticalSlashPattern::build(result.vertical_slash_index, geometry->layout);
-    plan->pattern = std::move(pattern.blocks);
-    plan->columns = std::make_shared<const RingColumnLists>(std::move(pattern.columns));
-  } else {
-    plan->pattern = geometry->dense_pattern;
-  }
+  RingCallPattern selected =
+      selector.select(RingSelectionInputs{q, k, *geometry, request, scale, layer, *context, plan->call, head_shard_sum});
+  plan->pattern = std::move(selected.blocks);
+  plan->columns = std::move(selected.columns);
   at::Tensor q_in = q.contiguous(), k_in = k.contiguous(), v_in = v.contiguous();
 #ifdef SB_WITH_CUDA
   if (q.is_cuda()) {  // the kernels read rows with 16-byte loads
@@ -569,8 +515,11 @@ RingAttentionResult ring_attention(const at::Tensor& q, const at::Tensor& k, con
   }
 #endif
   auto outputs = RingAttentionFunction::apply(q_in, k_in, v_in, plan);
+  RingAttentionResult result;
   result.out = outputs[0];
   result.lse = outputs[1];
+  result.blocks = plan->pattern;
+  result.stats = std::move(selected.stats);
   return result;
 }
 

@@ -12,13 +12,11 @@
 // (in the backward also the previous group's dK/dV accumulator). I = 1 or I = W is the
 // flat ring, where each transfer overlaps one step.
 //
-// Patterns: dense causal, MoBA, or MTraining's vertical-slash. MoBA's gate needs every
-// key block's mean and every query block's mean: each rank sums its own tokens per block
-// (float64), one all-reduce over the CP group completes the sums, and every rank runs the
-// same routing on the same numbers, so selections, budgets, DST floor and coverage are
-// identical on all ranks. Vertical-slash's index is built the same way
-// (ring_vertical_slash_index.h); its slash blocks run as a block pattern, its columns
-// as a second partial per step (ring_column_step_cpu.h).
+// Patterns: the ring runs whatever the pattern's selector (ring_pattern_selector.h) keeps
+// for the call: key blocks per (query head, query block), and single key columns outside
+// them as a second partial per step (ring_column_step_cpu.h). A selector that reads the
+// whole micro-batch completes its statistics with the CP group's all-reduces, so every
+// rank runs the same selection (docs/attention_patterns.md).
 
 #include <ATen/core/Tensor.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -28,21 +26,19 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <vector>
 
-#include "kernels/attention/moba/moba_attention.h"
+#include "kernels/attention/core/block_layout.h"
 #include "kernels/attention/ring/cp_sharding.h"
+#include "kernels/attention/ring/ring_pattern_selector.h"
 #include "kernels/attention/ring/ring_step_cpu.h"
-#include "kernels/attention/vertical_slash/vertical_slash_budget.h"
-#include "kernels/attention/vertical_slash/vertical_slash_index.h"
 
 namespace sb {
 
-// The step number of the pattern's shared statistics under CP (MoBA's block means,
-// vertical-slash's index scores: their local sums, then the all-reduces).
-inline constexpr int64_t kRingBlockMeansStep = -1;
+// The step number of a pattern's selection under CP (its local statistics, then the
+// all-reduces that complete them; ring_pattern_selector.h).
+inline constexpr int64_t kRingSelectionStep = -1;
 
 // One step of one rank's ring, forward or backward; every wait of an attention call lies
 // in one of its events (the last step's wait also holds the sends' delivery and, in the
@@ -51,7 +47,7 @@ struct RingStepEvent {
   int64_t call = 0;         // the attention call (one per layer forward) it belongs to
   bool backward = false;
   int64_t step = 0;         // 0 .. W - 1 (outer round * inner size + inner step);
-                            // kRingBlockMeansStep for MoBA's block means
+                            // kRingSelectionStep for the pattern's selection
   int64_t source_rank = 0;  // the CP rank whose key/value shard was computed against
   double start_s = 0.0;     // steady-clock seconds at the start of the compute
   double compute_s = 0.0;   // the step's attention compute
@@ -94,52 +90,50 @@ class RingContext {
   std::vector<RingStepEvent> events_;
 };
 
-struct RingAttentionSpec {
-  int64_t block_size = 256;  // attention blocks: MoBA's key blocks, vertical-slash's blocks;
-                             // dense: the compute tiles
-  bool moba = false;
-  MobaParams moba_params;    // moba: budget, floor, curve (block_size and scale taken from here)
-  bool vertical_slash = false;
-  VerticalSlashParams vertical_slash_params;  // its block_size must be the spec's
-  VerticalSlashBudgetRequest vertical_slash_request;  // DST's budget and floor (empty: the params' rule)
-  // vertical-slash under TP beside CP: sums over the TP ranks' head shards, for a budget's
-  // level (null: this rank holds every head; MoBA's is moba_params.sum_over_head_shards)
-  std::function<void(std::vector<double>&)> vertical_slash_head_shard_sum;
-  double scale = 0.0;        // softmax scale (> 0)
-};
+// Records `event` with its compute from `start` to `computed` and its wait from
+// `computed` to now (steady clock).
+void ring_record_step(RingContext& context, RingStepEvent event, std::chrono::steady_clock::time_point start,
+                      std::chrono::steady_clock::time_point computed);
 
 struct RingAttentionResult {
-  at::Tensor out;       // [n, Hq, D], differentiable with respect to q, k, v
-  at::Tensor lse;       // [n, Hq]
-  MobaRouting routing;  // moba: the micro-batch's routing (the same on every CP rank)
-  // vertical-slash: [sequence][query head], the same on every CP rank
-  std::vector<std::vector<VerticalSlashHeadIndex>> vertical_slash_index;
-  // vertical-slash with a request: the search's levels and references (index moved out)
-  std::optional<VerticalSlashBudgetedIndex> vertical_slash_budget;
+  at::Tensor out;             // [n, Hq, D], differentiable with respect to q, k, v
+  at::Tensor lse;             // [n, Hq]
+  RingBlockPattern blocks;    // the call's key blocks (the selector's), the same on every CP rank
+  AttentionLayerStats stats;  // the selector's (layer < 0: none), the same on every CP rank
 };
 
-// What every attention call of one micro-batch shares: its blocks, every rank's tiles,
-// and (dense) the block pattern. Built once per micro-batch, not once per layer.
+// What every attention call of one micro-batch shares: its blocks and every rank's tiles.
+// Built once per micro-batch, not once per layer.
 struct RingGeometry {
   int64_t cp = 1;
   PackedSequences sequences;  // the micro-batch's
-  MobaLayout layout;
+  BlockLayout layout;
   std::vector<RingShardTiles> shards;  // per CP rank
-  RingBlockPattern dense_pattern;      // built only for dense attention
 
-  static std::shared_ptr<const RingGeometry> build(const CpSharding& sharding, int64_t block_size, bool dense);
+  static std::shared_ptr<const RingGeometry> build(const CpSharding& sharding, int64_t block_size);
+  // Every block of each sequence up to the diagonal, all heads alike (dense causal
+  // attention's selection): built at the first call, then kept.
+  const RingBlockPattern& causal_pattern() const;
+
+ private:
+  mutable std::once_flag causal_once_;
+  mutable RingBlockPattern causal_;
 };
 
 // q [n, Hq, D], k, v [n, Hkv, D]: the tokens sharding.tokens_of(context.rank()) of the
-// packed micro-batch, on the CPU, float32 or float64. Every rank of the group calls it
-// with the same geometry and spec, in the same order as its other ring calls; the
-// geometry's block size and pattern kind must be the spec's.
+// packed micro-batch, on the CPU (float32 or float64) or a GPU (the fused block-sparse
+// kernels). Every rank of the group calls it with the same geometry, selector and request,
+// in the same order as its other ring calls; the geometry's block size must be the
+// selector's. head_shard_sum: RingSelectionInputs::head_shard_sum.
 RingAttentionResult ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                   const std::shared_ptr<const RingGeometry>& geometry,
-                                   const RingAttentionSpec& spec, const std::shared_ptr<RingContext>& context);
+                                   const std::shared_ptr<const RingGeometry>& geometry, RingPatternSelector& selector,
+                                   const AttentionBudgetRequest& request, double scale, int64_t layer,
+                                   const std::shared_ptr<RingContext>& context,
+                                   const std::function<void(std::vector<double>&)>& head_shard_sum = {});
 // The same, building the geometry for this one call.
 RingAttentionResult ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                   const CpSharding& sharding, const RingAttentionSpec& spec,
+                                   const CpSharding& sharding, RingPatternSelector& selector,
+                                   const AttentionBudgetRequest& request, double scale,
                                    const std::shared_ptr<RingContext>& context);
 
 }  // namespace sb

@@ -3,18 +3,17 @@
 #include <stdexcept>
 #include <utility>
 
-#include "kernels/attention/moba/moba_attention_backend.h"
-#include "kernels/attention/vertical_slash/vertical_slash_backend.h"
-#include "kernels/attention/vertical_slash/vertical_slash_blocks.h"
 
 namespace sb {
 
-RingAttentionBackend::RingAttentionBackend(const AttentionOptions& options, std::shared_ptr<RingContext> context)
-    : options_(options), context_(std::move(context)) {
+RingAttentionBackend::RingAttentionBackend(std::shared_ptr<RingPatternSelector> selector,
+                                           std::shared_ptr<RingContext> context)
+    : selector_(std::move(selector)), context_(std::move(context)) {
   if (!context_) throw std::invalid_argument("ring attention backend: no CP context");
-  if (options_.block_size < 1) {
+  if (!selector_) throw std::invalid_argument("ring attention backend: no pattern selector");
+  if (selector_->block_size() < 1) {
     throw std::invalid_argument("ring attention backend: block_size must be >= 1, got " +
-                                std::to_string(options_.block_size));
+                                std::to_string(selector_->block_size()));
   }
 }
 
@@ -56,40 +55,11 @@ at::Tensor RingAttentionBackend::forward(const at::Tensor& q, const at::Tensor& 
                                 context_->describe(context_->rank()) + " " +
                                 std::to_string(sharding_->size_of(context_->rank())));
   }
-  RingAttentionSpec spec;
-  spec.scale = scale;
-  spec.moba = options_.is_moba();
-  spec.vertical_slash = options_.is_vertical_slash();
-  // Vertical-slash's blocks are its slash blocks; otherwise MoBA's (dense: compute tiles).
-  spec.block_size = spec.vertical_slash ? options_.vertical_slash.block_size : options_.block_size;
-  if (spec.moba) {
-    spec.moba_params = moba_params_for_request(request_, options_.block_size, options_.top_k, scale,
-                                               sharding_->sequences().num_sequences(), layer);
-    spec.moba_params.sum_over_head_shards = head_shard_sum_;
-  }
-  if (spec.vertical_slash) {
-    spec.vertical_slash_params = options_.vertical_slash;
-    spec.vertical_slash_request = VerticalSlashBudgetRequest{request_.top_k, request_.coverage_floor_ratio};
-    spec.vertical_slash_head_shard_sum = head_shard_sum_;
-  }
-  if (!geometry_) geometry_ = RingGeometry::build(*sharding_, spec.block_size, !spec.moba && !spec.vertical_slash);
-  RingAttentionResult result = ring_attention(q, k, v, geometry_, spec, context_);
+  if (!geometry_) geometry_ = RingGeometry::build(*sharding_, selector_->block_size());
+  RingAttentionResult result =
+      ring_attention(q, k, v, geometry_, *selector_, request_, scale, layer, context_, head_shard_sum_);
   drain_events();
-  if (spec.moba) stats_[layer] = moba_layer_stats(layer, std::move(result.routing));
-  if (spec.vertical_slash) {
-    const PackedSequences& sequences = sharding_->sequences();
-    std::vector<int64_t> pairs(result.vertical_slash_index.size(), 0);
-    for (size_t s = 0; s < pairs.size(); ++s) {
-      const int64_t length = sequences.length(static_cast<int64_t>(s));
-      if (length == 0) continue;
-      for (const VerticalSlashHeadIndex& head : result.vertical_slash_index[s]) pairs[s] += vertical_slash_kept_pairs(head, length);
-    }
-    const VerticalSlashBudgetedIndex* budget = result.vertical_slash_budget ? &*result.vertical_slash_budget : nullptr;
-    AttentionLayerStats stats =
-        vertical_slash_layer_stats(layer, result.vertical_slash_index, sequences, pairs, head_shard_sum_, budget, q.size(1));
-    if (budget == nullptr) stats.reference_top_k = stats.top_k;  // the pattern's own rule: its kept keys are the reference
-    stats_[layer] = std::move(stats);
-  }
+  if (result.stats.layer >= 0) stats_[layer] = std::move(result.stats);
   return result.out;
 }
 

@@ -1,18 +1,19 @@
 #pragma once
 // Attention under context parallelism as an attention backend: the model runs on this
 // rank's tokens of a micro-batch (their global rotary positions in position_ids) and
-// every attention call becomes a ring over the CP group (ring_attention.h), dense or
-// MoBA as the options say. The trainer tells the backend how the current micro-batch
-// is dealt (set_context_parallel_sharding) before running it; budget requests and per-layer statistics
-// behave as in the one-rank backends, and MoBA's routing is the micro-batch's, the same
-// on every CP rank. Under tensor parallelism as well, the ring carries this TP rank's
-// heads only (its CP group is the ranks of its TP rank).
+// every attention call becomes a ring over the CP group (ring_attention.h) that runs what
+// the pattern's selector keeps (ring_pattern_selector.h). The trainer tells the backend
+// how the current micro-batch is dealt (set_context_parallel_sharding) before running it;
+// budget requests and per-layer statistics behave as in the pattern's one-rank backend,
+// the statistics the micro-batch's, the same on every CP rank. Under tensor parallelism as
+// well, the ring carries this TP rank's heads only (its CP group is the ranks of its TP
+// rank).
 
 #include <functional>
 #include <map>
 #include <memory>
 
-#include "kernels/attention/attention_backend.h"
+#include "kernels/attention/core/attention_backend.h"
 #include "kernels/attention/ring/cp_sharding.h"
 #include "kernels/attention/ring/ring_attention.h"
 
@@ -20,9 +21,10 @@ namespace sb {
 
 class RingAttentionBackend : public AttentionBackend {
  public:
-  RingAttentionBackend(const AttentionOptions& options, std::shared_ptr<RingContext> context);
+  // selector: the pattern's (AttentionPattern::make_ring_selector).
+  RingAttentionBackend(std::shared_ptr<RingPatternSelector> selector, std::shared_ptr<RingContext> context);
 
-  std::string name() const override { return options_.name(); }
+  std::string name() const override { return selector_->name(); }
   // The micro-batch the following forward calls belong to.
   void set_context_parallel_sharding(std::shared_ptr<const CpSharding> sharding) override;
   // sequences: this rank's tokens as the model saw them (their count is checked against
@@ -30,10 +32,8 @@ class RingAttentionBackend : public AttentionBackend {
   at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                      const PackedSequences& sequences, double scale, int64_t layer) override;
   void set_budget_request(const AttentionBudgetRequest& request) override { request_ = request; }
-  // Tensor parallelism beside CP: this rank's ring runs its share of the heads. MoBA's
-  // floor reads the layer's coverage curve over every head, a vertical-slash budget's
-  // level is searched over every head's lists and its statistics sum over the head
-  // shards, as in the one-rank backends.
+  // Tensor parallelism beside CP: this rank's ring runs its share of the heads; the
+  // selector reads the layer's statistics over every head, as the one-rank backend does.
   void set_head_shard_sum(std::function<void(std::vector<double>&)> sum) override { head_shard_sum_ = std::move(sum); }
   std::vector<AttentionLayerStats> take_layer_stats() override;
   // Not supported: generation runs on one rank (std::logic_error).
@@ -53,7 +53,7 @@ class RingAttentionBackend : public AttentionBackend {
   std::map<const CpSharding*, Work> take_work();
 
  private:
-  AttentionOptions options_;
+  std::shared_ptr<RingPatternSelector> selector_;
   std::shared_ptr<RingContext> context_;
   std::shared_ptr<const CpSharding> sharding_;
   std::shared_ptr<const RingGeometry> geometry_;  // the sharding's, built at its first layer

@@ -1,10 +1,8 @@
 #pragma once
-// Vertical-slash under context parallelism: the pattern split into what the ring's block
-// step runs and what it cannot. Slash blocks are whole key blocks of the attention-block
-// grid, so they form a RingBlockPattern; kept columns outside them are single keys, found
-// per (query head, query block) from each head's verticals and computed here as a second
-// partial result of each ring step, merged like the first (docs/context_parallel.md,
-// "Vertical-slash under CP").
+// Single key columns a selection keeps outside its key blocks (ring_pattern_selector.h),
+// as a second partial result of each ring step, merged like the first: a pattern whose
+// kept keys are not whole blocks runs its blocks as a RingBlockPattern and the rest here
+// (docs/context_parallel.md).
 //
 // Shapes as ring_step_cpu.h: q [Tq, Hq, D] (the rank's queries), k, v [Tk, Hkv, D] (the
 // visiting shard), contiguous, float32 or float64.
@@ -15,36 +13,26 @@
 #include <vector>
 
 #include "kernels/attention/ring/ring_step_cpu.h"
-#include "kernels/attention/vertical_slash/vertical_slash_index.h"
 
 namespace sb {
 
-// The kept columns outside the slash blocks. Each (sequence, query head)'s verticals are
-// kept once; query block b's columns are those of its sequence at or before its last
-// query whose key block is not one of b's slash blocks (so memory is O(S x Hq x
-// verticals), not a list per query block).
+// The kept columns outside the blocks. Each (sequence, query head)'s columns are kept
+// once; query block b's columns are those of its sequence at or before its last query
+// whose key block is not one of b's blocks (so memory is O(S x Hq x columns), not a list
+// per query block). Every query block keeps its own key block among its blocks.
 struct RingColumnLists {
   int64_t heads = 0, block_size = 1;
-  std::vector<std::vector<int64_t>> verticals;  // [S x Hq]: global token indices, ascending
+  std::vector<std::vector<int64_t>> head_columns;  // [S x Hq]: global token indices, ascending
   std::vector<int64_t> block_sequence;          // [NB]
   std::vector<int64_t> block_last;              // [NB]: global index of the block's last token
   std::vector<int64_t> sequence_offset;         // [S]: global index of the sequence's first token
   std::vector<int64_t> sequence_first_block;    // [S]
-  at::Tensor selected, count;                   // the slash blocks: RingVerticalSlashPattern::blocks
+  at::Tensor selected, count;                   // the blocks (RingCallPattern::blocks)
 
   // Query block `block`'s columns for `head`, global indices ascending, into `out`.
   void of(int64_t head, int64_t block, std::vector<int64_t>& out) const;
   // Columns over every (head, query block): the column steps' share of the pattern.
   int64_t total() const;
-};
-
-struct RingVerticalSlashPattern {
-  RingBlockPattern blocks;  // Hs = Hq: the key blocks each (head, query block)'s slashes reach
-  RingColumnLists columns;
-
-  // index [sequence][query head] on the layout's grid (its block_size = the layout's).
-  static RingVerticalSlashPattern build(const std::vector<std::vector<VerticalSlashHeadIndex>>& index,
-                                        const MobaLayout& layout);
 };
 
 // The columns' partial attention over the visiting shard (`keys`: its tiles): out_step

@@ -9,11 +9,11 @@
 #include <cstring>
 #include <limits>
 
-#include "kernels/attention/single_threaded_blas.h"
+#include "kernels/attention/core/single_threaded_blas.h"
 
 namespace sb {
 
-RingShardTiles RingShardTiles::build(const std::vector<int64_t>& tokens, const MobaLayout& layout) {
+RingShardTiles RingShardTiles::build(const std::vector<int64_t>& tokens, const BlockLayout& layout) {
   RingShardTiles shard;
   shard.tokens = static_cast<int64_t>(tokens.size());
   shard.first_tile_of_block.assign(layout.num_blocks() + 1, 0);
@@ -46,7 +46,7 @@ int64_t RingShardTiles::row_of(int64_t token) const {
   return token < it->global_start + it->length ? it->local_start + token - it->global_start : -1;
 }
 
-RingBlockPattern RingBlockPattern::dense(const MobaLayout& layout) {
+RingBlockPattern RingBlockPattern::causal(const BlockLayout& layout) {
   const int64_t blocks = layout.num_blocks();
   int64_t capacity = 1;
   for (int64_t b = 0; b < blocks; ++b) capacity = std::max(capacity, layout.eligible_end(b) - layout.eligible_first(b));

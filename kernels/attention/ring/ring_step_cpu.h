@@ -1,6 +1,6 @@
 #pragma once
 // One step of ring attention on the CPU: the queries a rank holds against the key/value
-// shard visiting it, under a block pattern (dense causal, or MoBA's selection). Work
+// shard visiting it, under a block pattern (ring_pattern_selector.h). Work
 // and memory follow the kept (query, key) pairs: the shards are cut into tiles (runs of
 // consecutive tokens inside one attention block) and only tile pairs whose key block
 // the pattern keeps are computed; no [Tq, Tk] matrix is formed.
@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/attention/moba/moba_layout.h"
+#include "kernels/attention/core/block_layout.h"
 
 namespace sb {
 
@@ -22,7 +22,7 @@ struct RingTile {
   int64_t local_start = 0;   // first row in the shard's tensors
   int64_t length = 0;
   int64_t global_start = 0;  // global token index (packed micro-batch) of the first
-  int64_t block = 0;         // global attention block (MobaLayout numbering)
+  int64_t block = 0;         // global attention block (BlockLayout numbering)
 };
 
 struct RingShardTiles {
@@ -32,7 +32,7 @@ struct RingShardTiles {
 
   // tokens: a shard's global indices, ascending; layout: the micro-batch's blocks (keys
   // and queries are the same packed tokens).
-  static RingShardTiles build(const std::vector<int64_t>& tokens, const MobaLayout& layout);
+  static RingShardTiles build(const std::vector<int64_t>& tokens, const BlockLayout& layout);
 
   // The row of global token `token` in the shard, or -1 where the shard does not hold it.
   int64_t row_of(int64_t token) const;
@@ -44,8 +44,9 @@ struct RingBlockPattern {
   at::Tensor selected;  // [Hs, NB, kcap] int32, -1 padding; Hs = 1 (all heads alike) or Hq
   at::Tensor count;     // [Hs, NB] int32
 
-  // Dense causal attention: every block of the sequence up to the diagonal, all heads.
-  static RingBlockPattern dense(const MobaLayout& layout);
+  // Every block of the sequence up to the diagonal, all heads alike (causal attention
+  // over the whole sequence).
+  static RingBlockPattern causal(const BlockLayout& layout);
 };
 
 struct RingStepShapes {

@@ -45,7 +45,7 @@ RingStepTables ring_step_tables(const RingStepShapes& shapes, int64_t q_heads) {
   tables.slots.max_blocks_per_sequence = slots;
   tables.slots.blocks.resize(static_cast<size_t>(slots));
   for (int64_t t = 0; t < slots; ++t) {
-    MobaBlock& slot = tables.slots.blocks[t];
+    LayoutBlock& slot = tables.slots.blocks[t];
     slot.index_in_sequence = t;
     if (t < query_tiles) {
       slot.query_start = queries.tiles[t].local_start;
@@ -130,7 +130,7 @@ RingColumnStepTables ring_column_step_tables(const RingShardTiles& queries, cons
     for (int64_t t = 0; t < tiles; ++t) {
       const RingTile& tile = queries.tiles[t];
       const int64_t b = h * tiles + t;
-      MobaBlock& block = tables.blocks.blocks[b];
+      LayoutBlock& block = tables.blocks.blocks[b];
       block.index_in_sequence = b;
       block.query_start = h * queries.tokens + tile.local_start;
       block.query_len = tile.length;

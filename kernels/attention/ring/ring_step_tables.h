@@ -1,7 +1,7 @@
 #pragma once
 // One ring step as the fused block-sparse kernels read it (block_sparse_plan.h), so a
-// step on a GPU runs the same kernels as one-rank MoBA (docs/context_parallel.md, "On
-// GPUs"). The kernels' blocks become "slots": slot t holds this rank's query tile t as
+// step on a GPU runs the same kernels as a one-rank block-sparse pattern
+// (docs/context_parallel.md, "On GPUs"). The kernels' blocks become "slots": slot t holds this rank's query tile t as
 // its queries and the visiting shard's key tile t as its keys (RingShardTiles: runs of
 // consecutive tokens inside one attention block). Each (query head, query slot) lists
 // the key slots the step's pattern keeps, exactly as ring_step_cpu.cpp walks them:
@@ -13,14 +13,13 @@
 //   causal with queries and keys aligned: that step's slots are a causal layout (the
 //   kernels mask the diagonal slot), every other step's a non-causal one.
 //
-// Vertical-slash's columns outside its slash blocks (ring_column_step_cpu.h) become a
-// second set of tables, as the one-rank GPU pattern's vertical part has them
-// (vertical_slash_block_sparse_plan.h): queries head-major (q as [Hq x Tq, 1, D], head h's
-// row i at h x Tq + i), one block per (query head, query tile) holding those queries and
-// the columns of the visiting shard its block keeps, gathered into copies. A block's
-// columns all lie before the block's first token (its own key block is always a slash
-// block: offset 0 is kept), so every query sees every one: each block lists itself,
-// without a causal mask; one without columns lists nothing.
+// A selection's columns outside its blocks (ring_column_step_cpu.h) become a second set
+// of tables: queries head-major (q as [Hq x Tq, 1, D], head h's row i at h x Tq + i), one
+// block per (query head, query tile) holding those queries and the columns of the
+// visiting shard its block keeps, gathered into copies. A block's columns all lie before
+// the block's first token (RingColumnLists: its own key block is always one of its
+// blocks), so every query sees every one: each block lists itself, without a causal
+// mask; one without columns lists nothing.
 //
 // Built on the host (O(Hq x query tiles x listed key tiles or columns)); the CUDA steps
 // copy them to the device.
@@ -29,7 +28,7 @@
 
 #include <cstdint>
 
-#include "kernels/attention/moba/moba_layout.h"
+#include "kernels/attention/core/block_layout.h"
 #include "kernels/attention/ring/ring_column_step_cpu.h"
 #include "kernels/attention/ring/ring_step_cpu.h"
 
@@ -39,7 +38,7 @@ struct RingStepTables {
   // NS = max(query tiles, key tiles) slots (at least 1); slot t's query fields are
   // query tile t's rows (empty past the last), its key fields key tile t's rows. causal:
   // the rank's own step.
-  MobaLayout slots;
+  BlockLayout slots;
   at::Tensor selected;     // int32 [Hq, NS, capacity] on the CPU: key slots, ascending, -1 padding
   at::Tensor count;        // int32 [Hq, NS]
   int64_t kept_pairs = 0;  // (query, key) pairs the step keeps, summed over query heads
@@ -52,7 +51,7 @@ RingStepTables ring_step_tables(const RingStepShapes& shapes, int64_t q_heads);
 struct RingColumnStepTables {
   // Hq x query tiles blocks, block h x tiles + t: query head h's rows of query tile t
   // (head-major rows), and its gathered columns. Not causal.
-  MobaLayout blocks;
+  BlockLayout blocks;
   at::Tensor selected;     // int32 [1, NB, 1] on the CPU: the block itself, or -1
   at::Tensor count;        // int32 [1, NB]
   at::Tensor key_rows;     // int64 [gathered] on the CPU: row r of the copies is row key_rows[r]

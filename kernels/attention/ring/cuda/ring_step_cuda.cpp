@@ -6,8 +6,8 @@
 
 #include <limits>
 
-#include "kernels/attention/block_sparse/cuda/block_sparse_attention_cuda.h"
-#include "kernels/attention/block_sparse/cuda/block_sparse_attention_kernels.h"
+#include "kernels/attention/core/cuda/block_sparse_attention_cuda.h"
+#include "kernels/attention/core/cuda/block_sparse_attention_kernels.h"
 #include "kernels/attention/ring/ring_step_tables.h"
 
 namespace sb {

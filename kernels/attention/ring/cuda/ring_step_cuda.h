@@ -31,7 +31,7 @@ int64_t ring_step_backward_cuda(const at::Tensor& grad_out, const at::Tensor& q,
                                 const at::Tensor& v, const at::Tensor& out, const at::Tensor& lse,
                                 const RingStepShapes& shapes, at::Tensor& dq, at::Tensor& dk, at::Tensor& dv);
 
-// Vertical-slash's columns outside its slash blocks against the visiting shard
+// A selection's columns outside its blocks against the visiting shard
 // (ring_column_step_cpu.h), as the fused kernels' second call over gathered copies of the
 // shard's column rows (ring_step_tables.h): the forward overwrites out_step and lse_step
 // as ring_step_forward_cuda does; the backward adds into the float32 accumulators, the

@@ -1,0 +1,115 @@
+#include "kernels/attention/patterns/moba/moba_pattern.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+
+#include "kernels/attention/patterns/moba/moba_attended_pairs.h"
+#include "kernels/attention/patterns/moba/moba_attention_backend.h"
+#include "kernels/attention/patterns/moba/moba_reference.h"
+#include "kernels/attention/patterns/moba/moba_ring_selector.h"
+
+namespace sb {
+namespace {
+
+MobaParams params_of(const MobaOptions& options, double scale) {
+  MobaParams params;
+  params.block_size = options.block_size;
+  params.top_k = {options.top_k};
+  params.scale = scale;
+  params.cuda_kernel = options.cuda_kernel;
+  return params;
+}
+
+}  // namespace
+
+bool MobaPattern::same(const AttentionPattern& other) const {
+  const auto* moba = dynamic_cast<const MobaPattern*>(&other);
+  return moba != nullptr && moba->options_ == options_;
+}
+
+bool MobaPattern::same_selection(const AttentionPattern& other) const {
+  const auto* moba = dynamic_cast<const MobaPattern*>(&other);
+  return moba != nullptr && moba->options_.block_size == options_.block_size;
+}
+
+std::vector<int64_t> MobaPattern::profile_budgets(int64_t longest_sample, int64_t dst_k_max) const {
+  const int64_t block = std::max<int64_t>(1, options_.block_size);
+  const int64_t blocks = std::max<int64_t>(1, (std::max<int64_t>(longest_sample, 1) + block - 1) / block);
+  std::vector<int64_t> budgets;
+  for (int64_t k = 1; k <= blocks; k *= 2) budgets.push_back(k);
+  budgets.push_back(blocks);
+  budgets.push_back(options_.top_k);
+  if (dst_k_max > 0) budgets.push_back(dst_k_max);
+  std::sort(budgets.begin(), budgets.end());
+  budgets.erase(std::unique(budgets.begin(), budgets.end()), budgets.end());
+  return budgets;
+}
+
+std::unique_ptr<AttentionBackend> MobaPattern::make_backend() const {
+  return std::make_unique<MobaAttention>(options_.block_size, options_.top_k, options_.cuda_kernel);
+}
+
+std::shared_ptr<RingPatternSelector> MobaPattern::make_ring_selector() const {
+  return std::make_shared<MobaRingSelector>(options_.block_size, options_.top_k);
+}
+
+std::optional<AttentionTrainingProblem> MobaPattern::training_problem(const AttentionTrainingSetting& setting) const {
+  if (!setting.cuda || setting.bf16) return std::nullopt;
+  return AttentionTrainingProblem{"precision",
+                                  "is \"" + setting.precision + "\" but " + setting.method +
+                                      " uses MoBA on CUDA, whose attention (flash-attention varlen) runs only in bfloat16",
+                                  "set train.precision to \"bf16-mixed\""};
+}
+
+double MobaPattern::attended_pairs(int64_t length, int64_t budget) const {
+  const int64_t block_size = options_.block_size;
+  if (block_size < 1 || budget < 1) throw std::invalid_argument("attention_pairs: block size and budget must be >= 1");
+  double pairs = 0;
+  const int64_t blocks = (length + block_size - 1) / block_size;
+  for (int64_t j = 0; j < blocks; ++j) {
+    const auto q = static_cast<double>(std::min(block_size, length - j * block_size));
+    const int64_t earlier = std::min(budget - 1, j);  // selected blocks before the diagonal one
+    pairs += q * (q + 1) / 2 + q * static_cast<double>(earlier * block_size);
+  }
+  return pairs;
+}
+
+double MobaPattern::selection_forward_flops(int64_t length, int64_t q_heads, int64_t head_dim) const {
+  const auto blocks = static_cast<double>((length + options_.block_size - 1) / options_.block_size);
+  return 2.0 * static_cast<double>(head_dim * q_heads) * blocks * (blocks + 1) / 2;
+}
+
+std::vector<SelectionAllreduces> MobaPattern::ring_selection_allreduces(const std::vector<int64_t>& lengths,
+                                                                        bool /*budgeted*/, bool /*floor*/,
+                                                                        int64_t query_heads, int64_t kv_heads,
+                                                                        int64_t head_dim) const {
+  int64_t blocks = 0;
+  for (int64_t length : lengths) blocks += (length + options_.block_size - 1) / options_.block_size;
+  return {{static_cast<double>((query_heads + kv_heads) * blocks * head_dim) * 8.0, 1.0}};
+}
+
+double MobaPattern::kept_pairs(const at::Tensor& q, const at::Tensor& k, const PackedSequences& sequences,
+                               double scale) const {
+  return moba_attended_pairs(q, k, sequences, params_of(options_, scale));
+}
+
+at::Tensor MobaPattern::reference_rows(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                       const PackedSequences& sequences, double scale, int64_t first_row) const {
+  return moba_reference(q.cpu(), k.cpu(), v.cpu(), sequences, sequences, params_of(options_, scale), first_row,
+                        q.size(0))
+      .out;
+}
+
+AttentionOptions moba_attention_options(MobaOptions options) {
+  return AttentionOptions(std::make_shared<const MobaPattern>(options));
+}
+
+AttentionOptions moba_attention_options(int64_t block_size, int64_t top_k) {
+  MobaOptions options;
+  options.block_size = block_size;
+  options.top_k = top_k;
+  return moba_attention_options(options);
+}
+
+}  // namespace sb
