@@ -8,6 +8,7 @@
 #include "common/errors.h"
 #include "harness/patterns/dense/dense_plugin.h"
 #include "harness/patterns/moba/moba_plugin.h"
+#include "harness/patterns/sliding_window/sliding_window_plugin.h"
 #include "harness/patterns/vertical_slash/vertical_slash_plugin.h"
 
 namespace sb {
@@ -17,6 +18,7 @@ const std::vector<const AttentionPatternPlugin*>& attention_plugins() {
       &dense_plugin(),
       &moba_plugin(),
       &vertical_slash_plugin(),
+      &sliding_window_plugin(),
   };
   return plugins;
 }

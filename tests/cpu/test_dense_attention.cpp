@@ -161,7 +161,7 @@ TEST(DenseAttention, RejectsInconsistentInputs) {
 TEST(AttentionPatternRegistry, ListsThePatternsAndNamesThemOnError) {
   EXPECT_EQ(attention_options_named("dense").make_backend()->name(), "dense");
   EXPECT_EQ(attention_options_named("vertical_slash").make_backend()->name(), "vertical_slash");
-  EXPECT_EQ(attention_pattern_names(), (std::vector<std::string>{"dense", "moba", "vertical_slash"}));
+  EXPECT_EQ(attention_pattern_names(), (std::vector<std::string>{"dense", "moba", "vertical_slash", "sliding_window"}));
   EXPECT_EQ(default_attention_options().name(), "dense");
   for (const AttentionPatternPlugin* plugin : attention_plugins()) {
     // Each plug-in's default pattern is its kernel pattern's, and writes itself back.

@@ -3,8 +3,8 @@
 // bit for bit the plans recorded in tests/data/golden/plans.json. The planner is driven
 // exactly as the trainer drives it (the run's manifest -> make_dataset,
 // method_planner_options, load_method_predictor; observe() with the budgets each plan
-// chose), with one kept CPU profile standing in for the git-ignored ones, so that any
-// change in how a manifest reaches the planner shows here.
+// chose), with kept CPU profiles (one per pattern) standing in for the git-ignored ones,
+// so that any change in how a manifest reaches the planner shows here.
 //
 // The golden file was written by this test built on the code before the run-plan
 // restructuring (97ba2ad). To record new plans on purpose:
@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -38,6 +39,10 @@ using nlohmann::json;
 const fs::path kSource = SB_SOURCE_DIR;
 const fs::path kGolden = kSource / "tests/data/golden/plans.json";
 const fs::path kProfile = kSource / "experiments/measured/cpu/table1-cpu/dst__seed=1/profile.json";
+// The kept profile of a method whose pattern is not kProfile's (MoBA's).
+const std::map<std::string, fs::path> kPatternProfiles{
+    {"sliding_window",
+     kSource / "experiments/measured/cpu/table1-cpu-sliding-window/sliding_window__seed=1/profile.json"}};
 constexpr int64_t kIterations = 12;
 
 // FNV-1a, 64 bits: a hash whose value is the same on every platform and library.
@@ -74,7 +79,9 @@ json plan_to_json(const GlobalBatchPlan& plan) {
 json plans_of(RunSpec run) {
   Manifest& m = run.manifest;
   for (MethodSection& method : m.methods) {
-    if (!method.profile.empty()) method.profile = kProfile.string();
+    if (method.profile.empty()) continue;
+    const auto kept = kPatternProfiles.find(method.attention.name());
+    method.profile = (kept != kPatternProfiles.end() ? kept->second : kProfile).string();
   }
   const Qwen2Config& config = qwen2_preset(m.model.preset);
   const std::unique_ptr<Dataset> data =

@@ -506,6 +506,9 @@ RingAttentionResult ring_attention(const at::Tensor& q, const at::Tensor& k, con
       selector.select(RingSelectionInputs{q, k, *geometry, request, scale, layer, *context, plan->call, head_shard_sum});
   plan->pattern = std::move(selected.blocks);
   plan->columns = std::move(selected.columns);
+  TORCH_CHECK(!q.is_cuda() || plan->pattern.band_window.empty(), "ring attention: ", selector.name(),
+              "'s band (keys cut inside a block) runs on the CPU ring only; the GPU ring's fused kernels mask whole "
+              "blocks and the causal diagonal");
   at::Tensor q_in = q.contiguous(), k_in = k.contiguous(), v_in = v.contiguous();
 #ifdef SB_WITH_CUDA
   if (q.is_cuda()) {  // the kernels read rows with 16-byte loads

@@ -30,7 +30,9 @@ RingShardTiles RingShardTiles::build(const std::vector<int64_t>& tokens, const B
     if (extends) {
       ++shard.tiles.back().length;
     } else {
-      shard.tiles.push_back({i, 1, t, block});
+      const LayoutBlock& b = layout.blocks[block];
+      const int64_t position = b.index_in_sequence * layout.block_size + (t - b.key_start);
+      shard.tiles.push_back({i, 1, t, block, b.sequence, position});
       ++shard.first_tile_of_block[block + 1];
     }
   }
@@ -67,8 +69,8 @@ RingBlockPattern RingBlockPattern::causal(const BlockLayout& layout) {
 
 namespace {
 
-// A key tile a row attends to, and whether some of its keys come after some of the
-// row's queries (the causal mask inside the diagonal block).
+// A key tile a row attends to, and whether some of its pairs are masked (the causal mask
+// inside the diagonal block, or the pattern's band).
 struct RowKeyTile {
   const RingTile* tile;
   bool masked;
@@ -80,6 +82,8 @@ struct RingRow {
   const RingTile* query = nullptr;
   std::vector<RowKeyTile> keys;
   int64_t key_count = 0;  // m: rows of the gathered keys
+  int64_t band_window = -1;  // the pattern's band for the query tile's sequence (-1: none)
+  int64_t band_sinks = 0;
 };
 
 std::vector<RingRow> ring_rows(const RingStepShapes& shapes, int64_t q_heads) {
@@ -94,6 +98,10 @@ std::vector<RingRow> ring_rows(const RingStepShapes& shapes, int64_t q_heads) {
       RingRow row;
       row.head = h;
       row.query = &query;
+      if (!shapes.pattern.band_window.empty()) {
+        row.band_window = shapes.pattern.band_window[query.sequence];
+        row.band_sinks = shapes.pattern.band_sinks;
+      }
       const int64_t last_query = query.global_start + query.length - 1;
       const int32_t* list = selected + (ph * blocks + query.block) * capacity;
       for (int64_t n = 0; n < count[ph * blocks + query.block]; ++n) {
@@ -101,7 +109,14 @@ std::vector<RingRow> ring_rows(const RingStepShapes& shapes, int64_t q_heads) {
         for (int64_t t = shapes.keys.first_tile_of_block[j]; t < shapes.keys.first_tile_of_block[j + 1]; ++t) {
           const RingTile& key = shapes.keys.tiles[t];
           if (j == query.block && key.global_start > last_query) continue;  // all in the future
-          const bool masked = j == query.block && key.global_start + key.length - 1 > query.global_start;
+          bool masked = j == query.block && key.global_start + key.length - 1 > query.global_start;
+          if (!shapes.pattern.band_window.empty()) {
+            const int64_t window = shapes.pattern.band_window[query.sequence], sinks = shapes.pattern.band_sinks;
+            const int64_t key_last = key.position + key.length - 1, query_last = query.position + query.length - 1;
+            const bool none = query.position - key_last >= window && key.position >= sinks;
+            if (none) continue;
+            masked = masked || !(query_last - key.position < window || key_last < sinks);
+          }
           row.keys.push_back({&key, masked});
           row.key_count += key.length;
         }
@@ -147,9 +162,12 @@ int64_t row_scores(const at::Tensor& queries, const at::Tensor& keys, const Ring
   for (const RowKeyTile& key : row.keys) {
     if (key.masked) {
       for (int64_t r = 0; r < lq; ++r) {
-        const int64_t query_global = row.query->global_start + r;
+        const int64_t query_global = row.query->global_start + r, query_position = row.query->position + r;
         for (int64_t c = 0; c < key.tile->length; ++c) {
-          if (key.tile->global_start + c > query_global) {
+          const int64_t key_position = key.tile->position + c;
+          const bool outside_band = row.band_window >= 0 && query_position - key_position >= row.band_window &&
+                                    key_position >= row.band_sinks;
+          if (key.tile->global_start + c > query_global || outside_band) {
             s[r * m + column + c] = -std::numeric_limits<scalar_t>::infinity();
             --kept;
           }

@@ -23,6 +23,8 @@ struct RingTile {
   int64_t length = 0;
   int64_t global_start = 0;  // global token index (packed micro-batch) of the first
   int64_t block = 0;         // global attention block (BlockLayout numbering)
+  int64_t sequence = 0;      // the packed sequence it belongs to
+  int64_t position = 0;      // its first token's position in that sequence
 };
 
 struct RingShardTiles {
@@ -43,6 +45,12 @@ struct RingShardTiles {
 struct RingBlockPattern {
   at::Tensor selected;  // [Hs, NB, kcap] int32, -1 padding; Hs = 1 (all heads alike) or Hq
   at::Tensor count;     // [Hs, NB] int32
+  // A band inside the listed blocks (band_window empty: none): query position p of sequence
+  // s keeps key position j (positions in the sequence) only when p - j < band_window[s] or
+  // j < band_sinks, for a pattern whose kept keys end inside a block (a sliding window).
+  // The CPU steps apply it; the GPU steps refuse it.
+  std::vector<int64_t> band_window;
+  int64_t band_sinks = 0;
 
   // Every block of the sequence up to the diagonal, all heads alike (causal attention
   // over the whole sequence).
