@@ -62,7 +62,7 @@ struct Case {
   int64_t q_heads = 4, kv_heads = 2;
 };
 
-// Windows below, at and above a tile (64) and the sequence; sinks inside and beyond the
+// Windows below, at and above a tile (128 rows) and the sequence; sinks inside and beyond the
 // window; an empty sequence; grouped-query and one-to-one heads.
 std::vector<Case> cases() {
   return {
@@ -70,8 +70,8 @@ std::vector<Case> cases() {
       {"window of one, no sinks", {150}, {1}, 0},
       {"window of one with sinks", {150}, {1}, 5},
       {"sinks longer than the window", {200}, {8}, 40},
-      {"window a tile", {260}, {64}, 4},
-      {"window above a tile", {260}, {100}, 2},
+      {"window a tile", {300}, {128}, 4},
+      {"window above a tile", {400}, {200}, 2},
       {"packed with an empty sequence", {97, 0, 150, 5, 64}, {20, 3, 70, 2, 64}, 4},
       {"window covering the sequence", {90, 40}, {90, 1000}, 4},
       {"sinks longer than the sequence", {30, 70}, {5, 9}, 50},

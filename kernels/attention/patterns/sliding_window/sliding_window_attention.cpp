@@ -15,46 +15,32 @@ at::Tensor attend_sequence(const at::Tensor& q, const at::Tensor& k, const at::T
                            int64_t sinks, double scale) {
   const int64_t length = q.size(0);
   if (window >= length) return dense_causal_attention(q, k, v, PackedSequences::from_lengths({length}), scale);
-  const int64_t kv_heads = k.size(1), group = q.size(1) / kv_heads, dim = q.size(2);
-  const int64_t tile = std::min(kSlidingWindowTile, length);
-  const int64_t tiles = (length + tile - 1) / tile, padded = tiles * tile;
-  const int64_t reach = window + tile - 1;  // keys one tile's window can reach
-  const int64_t sink_count = std::min(sinks, length);
+  const bool grouped = q.size(1) != k.size(1);
   const auto index = at::TensorOptions().dtype(at::kLong).device(q.device());
-
-  const at::Tensor queries = at::constant_pad_nd(q, {0, 0, 0, 0, 0, padded - length})
-                                 .view({tiles, tile, kv_heads, group, dim});  // [t, b, h, g, d]
-  // Keys and values from position -(W - 1): tile t's window is rows [t x tile, t x tile + reach).
-  const at::Tensor keys = at::constant_pad_nd(k, {0, 0, 0, 0, window - 1, padded - length}).unfold(0, reach, tile);
-  const at::Tensor values = at::constant_pad_nd(v, {0, 0, 0, 0, window - 1, padded - length}).unfold(0, reach, tile);
-  // [t, h, d, r] each
-  const at::Tensor query_pos = (at::arange(tiles, index).unsqueeze(1) * tile + at::arange(tile, index)).view(
-      {tiles, 1, 1, tile, 1});                                                    // [t, 1, 1, b, 1]
-  const at::Tensor key_pos = (at::arange(tiles, index).unsqueeze(1) * tile - (window - 1) + at::arange(reach, index))
-                                 .view({tiles, 1, 1, 1, reach});                  // [t, 1, 1, 1, r]
-  // Rows past the sequence's end keep every key: finite values that are cut off, so their
-  // (zero) gradients reach nothing as NaN.
-  const at::Tensor padding_row = query_pos.ge(length);
-  const at::Tensor keep_window = key_pos.ge(sink_count)
-                                     .logical_and(key_pos.le(query_pos))
-                                     .logical_and(query_pos.sub(key_pos).lt(window))
-                                     .logical_or(padding_row);
-  at::Tensor scores = at::einsum("tbhgd,thdr->thgbr", {queries, keys}).mul(scale).masked_fill(
-      keep_window.logical_not(), -INFINITY);                                      // [t, h, g, b, r]
-  at::Tensor sink_keys, sink_values;
-  if (sink_count > 0) {
-    sink_keys = k.narrow(0, 0, sink_count);    // [s, h, d]
-    sink_values = v.narrow(0, 0, sink_count);
-    const at::Tensor sink_pos = at::arange(sink_count, index).view({1, 1, 1, 1, sink_count});
-    const at::Tensor sink_scores = at::einsum("tbhgd,shd->thgbs", {queries, sink_keys})
-                                       .mul(scale)
-                                       .masked_fill(sink_pos.gt(query_pos), -INFINITY);  // [t, h, g, b, s]
-    scores = at::cat({sink_scores, scores}, -1);
+  const auto heads_first = [](const at::Tensor& x) { return x.transpose(0, 1).unsqueeze(0); };  // [1, H, n, D]
+  std::vector<at::Tensor> tiles;
+  for (int64_t first = 0; first < length; first += kSlidingWindowTile) {
+    const int64_t end = std::min(length, first + kSlidingWindowTile);
+    // The keys the tile's windows reach, [window_first, end), and the sinks before them.
+    const int64_t window_first = std::max<int64_t>(0, first - window + 1);
+    const int64_t sinks_before = std::min(sinks, window_first);
+    const at::Tensor query = at::arange(first, end, index).unsqueeze(1);        // [n, 1]
+    const at::Tensor key = at::arange(window_first, end, index).unsqueeze(0);   // [1, m]
+    // Keys of the span that are sinks stay kept for the tile's later queries too.
+    at::Tensor keep = key.le(query).logical_and(query.sub(key).lt(window).logical_or(key.lt(sinks)));
+    at::Tensor keys = k.narrow(0, window_first, end - window_first);
+    at::Tensor values = v.narrow(0, window_first, end - window_first);
+    if (sinks_before > 0) {
+      keys = at::cat({k.narrow(0, 0, sinks_before), keys}, 0);
+      values = at::cat({v.narrow(0, 0, sinks_before), values}, 0);
+      keep = at::cat({at::ones({end - first, sinks_before}, keep.options()), keep}, 1);
+    }
+    const at::Tensor out = at::scaled_dot_product_attention(heads_first(q.narrow(0, first, end - first)),
+                                                            heads_first(keys), heads_first(values), keep, 0.0,
+                                                            false, scale, grouped);
+    tiles.push_back(out.squeeze(0).transpose(0, 1));  // [n, Hq, D]
   }
-  const at::Tensor probs = at::softmax(scores, -1);
-  at::Tensor out = at::einsum("thgbr,thdr->tbhgd", {probs.narrow(-1, sink_count, reach), values});
-  if (sink_count > 0) out = out + at::einsum("thgbs,shd->tbhgd", {probs.narrow(-1, 0, sink_count), sink_values});
-  return out.reshape({padded, kv_heads * group, dim}).narrow(0, 0, length);
+  return tiles.size() == 1 ? tiles.front() : at::cat(tiles, 0);
 }
 
 }  // namespace
