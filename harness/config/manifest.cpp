@@ -422,13 +422,14 @@ TrainSection parse_train(const json& j, const std::string& path, const std::stri
 }
 
 // The first method whose attention pattern cannot train as the manifest says
-// (AttentionPattern::training_problem: its kernels' dtypes, head_dim), as a ConfigError
+// (AttentionPattern::training_problem: its kernels' dtypes, head_dim, cp), as a ConfigError
 // naming train.precision or the method's attention.
 void check_patterns_can_train(const Manifest& m) {
   for (size_t i = 0; i < m.methods.size(); ++i) {
     const std::string method = "methods[" + std::to_string(i) + "]";
     const AttentionTrainingSetting setting{m.train.on_cuda(), m.train.precision == Qwen2Precision::kBFloat16Mixed,
-                                           m.model.config.head_dim, qwen2_precision_name(m.train.precision), method};
+                                           m.model.config.head_dim, qwen2_precision_name(m.train.precision), method,
+                                           m.parallelism.cp};
     if (const auto problem = m.methods[i].attention.pattern().training_problem(setting)) {
       throw ConfigError(m.file, problem->key == "precision" ? "$.train.precision" : "$." + method + ".attention",
                         problem->problem, problem->fix);

@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -73,5 +75,18 @@ class AttentionSimulation {
   // with them).
   virtual std::vector<int64_t> recorded_budgets(const IterationRecord& record, size_t k, size_t sequences) const = 0;
 };
+
+// For patterns whose budget is a number of key blocks: what micro-batch k of a measured
+// record ran at, the mean of its layers' budgets (rounded, at least 1), else its planned
+// budget (0 there means the method's default), else `fallback`.
+inline int64_t recorded_layer_mean_budget(const IterationRecord& record, size_t k, int64_t fallback) {
+  if (k < record.layer_budgets.size() && !record.layer_budgets[k].empty()) {
+    double sum = 0;
+    for (double b : record.layer_budgets[k]) sum += b;
+    return std::max<int64_t>(1, std::llround(sum / static_cast<double>(record.layer_budgets[k].size())));
+  }
+  if (k < record.budgets.size() && record.budgets[k] > 0) return record.budgets[k];
+  return fallback;
+}
 
 }  // namespace sb

@@ -22,6 +22,7 @@
 #include "kernels/attention/ring/cp_sharding.h"
 #include "kernels/attention/patterns/vertical_slash/vertical_slash_index.h"
 #include "tests/support/measured_run_folder.h"
+#include "tests/support/first_plan_check.h"
 #include "tests/support/small_simulation.h"
 #include "tests/support/run_command.h"
 #include "kernels/attention/patterns/vertical_slash/vertical_slash_pattern.h"
@@ -432,25 +433,7 @@ TEST(RunSimulator, VerticalSlashFirstPlanEqualsTheRealTrainers) {
   for (const char* preset : {"baseline", "sab", "sab+dst", "lbb+dst"}) {
     json j = vertical_slash_manifest(preset);
     j["parallelism"]["dp"] = 1;  // the one-process trainer plans for one DP rank
-    RunSpec run = expand_runs(parse_manifest(j, "<test>")).at(0);
-    RunSimulator sim = test::simulator_of(run.manifest);
-    TrainerOptions options;
-    options.predictor = sim.profile().predictor;
-    const Qwen2Config& config = qwen2_preset(run.manifest.model.preset);
-    Trainer trainer(run, RankContext::single_process(ParallelLayout(1, 1, config.num_hidden_layers), c10::kCPU),
-                    options);
-    const GlobalBatchPlan real = trainer.compute_gradients(0).plan;
-    const GlobalBatchPlan simulated = sim.simulate_iteration(0).plan;
-    ASSERT_EQ(real.ranks.size(), simulated.ranks.size());
-    for (size_t r = 0; r < real.ranks.size(); ++r) {
-      ASSERT_EQ(real.ranks[r].size(), simulated.ranks[r].size()) << preset;
-      for (size_t k = 0; k < real.ranks[r].size(); ++k) {
-        EXPECT_EQ(real.ranks[r][k].samples, simulated.ranks[r][k].samples) << preset;
-        EXPECT_EQ(real.ranks[r][k].budget, simulated.ranks[r][k].budget) << preset;
-        EXPECT_EQ(real.ranks[r][k].sequence_budgets, simulated.ranks[r][k].sequence_budgets) << preset;
-        EXPECT_EQ(real.ranks[r][k].predicted_ms, simulated.ranks[r][k].predicted_ms) << preset;
-      }
-    }
+    test::expect_first_plan_equals_the_trainers(j, preset);
   }
 }
 

@@ -67,17 +67,9 @@ nlohmann::json MobaSimulation::context(const FittedCoverage* fitted) const {
   return context;
 }
 
-std::vector<int64_t> MobaSimulation::recorded_budgets(const IterationRecord& record, size_t k, size_t sequences) const {
-  int64_t budget = options_.top_k;
-  if (k < record.layer_budgets.size() && !record.layer_budgets[k].empty()) {
-    double sum = 0;
-    for (double b : record.layer_budgets[k]) sum += b;
-    budget = std::max<int64_t>(1, std::llround(sum / static_cast<double>(record.layer_budgets[k].size())));
-  } else if (k < record.budgets.size() && record.budgets[k] > 0) {
-    // A planned budget of 0 means the method's default, as the simulator reads it.
-    budget = record.budgets[k];
-  }
-  return std::vector<int64_t>(sequences, budget);
+std::vector<int64_t> MobaSimulation::recorded_budgets(const IterationRecord& record, size_t k,
+                                                      size_t sequences) const {
+  return std::vector<int64_t>(sequences, recorded_layer_mean_budget(record, k, options_.top_k));
 }
 
 }  // namespace sb

@@ -57,15 +57,7 @@ nlohmann::json SlidingWindowSimulation::context(const FittedCoverage* /*fitted*/
 
 std::vector<int64_t> SlidingWindowSimulation::recorded_budgets(const IterationRecord& record, size_t k,
                                                                size_t sequences) const {
-  int64_t window = options_.window;
-  if (k < record.layer_budgets.size() && !record.layer_budgets[k].empty()) {
-    double sum = 0;
-    for (double b : record.layer_budgets[k]) sum += b;
-    window = std::max<int64_t>(1, std::llround(sum / static_cast<double>(record.layer_budgets[k].size())));
-  } else if (k < record.budgets.size() && record.budgets[k] > 0) {
-    window = record.budgets[k];
-  }
-  return std::vector<int64_t>(sequences, window);
+  return std::vector<int64_t>(sequences, recorded_layer_mean_budget(record, k, options_.window));
 }
 
 }  // namespace sb

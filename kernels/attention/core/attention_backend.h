@@ -6,6 +6,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -50,6 +51,16 @@ struct AttentionLayerStats {
   // the most eligible blocks of a query block (C = 1 from K on); empty unless requested.
   std::vector<double> coverage_curve;
 };
+
+// A backend's statistics, kept by layer (a layer run again replaces its entry): taken in
+// layer order, and the map emptied (AttentionBackend::take_layer_stats).
+inline std::vector<AttentionLayerStats> take_stats_by_layer(std::map<int64_t, AttentionLayerStats>& by_layer) {
+  std::vector<AttentionLayerStats> taken;
+  taken.reserve(by_layer.size());
+  for (auto& [layer, stats] : by_layer) taken.push_back(std::move(stats));
+  by_layer.clear();
+  return taken;
+}
 
 class AttentionBackend {
  public:

@@ -36,6 +36,7 @@ struct AttentionTrainingSetting {
   int64_t head_dim = 0;
   std::string precision;   // train.precision as the manifest spells it ("fp32")
   std::string method;      // "methods[0]"
+  int64_t cp = 1;          // context-parallel ranks per micro-batch
 };
 
 // Why a pattern cannot train in a setting: the manifest key to name ("precision": the

@@ -63,12 +63,7 @@ at::Tensor RingAttentionBackend::forward(const at::Tensor& q, const at::Tensor& 
   return result.out;
 }
 
-std::vector<AttentionLayerStats> RingAttentionBackend::take_layer_stats() {
-  std::vector<AttentionLayerStats> taken;
-  for (auto& [layer, stats] : stats_) taken.push_back(std::move(stats));
-  stats_.clear();
-  return taken;
-}
+std::vector<AttentionLayerStats> RingAttentionBackend::take_layer_stats() { return take_stats_by_layer(stats_); }
 
 at::Tensor RingAttentionBackend::forward_cached(const at::Tensor&, const at::Tensor&, const at::Tensor&, double) {
   throw std::logic_error("ring attention backend: decoding with a cache runs on one rank; evaluate with cp = 1");

@@ -15,6 +15,7 @@
 #include "harness/sim/run_simulator.h"
 #include "harness/train/trainer.h"
 #include "kernels/attention/patterns/sliding_window/sliding_window_pattern.h"
+#include "tests/support/first_plan_check.h"
 #include "tests/support/small_simulation.h"
 
 namespace sb {
@@ -49,6 +50,16 @@ TEST(SlidingWindowManifest, KeysRoundTripAndBadValuesNameTheirPath) {
   m = message_of({{"name", "sliding_window"}, {"top_k", 3}});  // MoBA's key
   EXPECT_NE(m.find("top_k"), std::string::npos) << m;
   EXPECT_NE(m.find("moba"), std::string::npos) << m;
+}
+
+TEST(SlidingWindowPattern, GpuContextParallelismIsRefusedUpFront) {
+  const SlidingWindowPattern pattern(SlidingWindowOptions{});
+  EXPECT_FALSE(pattern.training_problem({false, false, 64, "fp32", "methods[0]", 4}).has_value()) << "the CPU ring";
+  EXPECT_FALSE(pattern.training_problem({true, true, 128, "bf16-mixed", "methods[0]", 1}).has_value()) << "one GPU rank";
+  const auto problem = pattern.training_problem({true, true, 128, "bf16-mixed", "methods[1]", 2});
+  ASSERT_TRUE(problem.has_value());
+  EXPECT_EQ(problem->key, "attention");
+  EXPECT_NE(problem->problem.find("cp 2"), std::string::npos) << problem->problem;
 }
 
 // H(n)(s) written out.
@@ -144,24 +155,7 @@ TEST(RunSimulator, SlidingWindowFirstPlanEqualsTheRealTrainers) {
   for (const char* preset : {"baseline", "sab", "sab+dst"}) {
     json j = sliding_window_manifest(preset);
     j["parallelism"]["dp"] = 1;  // the one-process trainer plans for one DP rank
-    RunSpec run = expand_runs(parse_manifest(j, "<test>")).at(0);
-    RunSimulator sim = test::simulator_of(run.manifest);
-    TrainerOptions options;
-    options.predictor = sim.profile().predictor;
-    const Qwen2Config& config = qwen2_preset(run.manifest.model.preset);
-    Trainer trainer(run, RankContext::single_process(ParallelLayout(1, 1, config.num_hidden_layers), c10::kCPU),
-                    options);
-    const GlobalBatchPlan real = trainer.compute_gradients(0).plan;
-    const GlobalBatchPlan simulated = sim.simulate_iteration(0).plan;
-    ASSERT_EQ(real.ranks.size(), simulated.ranks.size());
-    for (size_t r = 0; r < real.ranks.size(); ++r) {
-      ASSERT_EQ(real.ranks[r].size(), simulated.ranks[r].size()) << preset;
-      for (size_t k = 0; k < real.ranks[r].size(); ++k) {
-        EXPECT_EQ(real.ranks[r][k].samples, simulated.ranks[r][k].samples) << preset;
-        EXPECT_EQ(real.ranks[r][k].budget, simulated.ranks[r][k].budget) << preset;
-        EXPECT_EQ(real.ranks[r][k].predicted_ms, simulated.ranks[r][k].predicted_ms) << preset;
-      }
-    }
+    test::expect_first_plan_equals_the_trainers(j, preset);
   }
 }
 

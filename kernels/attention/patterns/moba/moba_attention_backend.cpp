@@ -66,13 +66,7 @@ at::Tensor MobaAttention::forward(const at::Tensor& q, const at::Tensor& k, cons
   return result.out;
 }
 
-std::vector<AttentionLayerStats> MobaAttention::take_layer_stats() {
-  std::vector<AttentionLayerStats> taken;
-  taken.reserve(stats_.size());
-  for (auto& [layer, stats] : stats_) taken.push_back(std::move(stats));
-  stats_.clear();
-  return taken;
-}
+std::vector<AttentionLayerStats> MobaAttention::take_layer_stats() { return take_stats_by_layer(stats_); }
 
 at::Tensor MobaAttention::forward_cached(const at::Tensor& q, const at::Tensor& k,
                                          const at::Tensor& v, double scale) {

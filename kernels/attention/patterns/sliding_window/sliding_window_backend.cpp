@@ -62,12 +62,7 @@ at::Tensor SlidingWindowAttention::forward(const at::Tensor& q, const at::Tensor
   return sliding_window_attention(q, k, v, sequences, choice.windows, options_.sink_tokens, scale);
 }
 
-std::vector<AttentionLayerStats> SlidingWindowAttention::take_layer_stats() {
-  std::vector<AttentionLayerStats> taken;
-  for (auto& [layer, stats] : stats_) taken.push_back(std::move(stats));
-  stats_.clear();
-  return taken;
-}
+std::vector<AttentionLayerStats> SlidingWindowAttention::take_layer_stats() { return take_stats_by_layer(stats_); }
 
 at::Tensor SlidingWindowAttention::forward_cached(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                                   double scale) {

@@ -41,6 +41,16 @@ std::shared_ptr<RingPatternSelector> SlidingWindowPattern::make_ring_selector() 
   return std::make_shared<SlidingWindowRingSelector>(options_);
 }
 
+std::optional<AttentionTrainingProblem> SlidingWindowPattern::training_problem(
+    const AttentionTrainingSetting& setting) const {
+  if (!setting.cuda || setting.cp <= 1) return std::nullopt;
+  return AttentionTrainingProblem{
+      "attention",
+      "is sliding_window under context parallelism (cp " + std::to_string(setting.cp) +
+          ") on GPUs, but the GPU ring's fused kernels mask whole blocks and the window ends inside one",
+      "run it with cp 1 on GPUs, or on the CPU (train.device \"cpu\") with any cp"};
+}
+
 double SlidingWindowPattern::attended_pairs(int64_t length, int64_t budget) const {
   if (budget < 1) throw std::invalid_argument("attention_pairs: a window must be >= 1");
   return sliding_window_pairs(length, budget, options_.sink_tokens);

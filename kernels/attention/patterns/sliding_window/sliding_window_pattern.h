@@ -32,6 +32,8 @@ class SlidingWindowPattern : public AttentionPattern {
   }
   std::unique_ptr<AttentionBackend> make_backend() const override;
   std::shared_ptr<RingPatternSelector> make_ring_selector() const override;
+  // Under CP on GPUs: refused (the ring's band runs on the CPU steps only).
+  std::optional<AttentionTrainingProblem> training_problem(const AttentionTrainingSetting& setting) const override;
   // sliding_window_pairs.
   double attended_pairs(int64_t length, int64_t budget) const override;
   // The coverage of the last queries: 2 D per (last query, key).

@@ -109,12 +109,7 @@ at::Tensor VerticalSlashAttention::forward(const at::Tensor& q, const at::Tensor
   return result.out;
 }
 
-std::vector<AttentionLayerStats> VerticalSlashAttention::take_layer_stats() {
-  std::vector<AttentionLayerStats> out;
-  for (auto& [layer, stats] : stats_) out.push_back(std::move(stats));
-  stats_.clear();
-  return out;
-}
+std::vector<AttentionLayerStats> VerticalSlashAttention::take_layer_stats() { return take_stats_by_layer(stats_); }
 
 at::Tensor VerticalSlashAttention::forward_cached(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                                   double scale) {
