@@ -124,22 +124,41 @@ TEST(Resume, UnderTensorParallelismTheResumedRunRepeatsTheWholeRun) {
   fs::remove_all(dir);
 }
 
-TEST(PipelineBubble, EqualMicroBatchesMeasureNearTheOneFOneBFraction) {
+TEST(PipelineBubble, ReplayOfEqualStagesIsTheTheory) {
+  // Equal stages with backward twice the forward: 1F1B idles (p-1)/(m+p-1) of the
+  // iteration on every stage, whatever the F:B ratio. The event times in the line do
+  // not matter to the replay, only their durations.
+  for (const auto& [p, m] : std::vector<std::pair<int64_t, int64_t>>{{2, 4}, {4, 8}, {3, 1}}) {
+    json line = {{"iteration", 0}, {"ranks", json::array()}};
+    for (int64_t s = 0; s < p; ++s) {
+      json events = json::array();
+      for (int64_t j = 0; j < m; ++j) {
+        events.push_back({"forward", j, 0.0, 1.0});
+        events.push_back({"backward", j, 0.0, 2.0});
+      }
+      line["ranks"].push_back({{"rank", s}, {"stage", s}, {"dp_rank", 0}, {"events", events}});
+    }
+    EXPECT_NEAR(test::replayed_bubble_fraction(line, p, {m}), double(p - 1) / double(m + p - 1), 1e-12)
+        << "p " << p << " m " << m;
+  }
+}
+
+TEST(PipelineBubble, EqualMicroBatchesIdleLittleMoreThanTheirOneFOneBReplay) {
   // p = 2 stages, m = 4 equal micro-batches (512 tokens each, one thread per rank, the
   // tiny model: about 25 ms forward and 50 ms backward per micro-batch and stage, while
   // the optimizer step and the batch take about 3 ms). Theory: (p-1)/(m+p-1) = 0.2.
   //
   // Checked per measured iteration: every rank ran the textbook 1F1B order, and the
   // measured fraction is at least the one its own forward/backward durations force
-  // (replayed with free communication). Checked on the median of 10 iterations: within
-  // 0.1 of the theory. The theory assumes equal stage times; measured deviations come
-  // from (a) the optimizer step, data and the tied-embedding sync, idle by definition
-  // (~2%), (b) the last stage's extra head and loss, and (c) a shared CPU host: the two
-  // ranks compete for cores with each other and with whatever else runs, so stage
-  // times vary from one micro-batch to the next (we saw single iterations at 0.36,
-  // their replay at 0.33). The replay bound catches a runtime that idles for reasons
-  // the schedule does not explain; the median, a pipeline that does not pipeline
-  // (fully serial stages would measure 1 - 1/p = 0.5).
+  // (replayed with free communication). Checked on the median of 10 iterations: the
+  // measured fraction exceeds that replay by at most 0.1. The replay takes the stage
+  // times as they were, so a shared CPU host that stretches one micro-batch and not the
+  // next (CI saw a median of 0.30, single iterations at 0.36 with replays at 0.33) moves
+  // both sides alike; what remains is the optimizer step, data and tied-embedding sync,
+  // idle by definition (~2%), and the transfer latency. A pipeline that does not
+  // pipeline (fully serial stages measure 1 - 1/p = 0.5, while 1F1B replays to about
+  // (p-1)/(m+p-1) = 0.2) fails it by 0.3. The replay itself is checked against that
+  // theory with equal stage times in PipelineBubble.ReplayOfEqualStagesIsTheTheory.
   const fs::path dir = test::fresh_temp_dir("bubble");
   json m = json::parse(R"({
     "name": "bubble", "seed": 3, "model": {"preset": "qwen2-tiny"},
@@ -161,7 +180,7 @@ TEST(PipelineBubble, EqualMicroBatchesMeasureNearTheOneFOneBFraction) {
   }
   ASSERT_EQ(records.size(), 12u);
   ASSERT_EQ(lines.size(), 12u);
-  std::vector<double> bubbles;
+  std::vector<double> bubbles, excess;
   for (size_t i = 0; i < records.size(); ++i) {
     const json& r = records[i];
     ASSERT_EQ(r["microbatch_tokens"], json::array({512, 512, 512, 512}));
@@ -176,13 +195,19 @@ TEST(PipelineBubble, EqualMicroBatchesMeasureNearTheOneFOneBFraction) {
     EXPECT_NEAR(r["bubble_fraction"].get<double>(), mean, 1e-12);
     const double replayed = test::replayed_bubble_fraction(lines[i], 2, {4});
     EXPECT_GE(r["bubble_fraction"].get<double>(), replayed - 0.02) << "iteration " << i;
-    if (!r["warmup"].get<bool>()) bubbles.push_back(r["bubble_fraction"].get<double>());
+    if (!r["warmup"].get<bool>()) {
+      bubbles.push_back(r["bubble_fraction"].get<double>());
+      excess.push_back(r["bubble_fraction"].get<double>() - replayed);
+    }
   }
   ASSERT_EQ(bubbles.size(), 10u);
-  std::sort(bubbles.begin(), bubbles.end());
-  const double median = 0.5 * (bubbles[4] + bubbles[5]);
-  std::cout << "[bubble] median measured " << median << " vs (p-1)/(m+p-1) = 0.2\n";
-  EXPECT_NEAR(median, 0.2, 0.1);
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return 0.5 * (v[4] + v[5]);
+  };
+  std::cout << "[bubble] median measured " << median(bubbles) << ", median excess over the 1F1B replay "
+            << median(excess) << " (theory with equal stages: (p-1)/(m+p-1) = 0.2)\n";
+  EXPECT_LE(median(excess), 0.1);
   fs::remove_all(dir);
 }
 
