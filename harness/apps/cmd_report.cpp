@@ -16,6 +16,7 @@ Command register_report(CLI::App& app) {
   auto plots = std::make_shared<bool>(false);
   auto iteration = std::make_shared<int64_t>(-1);
   auto run = std::make_shared<std::string>();
+  auto peak_tflops = std::make_shared<double>(0);
   CLI::App* sub = app.add_subcommand("report", "Rebuild the report tables (and figures) of a results folder");
   sub->footer(
       "Rebuilds report.{json,csv,md} of results/<manifest>/ from the files of its runs and prints "
@@ -28,11 +29,15 @@ Command register_report(CLI::App& app) {
                   "Timeline figure: the iteration to draw (default: the measured iteration with the "
                   "median iter_ms of the first non-baseline run)");
   sub->add_option("--run", *run, "Timeline figure: the run to draw (default: the first non-baseline run)");
-  return [dir, plots, iteration, run]() {
+  sub->add_option("--peak-tflops", *peak_tflops,
+                  "The device's peak TFLOP/s for every run's MFU (default: the known GPU's dense bf16 peak; "
+                  "docs/metrics.md, \"Throughput\")");
+  return [dir, plots, iteration, run, peak_tflops]() {
     if (!std::filesystem::is_directory(*dir)) {
       throw ConfigError(*dir, "", "is not a folder", "pass results/<manifest name>");
     }
-    const Report report = write_report(*dir);
+    if (*peak_tflops < 0) throw ConfigError("--peak-tflops", "", "must be positive", "pass the device's TFLOP/s, e.g. 989");
+    const Report report = write_report(*dir, *peak_tflops > 0 ? std::optional<double>(*peak_tflops) : std::nullopt);
     std::cout << report_to_markdown(report);
     if (!*plots) return 0;
     PlotRequest request;

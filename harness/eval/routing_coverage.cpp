@@ -108,7 +108,9 @@ ordered_json routing_coverage(Qwen2ForCausalLM& model, const Dataset& data, cons
       const Sample s = data.sample(kSyntheticHeldoutFirstId + i);
       const int64_t n = s.length();
       const at::Tensor tokens = at::tensor(s.tokens, at::kLong).to(device);
-      model->forward(tokens, at::arange(n, tokens.options()), PackedSequences::from_lengths({n}));
+      // Only the routing statistics count: one row's logits, not [n, V].
+      model->forward_rows(tokens, at::arange(n, tokens.options()), PackedSequences::from_lengths({n}),
+                          at::full({1}, n - 1, tokens.options()));
       for (AttentionLayerStats& stats : moba->take_layer_stats()) {
         longest = std::max<int64_t>(longest, stats.coverage_curve.size());
         observations.push_back(CurveObservation{stats.layer, n, std::move(stats.coverage_curve), {}});

@@ -28,10 +28,9 @@ nlohmann::ordered_json synthetic_heldout(Qwen2ForCausalLM& model, const Dataset&
     }
     if (target_positions.empty()) continue;
     const at::Tensor tokens = at::tensor(s.tokens, at::kLong).to(device);
-    const at::Tensor logits =
-        model->forward(tokens, at::arange(n, tokens.options()), PackedSequences::from_lengths({n}));  // [n, V]
     const at::Tensor where = at::tensor(target_positions, at::kLong).to(device);
-    const at::Tensor picked = logits.index_select(0, where);                 // [m, V]
+    const at::Tensor picked =
+        model->forward_rows(tokens, at::arange(n, tokens.options()), PackedSequences::from_lengths({n}), where);  // [m, V]
     const at::Tensor expected = tokens.index_select(0, where + 1);           // [m]
     loss_sum += at::cross_entropy_loss(picked, expected, {}, at::Reduction::Sum).item<double>();
     const int64_t right = picked.argmax(-1).eq(expected).sum().item<int64_t>();

@@ -26,13 +26,13 @@ TokenNll token_nll(Qwen2ForCausalLM& model, const std::vector<int64_t>& ids) {
   c10::NoGradGuard no_grad;
   const auto device = model->parameters().front().device();
   const at::Tensor tokens = at::tensor(ids, at::kLong).to(device);  // [n]
-  const at::Tensor logits = model->forward(tokens, at::arange(n, tokens.options()),
-                                           PackedSequences::from_lengths({n}));  // [n, V]
-  const at::Tensor losses = at::cross_entropy_loss(logits.narrow(0, 0, n - 1).to(at::kFloat),
-                                                   tokens.narrow(0, 1, n - 1), /*weight=*/{},
-                                                   at::Reduction::None)
-                               .to(at::kDouble)
-                               .cpu();  // [n - 1]
+  // Position t predicts token t + 1; the last position predicts nothing (label -1).
+  const at::Tensor labels = at::cat({tokens.narrow(0, 1, n - 1), at::full({1}, -1, tokens.options())});  // [n]
+  const at::Tensor losses = model->token_losses(tokens, at::arange(n, tokens.options()),
+                                                PackedSequences::from_lengths({n}), labels)
+                                .narrow(0, 0, n - 1)
+                                .to(at::kDouble)
+                                .cpu();  // [n - 1], no [n, V] logits
   TokenNll out;
   out.tokens = n - 1;
   out.per_token.assign(losses.const_data_ptr<double>(), losses.const_data_ptr<double>() + (n - 1));

@@ -136,7 +136,7 @@ class LayerBench {
         if (model_step_) {
           model_step_(tokens, positions, sequences, labels).backward();
         } else {
-          at::cross_entropy_loss(model_->forward(tokens, positions, sequences), labels).backward();
+          model_->loss_sum(tokens, positions, sequences, labels).backward();
         }
         model_backend_->take_layer_stats();  // as the trainer drains them after each micro-batch
       });
@@ -158,11 +158,12 @@ class LayerBench {
         Qwen2AutocastGuard autocast(device_.type(), training_.precision);
         if (peers_) {
           const at::Tensor normed = peers_->sequence_parallel->gather(norm_->forward(x), tokens);  // [T, H]
-          const at::Tensor logits = head_->forward(normed).to(at::kFloat);                        // [T, V / tp]
-          peers_->vocabulary_loss(logits, labels).backward();
+          HeadLossOptions vocabulary;
+          vocabulary.vocabulary_start = peers_->vocabulary_start;
+          vocabulary.reduce = peers_->vocabulary_reduce;
+          head_cross_entropy_sum(normed, head_->weight, labels, vocabulary).backward();
         } else {
-          const at::Tensor logits = head_->forward(norm_->forward(x)).to(at::kFloat);
-          at::cross_entropy_loss(logits, labels).backward();
+          head_cross_entropy_sum(norm_->forward(x), head_->weight, labels).backward();
         }
       });
     };

@@ -38,6 +38,7 @@
 #include "harness/latency/latency_profile.h"
 #include "kernels/attention/patterns/attention_pattern.h"
 #include "kernels/attention/ring/ring_attention.h"
+#include "models/qwen2/qwen2_head_loss.h"
 #include "models/qwen2/qwen2_model.h"
 #include "models/qwen2/qwen2_sequence_parallel.h"
 
@@ -55,9 +56,8 @@ struct ProfileTensorParallelPeers {
   int64_t vocabulary_start = 0, vocabulary_end = 0;
   // The attention's statistics summed over the head shards (AttentionBackend::set_head_shard_sum).
   std::function<void(std::vector<double>&)> head_shard_sum;
-  // logits [T, this rank's vocabulary] float32, labels [T] int64 (any token id) -> the
-  // summed cross-entropy of the whole vocabulary (vocabulary-parallel, differentiable).
-  std::function<at::Tensor(const at::Tensor&, const at::Tensor&)> vocabulary_loss;
+  // The vocabulary-parallel loss's all-reduce of row statistics (qwen2_head_loss.h).
+  VocabularyAllReduce vocabulary_reduce;
   // The whole model (built from the full config, training options applied, on the CPU)
   // made this rank's TP stage on `device`: its parameters cut to this rank's shards in
   // place. Returns one training step's loss: (tokens [T], positions [T], sequences,

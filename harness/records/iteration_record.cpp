@@ -71,6 +71,9 @@ nlohmann::json iteration_record_to_json(const IterationRecord& r) {
   if (!r.sequence_reference_budgets.empty()) j["sequence_reference_budgets"] = r.sequence_reference_budgets;
   if (!r.microbatch_lengths.empty()) j["microbatch_lengths"] = r.microbatch_lengths;
   if (!r.runqueue_wait_ms.empty()) j["runqueue_wait_ms"] = r.runqueue_wait_ms;
+  if (!r.peak_rss_mb.empty()) j["peak_rss_mb"] = r.peak_rss_mb;
+  if (!r.peak_gpu_allocated_mb.empty()) j["peak_gpu_allocated_mb"] = r.peak_gpu_allocated_mb;
+  if (!r.peak_gpu_reserved_mb.empty()) j["peak_gpu_reserved_mb"] = r.peak_gpu_reserved_mb;
   if (!r.cp_attention_ms.empty()) j["cp_attention_ms"] = r.cp_attention_ms;
   if (!r.tp_comm_ms.empty()) j["tp_comm_ms"] = r.tp_comm_ms;
   if (!r.cp_kept_pairs.empty()) j["cp_kept_pairs"] = r.cp_kept_pairs;
@@ -116,6 +119,9 @@ IterationRecord iteration_record_from_json(const nlohmann::json& j) {
   r.sequence_reference_budgets = j.value("sequence_reference_budgets", std::vector<std::vector<double>>{});
   r.microbatch_lengths = j.value("microbatch_lengths", std::vector<std::vector<int64_t>>{});
   r.runqueue_wait_ms = j.value("runqueue_wait_ms", std::vector<double>{});
+  r.peak_rss_mb = j.value("peak_rss_mb", std::vector<double>{});
+  r.peak_gpu_allocated_mb = j.value("peak_gpu_allocated_mb", std::vector<double>{});
+  r.peak_gpu_reserved_mb = j.value("peak_gpu_reserved_mb", std::vector<double>{});
   r.cp_attention_ms = j.value("cp_attention_ms", std::vector<std::vector<double>>{});
   r.tp_comm_ms = j.value("tp_comm_ms", std::vector<std::vector<double>>{});
   r.cp_kept_pairs = j.value("cp_kept_pairs", std::vector<std::vector<int64_t>>{});

@@ -45,6 +45,12 @@
 //                        during the iteration (harness/common/runqueue_wait.h): time other
 //                        processes took from a measured run; written by the trainer when
 //                        every rank could read it (Linux), never by the simulator
+//   peak_rss_mb[r]       world rank r's process: its resident set's peak during the
+//                        iteration, MiB (harness/common/peak_memory.h); when every rank
+//                        could measure it (Linux)
+//   peak_gpu_allocated_mb[r], peak_gpu_reserved_mb[r]  world rank r's CUDA caching
+//                        allocator: peak allocated and reserved bytes during the
+//                        iteration, MiB; only on CUDA
 //   cp_attention_ms[k][c]  context parallelism: CP rank c's ring attention compute for
 //                        micro-batch k (forward and backward steps, summed over stages)
 //   cp_kept_pairs[k][c]  the (query, key) pairs those steps computed, summed over heads
@@ -102,6 +108,9 @@ struct IterationRecord {
   std::vector<std::vector<double>> sequence_reference_budgets;
   std::vector<std::vector<int64_t>> microbatch_lengths;
   std::vector<double> runqueue_wait_ms;
+  std::vector<double> peak_rss_mb;
+  std::vector<double> peak_gpu_allocated_mb;
+  std::vector<double> peak_gpu_reserved_mb;
   std::vector<std::vector<double>> cp_attention_ms;
   std::vector<std::vector<int64_t>> cp_kept_pairs;
   std::vector<double> cp_worker_imbalance;

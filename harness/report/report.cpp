@@ -67,7 +67,7 @@ Report report_of_runs(const std::string& manifest, std::vector<RunSummary> runs)
   return report;
 }
 
-Report build_report(const fs::path& manifest_dir) {
+Report build_report(const fs::path& manifest_dir, std::optional<double> peak_tflops) {
   std::vector<std::string> skipped;
   const std::vector<fs::path> folders = list_run_folders(manifest_dir, &skipped);
   if (folders.empty()) {
@@ -78,6 +78,7 @@ Report build_report(const fs::path& manifest_dir) {
   }
   std::vector<RunSummary> runs;
   for (const fs::path& folder : folders) runs.push_back(summarize_run(folder));
+  if (peak_tflops) override_peak_tflops(runs, *peak_tflops);
   fs::path name = fs::absolute(manifest_dir).lexically_normal();
   if (name.filename().empty()) name = name.parent_path();  // "results/x/"
   Report report = report_of_runs(name.filename().string(), std::move(runs));
@@ -85,8 +86,8 @@ Report build_report(const fs::path& manifest_dir) {
   return report;
 }
 
-Report write_report(const fs::path& manifest_dir) {
-  Report report = build_report(manifest_dir);
+Report write_report(const fs::path& manifest_dir, std::optional<double> peak_tflops) {
+  Report report = build_report(manifest_dir, peak_tflops);
   write_file_atomic(manifest_dir / "report.json", report_to_json(report).dump(2) + "\n");
   write_file_atomic(manifest_dir / "report.csv", report_to_csv(report));
   write_file_atomic(manifest_dir / "report.md", report_to_markdown(report));

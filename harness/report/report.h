@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,12 +44,13 @@ struct Report {
 
 // Reads every run folder of manifest_dir (list_run_folders) and computes everything.
 // A folder without runs is a ConfigError naming it.
-Report build_report(const std::filesystem::path& manifest_dir);
+// peak_tflops (`report --peak-tflops`) replaces every run's device peak for its MFU.
+Report build_report(const std::filesystem::path& manifest_dir, std::optional<double> peak_tflops = std::nullopt);
 
 // The report of already summarized runs (tests build these by hand).
 Report report_of_runs(const std::string& manifest, std::vector<RunSummary> runs);
 
 // build_report, then report.json, report.csv and report.md written atomically.
-Report write_report(const std::filesystem::path& manifest_dir);
+Report write_report(const std::filesystem::path& manifest_dir, std::optional<double> peak_tflops = std::nullopt);
 
 }  // namespace sb

@@ -84,17 +84,27 @@ void write_runs_table(const Report& report, std::ostringstream& out) {
   // (reference_budget_mean, under DST), and the pattern's coverage.
   const bool any_kept_keys = std::any_of(report.runs.begin(), report.runs.end(),
                                   [](const RunSummary& r) { return r.kept_keys_budget; });
+  // Runs that measured their peak memory add it: the GPU's (allocated / reserved) on
+  // CUDA, else the host's resident set, the largest over ranks and iterations.
+  const bool any_peak = std::any_of(report.runs.begin(), report.runs.end(),
+                                    [](const RunSummary& r) { return r.peak_rss_mb || r.peak_gpu_allocated_mb; });
+  // Runs whose device's peak is known (a known GPU, or --peak-tflops) add their model
+  // TFLOP/s per GPU and MFU (docs/metrics.md, "Throughput").
+  const bool any_mfu = std::any_of(report.runs.begin(), report.runs.end(), [](const RunSummary& r) { return r.mfu; });
   out << "## Runs\n\n"
       << "| config | budget | " << (any_cp ? "dp x pp x cp" : "dp x pp") << (any_tp ? " x tp" : "")
       << " | state | imbalance | "
       << (any_dp ? "DP / slot imbalance | " : "")
       << (any_cp ? "worker imbalance (time / work) | " : "")
       << (any_kept_keys ? "kept keys per query / coverage | " : "")
-      << "iteration ms | speedup | overhead ms (%) | bubble (mean / max) | tokens/s | loss final |";
+      << "iteration ms | speedup | overhead ms (%) | bubble (mean / max) | tokens/s | loss final |"
+      << (any_peak ? " peak memory MiB |" : "") << (any_mfu ? " TFLOP/s per GPU (MFU) |" : "");
   std::string align = "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|";
   if (any_dp) align += "---:|";
   if (any_cp) align += "---:|";
   if (any_kept_keys) align += "---:|";
+  if (any_peak) align += "---:|";
+  if (any_mfu) align += "---:|";
   for (const std::string& column : report.accuracy_columns) {
     out << ' ' << column << " |";
     align += "---:|";
@@ -117,6 +127,16 @@ void write_runs_table(const Report& report, std::ostringstream& out) {
         << md(median_field(r.iter_ms), "%.2f") << " | "
         << md(r.speedup, "%.2f") << " | " << overhead << " | " << bubble << " | " << md(r.tokens_per_s, "%.0f")
         << " | " << md(r.loss_final, "%.4f") << " |";
+    if (any_peak) {
+      out << ' '
+          << (r.peak_gpu_allocated_mb ? "GPU " + md(r.peak_gpu_allocated_mb, "%.0f") + " / " + md(r.peak_gpu_reserved_mb, "%.0f")
+                                      : "RSS " + md(r.peak_rss_mb, "%.0f"))
+          << " |";
+    }
+    if (any_mfu) {
+      out << ' ' << md(r.model_tflops_per_gpu, "%.1f")
+          << (r.mfu ? " (" + format("%.1f", 100.0 * *r.mfu) + " %)" : std::string()) << " |";
+    }
     for (const std::string& column : report.accuracy_columns) {
       const auto it = r.accuracy.find(column);
       out << ' ' << (it == r.accuracy.end() ? "-" : format("%.4f", it->second)) << " |";
@@ -287,6 +307,12 @@ json run_summary_to_json(const RunSummary& r) {
           {"reference_budget_mean", or_null(r.reference_budget_mean)},
           {"prediction_mape", or_null(r.prediction_mape)},
           {"runqueue_wait_pct", or_null(r.runqueue_wait_pct)},
+          {"model_tflops_per_gpu", or_null(r.model_tflops_per_gpu)},
+          {"peak_tflops", or_null(r.peak_tflops)},
+          {"mfu", or_null(r.mfu)},
+          {"peak_rss_mb", or_null(r.peak_rss_mb)},
+          {"peak_gpu_allocated_mb", or_null(r.peak_gpu_allocated_mb)},
+          {"peak_gpu_reserved_mb", or_null(r.peak_gpu_reserved_mb)},
           {"accuracy", accuracy}};
 }
 

@@ -11,6 +11,8 @@
 #include "common/errors.h"
 #include "harness/common/atomic_file.h"
 #include "harness/records/iteration_record.h"
+#include "harness/report/training_flops.h"
+#include "models/qwen2/qwen2_hf_config.h"
 
 namespace sb {
 namespace {
@@ -105,6 +107,14 @@ void summarize_records(const std::vector<IterationRecord>& records, int64_t defa
   if (records.empty()) return;
   s.loss_first = records.front().loss;
   s.loss_final = records.back().loss;
+  const auto largest = [&](std::optional<double>& out, const std::vector<double> IterationRecord::*field) {
+    for (const IterationRecord& r : records) {
+      for (double mb : r.*field) out = std::max(out.value_or(mb), mb);
+    }
+  };
+  largest(s.peak_rss_mb, &IterationRecord::peak_rss_mb);
+  largest(s.peak_gpu_allocated_mb, &IterationRecord::peak_gpu_allocated_mb);
+  largest(s.peak_gpu_reserved_mb, &IterationRecord::peak_gpu_reserved_mb);
   std::vector<double> cp_worker_imbalance, cp_work_imbalance, dp_imbalance, slot_imbalance;
   std::vector<double> iter_ms, imbalance, bubble, overhead, allreduce, coverage, budgets, layer_budgets,
       reference_budgets, ape;
@@ -167,6 +177,46 @@ void summarize_records(const std::vector<IterationRecord>& records, int64_t defa
   if (microbatch_sum > 0) s.microbatch_ms_sum = microbatch_sum;
 }
 
+// The trained architecture, from the resolved manifest's model: its preset, or the
+// config.json of its folder; nullopt when neither can be read.
+std::optional<Qwen2Config> trained_architecture(const fs::path& manifest_file) {
+  try {
+    const json model = read_json_file(manifest_file).at("model");
+    const std::string from = model.value("from", "");
+    if (!from.empty()) {
+      const fs::path config = fs::path(from) / "config.json";
+      if (!fs::exists(config)) return std::nullopt;
+      return qwen2_config_from_hf_file(config);
+    }
+    return qwen2_preset(model.at("preset").get<std::string>());
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+void summarize_throughput(const fs::path& run_dir, const std::vector<IterationRecord>& records, RunSummary& s) {
+  const std::optional<Qwen2Config> config = trained_architecture(run_dir / "manifest.resolved.json");
+  if (!config) return;
+  double flops = 0, ms = 0;
+  for (const IterationRecord& r : records) {
+    if (r.warmup) continue;
+    if (r.microbatch_lengths.empty()) return;  // older records: the lengths are unknown
+    std::vector<int64_t> lengths;
+    for (const auto& mb : r.microbatch_lengths) lengths.insert(lengths.end(), mb.begin(), mb.end());
+    flops += training_model_flops(*config, lengths);
+    ms += r.iter_ms;
+  }
+  const double ranks = static_cast<double>(s.dp * s.pp * s.cp * s.tp);
+  if (ms <= 0 || ranks <= 0) return;
+  s.model_tflops_per_gpu = flops / (ms / 1000.0) / ranks / 1e12;
+  const json& c = s.context;
+  if (c.contains("world") && c["world"].value("device", "") == "cuda" && c.contains("gpus") && c["gpus"].is_array() &&
+      !c["gpus"].empty()) {
+    s.peak_tflops = known_gpu_peak_tflops(c["gpus"][0].value("name", ""));
+  }
+  if (s.peak_tflops) s.mfu = *s.model_tflops_per_gpu / *s.peak_tflops;
+}
+
 }  // namespace
 
 std::optional<double> runqueue_wait_pct(const std::vector<IterationRecord>& records) {
@@ -198,8 +248,17 @@ RunSummary summarize_run(const fs::path& run_dir) {
     s.state = read_json_file(run_dir / "status.json").value("state", "incomplete");
   }
   read_accuracy(run_dir / "eval" / "eval_columns.json", s);
-  summarize_records(read_iteration_records(run_dir / "records.jsonl"), default_budget, s);
+  const std::vector<IterationRecord> records = read_iteration_records(run_dir / "records.jsonl");
+  summarize_records(records, default_budget, s);
+  summarize_throughput(run_dir, records, s);
   return s;
+}
+
+void override_peak_tflops(std::vector<RunSummary>& runs, double peak_tflops) {
+  for (RunSummary& s : runs) {
+    s.peak_tflops = peak_tflops;
+    if (s.model_tflops_per_gpu) s.mfu = *s.model_tflops_per_gpu / peak_tflops;
+  }
 }
 
 std::vector<fs::path> list_run_folders(const fs::path& manifest_dir, std::vector<std::string>* skipped) {

@@ -120,6 +120,17 @@ struct RunSummary {
   // and older runs.
   std::optional<double> runqueue_wait_pct;
   std::optional<double> microbatch_ms_sum;
+  // The largest per-iteration peak over every iteration (warm-up included) and rank,
+  // MiB: host RSS, CUDA allocated, CUDA reserved (records' peak_* fields). Null when no
+  // record carries it.
+  std::optional<double> peak_rss_mb, peak_gpu_allocated_mb, peak_gpu_reserved_mb;
+  // Throughput in model FLOPs (harness/report/training_flops.h): the measured iterations'
+  // model FLOPs / their summed iter_ms / the run's ranks, TFLOP/s; null when the records
+  // carry no microbatch_lengths or the architecture cannot be read (a folder since moved).
+  std::optional<double> model_tflops_per_gpu;
+  // The GPU's dense bf16 peak (known_gpu_peak_tflops of context.json's first GPU on CUDA
+  // runs, or `report --peak-tflops`) and model_tflops_per_gpu / it.
+  std::optional<double> peak_tflops, mfu;
   // From eval/eval_columns.json.
   std::map<std::string, double> accuracy;
   // Filled by attach_speedups (report_speedup.h).
@@ -135,6 +146,9 @@ struct RunSummary {
 // RunSummary::runqueue_wait_pct of these records (measured ones only); null when none
 // carries runqueue_wait_ms.
 std::optional<double> runqueue_wait_pct(const std::vector<IterationRecord>& records);
+
+// Sets every run's peak_tflops to `peak_tflops` (`report --peak-tflops`) and its MFU.
+void override_peak_tflops(std::vector<RunSummary>& runs, double peak_tflops);
 
 // Reads one run folder (it must hold records.jsonl and manifest.resolved.json).
 // Errors name the file (and line for records.jsonl).

@@ -17,7 +17,11 @@ int launch_profile_ranks(int64_t ranks, const std::vector<std::string>& argument
   launch.world_size = static_cast<int>(ranks);
   launch.arguments = {current_executable()};
   launch.arguments.insert(launch.arguments.end(), arguments.begin(), arguments.end());
-  log << "starting " << ranks << " ranks on this machine to time their shares together\n";
+  if (ranks == 1) {
+    log << "measuring in a process of its own, which exits before the run starts\n";
+  } else {
+    log << "starting " << ranks << " ranks on this machine to time their shares together\n";
+  }
   return launch_local_ranks(launch, log);
 }
 

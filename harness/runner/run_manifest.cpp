@@ -15,6 +15,7 @@
 #include "harness/runner/fault_injection.h"
 #include "harness/runner/job_session.h"
 #include "harness/runner/local_launcher.h"
+#include "harness/runner/profile_ranks.h"
 #include "harness/latency/run_profiles/method_profiles.h"
 #include "harness/runner/run_evaluation.h"
 #include "harness/runner/run_preflight.h"
@@ -199,7 +200,12 @@ RunManifestResult run_job(JobSession& session, const std::function<RunPlan()>& p
       // the ranks, silently.
       const std::vector<RunSpec> pending = plan.pending();
       if (!started_by_local_launcher()) check_run_inputs(pending);
-      ensure_method_profiles(pending, !DistEnv::started_as_rank(), log, !started_by_local_launcher());
+      // Alone (no launcher, no torchrun), the profile is measured in a child process that
+      // has exited, its memory freed, before this process trains.
+      ensure_method_profiles(pending, !DistEnv::started_as_rank(), log, !started_by_local_launcher(),
+                             [](int64_t ranks, const std::vector<std::string>& arguments, std::ostream& out) {
+                               return launch_profile_ranks(ranks, arguments, out);
+                             });
       return std::string("ok");
     });
     for (size_t i = 0; i < plan.runs.size(); ++i) {

@@ -48,6 +48,8 @@ std::string rank_iteration_report_to_json(const RankIterationReport& r) {
               {"balance_ms", r.balance_ms},
               {"allreduce_ms", r.allreduce_ms},
               {"runqueue_wait_ms", r.runqueue_wait_ms},
+              {"peak_memory_mb",
+               {r.peak_memory.host_rss_mb, r.peak_memory.device_allocated_mb, r.peak_memory.device_reserved_mb}},
               {"layer_stats", stats},
               {"cp_attention_ms", r.cp_attention_ms},
               {"tp_comm_ms", r.tp_comm_ms},
@@ -63,6 +65,8 @@ RankIterationReport rank_iteration_report_from_json(const std::string& text) {
   r.balance_ms = j.at("balance_ms").get<double>();
   r.allreduce_ms = j.at("allreduce_ms").get<double>();
   r.runqueue_wait_ms = j.at("runqueue_wait_ms").get<double>();
+  const auto peak = j.at("peak_memory_mb").get<std::vector<double>>();  // host, allocated, reserved
+  r.peak_memory = PeakMemory{peak.at(0), peak.at(1), peak.at(2)};
   r.cp_attention_ms = j.at("cp_attention_ms").get<std::vector<double>>();
   r.tp_comm_ms = j.at("tp_comm_ms").get<std::vector<double>>();
   r.cp_kept_pairs = j.at("cp_kept_pairs").get<std::vector<int64_t>>();
@@ -127,12 +131,16 @@ void assemble_iteration_record(const std::vector<RankIterationReport>& reports,
     record.balance_overhead_ms = std::max(record.balance_overhead_ms, reports[r].balance_ms);
     record.allreduce_ms = std::max(record.allreduce_ms, reports[r].allreduce_ms);
   }
-  record.runqueue_wait_ms.clear();
-  for (const RankIterationReport& r : reports) record.runqueue_wait_ms.push_back(r.runqueue_wait_ms);
-  const auto unread = [](double ms) { return ms < 0; };
-  if (std::any_of(record.runqueue_wait_ms.begin(), record.runqueue_wait_ms.end(), unread)) {
-    record.runqueue_wait_ms.clear();
-  }
+  // Per world rank, kept only when every rank could read it (negative: unknown).
+  const auto per_rank = [&](std::vector<double>& out, const auto& field) {
+    out.clear();
+    for (const RankIterationReport& r : reports) out.push_back(field(r));
+    if (std::any_of(out.begin(), out.end(), [](double v) { return v < 0; })) out.clear();
+  };
+  per_rank(record.runqueue_wait_ms, [](const RankIterationReport& r) { return r.runqueue_wait_ms; });
+  per_rank(record.peak_rss_mb, [](const RankIterationReport& r) { return r.peak_memory.host_rss_mb; });
+  per_rank(record.peak_gpu_allocated_mb, [](const RankIterationReport& r) { return r.peak_memory.device_allocated_mb; });
+  per_rank(record.peak_gpu_reserved_mb, [](const RankIterationReport& r) { return r.peak_memory.device_reserved_mb; });
   for (const auto& rank : plan.ranks) counts.push_back(static_cast<int64_t>(rank.size()));
   record.loss = record.loss_tokens > 0 ? loss_sum / static_cast<double>(record.loss_tokens) : 0.0;
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "harness/balance/batch_plan.h"
+#include "harness/common/peak_memory.h"
 #include "harness/parallel/parallel_layout.h"
 #include "harness/records/iteration_record.h"
 #include "harness/trace/timeline.h"
@@ -22,6 +23,7 @@ struct RankIterationReport {
   // How long this rank's threads waited for a CPU over the iteration
   // (harness/common/runqueue_wait.h); negative when it could not be read.
   double runqueue_wait_ms = -1;
+  PeakMemory peak_memory;  // over the iteration (harness/common/peak_memory.h)
   // [micro-batch of this rank's pipeline] statistics of this stage's layers; empty
   // lists when the attention backend reports none (dense).
   std::vector<std::vector<AttentionLayerStats>> layer_stats;
@@ -40,7 +42,8 @@ RankIterationReport rank_iteration_report_from_json(const std::string& json);
 // loss (sum of loss_sum / record.loss_tokens), the timing metrics
 // (harness/trace/iteration_metrics.h), microbatch_tokens, balance_overhead_ms and
 // allreduce_ms (max over ranks), microbatch_pred_ms (when every planned micro-batch
-// has a prediction), runqueue_wait_ms (per world rank, when every rank read it), and
+// has a prediction), runqueue_wait_ms and the peak memory figures (per world rank,
+// each when every rank read it), and
 // budgets / coverage / layer_budgets / layer_coverage (when
 // any stage reported statistics; then every layer of every micro-batch must have), and
 // layer_floors (when any layer applied DST's coverage floor), tp_comm_ms (tp > 1).

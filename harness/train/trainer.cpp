@@ -14,6 +14,7 @@
 #include <set>
 
 #include "common/errors.h"
+#include "harness/common/peak_memory.h"
 #include "harness/common/runqueue_wait.h"
 #include "harness/common/system_info.h"
 #include "harness/data/packed_microbatch.h"
@@ -329,6 +330,7 @@ double Trainer::global_grad_norm() {
 std::optional<IterationOutcome> Trainer::train_iteration(int64_t iteration) {
   const TrainSection& train = run_.manifest.train;
   const std::optional<double> waited_before = process_runqueue_wait_ms();
+  const bool host_peak_reset = reset_peak_memory(context_.device);
   GradientPass pass = compute_gradients(iteration);
 
   const double start = timeline_.now_ms();
@@ -350,6 +352,7 @@ std::optional<IterationOutcome> Trainer::train_iteration(int64_t iteration) {
   pass.report.timeline = timeline_.end_iteration();
   const std::optional<double> waited_after = process_runqueue_wait_ms();
   if (waited_before && waited_after) pass.report.runqueue_wait_ms = std::max(0.0, *waited_after - *waited_before);
+  pass.report.peak_memory = read_peak_memory(context_.device, host_peak_reset);
 
   std::vector<RankIterationReport> reports;
   if (context_.world) {

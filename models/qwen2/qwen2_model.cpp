@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "models/qwen2/qwen2_checkpointing.h"
+#include "models/qwen2/qwen2_head_loss.h"
 
 namespace sb {
 namespace {
@@ -108,11 +109,27 @@ at::Tensor Qwen2ForCausalLMImpl::forward_layer(int64_t index, const at::Tensor& 
   return layer->forward(h, cos, sin, sequences, *backend_);
 }
 
+at::Tensor Qwen2ForCausalLMImpl::head_weight() const {
+  return lm_head ? lm_head->weight : embed_tokens->weight;
+}
+
 at::Tensor Qwen2ForCausalLMImpl::logits_from_hidden(const at::Tensor& h) {
-  const at::Tensor normed = norm->forward(h);
-  const at::Tensor logits = lm_head ? lm_head->forward(normed)                   // [T, V]
-                                    : at::linear(normed, embed_tokens->weight);  // tied
-  return logits.to(at::kFloat);
+  return at::linear(norm->forward(h), head_weight()).to(at::kFloat);  // [T, V]
+}
+
+at::Tensor Qwen2ForCausalLMImpl::loss_sum(const at::Tensor& tokens, const at::Tensor& position_ids,
+                                          const PackedSequences& sequences, const at::Tensor& labels) {
+  Qwen2AutocastGuard autocast(tokens.device().type(), precision_);
+  const at::Tensor normed = norm->forward(hidden_states(tokens, position_ids, sequences));  // [T, H]
+  return head_cross_entropy_sum(normed, head_weight(), labels.to(tokens.device()));
+}
+
+at::Tensor Qwen2ForCausalLMImpl::token_losses(const at::Tensor& tokens, const at::Tensor& position_ids,
+                                              const PackedSequences& sequences, const at::Tensor& labels) {
+  c10::NoGradGuard no_grad;
+  Qwen2AutocastGuard autocast(tokens.device().type(), precision_);
+  const at::Tensor normed = norm->forward(hidden_states(tokens, position_ids, sequences));  // [T, H]
+  return head_token_losses(normed, head_weight(), labels.to(tokens.device()));
 }
 
 at::Tensor Qwen2ForCausalLMImpl::forward_cached(const at::Tensor& tokens, Qwen2KVCache& cache, bool last_only) {

@@ -104,6 +104,17 @@ class Qwen2ForCausalLMImpl : public torch::nn::Module {
   at::Tensor forward_rows(const at::Tensor& tokens, const at::Tensor& position_ids,
                           const PackedSequences& sequences, const at::Tensor& rows);
 
+  // The summed token cross-entropy against labels [T] int64 (negative ids ignored),
+  // through the head fused with the loss chunk by chunk (qwen2_head_loss.h): no [T, V]
+  // logits in forward or backward. A float32 scalar; runs under the model's precision.
+  at::Tensor loss_sum(const at::Tensor& tokens, const at::Tensor& position_ids, const PackedSequences& sequences,
+                      const at::Tensor& labels);
+  // The same per token, without autograd: [T] float32 (0 on ignored rows).
+  at::Tensor token_losses(const at::Tensor& tokens, const at::Tensor& position_ids, const PackedSequences& sequences,
+                          const at::Tensor& labels);
+  // The head's weight [V, H]: lm_head's, or the embedding's when tied.
+  at::Tensor head_weight() const;
+
   // Decoder layer `index` on h [T, H] -> [T, H]: checkpointed when activation
   // checkpointing is on and grad mode is enabled, plain otherwise. Code that runs
   // layers one by one (pipeline stages) calls this so that the setting holds there

@@ -391,6 +391,18 @@ TEST(MethodProfiles, WarnsWhenAPackingRunUsesAProfileWithoutThePackedPoint) {
   EXPECT_EQ(packed_point_warning(old, m, "/tmp/p.json"), "");
 }
 
+TEST(MethodProfiles, WarnsWhenTheGridStopsShortOfTheLongestSequence) {
+  LatencyProfile measured = analytic_for("qwen2-test", 32);
+  measured.kind = "measured";
+  const int64_t top = measured.seq_lens.back();
+  const std::string warning = grid_coverage_warning(measured, top + 1, "/tmp/p.json");
+  EXPECT_NE(warning.find("/tmp/p.json timed sequences up to " + std::to_string(top) + " tokens"), std::string::npos)
+      << warning;
+  EXPECT_NE(warning.find("up to " + std::to_string(top + 1)), std::string::npos) << warning;
+  EXPECT_EQ(grid_coverage_warning(measured, top, "/tmp/p.json"), "");
+  EXPECT_EQ(grid_coverage_warning(analytic_for("qwen2-test", 32), top + 1, "/tmp/p.json"), "") << "analytic";
+}
+
 TEST(MethodProfiles, MissingProfileUnderTorchrunSaysHowToMeasureIt) {
   const fs::path dir = test::fresh_temp_dir("method_profiles_missing");
   const Manifest m = manifest_with("fixed", dir / "p.json");

@@ -3,8 +3,8 @@
 // in-process store. float64 throughout, so the comparisons are tight.
 //   - sequence parallelism: the all-gather into a layer and the reduce-scatter out of it
 //     (token counts that do not divide by tp, so the padding rows are exercised)
-//   - the vocabulary-parallel embedding and cross-entropy (a vocabulary that does not
-//     divide by tp; ignored labels; labels on every rank)
+//   - the vocabulary-parallel embedding (a vocabulary that does not divide by tp); the
+//     vocabulary-parallel loss is tested with the fused head (test_qwen2_head_loss.cpp)
 //   - which dimension each parameter splits along
 #include <gtest/gtest.h>
 
@@ -14,7 +14,6 @@
 #include <string>
 #include <vector>
 
-#include "harness/data/packed_microbatch.h"
 #include "harness/parallel/process_group.h"
 #include "harness/parallel/tensor_parallel/sequence_parallel_collectives.h"
 #include "harness/parallel/tensor_parallel/tensor_parallel_sharding.h"
@@ -76,29 +75,6 @@ TEST(VocabParallel, SplitRangeCoversEveryRowOnce) {
   EXPECT_EQ(split_range(11, 3, 2).end, 11);
   EXPECT_EQ(split_range(151936, 8, 7).size(), 18992);  // Qwen2.5's vocabulary divides by 8
   EXPECT_THROW(split_range(2, 3, 0), std::invalid_argument);
-}
-
-TEST(VocabParallel, CrossEntropyMatchesTheFullVocabularyForwardAndBackward) {
-  for (const int64_t tp : {2, 3}) {
-    SCOPED_TRACE("tp " + std::to_string(tp));
-    const int64_t tokens = 9, vocab = 11;
-    at::manual_seed(5);
-    const at::Tensor logits = (3 * at::randn({tokens, vocab}, at::kDouble)).requires_grad_(true);
-    // Labels on every rank's shard (0, 5, 10), one ignored row, repeats.
-    const at::Tensor labels = at::tensor(std::vector<int64_t>{0, 5, 10, kIgnoreLabel, 3, 7, 10, 1, 4}, at::kLong);
-    const at::Tensor reference = at::cross_entropy_loss(logits, labels, {}, at::Reduction::Sum, kIgnoreLabel);
-    (0.5 * reference).backward();
-    const at::Tensor reference_grad = logits.grad().clone();
-    run_tp_ranks(tp, [&](std::shared_ptr<TensorParallelGroup> group_ptr) {
-      TensorParallelGroup& group = *group_ptr;
-      const ShardRange shard = split_range(vocab, tp, group.rank());
-      const at::Tensor mine = logits.detach().narrow(1, shard.start, shard.size()).clone().requires_grad_(true);
-      const at::Tensor loss = vocab_parallel_cross_entropy_sum(mine, labels, shard, group);
-      EXPECT_NEAR(loss.item<double>(), reference.item<double>(), 1e-12);
-      (0.5 * loss).backward();
-      expect_close(mine.grad(), reference_grad.narrow(1, shard.start, shard.size()), "logit gradient");
-    });
-  }
 }
 
 TEST(VocabParallel, EmbeddingShardsSumToTheEmbeddingForwardAndBackward) {

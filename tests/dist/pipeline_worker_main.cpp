@@ -89,7 +89,8 @@ int checkpoint_and_logits(sb::Trainer& trainer, const std::filesystem::path& out
   const sb::PackedMicroBatch packed = sb::pack_microbatch(all);
   c10::NoGradGuard no_grad;
   trainer.stage().set_training(false);
-  const at::Tensor logits = trainer.stage().forward(packed.tokens, packed.position_ids, packed.sequences);
+  const at::Tensor logits =
+      trainer.stage().logits(trainer.stage().forward(packed.tokens, packed.position_ids, packed.sequences));
   sb::write_safetensors(out / ("logits-rank" + std::to_string(rank) + ".safetensors"), {{"logits", logits}},
                         {{"tp_rank", std::to_string(trainer.context().tp_rank())}});
   return 0;

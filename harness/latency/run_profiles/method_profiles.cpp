@@ -314,6 +314,14 @@ std::string packed_point_warning(const LatencyProfile& profile, const Manifest& 
          "micro-batches are over-predicted. Delete the file to measure it again on first use.";
 }
 
+std::string grid_coverage_warning(const LatencyProfile& profile, int64_t longest_sequence, const std::string& file) {
+  if (profile.kind != "measured" || profile.seq_lens.empty() || profile.seq_lens.back() >= longest_sequence) return "";
+  return "warning: " + file + " timed sequences up to " + std::to_string(profile.seq_lens.back()) +
+         " tokens, but this run's micro-batches hold sequences of up to " + std::to_string(longest_sequence) +
+         ": their predictions are extrapolated linearly from the last two lengths and under-predict attention's "
+         "quadratic growth. Delete the file to measure it again on first use (its grid then reaches them).";
+}
+
 void ensure_method_profiles(const std::vector<RunSpec>& runs, bool may_measure, std::ostream& log, bool warn,
                             const ProfileRanksLauncher& launch_tp_ranks) {
   std::set<std::string> warned;
@@ -344,8 +352,10 @@ void ensure_method_profiles(const std::vector<RunSpec>& runs, bool may_measure, 
       fs::create_directories(fs::absolute(method.profile).parent_path());
       LatencyProfile profile;
       const int64_t ranks = request.training.tensor_parallel * request.training.context_parallel;
-      if (ranks > 1) {
-        // The TP or CP ranks time their shares together, as processes of the sparsebalance binary.
+      if (ranks > 1 || launch_tp_ranks) {
+        // In processes of the sparsebalance binary that exit before any rank starts: the TP
+        // or CP ranks timing their shares together, or one process, so that its memory (a
+        // GPU's cached blocks above all) is free again when the run's rank 0 starts.
         if (!launch_tp_ranks) {
           throw ConfigError(m.file, path, "names " + method.profile + ", which does not exist",
                             "measure it on the run's ranks first: " + command);
@@ -377,9 +387,15 @@ void ensure_method_profiles(const std::vector<RunSpec>& runs, bool may_measure, 
     const LatencyProfile profile = load_latency_profile(method.profile);
     check_profile_matches(profile, m, method, path);
     if (warn && warned.insert(method.profile).second) {
+      // The data is read for measured profiles only (an analytic one has no grid to cover).
+      const int64_t longest_sequence =
+          profile.kind != "measured"
+              ? 0
+              : std::min(make_dataset(m.data, m.seed, dataset_limits(m))->max_length(), m.train.max_tokens_per_microbatch);
       for (const std::string& warning :
            {packed_point_warning(profile, m, method.profile), tensor_parallel_collectives_warning(profile, method.profile),
-            context_parallel_warning(profile, m, method.profile)}) {
+            context_parallel_warning(profile, m, method.profile),
+            grid_coverage_warning(profile, longest_sequence, method.profile)}) {
         if (!warning.empty()) log << warning << "\n";
       }
     }

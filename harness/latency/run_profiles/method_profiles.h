@@ -79,13 +79,22 @@ std::string tensor_parallel_collectives_warning(const LatencyProfile& profile, c
 // micro-batch as one rank (or TP group) running it whole, without the split or the ring.
 std::string context_parallel_warning(const LatencyProfile& profile, const Manifest& manifest, const std::string& file);
 
+// A warning (empty when none) for a measured profile whose longest timed sequence is
+// shorter than the longest sequence the run's micro-batches hold (`longest_sequence`: the
+// data's longest, at most max_tokens_per_microbatch): the predictor extrapolates there
+// linearly, which under-predicts attention's quadratic growth.
+std::string grid_coverage_warning(const LatencyProfile& profile, int64_t longest_sequence, const std::string& file);
+
 // Makes sure every profile the runs name exists (measuring missing ones when
 // may_measure) and matches its runs. Logs what it measured, and when `warn`
-// packed_point_warning's and tensor_parallel_collectives_warning's warnings (once per
+// packed_point_warning's, grid_coverage_warning's and the other warnings above (once per
 // profile file). A TP or CP run's profile is measured on its TP or CP ranks together:
 // launch_tp_ranks(ranks, the `sparsebalance profile` arguments, log) starts them and returns
-// their exit code (harness/runner/profile_ranks.h, launch_profile_ranks); without it a
-// missing TP or CP profile is a ConfigError with the command that measures it.
+// their exit code (harness/runner/profile_ranks.h, launch_profile_ranks); given, every
+// missing profile is measured that way, a one-rank profile in one child process, which
+// has exited (its memory freed) before the run's ranks start. Without it a missing TP or
+// CP profile is a ConfigError with the command that measures it, and a one-rank profile
+// is measured in this process.
 using ProfileRanksLauncher =
     std::function<int(int64_t ranks, const std::vector<std::string>& arguments, std::ostream& log)>;
 void ensure_method_profiles(const std::vector<RunSpec>& runs, bool may_measure, std::ostream& log, bool warn = true,

@@ -17,8 +17,8 @@ std::shared_ptr<const ProfileTensorParallelPeers> tensor_parallel_profile_peers(
   const ShardRange vocabulary = split_range(vocab_size, group->size(), group->rank());
   peers->vocabulary_start = vocabulary.start;
   peers->vocabulary_end = vocabulary.end;
-  peers->vocabulary_loss = [group, vocabulary](const at::Tensor& logits, const at::Tensor& labels) {
-    return vocab_parallel_cross_entropy_sum(logits, labels, vocabulary, *group);
+  peers->vocabulary_reduce = [group](at::Tensor& values, bool maximum) {
+    group->all_reduce(values, maximum ? c10d::ReduceOp::MAX : c10d::ReduceOp::SUM);
   };
   peers->head_shard_sum = tensor_parallel_vector_reduce(group, device);
   peers->max_over_ranks = tensor_parallel_vector_reduce(group, device, c10d::ReduceOp::MAX);

@@ -137,9 +137,30 @@ int64_t PipelineStage::activation_rows(int64_t tokens) const {
   return sequence_parallel_ ? sequence_parallel_->local_rows(tokens) : tokens;
 }
 
-at::Tensor PipelineStage::cross_entropy_sum(const at::Tensor& logits, const at::Tensor& labels) {
-  if (tp_group_) return vocab_parallel_cross_entropy_sum(logits, labels, vocab_, *tp_group_);
-  return at::cross_entropy_loss(logits, labels, /*weight=*/{}, at::Reduction::Sum, kIgnoreLabel);
+at::Tensor PipelineStage::head_weight() const {
+  return lm_head_ ? lm_head_->weight : tied_head_weight_;
+}
+
+HeadLossOptions PipelineStage::head_loss_options() const {
+  HeadLossOptions options;
+  if (!tp_group_) return options;
+  options.vocabulary_start = vocab_.start;
+  options.reduce = [group = tp_group_](at::Tensor& values, bool maximum) {
+    group->all_reduce(values, maximum ? c10d::ReduceOp::MAX : c10d::ReduceOp::SUM);
+  };
+  return options;
+}
+
+at::Tensor PipelineStage::cross_entropy_sum(const at::Tensor& head_input, const at::Tensor& labels) {
+  if (!is_last()) throw std::logic_error("PipelineStage: only the last stage computes the loss");
+  Qwen2AutocastGuard autocast(device_.type(), precision_);
+  return head_cross_entropy_sum(head_input, head_weight(), labels, head_loss_options());
+}
+
+at::Tensor PipelineStage::logits(const at::Tensor& head_input) {
+  if (!is_last()) throw std::logic_error("PipelineStage: only the last stage holds the head");
+  Qwen2AutocastGuard autocast(device_.type(), precision_);
+  return at::linear(head_input, head_weight()).to(at::kFloat);
 }
 
 at::Tensor PipelineStage::full_tensor(const std::string& name, const at::Tensor& shard) const {
@@ -192,9 +213,7 @@ at::Tensor PipelineStage::forward(const at::Tensor& input, const at::Tensor& pos
   if (!is_last()) return h;
   at::Tensor normed = norm_->forward(h);                                       // [R, H]
   if (sequence_parallel_) normed = sequence_parallel_->gather(normed, tokens);  // [T, H]
-  const at::Tensor logits = lm_head_ ? lm_head_->forward(normed)               // [T, V or V / tp]
-                                     : at::linear(normed, tied_head_weight_);  // tied
-  return logits.to(at::kFloat);
+  return normed;
 }
 
 }  // namespace sb

@@ -3,8 +3,10 @@
 // embedding, decoder layers, final norm and head of models/qwen2/qwen2_model.h):
 //   first stage: token embedding, then its decoder layers;
 //   middle stages: their decoder layers;
-//   last stage: its decoder layers, the final norm and the head (logits in float32).
-// With one stage it computes exactly what Qwen2ForCausalLM::forward computes.
+//   last stage: its decoder layers and the final norm; the head and the loss follow
+//   fused, chunk by chunk (cross_entropy_sum, models/qwen2/qwen2_head_loss.h), so no
+//   [T, V] logits exist.
+// With one stage it computes what Qwen2ForCausalLM::forward then the loss compute.
 //
 // Initial weights: the whole model is built from the current global torch seed, as
 // the one-process trainer does, and the stage keeps its parts; the rest is freed when
@@ -21,7 +23,7 @@
 // keeps this TP rank's shards (tensor_parallel_sharding.h), the residual stream between
 // layers and stages is this rank's rows [ceil(T / tp), H] (sequence parallelism), the
 // embedding and head are split by vocabulary and the loss is the vocabulary-parallel
-// cross-entropy.
+// cross-entropy (two all-reduces of [T]-sized row statistics, none in backward).
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
@@ -35,6 +37,7 @@
 #include "harness/parallel/tensor_parallel/sequence_parallel_collectives.h"
 #include "harness/parallel/tensor_parallel/vocab_parallel.h"
 #include "kernels/attention/core/attention_backend.h"
+#include "models/qwen2/qwen2_head_loss.h"
 #include "models/qwen2/qwen2_model.h"
 #include "models/qwen2/qwen2_precision.h"
 
@@ -88,8 +91,8 @@ class PipelineStage {
 
   // input: tokens [T] int64 on the first stage, else hidden states [R, H] with
   // R = activation_rows(T); position_ids [T] int64 (restarting per packed sequence).
-  // -> logits [T, V] float32 on the last stage ([T, this rank's vocabulary] under TP),
-  // else hidden states [R, H].
+  // -> on the last stage the head's input: the final-normed hidden states [T, H] (all T
+  // rows, gathered under TP); else hidden states [R, H].
   // Runs under the model's precision (autocast for bf16-mixed) and checkpoints each
   // decoder layer when the model has activation checkpointing on, as
   // Qwen2ForCausalLM::forward does.
@@ -99,10 +102,13 @@ class PipelineStage {
   // Rows of the hidden states between stages for a T-token micro-batch: T, or this
   // rank's ceil(T / tp) under tensor parallelism.
   int64_t activation_rows(int64_t tokens) const;
-  // The summed token cross-entropy of the last stage's logits against labels [T]
-  // (kIgnoreLabel left out): plain, or vocabulary-parallel under TP (same value on every
-  // TP rank).
-  at::Tensor cross_entropy_sum(const at::Tensor& logits, const at::Tensor& labels);
+  // The last stage's loss: the head applied to head_input [T, H] (forward's output) and
+  // the summed token cross-entropy against labels [T] (kIgnoreLabel left out), fused and
+  // chunked; vocabulary-parallel under TP (the same value on every TP rank).
+  at::Tensor cross_entropy_sum(const at::Tensor& head_input, const at::Tensor& labels);
+  // The head's float32 logits [T, V] ([T, this rank's vocabulary] under TP): for checks
+  // and scoring of short inputs; training never makes them.
+  at::Tensor logits(const at::Tensor& head_input);
 
   // In Qwen2ForCausalLM's named_parameters() order.
   const std::vector<StageParameter>& parameters() const { return parameters_; }
@@ -119,6 +125,8 @@ class PipelineStage {
 
  private:
   void keep_parts(Qwen2ForCausalLM& model);
+  at::Tensor head_weight() const;             // [V or V / tp, H]
+  HeadLossOptions head_loss_options() const;  // this rank's vocabulary and its reduction
 
   Qwen2Config config_;
   int64_t stage_, stages_;

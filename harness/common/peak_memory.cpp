@@ -1,0 +1,51 @@
+#include "harness/common/peak_memory.h"
+
+#include <c10/cuda/CUDACachingAllocator.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace sb {
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+// VmHWM of /proc/self/status in MiB, negative when it cannot be read.
+double host_high_water_mb() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) != 0) continue;
+    std::istringstream fields(line.substr(6));
+    double kib = -1;
+    fields >> kib;  // "VmHWM:   123456 kB"
+    return kib < 0 ? -1 : kib / 1024.0;
+  }
+  return -1;
+}
+
+}  // namespace
+
+bool reset_peak_memory(const c10::Device& device) {
+  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index() < 0 ? 0 : device.index());
+  std::ofstream clear("/proc/self/clear_refs");
+  clear << "5";
+  clear.flush();
+  return static_cast<bool>(clear);
+}
+
+PeakMemory read_peak_memory(const c10::Device& device, bool host_reset) {
+  PeakMemory peak;
+  if (host_reset) peak.host_rss_mb = host_high_water_mb();
+  if (device.is_cuda()) {
+    using c10::CachingAllocator::StatType;
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index() < 0 ? 0 : device.index());
+    const auto aggregate = static_cast<size_t>(StatType::AGGREGATE);
+    peak.device_allocated_mb = static_cast<double>(stats.allocated_bytes[aggregate].peak) / kMiB;
+    peak.device_reserved_mb = static_cast<double>(stats.reserved_bytes[aggregate].peak) / kMiB;
+  }
+  return peak;
+}
+
+}  // namespace sb
