@@ -27,6 +27,7 @@
 #include "kernels/attention/patterns/moba/moba_attention_cpu.h"
 #include "kernels/attention/core/block_layout.h"
 #include "tests/cpu/test_moba_support.h"
+#include "tests/support/tensor_compare.h"
 
 namespace sb {
 namespace {
@@ -159,13 +160,6 @@ Attention run_fused(const test::MobaInputs& in, const BlockSparseTables& tables)
   return {out.detach().cpu(), lse.cpu(), q.grad().cpu(), k.grad().cpu(), v.grad().cpu()};
 }
 
-// ||a - b|| / ||b|| over the finite entries of b (both on the host).
-double relative_error(const at::Tensor& a, const at::Tensor& b) {
-  const at::Tensor a64 = a.to(at::kDouble), b64 = b.to(at::kDouble);
-  const double norm = b64.norm().item<double>();
-  return norm == 0.0 ? (a64 - b64).norm().item<double>() : (a64 - b64).norm().item<double>() / norm;
-}
-
 void expect_lse_near(const at::Tensor& fused, const at::Tensor& reference, double tolerance) {
   const at::Tensor seen = reference.isfinite();
   EXPECT_TRUE(at::equal(fused.isinf().logical_and(fused.lt(0)), seen.logical_not()))
@@ -201,10 +195,10 @@ TEST_P(BlockSparseCudaTest, MatchesTheMaskedReferenceAndTheCpuPath) {
   EXPECT_LT(test::moba_max_abs_diff(fused.dq, reference.dq), 4 * tolerance) << "dq";
   EXPECT_LT(test::moba_max_abs_diff(fused.dk, reference.dk), 4 * tolerance) << "dk";
   EXPECT_LT(test::moba_max_abs_diff(fused.dv, reference.dv), 4 * tolerance) << "dv";
-  EXPECT_LT(relative_error(fused.out, reference.out), relative) << "out";
-  EXPECT_LT(relative_error(fused.dq, reference.dq), 2 * relative) << "dq";
-  EXPECT_LT(relative_error(fused.dk, reference.dk), 2 * relative) << "dk";
-  EXPECT_LT(relative_error(fused.dv, reference.dv), 2 * relative) << "dv";
+  EXPECT_LT(test::relative_norm_error(fused.out, reference.out), relative) << "out";
+  EXPECT_LT(test::relative_norm_error(fused.dq, reference.dq), 2 * relative) << "dq";
+  EXPECT_LT(test::relative_norm_error(fused.dk, reference.dk), 2 * relative) << "dk";
+  EXPECT_LT(test::relative_norm_error(fused.dv, reference.dv), 2 * relative) << "dv";
   expect_lse_near(fused.lse, reference.lse, 1e-2);
 
   if (c.routing == RoutingKind::kSomeEmpty) return;  // the CPU path is not defined on empty rows

@@ -25,15 +25,10 @@
 #include "kernels/attention/patterns/vertical_slash/vertical_slash_reference.h"
 #include "tests/cpu/test_moba_support.h"
 #include "tests/cpu/vertical_slash_index_cases.h"
+#include "tests/support/tensor_compare.h"
 
 namespace sb {
 namespace {
-
-double relative_error(const at::Tensor& a, const at::Tensor& b) {
-  const at::Tensor a64 = a.cpu().to(at::kDouble), b64 = b.cpu().to(at::kDouble);
-  const double norm = b64.norm().item<double>();
-  return (a64 - b64).norm().item<double>() / (norm == 0.0 ? 1.0 : norm);
-}
 
 struct CudaRun {
   at::Tensor out, lse, dq, dk, dv;
@@ -93,10 +88,10 @@ TEST(VerticalSlashCuda, MatchesTheFloat64ReferenceForEveryIndexKind) {
         EXPECT_LT(test::moba_max_abs_diff(got.dq, ref_grads[0]), 4 * tolerance) << "dq";
         EXPECT_LT(test::moba_max_abs_diff(got.dk, ref_grads[1]), 4 * tolerance) << "dk";
         EXPECT_LT(test::moba_max_abs_diff(got.dv, ref_grads[2]), 4 * tolerance) << "dv";
-        EXPECT_LT(relative_error(got.out, ref.out), relative) << "out";
-        EXPECT_LT(relative_error(got.dq, ref_grads[0]), 2 * relative) << "dq";
-        EXPECT_LT(relative_error(got.dk, ref_grads[1]), 2 * relative) << "dk";
-        EXPECT_LT(relative_error(got.dv, ref_grads[2]), 2 * relative) << "dv";
+        EXPECT_LT(test::relative_norm_error(got.out, ref.out), relative) << "out";
+        EXPECT_LT(test::relative_norm_error(got.dq, ref_grads[0]), 2 * relative) << "dq";
+        EXPECT_LT(test::relative_norm_error(got.dk, ref_grads[1]), 2 * relative) << "dk";
+        EXPECT_LT(test::relative_norm_error(got.dv, ref_grads[2]), 2 * relative) << "dv";
         EXPECT_LT((got.lse.to(at::kDouble) - ref.lse).abs().max().item<double>(), 1e-2) << "lse";
       }
     }

@@ -330,10 +330,14 @@ void ensure_method_profiles(const std::vector<RunSpec>& runs, bool may_measure, 
     const MethodSection& method = m.methods.at(0);
     if (method.profile.empty()) continue;
     const std::string path = profile_json_path(run);
+    // The data's longest sample, read once and only when needed (a JSONL file is tokenised).
+    std::optional<int64_t> longest;
+    const auto longest_sample = [&] {
+      if (!longest) longest = make_dataset(m.data, m.seed, dataset_limits(m))->max_length();
+      return *longest;
+    };
     if (!fs::exists(method.profile)) {
-      const std::unique_ptr<Dataset> data =
-          make_dataset(m.data, m.seed, dataset_limits(m));
-      const ProfileRequest request = default_profile_request(m, method, data->max_length());
+      const ProfileRequest request = default_profile_request(m, method, longest_sample());
       const std::string command = profile_command_line(request, method.profile, rank_threads(m));
       if (!may_measure) {
         throw ConfigError(m.file, path, "names " + method.profile + ", which does not exist", "measure it first: " + command);
@@ -387,11 +391,9 @@ void ensure_method_profiles(const std::vector<RunSpec>& runs, bool may_measure, 
     const LatencyProfile profile = load_latency_profile(method.profile);
     check_profile_matches(profile, m, method, path);
     if (warn && warned.insert(method.profile).second) {
-      // The data is read for measured profiles only (an analytic one has no grid to cover).
+      // Read for measured profiles only (an analytic one has no grid to cover).
       const int64_t longest_sequence =
-          profile.kind != "measured"
-              ? 0
-              : std::min(make_dataset(m.data, m.seed, dataset_limits(m))->max_length(), m.train.max_tokens_per_microbatch);
+          profile.kind != "measured" ? 0 : std::min(longest_sample(), m.train.max_tokens_per_microbatch);
       for (const std::string& warning :
            {packed_point_warning(profile, m, method.profile), tensor_parallel_collectives_warning(profile, method.profile),
             context_parallel_warning(profile, m, method.profile),

@@ -17,15 +17,10 @@
 #include "kernels/attention/patterns/sliding_window/sliding_window_reference.h"
 #include "kernels/attention/ring/cp_sharding.h"
 #include "kernels/attention/ring/ring_attention_backend.h"
+#include "tests/support/tensor_compare.h"
 
 namespace sb {
 namespace {
-
-double relative_error(const at::Tensor& a, const at::Tensor& b) {
-  const at::Tensor a64 = a.cpu().to(at::kDouble), b64 = b.cpu().to(at::kDouble);
-  const double norm = b64.norm().item<double>();
-  return (a64 - b64).norm().item<double>() / (norm == 0.0 ? 1.0 : norm);
-}
 
 struct Gradients {
   at::Tensor out, dq, dk, dv;
@@ -61,10 +56,10 @@ TEST(SlidingWindowCuda, KernelEqualsTheFloat64Reference) {
       const std::string what = std::string(c10::toString(dtype)) + " heads " + std::to_string(q_heads) + "/" +
                                std::to_string(kv_heads) + " D " + std::to_string(dim);
       EXPECT_EQ(gpu.out.scalar_type(), dtype) << what;
-      EXPECT_LT(relative_error(gpu.out, want.out), bound) << what;
-      EXPECT_LT(relative_error(gpu.dq, want.dq), bound) << what;
-      EXPECT_LT(relative_error(gpu.dk, want.dk), bound) << what;
-      EXPECT_LT(relative_error(gpu.dv, want.dv), bound) << what;
+      EXPECT_LT(test::relative_norm_error(gpu.out, want.out), bound) << what;
+      EXPECT_LT(test::relative_norm_error(gpu.dq, want.dq), bound) << what;
+      EXPECT_LT(test::relative_norm_error(gpu.dk, want.dk), bound) << what;
+      EXPECT_LT(test::relative_norm_error(gpu.dv, want.dv), bound) << what;
     }
   }
 }
@@ -87,7 +82,7 @@ TEST(SlidingWindowCuda, BackendMatchesTheCpuBackendAndDecodes) {
   EXPECT_EQ(b.top_k, a.top_k);
   EXPECT_EQ(b.k_floor, a.k_floor);
   EXPECT_NEAR(b.coverage_mean, a.coverage_mean, 1e-9);
-  EXPECT_LT(relative_error(got, want), 1e-5);
+  EXPECT_LT(test::relative_norm_error(got, want), 1e-5);
 
   SlidingWindowAttention decoder(SlidingWindowOptions{64, 4, 64});
   const int64_t t = 699;  // the first sequence's last token against its cache
@@ -95,7 +90,7 @@ TEST(SlidingWindowCuda, BackendMatchesTheCpuBackendAndDecodes) {
                                                  v.narrow(0, 0, t + 1).cuda(), 0.125);
   const at::Tensor rows =
       sliding_window_reference_rows(q.narrow(0, 0, t + 1), k.narrow(0, 0, t + 1), v.narrow(0, 0, t + 1), 64, 4, 0.125, t);
-  EXPECT_LT(relative_error(step, rows), 1e-5);
+  EXPECT_LT(test::relative_norm_error(step, rows), 1e-5);
 }
 
 TEST(SlidingWindowCuda, TheGpuRingRefusesTheBand) {
