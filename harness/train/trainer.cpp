@@ -23,6 +23,7 @@
 #include "harness/train/initial_model.h"
 #include "harness/train/lr_schedule.h"
 #include "harness/train/model_training_options.h"
+#include "kernels/attention/core/device_completion.h"
 
 namespace sb {
 namespace {
@@ -313,7 +314,7 @@ double Trainer::global_grad_norm() {
     c10d::AllreduceOptions sum;
     sum.reduceOp = c10d::ReduceOp::SUM;
     try {
-      context_.pipeline->allreduce(tensors, sum)->wait(context_.timeout);
+      wait_until_usable(context_.pipeline->allreduce(tensors, sum), context_.timeout, squared.device());
     } catch (const std::exception& e) {
       throw std::runtime_error(context_.describe() + ": summing the gradient norm over the pipeline failed: " +
                                error_text(e));
@@ -348,6 +349,7 @@ std::optional<IterationOutcome> Trainer::train_iteration(int64_t iteration) {
   record.lr = learning_rate_at(iteration, train);
   for (auto& group : optimizer_->param_groups()) group.options().set_lr(record.lr);
   optimizer_->step();
+  wait_for_device_work(context_.device);  // the step's kernels, not their launches
   timeline_.record(EventKind::kOptimizer, -1, start, timeline_.now_ms());
   pass.report.timeline = timeline_.end_iteration();
   const std::optional<double> waited_after = process_runqueue_wait_ms();

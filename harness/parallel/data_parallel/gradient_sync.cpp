@@ -1,6 +1,7 @@
 #include "harness/parallel/data_parallel/gradient_sync.h"
 
 #include "harness/parallel/error_text.h"
+#include "kernels/attention/core/device_completion.h"
 
 #include <ATen/ATen.h>
 
@@ -72,7 +73,7 @@ void GradientSync::all_reduce() {
         std::vector<at::Tensor> tensors{b.flat};
         works.push_back(data_parallel_->allreduce(tensors, sum));
       }
-      for (auto& w : works) w->wait(timeout_);
+      for (size_t i = 0; i < works.size(); ++i) wait_until_usable(works[i], timeout_, buckets_[i].flat.device());
     } catch (const std::exception& e) {
       throw std::runtime_error(who_ + ": the data-parallel gradient all-reduce failed: " + error_text(e));
     }
@@ -87,7 +88,7 @@ void GradientSync::all_reduce() {
         std::vector<at::Tensor> tensors{b.flat};
         works.push_back(tensor_parallel_->allreduce(tensors, sum));
       }
-      for (auto& w : works) w->wait(timeout_);
+      for (auto& w : works) wait_until_usable(w, timeout_, buckets_.front().flat.device());
     } catch (const std::exception& e) {
       throw std::runtime_error(who_ + ": summing the gradients of the tensors every TP rank holds whole (norms, "
                                "LoRA factors) over the tensor-parallel group failed: " + error_text(e));
@@ -98,7 +99,7 @@ void GradientSync::all_reduce() {
     sum.reduceOp = c10d::ReduceOp::SUM;
     std::vector<at::Tensor> tensors{embedding_grad_};
     try {
-      embedding_->allreduce(tensors, sum)->wait(timeout_);
+      wait_until_usable(embedding_->allreduce(tensors, sum), timeout_, embedding_grad_.device());
     } catch (const std::exception& e) {
       throw std::runtime_error(who_ + ": summing the tied embedding gradient between the first and "
                                "last stage failed: " + error_text(e));

@@ -35,6 +35,8 @@ class GradientSync {
                std::string who, c10::intrusive_ptr<c10d::Backend> tensor_parallel = {});
 
   void zero_grads();
+  // Returns when the sums are in the gradients, for the host and the compute stream
+  // (wait_until_usable), so a timer around it measures the all-reduce and its wait.
   void all_reduce();
 
   int64_t bucket_count() const { return static_cast<int64_t>(buckets_.size()); }

@@ -1,6 +1,7 @@
 #include "harness/parallel/pipeline/pipeline_channel.h"
 
 #include "harness/parallel/error_text.h"
+#include "kernels/attention/core/device_completion.h"
 
 #include <stdexcept>
 
@@ -53,9 +54,9 @@ void PipelineChannel::exchange(std::vector<Transfer>& transfers) {
     }
   }
   if (grouped) {
-    // NCCL: one group; waiting orders the current stream after it (sends included).
+    // NCCL: one group, sends included; usable once the compute stream has it.
     try {
-      group_->endCoalescing()->wait(timeout_);
+      wait_until_usable(group_->endCoalescing(), timeout_, transfers.front().tensor.device());
     } catch (const std::exception& e) {
       fail(transfers.front(), e);
     }
@@ -63,7 +64,7 @@ void PipelineChannel::exchange(std::vector<Transfer>& transfers) {
   }
   for (auto& [index, work] : receives) {
     try {
-      work->wait(timeout_);
+      wait_until_usable(work, timeout_, transfers[index].tensor.device());
     } catch (const std::exception& e) {
       fail(transfers[index], e);
     }
@@ -73,7 +74,7 @@ void PipelineChannel::exchange(std::vector<Transfer>& transfers) {
 void PipelineChannel::finish_sends() {
   for (auto& [transfer, work] : pending_sends_) {
     try {
-      work->wait(timeout_);
+      wait_until_usable(work, timeout_, transfer.tensor.device());
     } catch (const std::exception& e) {
       fail(transfer, e);
     }

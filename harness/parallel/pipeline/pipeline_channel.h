@@ -28,10 +28,12 @@ class PipelineChannel {
                   std::chrono::milliseconds timeout, std::function<std::string(int64_t)> describe);
 
   // Posts every transfer together (one NCCL group; Gloo posts them in order) and
-  // returns when the receives have completed; sends may still be in flight. A failure
-  // or timeout throws std::runtime_error naming both ranks and the message.
+  // returns when the receives have landed, for the host and the compute stream alike
+  // (wait_until_usable: the time in here is the wait); sends may still be in flight
+  // (in an NCCL group they complete with it). A failure or timeout throws
+  // std::runtime_error naming both ranks and the message.
   void exchange(std::vector<Transfer>& transfers);
-  // Waits for every send posted so far.
+  // Waits until every send posted so far has completed.
   void finish_sends();
 
  private:

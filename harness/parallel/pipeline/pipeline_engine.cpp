@@ -3,9 +3,7 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/autograd.h>
 
-#ifdef SB_WITH_CUDA
-#include <c10/cuda/CUDAFunctions.h>
-#endif
+#include "kernels/attention/core/device_completion.h"
 
 #include <stdexcept>
 #include <utility>
@@ -20,14 +18,6 @@ struct InFlight {
   at::Tensor input_grad;     // after backward: the gradient to send back
   at::Tensor received_grad;  // gradient of `output` from the next stage
 };
-
-void synchronize(const c10::Device& device) {
-#ifdef SB_WITH_CUDA
-  if (device.is_cuda()) c10::cuda::device_synchronize();
-#else
-  (void)device;
-#endif
-}
 
 // One iteration's state on this stage and the three kinds of step.
 class OneFOneBRun {
@@ -88,7 +78,7 @@ class OneFOneBRun {
       s.output = out;
     }
     result_.layer_stats[i] = stage_.backend().take_layer_stats();
-    synchronize(stage_.device());
+    wait_for_device_work(stage_.device());
     timeline_.record(EventKind::kForward, microbatch, start, timeline_.now_ms());
     record_tensor_parallel_comm(microbatch);
   }
@@ -132,7 +122,7 @@ class OneFOneBRun {
     s.output = at::Tensor();  // frees the micro-batch's activations
     s.received_grad = at::Tensor();
     s.input = at::Tensor();
-    synchronize(stage_.device());
+    wait_for_device_work(stage_.device());
     timeline_.record(EventKind::kBackward, microbatch, start, timeline_.now_ms());
     record_tensor_parallel_comm(microbatch);
   }

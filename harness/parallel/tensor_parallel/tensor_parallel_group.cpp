@@ -9,15 +9,18 @@
 
 #include "harness/parallel/error_text.h"
 #include "harness/trace/timeline.h"
+#include "kernels/attention/core/device_completion.h"
 
 namespace sb {
 namespace {
 
-// Appends its scope's [start, end) to `intervals`.
+// Appends its scope's [start, end) to `intervals`. The work queued before it on the
+// device is compute: the interval starts once it has finished (a GPU's stream may still
+// be running the layer that made the collective's input).
 class ScopedInterval {
  public:
-  explicit ScopedInterval(std::vector<TensorParallelGroup::Interval>& intervals)
-      : intervals_(intervals), start_ms_(CommonClock::local_now_ms()) {}
+  ScopedInterval(std::vector<TensorParallelGroup::Interval>& intervals, const c10::Device& device)
+      : intervals_(intervals), start_ms_((wait_for_device_work(device), CommonClock::local_now_ms())) {}
   ~ScopedInterval() { intervals_.push_back({start_ms_, CommonClock::local_now_ms()}); }
 
  private:
@@ -41,9 +44,10 @@ std::string TensorParallelGroup::collectives_name() const {
   return group_->getBackendName() == "nccl" ? "nccl" : "gloo";
 }
 
-void TensorParallelGroup::wait(const c10::intrusive_ptr<c10d::Work>& work, const char* what) const {
+void TensorParallelGroup::wait(const c10::intrusive_ptr<c10d::Work>& work, const char* what,
+                               const c10::Device& device) const {
   try {
-    work->wait(timeout_);
+    wait_until_usable(work, timeout_, device);
   } catch (const std::exception& e) {
     throw std::runtime_error(who_ + ": tensor-parallel " + what + " failed (a TP peer stopped or timed out after " +
                              std::to_string(timeout_.count() / 1000) + " s): " + error_text(e));
@@ -52,11 +56,11 @@ void TensorParallelGroup::wait(const c10::intrusive_ptr<c10d::Work>& work, const
 
 at::Tensor TensorParallelGroup::all_gather_rows(const at::Tensor& x) {
   if (size_ == 1) return x;
-  ScopedInterval timed(intervals_);
+  ScopedInterval timed(intervals_, x.device());
   std::vector<at::Tensor> input{x.contiguous()};
   std::vector<std::vector<at::Tensor>> output(1);
   for (int64_t r = 0; r < size_; ++r) output[0].push_back(at::empty_like(input[0]));
-  wait(group_->allgather(output, input), "all-gather");
+  wait(group_->allgather(output, input), "all-gather", x.device());
   return at::cat(output[0], 0);
 }
 
@@ -66,7 +70,7 @@ at::Tensor TensorParallelGroup::reduce_scatter_rows(const at::Tensor& x) {
     throw std::logic_error("TensorParallelGroup::reduce_scatter_rows: " + std::to_string(x.size(0)) +
                            " rows do not divide by tp " + std::to_string(size_));
   }
-  ScopedInterval timed(intervals_);
+  ScopedInterval timed(intervals_, x.device());
   const int64_t rows = x.size(0) / size_;
   if (group_->getBackendName() == "nccl") {
     std::vector<at::Tensor> output{at::empty_like(x.narrow(0, 0, rows))};
@@ -74,7 +78,7 @@ at::Tensor TensorParallelGroup::reduce_scatter_rows(const at::Tensor& x) {
     for (int64_t r = 0; r < size_; ++r) input[0].push_back(x.narrow(0, r * rows, rows).contiguous());
     c10d::ReduceScatterOptions sum;
     sum.reduceOp = c10d::ReduceOp::SUM;
-    wait(group_->reduce_scatter(output, input, sum), "reduce-scatter");
+    wait(group_->reduce_scatter(output, input, sum), "reduce-scatter", x.device());
     return output[0];
   }
   // Gloo has no reduce-scatter of its own: the full sum, of which this rank keeps its
@@ -82,18 +86,18 @@ at::Tensor TensorParallelGroup::reduce_scatter_rows(const at::Tensor& x) {
   std::vector<at::Tensor> tensors{x.contiguous().clone()};
   c10d::AllreduceOptions sum;
   sum.reduceOp = c10d::ReduceOp::SUM;
-  wait(group_->allreduce(tensors, sum), "reduce-scatter (all-reduce)");
+  wait(group_->allreduce(tensors, sum), "reduce-scatter (all-reduce)", x.device());
   return tensors[0].narrow(0, rank_ * rows, rows).contiguous();
 }
 
 void TensorParallelGroup::all_reduce(at::Tensor& x, c10d::ReduceOp::RedOpType op) {
   if (size_ == 1) return;
   if (!x.is_contiguous()) throw std::logic_error("TensorParallelGroup::all_reduce: the tensor must be contiguous");
-  ScopedInterval timed(intervals_);
+  ScopedInterval timed(intervals_, x.device());
   std::vector<at::Tensor> tensors{x};
   c10d::AllreduceOptions options;
   options.reduceOp = op;
-  wait(group_->allreduce(tensors, options), "all-reduce");
+  wait(group_->allreduce(tensors, options), "all-reduce", x.device());
 }
 
 std::vector<TensorParallelGroup::Interval> TensorParallelGroup::take_intervals() { return std::exchange(intervals_, {}); }

@@ -7,7 +7,10 @@
 //
 // The time spent inside each call (posting, transfer and waiting for the slowest peer)
 // is kept, so the pipeline engine can put the TP communication of each micro-batch on
-// the timeline and into the records.
+// the timeline and into the records. Each call's interval starts once the device work
+// before it has finished and ends once its result is usable (wait_until_usable), so on
+// a GPU it holds the collective and nothing else, at the price of two host
+// synchronisations per collective (docs/metrics.md, "What each interval holds").
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
@@ -48,7 +51,7 @@ class TensorParallelGroup {
   std::vector<Interval> take_intervals();
 
  private:
-  void wait(const c10::intrusive_ptr<c10d::Work>& work, const char* what) const;
+  void wait(const c10::intrusive_ptr<c10d::Work>& work, const char* what, const c10::Device& device) const;
 
   c10::intrusive_ptr<c10d::Backend> group_;
   int64_t size_, rank_;

@@ -11,7 +11,7 @@
 
 #include "kernels/attention/ring/ring_column_step_cpu.h"
 #include "kernels/attention/ring/ring_step_cpu.h"
-#include "kernels/attention/ring/ring_wait_for_device.h"
+#include "kernels/attention/core/device_completion.h"
 
 #ifdef SB_WITH_CUDA
 #include "kernels/attention/core/cuda/block_sparse_attention_cuda.h"
@@ -51,7 +51,7 @@ void RingContext::all_reduce(at::Tensor& tensor, c10d::ReduceOp::RedOpType op, c
   c10d::AllreduceOptions options;
   options.reduceOp = c10d::ReduceOp(op);
   try {
-    group_->allreduce(tensors, options)->wait(timeout_);
+    wait_until_usable(group_->allreduce(tensors, options), timeout_, tensor.device());
   } catch (const std::exception& e) {
     throw std::runtime_error(describe(rank_) + " could not all-reduce " + what + " (attention call " +
                              std::to_string(call) + ") within " + std::to_string(timeout_.count()) + " ms: " + e.what());
@@ -98,6 +98,7 @@ class RingChannel {
     int64_t peer = 0;
     MessageKind kind = kInnerKv;
     int64_t step = 0;
+    c10::Device device = c10::kCPU;  // of the tensor it carries
   };
 
   RingChannel(RingContext& context, int64_t call) : context_(context), call_(call) {}
@@ -105,7 +106,7 @@ class RingChannel {
   // Sends `out` to CP rank `to` and receives `in` from CP rank `from`: {send, receive}.
   std::pair<Pending, Pending> exchange(const at::Tensor& out, int64_t to, at::Tensor& in, int64_t from,
                                        MessageKind kind, int64_t step) {
-    Pending send{nullptr, true, to, kind, step}, receive{nullptr, false, from, kind, step};
+    Pending send{nullptr, true, to, kind, step, out.device()}, receive{nullptr, false, from, kind, step, in.device()};
     const c10::intrusive_ptr<c10d::Backend>& group = context_.group();
     const bool coalesce = group->supportsCoalescing();
     std::vector<at::Tensor> outgoing{out}, incoming{in};
@@ -136,7 +137,7 @@ class RingChannel {
   void wait(Pending& pending) {
     if (!pending.work) return;
     try {
-      pending.work->wait(context_.timeout());
+      wait_until_usable(pending.work, context_.timeout(), pending.device);  // its arrival is wait, not compute
     } catch (const std::exception& e) {
       fail(pending, e.what());
     }
@@ -268,7 +269,7 @@ std::pair<at::Tensor, at::Tensor> ring_forward(const at::Tensor& q, const at::Te
                                                 lse_step);
         ring_merge_partial(out, lse, out_step, lse_step);
       }
-      ring_wait_for_device(out);
+      wait_for_device_work(out.device());
       const auto computed = Clock::now();
       channel.wait(next.pending);
       if (s + 1 == inner) channel.wait(next_outer.pending);  // the next round's shard, overlapped by this inner ring
@@ -355,7 +356,7 @@ std::vector<at::Tensor> ring_backward(const at::Tensor& grad_out, const at::Tens
                                                         visiting, *plan.columns, plan.scale, dq, dk, dv);
         }
       }
-      ring_wait_for_device(dq);
+      wait_for_device_work(dq.device());
       const auto computed = Clock::now();
       if (inner > 1) {
         // This shard's accumulator moves on with it; the one of the shard arriving comes in

@@ -72,8 +72,8 @@ class RingContext {
   std::string describe(int64_t cp_rank) const;
 
   int64_t next_call() { return calls_++; }
-  // Sums (or takes the max of) `tensor` over the CP group in place, within the timeout;
-  // throws std::runtime_error naming this rank, `what` and the attention call otherwise.
+  // Sums (or takes the max of) `tensor` over the CP group in place, within the timeout,
+  // and returns when the result is usable by the host and the compute stream; throws std::runtime_error naming this rank, `what` and the attention call otherwise.
   // A no-op for cp = 1.
   void all_reduce(at::Tensor& tensor, c10d::ReduceOp::RedOpType op, const std::string& what, int64_t call);
   void record(const RingStepEvent& event);

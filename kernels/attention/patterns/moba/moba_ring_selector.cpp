@@ -10,7 +10,7 @@
 
 #include "kernels/attention/patterns/moba/moba_attention.h"
 #include "kernels/attention/patterns/moba/moba_attention_backend.h"
-#include "kernels/attention/ring/ring_wait_for_device.h"
+#include "kernels/attention/core/device_completion.h"
 
 namespace sb {
 
@@ -46,7 +46,7 @@ std::pair<at::Tensor, at::Tensor> moba_ring_block_means(const at::Tensor& q, con
     sums.narrow(1, 0, q_heads).index_add_(0, chunk, q.narrow(0, first, rows).to(at::kDouble));
     sums.narrow(1, q_heads, k.size(1)).index_add_(0, chunk, k.narrow(0, first, rows).to(at::kDouble));
   }
-  ring_wait_for_device(sums);
+  wait_for_device_work(sums.device());
   const auto summed = Clock::now();
   context.all_reduce(sums, c10d::ReduceOp::SUM, "MoBA's block sums", call);
   sums = sums.cpu();

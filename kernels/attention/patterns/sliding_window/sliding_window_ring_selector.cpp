@@ -10,7 +10,7 @@
 
 #include "kernels/attention/patterns/sliding_window/sliding_window_backend.h"
 #include "kernels/attention/ring/ring_attention.h"
-#include "kernels/attention/ring/ring_wait_for_device.h"
+#include "kernels/attention/core/device_completion.h"
 
 namespace sb {
 
@@ -98,7 +98,7 @@ SlidingWindowMass sliding_window_ring_mass(const RingSelectionInputs& in, int64_
     const at::Tensor weights = attention.masked_fill(counted.logical_not().unsqueeze(0), 0).sum(0);  // [n, m]
     sums.narrow(0, offset[s] + 1, length).index_add_(0, distance.clamp_min(0).flatten(), weights.flatten());
   }
-  ring_wait_for_device(sums);
+  wait_for_device_work(sums.device());
   const auto computed = Clock::now();
   all_reduce(sums, c10d::ReduceOp::SUM, "sliding-window's kept mass");
   const at::Tensor host = sums.cpu();

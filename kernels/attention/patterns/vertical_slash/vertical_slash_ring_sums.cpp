@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "kernels/attention/ring/ring_wait_for_device.h"
+#include "kernels/attention/core/device_completion.h"
 #include "kernels/attention/patterns/vertical_slash/vertical_slash_index_on_device.h"
 
 namespace sb {
@@ -52,7 +52,7 @@ int64_t heads_per_batch(const c10::Device& device, int64_t heads, int64_t n, int
 }  // namespace
 
 void VerticalSlashRingSums::all_reduce(at::Tensor& tensor, c10d::ReduceOp::RedOpType op, const char* what) {
-  ring_wait_for_device(tensor);  // the work before it is compute, not wait
+  wait_for_device_work(tensor.device());  // the work before it is compute, not wait
   const auto start = Clock::now();
   context_.all_reduce(tensor, op, what, call_);
   waited_ += Clock::now() - start;

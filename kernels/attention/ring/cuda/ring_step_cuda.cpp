@@ -2,7 +2,6 @@
 
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
 
 #include <limits>
 
@@ -126,10 +125,6 @@ int64_t ring_column_step_backward_cuda(const at::Tensor& grad_out, const at::Ten
   dk.view({-1, dim}).index_put_({step.key_rows}, dk2.view({-1, dim}).to(at::kFloat), /*accumulate=*/true);
   dv.view({-1, dim}).index_put_({step.key_rows}, dv2.view({-1, dim}).to(at::kFloat), /*accumulate=*/true);
   return step.kept_pairs;
-}
-
-void ring_step_cuda_synchronize(const at::Tensor& like) {
-  c10::cuda::getCurrentCUDAStream(like.device().index()).synchronize();
 }
 
 }  // namespace sb

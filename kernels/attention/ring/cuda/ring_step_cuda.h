@@ -46,8 +46,4 @@ int64_t ring_column_step_backward_cuda(const at::Tensor& grad_out, const at::Ten
                                        const RingColumnLists& columns, double scale, at::Tensor& dq, at::Tensor& dk,
                                        at::Tensor& dv);
 
-// Waits until the work queued on the current stream of `like`'s device has run, so the
-// ring's step events time the kernels rather than their launches.
-void ring_step_cuda_synchronize(const at::Tensor& like);
-
 }  // namespace sb
