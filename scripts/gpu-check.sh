@@ -16,8 +16,14 @@
 #   vs      vertical-slash beyond one process: experiments/gpu1-cp2-vertical-slash.json on
 #           CP 2 ranks sharing the GPU against one process, and the pattern's latency
 #           profile on the GPU with its held-out check
+#   cluster two or more GPUs, one rank per GPU over NCCL (docs/cluster.md): all-reduce and
+#           send/recv bandwidth (scripts/collective_bandwidth.py, nccl-tests' formulas),
+#           experiments/gpu1-multirank.json as DP 2, PP 2, TP 2, CP 2 and DP 2 x PP 2 with
+#           train.collectives "auto" (NCCL) against one process, and PP 2 with stage 0 slowed by
+#           1 s before iteration 2, which stage 1 must time as wait (scripts/gpu_check_wait.py);
+#           refused, with the reason in the report, on a machine with one GPU
 #
-# Usage: scripts/gpu-check.sh [--out DIR] [--stages tests,bench,train,multirank,vs] [--grid quick|full]
+# Usage: scripts/gpu-check.sh [--out DIR] [--stages tests,bench,train,multirank,vs,cluster] [--grid quick|full]
 #                             [--bin DIR] [--layouts dp2,pp2,tp2,dp2pp2,dp2tp2,cp2,...]
 # DST on the GPU ring is checked by hand (docs/context_parallel.md):
 #   sparsebalance run experiments/gpu1-cp2-dst.json
@@ -34,7 +40,7 @@ set -uo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT="$REPO/results/gpu-check"
-STAGES="tests,bench,train,multirank,vs"
+STAGES="tests,bench,train,multirank,vs,cluster"
 GRID="quick"
 BIN=""
 LAYOUTS="dp2,pp2,tp2,dp2pp2,dp2tp2,cp2"
@@ -248,6 +254,66 @@ if has_stage vs; then
   tail -12 "$([ -s "$OUT/vs-profile-check.log" ] && echo "$OUT/vs-profile-check.log" || echo "$OUT/vs-profile.log")" |
     tee -a "$REPORT"
   note '```'
+fi
+
+# ---- cluster ---------------------------------------------------------------------------
+# One rank per GPU over NCCL: what a user runs first on a new cluster (docs/cluster.md).
+if has_stage cluster; then
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+  note ""
+  if [ "$gpus" -lt 2 ]; then
+    note "## Cluster (NCCL, one rank per GPU): refused"
+    note ""
+    note "This machine has $gpus GPU(s); the cluster stage needs two or more (NCCL refuses two ranks"
+    note "on one device). Ranks sharing one GPU are the multirank stage's (Gloo through host memory)."
+  else
+    rm -rf "${OUT:?}/cluster" "$OUT"/cluster-*.log
+    mkdir -p "$OUT/cluster"
+    start=$(now)
+    timeout 300 python3 -m torch.distributed.run --nproc-per-node "$gpus" "$REPO/scripts/collective_bandwidth.py" \
+      --backend nccl --out "$OUT/cluster/bandwidth.json" >"$OUT/cluster-bandwidth.log" 2>&1
+    rc=$?
+    note "## Cluster: NCCL bandwidth over $gpus GPUs (exit $rc, $(( $(now) - start )) s)"
+    note ""
+    grep -E '^(\||nccl)' "$OUT/cluster-bandwidth.log" | tee -a "$REPORT"
+    [ $rc -eq 0 ] || { note '```'; tail -15 "$OUT/cluster-bandwidth.log" | tee -a "$REPORT"; note '```'; }
+    manifest="$REPO/experiments/gpu1-multirank.json"
+    layouts=""
+    for name in single dp2 pp2 tp2 cp2 dp2pp2; do
+      case "$name" in  # dp pp tp cp
+        single) dims="1 1 1 1" ;; dp2) dims="2 1 1 1" ;; pp2) dims="1 2 1 1" ;; tp2) dims="1 1 2 1" ;;
+        cp2) dims="1 1 1 2" ;; dp2pp2) dims="2 2 1 1" ;;
+      esac
+      read -r dp pp tp cp <<<"$dims"
+      if [ $(( dp * pp * tp * cp )) -gt "$gpus" ]; then
+        note ""; note "## Cluster: $name skipped (needs $(( dp * pp * tp * cp )) GPUs, $gpus here)"; continue
+      fi
+      [ "$name" = single ] || layouts="${layouts:+$layouts,}$name"
+      start=$(now)
+      timeout 300 "$SB" run "$manifest" --set train.collectives=auto --set "parallelism.dp=$dp" \
+        --set "parallelism.pp=$pp" --set "parallelism.tp=$tp" --set "parallelism.cp=$cp" \
+        --results "$OUT/cluster/$name" --no-plots >"$OUT/cluster-$name.log" 2>&1
+      rc=$?
+      note ""
+      note "## Cluster: $name over NCCL (dp $dp, pp $pp, tp $tp, cp $cp; exit $rc, $(( $(now) - start )) s)"
+      [ $rc -eq 0 ] || { note '```'; tail -15 "$OUT/cluster-$name.log" | tee -a "$REPORT"; note '```'; }
+    done
+    note ""
+    [ -n "$layouts" ] && python3 "$REPO/scripts/gpu_check_agreement.py" "$OUT/cluster" gpu1-multirank single \
+      "$layouts" dense,moba | tee -a "$REPORT"
+    start=$(now)
+    SB_FAULT_INJECT="slow:rank=0:iteration=2:ms=1000" timeout 300 "$SB" run "$manifest" \
+      --set train.collectives=auto --set parallelism.pp=2 --only dense --results "$OUT/cluster/slowed" --no-plots \
+      >"$OUT/cluster-slowed.log" 2>&1
+    rc=$?
+    note ""
+    note "## Cluster: PP 2 with stage 0 slowed 1 s before iteration 2 (exit $rc, $(( $(now) - start )) s)"
+    note '```'
+    [ $rc -eq 0 ] || tail -15 "$OUT/cluster-slowed.log" | tee -a "$REPORT"
+    python3 "$REPO/scripts/gpu_check_wait.py" "$OUT/cluster/slowed/gpu1-multirank/dense" --iteration 2 --ms 1000 \
+      2>&1 | tee -a "$REPORT"
+    note '```'
+  fi
 fi
 
 note ""

@@ -83,6 +83,7 @@ int launch(const Manifest& manifest, const RunFlags& flags, const RunManifestOpt
   const RunPlan plan = plan_runs(manifest, options);
   const std::vector<RunSpec> pending = plan.pending();
   check_run_inputs(pending);
+  print_memory_estimate(pending, std::cerr);
   ensure_method_profiles(pending, true, std::cerr, true,
                          [](int64_t ranks, const std::vector<std::string>& arguments, std::ostream& log) {
                            return launch_profile_ranks(ranks, arguments, log);

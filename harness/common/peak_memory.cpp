@@ -11,13 +11,13 @@ namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
-// VmHWM of /proc/self/status in MiB, negative when it cannot be read.
-double host_high_water_mb() {
+// A field of /proc/self/status ("VmHWM:") in MiB, negative when it cannot be read.
+double status_field_mb(const std::string& field) {
   std::ifstream status("/proc/self/status");
   std::string line;
   while (std::getline(status, line)) {
-    if (line.rfind("VmHWM:", 0) != 0) continue;
-    std::istringstream fields(line.substr(6));
+    if (line.rfind(field, 0) != 0) continue;
+    std::istringstream fields(line.substr(field.size()));
     double kib = -1;
     fields >> kib;  // "VmHWM:   123456 kB"
     return kib < 0 ? -1 : kib / 1024.0;
@@ -37,7 +37,7 @@ bool reset_peak_memory(const c10::Device& device) {
 
 PeakMemory read_peak_memory(const c10::Device& device, bool host_reset) {
   PeakMemory peak;
-  if (host_reset) peak.host_rss_mb = host_high_water_mb();
+  if (host_reset) peak.host_rss_mb = status_field_mb("VmHWM:");
   if (device.is_cuda()) {
     using c10::CachingAllocator::StatType;
     const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index() < 0 ? 0 : device.index());
@@ -47,5 +47,7 @@ PeakMemory read_peak_memory(const c10::Device& device, bool host_reset) {
   }
   return peak;
 }
+
+double current_rss_mb() { return status_field_mb("VmRSS:"); }
 
 }  // namespace sb

@@ -24,4 +24,7 @@ struct PeakMemory {
 bool reset_peak_memory(const c10::Device& device);
 PeakMemory read_peak_memory(const c10::Device& device, bool host_reset);
 
+// This process's resident set now (VmRSS), MiB; negative when it cannot be read.
+double current_rss_mb();
+
 }  // namespace sb

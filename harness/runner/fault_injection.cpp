@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <regex>
 #include <stdexcept>
+#include <thread>
 
 #include "common/errors.h"
 
@@ -12,13 +13,16 @@ namespace sb {
 std::optional<FaultInjection> FaultInjection::from_environment() {
   const char* text = std::getenv("SB_FAULT_INJECT");
   if (text == nullptr || *text == '\0') return std::nullopt;
-  static const std::regex pattern("(crash|hang|error):rank=([0-9]+):iteration=([0-9]+)");
+  static const std::regex pattern("(crash|hang|error|slow):rank=([0-9]+):iteration=([0-9]+)(:ms=([0-9]+))?");
   std::cmatch match;
-  if (!std::regex_match(text, match, pattern)) {
+  const bool matched = std::regex_match(text, match, pattern);
+  if (!matched || (match[1].str() == "slow") != match[5].matched) {
     throw ConfigError("environment", "SB_FAULT_INJECT", std::string("\"") + text + "\" is malformed",
-                      "use <crash|hang|error>:rank=<r>:iteration=<i>, or unset it");
+                      "use <crash|hang|error>:rank=<r>:iteration=<i> or slow:rank=<r>:iteration=<i>:ms=<n>, or "
+                      "unset it");
   }
-  return FaultInjection{match[1].str(), std::stoll(match[2].str()), std::stoll(match[3].str())};
+  return FaultInjection{match[1].str(), std::stoll(match[2].str()), std::stoll(match[3].str()),
+                        match[5].matched ? std::stoll(match[5].str()) : 0};
 }
 
 void FaultInjection::fire_if_due(int64_t current_rank, int64_t current_iteration) const {
@@ -26,6 +30,7 @@ void FaultInjection::fire_if_due(int64_t current_rank, int64_t current_iteration
   if (kind == "crash") std::raise(SIGKILL);
   if (kind == "hang") std::raise(SIGSTOP);
   if (kind == "error") throw std::runtime_error("injected failure (SB_FAULT_INJECT)");
+  if (kind == "slow") std::this_thread::sleep_for(std::chrono::milliseconds(ms));
 }
 
 }  // namespace sb

@@ -5,6 +5,9 @@
 //   crash  the process kills itself with SIGKILL (as the OOM killer would)
 //   hang   the process stops itself with SIGSTOP (frozen: no heartbeat, no progress)
 //   error  an exception ("injected failure") in the training loop
+//   slow   "slow:rank=<r>:iteration=<i>:ms=<n>": the rank sleeps n ms before the
+//          iteration, a slow peer whose delay the other ranks must time as wait
+//          (scripts/gpu_check_wait.py checks it; docs/cluster.md)
 // Unset (the normal case): nothing happens.
 
 #include <cstdint>
@@ -17,6 +20,7 @@ struct FaultInjection {
   std::string kind;
   int64_t rank = 0;
   int64_t iteration = 0;
+  int64_t ms = 0;  // slow: the delay
 
   // Throws ConfigError naming SB_FAULT_INJECT when it is set but malformed.
   static std::optional<FaultInjection> from_environment();

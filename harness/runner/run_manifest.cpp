@@ -199,7 +199,10 @@ RunManifestResult run_job(JobSession& session, const std::function<RunPlan()>& p
       // Under the local launcher, which checked the inputs and profiles before starting
       // the ranks, silently.
       const std::vector<RunSpec> pending = plan.pending();
-      if (!started_by_local_launcher()) check_run_inputs(pending);
+      if (!started_by_local_launcher()) {
+        check_run_inputs(pending);
+        print_memory_estimate(pending, log);
+      }
       // Alone (no launcher, no torchrun), the profile is measured in a child process that
       // has exited, its memory freed, before this process trains.
       ensure_method_profiles(pending, !DistEnv::started_as_rank(), log, !started_by_local_launcher(),

@@ -3,11 +3,14 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "common/errors.h"
 #include "harness/common/system_info.h"
 #include "harness/eval/eval_spec.h"
+#include "harness/common/peak_memory.h"
+#include "harness/train/memory_estimate.h"
 
 #ifdef SB_WITH_CUDA
 #include <c10/cuda/CUDAFunctions.h>
@@ -123,6 +126,26 @@ void check_local_world_fits(const Manifest& manifest, int64_t max_local_ranks) {
                     std::string("lower parallelism.dp or .pp, run the ranks under torchrun or srun across machines, ") +
                         (cuda ? "let ranks share GPUs with train.collectives \"gloo\", " : "") +
                         "or raise the limit with --max-local-ranks N");
+}
+
+void print_memory_estimate(const std::vector<RunSpec>& runs, std::ostream& log, bool simulated) {
+  if (runs.empty()) return;
+  const double rss_mb = current_rss_mb();
+  std::optional<MemoryEstimate> most;
+  const RunSpec* holder = nullptr;
+  for (const RunSpec& run : runs) {
+    const bool cpu = !simulated && !run.manifest.train.on_cuda();
+    MemoryEstimate e = estimate_rank_memory(run.manifest, cpu && rss_mb > 0 ? rss_mb * 1024.0 * 1024.0 : 0.0);
+    if (!most || e.largest().total() > most->largest().total()) {
+      most = std::move(e);
+      holder = &run;
+    }
+  }
+  log << (runs.size() > 1 ? "[" + holder->name + "] " : std::string()) +
+             describe_memory_estimate(*most, simulated ? "simulated " + (holder->manifest.cluster
+                                                                              ? holder->manifest.cluster->preset
+                                                                              : std::string("cluster"))
+                                                     : holder->manifest.train.device_name());
 }
 
 }  // namespace sb

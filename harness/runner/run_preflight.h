@@ -13,6 +13,7 @@
 // Each failure is a ConfigError naming the manifest, the JSON path and the fix.
 
 #include <cstdint>
+#include <ostream>
 #include <vector>
 
 #include "harness/config/manifest.h"
@@ -34,5 +35,11 @@ int64_t default_max_local_ranks(const Manifest& manifest);
 // ConfigError when dp x pp exceeds max_local_ranks (naming the limit, where it comes from
 // and --max-local-ranks). max_local_ranks <= 0: default_max_local_ranks.
 void check_local_world_fits(const Manifest& manifest, int64_t max_local_ranks);
+
+// Prints the per-rank memory estimate (harness/train/memory_estimate.h) of the pending
+// run that needs the most, with this process's resident set as the CPU runtime.
+// `simulated`: the runs are simulated on their manifest's cluster (no runtime term; the
+// cluster's device named).
+void print_memory_estimate(const std::vector<RunSpec>& runs, std::ostream& log, bool simulated = false);
 
 }  // namespace sb

@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "common/errors.h"
+#include "harness/runner/run_preflight.h"
 #include "harness/common/atomic_file.h"
 #include "harness/common/system_info.h"
 #include "harness/records/iteration_record.h"
@@ -348,6 +349,7 @@ RunManifestResult simulate_manifest(const Manifest& manifest, const SimulateOpti
   result.manifest_dir = options.run.results_root / manifest.name;
   FittedRuns fitted = fit_runs(manifest, options.run, options.profile, log);
   std::vector<RunSpec>& runs = fitted.runs;
+  print_memory_estimate(runs, log, /*simulated=*/true);
   // Decide every run first, so that a conflict stops the command before anything runs.
   std::vector<RunDecision> decisions;
   for (const RunSpec& run : runs) {

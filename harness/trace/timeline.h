@@ -20,9 +20,10 @@ enum class EventKind {
   kForward,    // forward of one micro-batch on this stage (loss included on the last)
   kBackward,   // backward of one micro-batch on this stage
   kRecvWait,   // blocked in a pipeline exchange waiting for a receive
-  kSendWait,   // waiting for this iteration's sends to complete
+  kSendWait,   // waiting for sends to complete: an exchange of sends only (its micro-batch), or
+               // the iteration's last sends (-1)
   kAllReduce,  // data-parallel (and tied-embedding) gradient all-reduce
-  kOptimizer,  // gradient norm, clipping, optimizer step
+  kOptimizer,  // clipping and the optimizer step (after the gradient norm's sums)
   // Context parallelism: one ring step's attention compute, and the wait for the next
   // shard after it. They lie inside the micro-batch's forward or backward event, so
   // nothing that sums busy time counts them again.

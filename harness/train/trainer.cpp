@@ -334,11 +334,13 @@ std::optional<IterationOutcome> Trainer::train_iteration(int64_t iteration) {
   const bool host_peak_reset = reset_peak_memory(context_.device);
   GradientPass pass = compute_gradients(iteration);
 
-  const double start = timeline_.now_ms();
   IterationRecord record;
   record.iteration = iteration;
   record.warmup = iteration < train.warmup_iterations;
+  // The norm's sums over the pipeline and TP groups wait for the slowest stage: outside
+  // the optimizer's interval, which holds its compute only.
   record.grad_norm = global_grad_norm();
+  const double start = timeline_.now_ms();
   if (train.grad_clip > 0) {
     // As torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when below 1.
     const double scale = train.grad_clip / (record.grad_norm + 1e-6);

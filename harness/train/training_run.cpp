@@ -3,11 +3,14 @@
 #include <chrono>
 
 #include "harness/train/checkpoint.h"
+#include "harness/train/memory_estimate.h"
 
 namespace sb {
 
 TrainingRunResult train_run(const RunSpec& run, const RankContext& context, const TrainingRunOptions& options) {
   const Manifest& m = run.manifest;
+  // On a GPU, a micro-batch that cannot fit stops here, before the model is built.
+  check_memory_fits_device(m, context.stage(), context.device, context.local_world_size);
   TrainerOptions trainer_options;
   trainer_options.predictor = options.predictor;
   Trainer trainer(run, context, trainer_options);

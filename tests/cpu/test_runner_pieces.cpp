@@ -134,12 +134,23 @@ TEST(FaultInjection, ParsesOrRejectsWithTheVariableName) {
   f->fire_if_due(2, 12);  // not this rank: nothing happens
   ::setenv("SB_FAULT_INJECT", "error:rank=0:iteration=1", 1);
   EXPECT_THROW(FaultInjection::from_environment()->fire_if_due(0, 1), std::runtime_error);
-  ::setenv("SB_FAULT_INJECT", "explode:rank=0", 1);
-  try {
-    FaultInjection::from_environment();
-    FAIL();
-  } catch (const ConfigError& e) {
-    EXPECT_EQ(e.json_path(), "SB_FAULT_INJECT");
+  ::setenv("SB_FAULT_INJECT", "slow:rank=1:iteration=2:ms=40", 1);
+  const auto slow = FaultInjection::from_environment();
+  ASSERT_TRUE(slow);
+  EXPECT_EQ(slow->kind, "slow");
+  EXPECT_EQ(slow->ms, 40);
+  const auto start = std::chrono::steady_clock::now();
+  slow->fire_if_due(1, 2);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(40));
+  // A delay belongs to slow only, and slow needs one.
+  for (const char* malformed : {"explode:rank=0", "slow:rank=0:iteration=1", "crash:rank=0:iteration=1:ms=5"}) {
+    ::setenv("SB_FAULT_INJECT", malformed, 1);
+    try {
+      FaultInjection::from_environment();
+      ADD_FAILURE() << malformed;
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(e.json_path(), "SB_FAULT_INJECT");
+    }
   }
   ::unsetenv("SB_FAULT_INJECT");
 }

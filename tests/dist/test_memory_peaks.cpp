@@ -4,7 +4,8 @@
 // softmax and their gradient, 5 GB each at this shape (about 15 GB of RSS); the head
 // fused with the loss chunk by chunk (models/qwen2/qwen2_head_loss.h) keeps one chunk
 // of about 256 MiB. The model is small in every other way (hidden 64, two layers), so
-// the head dominates what the run needs. SB_KEEP_MEMORY_RUN=1 keeps the folder (model,
+// the head dominates what the run needs. The estimate printed before the run starts is
+// within 15 % of the measured peak. SB_KEEP_MEMORY_RUN=1 keeps the folder (model,
 // manifest, results) to rerun it by hand, for example under /usr/bin/time -v.
 #include <gtest/gtest.h>
 
@@ -70,6 +71,16 @@ TEST(MemoryPeaks, QwenVocabularyAt8192TokensPeaksUnder3GiBOfRss) {
     // Above the weights and one logit chunk: the figure is the iteration's, not zero.
     EXPECT_GT(peak, 256.0);
   }
+  // The estimate `run` printed before it started (harness/train/memory_estimate.h) is
+  // within 15 % of the peak of iteration 1, the first with the optimizer's state.
+  const std::string out = test::slurp(dir / "out.log");
+  const std::string marker = "memory per rank (estimate, 8192-token micro-batch, cpu): ";
+  const size_t at = out.find(marker);
+  ASSERT_NE(at, std::string::npos) << out;
+  const double estimate_mib = std::stod(out.substr(at + marker.size())) * 1024.0;
+  const double measured_mib = records[1]["peak_rss_mb"].at(0).get<double>();
+  std::cout << "[memory] estimate " << estimate_mib << " MiB, measured " << measured_mib << " MiB\n";
+  EXPECT_NEAR(estimate_mib / measured_mib, 1.0, 0.15) << out;
   // The loss runs over the whole vocabulary: from weights of std 0.02 the logits are
   // near 0 and the first loss near ln(151,936) = 11.93.
   EXPECT_NEAR(records[0]["loss"].get<double>(), std::log(151936.0), 0.05);

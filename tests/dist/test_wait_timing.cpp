@@ -7,7 +7,9 @@
 // gradient all-reduce, the context-parallel ring and the tensor-parallel collectives:
 // the waiting rank's wait intervals hold at least 80 % of the delay and its compute
 // intervals (forward, backward, ring steps, the forward less its TP collectives) under
-// half of it. This tiny model's compute takes a few milliseconds.
+// half of it. This tiny model's compute takes a few milliseconds. The pipeline and the
+// ring run both ways: posted one by one (Gloo's path) and grouped (NCCL's coalesced
+// path, one work for each exchange with its sends).
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -61,7 +63,7 @@ json manifest_for(const std::string& name, const Layout& layout, int64_t iterati
 
 // Runs every rank with `slow_rank` delaying each call of `ops`; rank 0's files.
 Outcome run_job(const std::string& name, const Layout& layout, int slow_rank, const std::string& ops,
-                int64_t iterations) {
+                int64_t iterations, bool coalesce = false) {
   const fs::path dir = test::fresh_temp_dir("wait_timing_" + name);
   const fs::path manifest = dir / "manifest.json";
   std::ofstream(manifest) << manifest_for(name, layout, iterations).dump(2);
@@ -73,6 +75,7 @@ Outcome run_job(const std::string& name, const Layout& layout, int slow_rank, co
     env["SB_TEST_DELAY_RANK"] = std::to_string(slow_rank);
     env["SB_TEST_DELAY_MS"] = std::to_string(static_cast<int>(kDelayMs));
     env["SB_TEST_DELAY_OPS"] = ops;
+    env["SB_TEST_COALESCE"] = coalesce ? "1" : "0";
     workers.push_back(test::spawn_worker({SB_BINARY_DIR "/tests/sb_wait_timing_worker", manifest.string(), dir.string()},
                                          env, dir / ("rank" + std::to_string(rank) + ".log")));
   }
@@ -123,9 +126,11 @@ void expect_compute_without_the_delay(const Outcome& o) {
   }
 }
 
-TEST(WaitTiming, PipelineReceiveFromASlowStageIsWaitNotCompute) {
-  const Outcome o = run_job("pp2", {1, 2, 1, 1}, /*slow_rank=*/0, "send", 2);
-  if (HasFailure()) return;
+// Pipeline: the last stage waits for every activation of a stage that sends late.
+// `coalesce`: the exchanges take NCCL's grouped path (one work, sends included).
+void expect_pipeline_receives_as_waits(bool coalesce) {
+  const Outcome o = run_job(coalesce ? "pp2_grouped" : "pp2", {1, 2, 1, 1}, /*slow_rank=*/0, "send", 2, coalesce);
+  if (::testing::Test::HasFailure()) return;
   expect_compute_without_the_delay(o);
   for (const TimelineIteration& it : o.timelines) {
     const RankTimeline& last = it.ranks.at(1);
@@ -135,10 +140,16 @@ TEST(WaitTiming, PipelineReceiveFromASlowStageIsWaitNotCompute) {
     EXPECT_GE(total_ms(waits), kWaitShare * kDelayMs * static_cast<double>(receives))
         << "iteration " << it.iteration << ": stage 1 waited " << total_ms(waits) << " ms for " << receives
         << " activations, each sent " << kDelayMs << " ms late";
-    std::cout << "[pp2] iteration " << it.iteration << ": stage 1 receive waits " << total_ms(waits)
+    std::cout << (coalesce ? "[pp2 grouped] iteration " : "[pp2] iteration ") << it.iteration << ": stage 1 receive waits " << total_ms(waits)
               << " ms for " << receives << " late activations; forwards " << total_ms(events_of(last, EventKind::kForward))
               << " ms\n";
   }
+}
+
+TEST(WaitTiming, PipelineReceiveFromASlowStageIsWaitNotCompute) { expect_pipeline_receives_as_waits(false); }
+
+TEST(WaitTiming, PipelineReceiveFromASlowStageIsWaitNotComputeWhenExchangesAreGrouped) {
+  expect_pipeline_receives_as_waits(true);
 }
 
 TEST(WaitTiming, DataParallelAllReduceWithASlowRankIsWaitNotCompute) {
@@ -156,9 +167,11 @@ TEST(WaitTiming, DataParallelAllReduceWithASlowRankIsWaitNotCompute) {
   }
 }
 
-TEST(WaitTiming, ContextParallelRingFromASlowRankIsWaitNotCompute) {
-  const Outcome o = run_job("cp2", {1, 1, 2, 1}, /*slow_rank=*/1, "send", 1);
-  if (HasFailure()) return;
+// The ring: every step's shard from a CP rank that sends late. `coalesce`: each send is
+// fused with its receive, as on NCCL.
+void expect_ring_receives_as_waits(bool coalesce) {
+  const Outcome o = run_job(coalesce ? "cp2_grouped" : "cp2", {1, 1, 2, 1}, /*slow_rank=*/1, "send", 1, coalesce);
+  if (::testing::Test::HasFailure()) return;
   for (const TimelineIteration& it : o.timelines) {
     const RankTimeline& waiting = it.ranks.at(0);
     const std::vector<TimelineEvent> steps = events_of(waiting, EventKind::kRingCompute);
@@ -180,10 +193,16 @@ TEST(WaitTiming, ContextParallelRingFromASlowRankIsWaitNotCompute) {
             << "iteration " << it.iteration << " " << event_kind_name(kind) << " of micro-batch " << e.microbatch;
       }
     }
-    std::cout << "[cp2] iteration " << it.iteration << ": rank 0 ring waits "
+    std::cout << (coalesce ? "[cp2 grouped] iteration " : "[cp2] iteration ") << it.iteration << ": rank 0 ring waits "
               << total_ms(events_of(waiting, EventKind::kRingWait)) << " ms, ring steps "
               << total_ms(steps) << " ms\n";
   }
+}
+
+TEST(WaitTiming, ContextParallelRingFromASlowRankIsWaitNotCompute) { expect_ring_receives_as_waits(false); }
+
+TEST(WaitTiming, ContextParallelRingFromASlowRankIsWaitNotComputeWhenPairsAreGrouped) {
+  expect_ring_receives_as_waits(true);
 }
 
 TEST(WaitTiming, TensorParallelCollectiveWithASlowRankIsWaitNotCompute) {

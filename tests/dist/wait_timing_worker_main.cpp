@@ -4,7 +4,8 @@
 //   sb_wait_timing_worker MANIFEST OUT_DIR
 // Environment: SB_TEST_DELAY_RANK (the slow rank, default none), SB_TEST_DELAY_MS (its
 // delay before posting each delayed call), SB_TEST_DELAY_OPS (the delayed calls, comma
-// separated: send, recv, allreduce, allgather, reduce_scatter, broadcast).
+// separated: send, recv, allreduce, allgather, reduce_scatter, broadcast), SB_TEST_COALESCE
+// (1: the groups coalesce as NCCL's, so exchanges take NCCL's grouped path).
 // Trains the manifest's iterations; rank 0 writes every iteration's timeline (all
 // ranks) to OUT_DIR/timeline.jsonl and its record to OUT_DIR/records.jsonl.
 // Exit 0 on success, 1 with a message on stderr.
@@ -64,7 +65,10 @@ int main(int argc, char** argv) {
     const std::set<std::string> delayed = split_commas(env_or("SB_TEST_DELAY_OPS", ""));
     for (auto* group : {&context.pipeline, &context.data_parallel, &context.context_parallel,
                         &context.tensor_parallel, &context.embedding}) {
-      if (*group) *group = c10::make_intrusive<sb::test::DeferredCompletionBackend>(*group, delay, delayed);
+      if (*group) {
+        *group = c10::make_intrusive<sb::test::DeferredCompletionBackend>(*group, delay, delayed,
+                                                                          env_or("SB_TEST_COALESCE", "0") == "1");
+      }
     }
     sb::test::DeferredCompletionBackend::install_emulated_stream();
     sb::Trainer trainer(run, context);

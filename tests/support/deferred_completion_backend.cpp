@@ -5,6 +5,7 @@
 #include <deque>
 #include <mutex>
 #include <thread>
+#include <stdexcept>
 #include <utility>
 
 #include "kernels/attention/core/device_completion.h"
@@ -67,14 +68,47 @@ class DeferredWork : public c10d::Work {
   bool queued_ = false;
 };
 
+// The inner works of one coalesced group, complete when all are.
+class GroupWork : public c10d::Work {
+ public:
+  explicit GroupWork(std::vector<c10::intrusive_ptr<c10d::Work>> works) : works_(std::move(works)) {}
+  bool wait(std::chrono::milliseconds timeout) override {
+    for (auto& w : works_) w->wait(timeout);
+    return true;
+  }
+  bool isCompleted() override {
+    for (auto& w : works_) {
+      if (!w->isCompleted()) return false;
+    }
+    return true;
+  }
+
+ private:
+  std::vector<c10::intrusive_ptr<c10d::Work>> works_;
+};
+
 }  // namespace
 
 DeferredCompletionBackend::DeferredCompletionBackend(c10::intrusive_ptr<c10d::Backend> inner,
-                                                     std::chrono::milliseconds delay, std::set<std::string> delayed)
+                                                     std::chrono::milliseconds delay, std::set<std::string> delayed,
+                                                     bool coalesce)
     : c10d::Backend(inner->getRank(), inner->getSize()),
       inner_(std::move(inner)),
       delay_(delay),
-      delayed_(std::move(delayed)) {}
+      delayed_(std::move(delayed)),
+      coalesce_(coalesce) {}
+
+void DeferredCompletionBackend::startCoalescing() {
+  if (!coalesce_) throw std::logic_error("DeferredCompletionBackend: coalescing is off");
+  coalescing_ = true;
+  group_.clear();
+}
+
+c10::intrusive_ptr<c10d::Work> DeferredCompletionBackend::endCoalescing() {
+  if (!coalescing_) throw std::logic_error("DeferredCompletionBackend: endCoalescing without startCoalescing");
+  coalescing_ = false;
+  return c10::make_intrusive<DeferredWork>(c10::make_intrusive<GroupWork>(std::exchange(group_, {})));
+}
 
 void DeferredCompletionBackend::install_emulated_stream() {
   set_host_work_completion([] { stream().complete(); });
@@ -84,7 +118,10 @@ void DeferredCompletionBackend::slow_peer(const char* kind) const {
   if (delay_.count() > 0 && delayed_.count(kind)) std::this_thread::sleep_for(delay_);
 }
 
-c10::intrusive_ptr<c10d::Work> DeferredCompletionBackend::deferred(c10::intrusive_ptr<c10d::Work> inner) const {
+c10::intrusive_ptr<c10d::Work> DeferredCompletionBackend::deferred(c10::intrusive_ptr<c10d::Work> inner) {
+  // Inside a coalesced group the call's own work is the group's (as NCCL's, whose
+  // individual works are not waited).
+  if (coalescing_) group_.push_back(inner);
   return c10::make_intrusive<DeferredWork>(std::move(inner));
 }
 

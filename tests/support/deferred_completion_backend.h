@@ -1,11 +1,15 @@
 #pragma once
-// A process group that completes as NCCL's does, on CPU ranks. Every call goes to an
+// A process group that completes as NCCL's may, on CPU ranks. Every call goes to an
 // inner backend (Gloo); wait() on the returned work does not block the host (NCCL's
-// only makes the current stream wait for the collective) but queues the inner work on
+// makes the current stream wait for the collective and need not block) but queues the inner work on
 // an emulated stream, which wait_for_device_work(CPU) completes, in the order queued
 // (kernels/attention/core/device_completion.h). Code that reads a clock after wait()
 // without completing the device work first measures ~0 as wait and counts the
 // message's late arrival in the next compute interval, as it would under NCCL.
+//
+// `coalesce`: the group supports coalescing as NCCL's does (the pipeline's exchanges and
+// the ring's send/receive pairs then take NCCL's path: one work for the whole group,
+// its sends included).
 //
 // `delay` stands for a slow peer: the host sleeps that long before posting each call
 // of the kinds in `delayed` ("send", "recv", "allreduce", "allgather", "reduce_scatter",
@@ -23,7 +27,7 @@ namespace sb::test {
 class DeferredCompletionBackend : public c10d::Backend {
  public:
   DeferredCompletionBackend(c10::intrusive_ptr<c10d::Backend> inner, std::chrono::milliseconds delay = {},
-                            std::set<std::string> delayed = {});
+                            std::set<std::string> delayed = {}, bool coalesce = false);
 
   // Makes wait_for_device_work on the CPU complete the emulated stream's queue
   // (process-wide; call once before training).
@@ -31,6 +35,9 @@ class DeferredCompletionBackend : public c10d::Backend {
 
   const std::string getBackendName() const override { return "deferred (" + inner_->getBackendName() + ")"; }
   void setTimeout(std::chrono::milliseconds timeout) override { inner_->setTimeout(timeout); }
+  bool supportsCoalescing() const override { return coalesce_; }
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts = c10d::BroadcastOptions()) override;
@@ -48,11 +55,14 @@ class DeferredCompletionBackend : public c10d::Backend {
 
  private:
   void slow_peer(const char* kind) const;
-  c10::intrusive_ptr<c10d::Work> deferred(c10::intrusive_ptr<c10d::Work> inner) const;
+  c10::intrusive_ptr<c10d::Work> deferred(c10::intrusive_ptr<c10d::Work> inner);
 
   c10::intrusive_ptr<c10d::Backend> inner_;
   std::chrono::milliseconds delay_;
   std::set<std::string> delayed_;
+  bool coalesce_ = false;
+  bool coalescing_ = false;
+  std::vector<c10::intrusive_ptr<c10d::Work>> group_;  // inner works posted since startCoalescing
 };
 
 }  // namespace sb::test

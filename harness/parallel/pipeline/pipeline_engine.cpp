@@ -158,7 +158,13 @@ class OneFOneBRun {
     }
     const double start = timeline_.now_ms();
     channel_->exchange(transfers);
-    if (first_receive >= 0) timeline_.record(EventKind::kRecvWait, first_receive, start, timeline_.now_ms());
+    // An exchange with a receive is a receive wait (under NCCL its sends complete with it);
+    // one of sends only is a send wait (NCCL completes them here, Gloo at finish_sends).
+    if (first_receive >= 0) {
+      timeline_.record(EventKind::kRecvWait, first_receive, start, timeline_.now_ms());
+    } else {
+      timeline_.record(EventKind::kSendWait, ops.front().microbatch, start, timeline_.now_ms());
+    }
   }
 
   PipelineStage& stage_;

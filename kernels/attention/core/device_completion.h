@@ -1,10 +1,12 @@
 #pragma once
 // When the host may take device work, and a collective's result, as done.
 //
-// A GPU runs kernels asynchronously on a stream, and NCCL's Work::wait() only makes the
-// caller's current stream wait for the collective: it returns at once. A host clock read
-// after either measures launches, not work, and a slow peer's message lands inside the
-// next compute interval. The two calls below make every timed interval mean one thing on
+// A GPU runs kernels asynchronously on a stream, and NCCL's Work::wait() makes the
+// caller's current stream wait for the collective; whether it also blocks the host
+// depends on the PyTorch version and the timeout passed, and the stream may still be
+// running earlier work. A host clock read after a launch or a wait() may measure
+// launches, not work, and a slow peer's message then lands inside the next compute
+// interval. The two calls below make every timed interval mean one thing on
 // every backend (docs/metrics.md, "What each interval holds"):
 //   wait_for_device_work  ends a compute interval when its work has finished;
 //   wait_until_usable     ends a wait when the data has arrived, for the host and the
