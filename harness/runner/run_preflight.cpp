@@ -135,7 +135,8 @@ void print_memory_estimate(const std::vector<RunSpec>& runs, std::ostream& log, 
   const RunSpec* holder = nullptr;
   for (const RunSpec& run : runs) {
     const bool cpu = !simulated && !run.manifest.train.on_cuda();
-    MemoryEstimate e = estimate_rank_memory(run.manifest, cpu && rss_mb > 0 ? rss_mb * 1024.0 * 1024.0 : 0.0);
+    MemoryEstimate e = estimate_rank_memory(run.manifest, cpu ? MemoryTarget::kHostProcess : MemoryTarget::kDevice,
+                                            cpu && rss_mb > 0 ? rss_mb * 1024.0 * 1024.0 : 0.0);
     if (!most || e.largest().total() > most->largest().total()) {
       most = std::move(e);
       holder = &run;

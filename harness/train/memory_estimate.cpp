@@ -98,7 +98,8 @@ const StageMemoryEstimate& MemoryEstimate::largest() const {
                            [](const auto& a, const auto& b) { return a.total() < b.total(); });
 }
 
-MemoryEstimate estimate_rank_memory(const Manifest& m, double runtime_bytes) {
+MemoryEstimate estimate_rank_memory(const Manifest& m, MemoryTarget target, double runtime_bytes) {
+  const bool host = target == MemoryTarget::kHostProcess;
   const Qwen2Config& c = m.model.config;
   const ParallelLayout layout = parallel_layout_of(m);
   const bool bf16 = m.train.precision == Qwen2Precision::kBFloat16Mixed;
@@ -168,8 +169,8 @@ MemoryEstimate estimate_rank_memory(const Manifest& m, double runtime_bytes) {
     e.backward = 3 * act * s.tokens * s.inter / s.tp + 2 * 4 * s.h * s.tokens +
                  (m.train.lora ? 0 : 4 * s.h * s.inter / s.tp);
     if (layout.pp() > 1) e.communication = 4 * s.h * s.rows;  // a received activation gradient
-    if (!m.train.on_cuda()) e.allocator = kCpuAllocatorShare * e.activations;
-    e.runtime = runtime_bytes;
+    if (host) e.allocator = kCpuAllocatorShare * e.activations;
+    e.runtime = host ? runtime_bytes : 0.0;
     estimate.stages.push_back(e);
   }
   return estimate;
@@ -207,7 +208,7 @@ void check_memory_fits_device(const Manifest& manifest, int64_t stage, const c10
   const c10::cuda::CUDAGuard guard(device);
   size_t free = 0, total = 0;
   if (cudaMemGetInfo(&free, &total) != cudaSuccess) return;  // no figure to refuse with
-  const MemoryEstimate estimate = estimate_rank_memory(manifest, 0.0);
+  const MemoryEstimate estimate = estimate_rank_memory(manifest, MemoryTarget::kDevice);
   const double need = ranks_on_device > 1 ? static_cast<double>(ranks_on_device) * estimate.largest().total()
                                           : estimate.stages.at(static_cast<size_t>(stage)).total();
   if (need <= static_cast<double>(free)) return;

@@ -17,7 +17,7 @@
 //                    float32 logits and the head's weight gradient
 //   backward         the largest gradient temporaries of one layer's backward
 //   communication    pipeline receive buffers (pp > 1)
-//   allocator        on the CPU only: what glibc keeps of freed temporaries, a quarter of
+//   allocator        host processes only: what glibc keeps of freed temporaries, a quarter of
 //                    the activations (our rule, measured: docs/memory.md)
 //   runtime          what the process holds besides tensors (on the CPU the resident
 //                    LibTorch runtime, measured by the caller; on a GPU outside the
@@ -53,8 +53,12 @@ struct MemoryEstimate {
   const StageMemoryEstimate& largest() const;
 };
 
-// `runtime_bytes`: the runtime term of every stage (see above).
-MemoryEstimate estimate_rank_memory(const Manifest& manifest, double runtime_bytes);
+// What the estimate is compared with: a CPU process's resident set (the allocator and
+// runtime terms count), or a GPU's caching allocator (they do not; a simulated cluster).
+enum class MemoryTarget { kHostProcess, kDevice };
+
+// `runtime_bytes`: the runtime term of every stage (kHostProcess only).
+MemoryEstimate estimate_rank_memory(const Manifest& manifest, MemoryTarget target, double runtime_bytes = 0.0);
 
 // Lines for the console: the largest stage's terms in GiB, one line per stage when pp > 1.
 std::string describe_memory_estimate(const MemoryEstimate& estimate, const std::string& device_label);

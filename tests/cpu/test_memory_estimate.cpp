@@ -39,7 +39,7 @@ double model_numel(Qwen2ForCausalLM& model) {
 TEST(MemoryEstimate, FullFineTuningHoldsSixteenBytesPerParameter) {
   const Manifest m = manifest_of("qwen2-test");
   Qwen2ForCausalLM model(m.model.config, dense_attention_options().make_backend());
-  const StageMemoryEstimate e = estimate_rank_memory(m, 0.0).stages.at(0);
+  const StageMemoryEstimate e = estimate_rank_memory(m, MemoryTarget::kHostProcess).stages.at(0);
   EXPECT_DOUBLE_EQ(e.weights, 4 * model_numel(model));
   EXPECT_DOUBLE_EQ(e.gradients, e.weights);
   EXPECT_DOUBLE_EQ(e.optimizer, 2 * e.gradients);
@@ -53,7 +53,7 @@ TEST(MemoryEstimate, LoraTrainsWhatTheModelMarksTrainable) {
   Qwen2ForCausalLM model(m.model.config, dense_attention_options().make_backend());
   double trained = 0;
   for (const at::Tensor& t : apply_model_training_options(model, m.train)) trained += static_cast<double>(t.numel());
-  const StageMemoryEstimate e = estimate_rank_memory(m, 0.0).stages.at(0);
+  const StageMemoryEstimate e = estimate_rank_memory(m, MemoryTarget::kHostProcess).stages.at(0);
   EXPECT_DOUBLE_EQ(e.gradients, 4 * trained);
   EXPECT_DOUBLE_EQ(e.optimizer, 8 * trained);
 }
@@ -67,14 +67,14 @@ TEST(MemoryEstimate, TensorParallelRankHoldsItsShards) {
   }
   // The vocabulary of 125 splits 63 / 62: rank 0 holds the larger share, the estimate the mean.
   const double vocab_rounding = m.model.config.hidden_size * 0.5;
-  EXPECT_NEAR(estimate_rank_memory(m, 0.0).stages.at(0).weights / 4, shard, vocab_rounding + 1e-9);
+  EXPECT_NEAR(estimate_rank_memory(m, MemoryTarget::kHostProcess).stages.at(0).weights / 4, shard, vocab_rounding + 1e-9);
 }
 
 TEST(MemoryEstimate, PipelineStagesSplitTheLayersAndHoldTheirMicroBatchesInFlight) {
   const Manifest m = manifest_of("qwen2-tiny", json::object(), {{"pp", 2}});  // tied: the last stage holds a copy of the embedding
   const Qwen2Config& c = m.model.config;
   Qwen2ForCausalLM model(c, dense_attention_options().make_backend());
-  const MemoryEstimate e = estimate_rank_memory(m, 0.0);
+  const MemoryEstimate e = estimate_rank_memory(m, MemoryTarget::kHostProcess);
   ASSERT_EQ(e.stages.size(), 2u);
   EXPECT_DOUBLE_EQ(e.stages[0].weights + e.stages[1].weights,
                    4 * (model_numel(model) + static_cast<double>(c.vocab_size * c.hidden_size)));
@@ -91,11 +91,11 @@ TEST(MemoryEstimate, PipelineStagesSplitTheLayersAndHoldTheirMicroBatchesInFligh
 TEST(MemoryEstimate, ActivationsPerLayerAreTheDocumentedTerms) {
   const double t = 64;
   const double expected = 4 * 32 * t * 4 + 2 * 4 * 32 * t + 4 * t * (3 * 32 + 2 * 16) + 4 * t * 4 + 4 * 4 * t * 64;
-  EXPECT_DOUBLE_EQ(estimate_rank_memory(manifest_of("qwen2-test"), 0.0).stages[0].activations_per_layer, expected);
+  EXPECT_DOUBLE_EQ(estimate_rank_memory(manifest_of("qwen2-test"), MemoryTarget::kHostProcess).stages[0].activations_per_layer, expected);
   // bfloat16 halves every matmul operand; the stream and the statistics stay float32.
   const double bf16 = 4 * 32 * t * 4 + 2 * 2 * 32 * t + 2 * t * (3 * 32 + 2 * 16) + 4 * t * 4 + 4 * 2 * t * 64;
   const StageMemoryEstimate mixed =
-      estimate_rank_memory(manifest_of("qwen2-test", {{"precision", "bf16-mixed"}}), 0.0).stages[0];
+      estimate_rank_memory(manifest_of("qwen2-test", {{"precision", "bf16-mixed"}}), MemoryTarget::kHostProcess).stages[0];
   EXPECT_DOUBLE_EQ(mixed.activations_per_layer, bf16);
   EXPECT_GT(mixed.weight_casts, 0.0);
 }
@@ -104,20 +104,25 @@ TEST(MemoryEstimate, CheckpointingKeepsLayerInputsAndOneLayer) {
   const Manifest plain = manifest_of("qwen2-tiny", {{"max_tokens_per_microbatch", 512}});
   const Manifest checkpointed =
       manifest_of("qwen2-tiny", {{"max_tokens_per_microbatch", 512}, {"activation_checkpointing", true}});
-  const StageMemoryEstimate a = estimate_rank_memory(plain, 0.0).stages[0];
-  const StageMemoryEstimate b = estimate_rank_memory(checkpointed, 0.0).stages[0];
+  const StageMemoryEstimate a = estimate_rank_memory(plain, MemoryTarget::kHostProcess).stages[0];
+  const StageMemoryEstimate b = estimate_rank_memory(checkpointed, MemoryTarget::kHostProcess).stages[0];
   const double layers = 4, inputs = 4.0 * 128 * 512, rope = 2 * 4.0 * 512 * 32, final_norm = 3 * 4.0 * 128 * 512;
   EXPECT_DOUBLE_EQ(a.activations, layers * a.activations_per_layer + rope + final_norm);
   EXPECT_DOUBLE_EQ(b.activations, layers * inputs + rope + a.activations_per_layer + final_norm);
-  // On the CPU, glibc's retained blocks: a quarter of the activations (docs/memory.md).
+  // In a host process, glibc's retained blocks: a quarter of the activations
+  // (docs/memory.md); none on a device (a GPU, a simulated cluster), nor a runtime term.
   EXPECT_DOUBLE_EQ(a.allocator, 0.25 * a.activations);
+  const StageMemoryEstimate device = estimate_rank_memory(plain, MemoryTarget::kDevice, 1e9).stages[0];
+  EXPECT_EQ(device.allocator, 0.0);
+  EXPECT_EQ(device.runtime, 0.0);
+  EXPECT_DOUBLE_EQ(device.total(), a.total() - a.allocator);
   // Twice the tokens, twice the activations (no checkpointing).
   const Manifest longer = manifest_of("qwen2-tiny", {{"max_tokens_per_microbatch", 1024}});
-  EXPECT_DOUBLE_EQ(estimate_rank_memory(longer, 0.0).stages[0].activations, 2 * a.activations);
+  EXPECT_DOUBLE_EQ(estimate_rank_memory(longer, MemoryTarget::kHostProcess).stages[0].activations, 2 * a.activations);
 }
 
 TEST(MemoryEstimate, TheConsoleLineNamesTheTerms) {
-  const std::string text = describe_memory_estimate(estimate_rank_memory(manifest_of("qwen2-tiny", json::object(), {{"pp", 2}}), 1e9),
+  const std::string text = describe_memory_estimate(estimate_rank_memory(manifest_of("qwen2-tiny", json::object(), {{"pp", 2}}), MemoryTarget::kHostProcess, 1e9),
                                                     "cpu");
   EXPECT_NE(text.find("64-token micro-batch, cpu"), std::string::npos) << text;
   EXPECT_NE(text.find("stage 0: "), std::string::npos) << text;
