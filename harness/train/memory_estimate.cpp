@@ -123,14 +123,14 @@ MemoryEstimate estimate_rank_memory(const Manifest& m, MemoryTarget target, doub
   const double per_layer = layer_activation_bytes(s, bf16) +
                            (m.train.lora && m.train.lora->dropout > 0 ? lora.dropout_inputs * s.tokens * (act + 1) : 0);
   const double vocab_rows = s.vocab / s.tp;  // of the embedding or head on this TP rank
+  // 1F1B holds p - s micro-batches on stage s, or all of a DP rank's when it has fewer
+  // (at most one sample each).
+  const int64_t per_dp_rank = (m.train.global_batch_size + layout.dp() - 1) / layout.dp();
 
   for (int64_t stage = 0; stage < layout.pp(); ++stage) {
     StageMemoryEstimate e;
     e.stage = stage;
     e.layers = layout.layers_of_stage(stage).count();
-    // 1F1B holds p - s micro-batches on stage s, or all of a DP rank's when it has fewer
-    // (at most one sample each).
-    const int64_t per_dp_rank = (m.train.global_batch_size + layout.dp() - 1) / layout.dp();
     e.microbatches_in_flight = std::max<int64_t>(1, std::min(layout.pp() - stage, per_dp_rank));
     const bool first = stage == 0, last = stage == layout.pp() - 1;
     const double layers = static_cast<double>(e.layers);
@@ -139,8 +139,9 @@ MemoryEstimate estimate_rank_memory(const Manifest& m, MemoryTarget target, doub
     // The head: its own matrix, or on a last stage apart from the first, the tied copy.
     const bool head_matrix = last && (!c.tie_word_embeddings || !first);
     if (last) params += s.h + (head_matrix ? vocab_rows * s.h : 0);
-    const double trained = m.train.lora ? layers * lora.parameters : params;
-    e.weights = 4 * (params + (m.train.lora ? layers * lora.parameters : 0));
+    const double adapters = layers * lora.parameters;  // 0 without LoRA
+    const double trained = m.train.lora ? adapters : params;
+    e.weights = 4 * (params + adapters);
     const double in_flight = static_cast<double>(e.microbatches_in_flight);
     // Autocast's bfloat16 weight copies: autograd keeps each micro-batch's until its
     // backward; checkpointed layers keep none, but one forward's cache holds all of them.
