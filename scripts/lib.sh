@@ -23,10 +23,11 @@ sb_log() { printf '[sparsebalance] %s\n' "$*" >&2; }
 # Debian packages: compilers and build tools, and the C++ libraries of docs/build.md.
 # libgloo-dev supplies the Gloo headers that LibTorch's ProcessGroupGloo.hpp includes
 # but the torch wheel does not ship (the wheel links Gloo statically). PCRE2 and ICU
-# serve the tokenizer (Qwen2's split regex needs look-ahead; NFC).
+# serve the tokenizer (Qwen2's split regex needs look-ahead; NFC). OpenSSL checksums
+# checkpoints (SHA-256).
 SB_DEBIAN_PACKAGES=(
   cmake ninja-build g++ ccache git pkg-config
-  nlohmann-json3-dev libgloo-dev libcli11-dev libpcre2-dev libicu-dev
+  nlohmann-json3-dev libgloo-dev libcli11-dev libpcre2-dev libicu-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 

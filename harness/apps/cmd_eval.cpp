@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "common/errors.h"
+#include "harness/apps/cli_checks.h"
 #include "harness/apps/commands.h"
 #include "harness/patterns/attention_patterns.h"
 #include "harness/apps/eval_subcommands.h"
@@ -67,7 +68,7 @@ void add_eval_model_flags(CLI::App* sub, EvalModelFlags& flags) {
   sub->add_option("--repetition-penalty", flags.repetition_penalty,
                   "transformers' repetition penalty on greedy decoding (1: off; transformers' generate applies "
                   "generation_config.json's, 1.05 for Qwen2.5-Instruct)")
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->capture_default_str();
 }
 

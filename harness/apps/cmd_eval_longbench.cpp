@@ -2,6 +2,7 @@
 
 #include <iostream>
 
+#include "harness/apps/cli_checks.h"
 #include "harness/apps/eval_subcommands.h"
 #include "harness/eval/longbench/longbench_predict.h"
 #include "harness/eval/longbench/longbench_scorer.h"
@@ -34,7 +35,7 @@ EvalSubcommand register_eval_longbench(CLI::App& eval) {
   sub->add_option("--max-length", flags->options.max_length, "Prompt tokens kept by the middle truncation")
       ->capture_default_str();
   sub->add_option("--limit", flags->options.limit, "Only the first N items of each task (0: all)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   sub->add_option("--jieba-dir", flags->jieba_dir, "jieba's package folder (for scoring the Chinese tasks)");
   return {sub, [flags]() {
     LongBenchPredictOptions options = flags->options;
@@ -73,7 +74,7 @@ EvalSubcommand register_eval_longbench_v2(CLI::App& eval) {
   sub->add_option("--max-new-tokens", flags->options.max_new_tokens, "Tokens to generate at most")
       ->capture_default_str();
   sub->add_option("--limit", flags->options.limit, "Only the first N questions (0: all)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   return {sub, [flags]() {
     LongBenchV2Options options = flags->options;
     options.data_file = flags->data;

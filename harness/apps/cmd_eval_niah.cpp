@@ -2,6 +2,7 @@
 
 #include <iostream>
 
+#include "harness/apps/cli_checks.h"
 #include "harness/apps/eval_subcommands.h"
 #include "harness/common/atomic_file.h"
 #include "harness/eval/heldout_perplexity.h"
@@ -28,7 +29,7 @@ EvalSubcommand register_eval_niah(CLI::App& eval) {
   sub->add_option("--haystack", flags->options.haystack, "A text file, or synthetic")->capture_default_str();
   sub->add_option("--lengths", flags->options.lengths, "Context lengths in tokens")->delimiter(',')->capture_default_str();
   sub->add_option("--depths", flags->options.depths, "Needle depths in percent")->delimiter(',')->capture_default_str();
-  sub->add_option("--samples", flags->options.samples, "Needles per cell")->check(CLI::PositiveNumber)->capture_default_str();
+  sub->add_option("--samples", flags->options.samples, "Needles per cell")->check(at_least(1))->capture_default_str();
   sub->add_option("--max-new-tokens", flags->options.max_new_tokens, "Tokens to generate")->capture_default_str();
   sub->add_option("--seed", flags->options.seed, "Seed of the needles and the synthetic haystack")->capture_default_str();
   return {sub, [flags]() {
@@ -60,12 +61,12 @@ EvalSubcommand register_eval_ppl(CLI::App& eval) {
   add_eval_model_flags(sub, flags->model);
   sub->add_option("--input", flags->input, "JSON-lines file")->required();
   sub->add_option("--max-length", flags->options.window, "Window in tokens")->capture_default_str();
-  sub->add_option("--limit", flags->options.limit, "Only the first N documents (0: all)")->check(CLI::NonNegativeNumber);
+  sub->add_option("--limit", flags->options.limit, "Only the first N documents (0: all)")->check(at_least(0));
   sub->add_option("--stride", flags->options.stride, "Sliding windows advanced by this many tokens (0: disjoint)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   sub->add_option("--bucket-tokens", flags->options.bucket_tokens,
                   "Also report the NLL by position in buckets of this many tokens (0: no)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   sub->add_option("--out", flags->out, "Also write the result to this JSON file");
   return {sub, [flags]() {
     HeldoutOptions options = flags->options;

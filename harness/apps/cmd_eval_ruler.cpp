@@ -2,6 +2,7 @@
 
 #include <iostream>
 
+#include "harness/apps/cli_checks.h"
 #include "harness/apps/eval_subcommands.h"
 #include "harness/eval/longbench/python_json.h"
 #include "harness/eval/ruler/ruler_eval.h"
@@ -28,7 +29,7 @@ EvalSubcommand register_eval_ruler(CLI::App& eval) {
       ->delimiter(',')
       ->capture_default_str();
   sub->add_option("--samples", flags->options.samples, "Samples per task and length")
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->capture_default_str();
   sub->add_option("--tasks", flags->options.tasks, "Tasks (default: all; qa_1 and qa_2 when their files are given)")
       ->delimiter(',');

@@ -3,6 +3,7 @@
 #include <iomanip>
 #include <iostream>
 
+#include "harness/apps/cli_checks.h"
 #include "harness/apps/eval_subcommands.h"
 #include "harness/eval/zeroshot/zeroshot_eval.h"
 
@@ -27,11 +28,11 @@ EvalSubcommand register_eval_zeroshot(CLI::App& eval) {
   sub->add_option("--out", flags->out, "Output folder")->required();
   sub->add_option("--tasks", flags->options.tasks, "Tasks to score (default: all)")->delimiter(',');
   sub->add_option("--limit", flags->options.limit, "Only the first N documents of each task (0: all)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   sub->add_option("--batch-tokens", flags->options.batch_tokens,
                   "Pack documents into batches of up to N input tokens (0: one document at a time, its choices "
                   "sharing their prefix)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   return {sub, [flags]() {
     ZeroShotOptions options = flags->options;
     options.data_dir = flags->data;

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "common/errors.h"
+#include "harness/apps/cli_checks.h"
 #include "harness/apps/commands.h"
 #include "harness/patterns/attention_patterns.h"
 #include "harness/eval/model_folder.h"
@@ -54,7 +55,7 @@ Command register_generate(CLI::App& app) {
   auto* ids = sub->add_option("--prompt-ids", flags->prompt_ids, "Prompt token ids, e.g. 1,2,3");
   prompt->excludes(ids);
   sub->add_option("--max-new-tokens", flags->max_new_tokens, "Tokens to generate at most")
-      ->check(CLI::NonNegativeNumber)
+      ->check(at_least(0))
       ->capture_default_str();
   sub->add_option("--stop-id", flags->stop_ids, "Stop token id (repeatable)");
   sub->add_flag("--ignore-eos", flags->ignore_eos, "Do not stop on config.json's eos_token_id");

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "common/errors.h"
+#include "harness/apps/cli_checks.h"
 #include "harness/apps/commands.h"
 #include "harness/common/atomic_file.h"
 #include "harness/common/system_info.h"
@@ -412,7 +413,7 @@ Command register_profile(CLI::App& app) {
   sub->add_option("--cp-inner", f->cp_inner, "With --context-parallel: ranks per inner ring (0: flat)")
       ->capture_default_str();
   sub->add_option("--timeout-s", f->timeout_s, "With --tensor-parallel or --context-parallel: bound on the ranks' rendezvous and each collective")
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->capture_default_str();
   sub->add_option("--seed", f->seed, "Seed of the timed inputs and weights")->capture_default_str();
   sub->add_option("--lora-rank", f->lora_rank, "LoRA rank: time LoRA training (base frozen, adapters trained)");

@@ -8,6 +8,7 @@
 #include "harness/report/report.h"
 #include "harness/report/report_plots.h"
 #include "harness/report/report_writers.h"
+#include "harness/report/run_summary.h"
 
 namespace sb::cli {
 
@@ -37,9 +38,27 @@ Command register_report(CLI::App& app) {
       throw ConfigError(*dir, "", "is not a folder", "pass results/<manifest name>");
     }
     if (*peak_tflops < 0) throw ConfigError("--peak-tflops", "", "must be positive", "pass the device's TFLOP/s, e.g. 989");
+    if (!run->empty()) {
+      if (!*plots) throw ConfigError("--run", *run, "chooses the run of the timeline figure, which only --plots draws", "add --plots");
+      if (!std::filesystem::is_directory(std::filesystem::path(*dir) / *run)) {
+        std::string names;
+        for (const std::filesystem::path& folder : list_run_folders(*dir)) {
+          names += (names.empty() ? "" : ", ") + folder.filename().string();
+        }
+        throw ConfigError("--run", *run, "names no run folder of " + *dir, "use one of: " + names);
+      }
+    }
     const Report report = write_report(*dir, *peak_tflops > 0 ? std::optional<double>(*peak_tflops) : std::nullopt);
     std::cout << report_to_markdown(report);
-    if (!*plots) return 0;
+    const std::vector<std::string> failing = report.runs_failing_checks();
+    if (!failing.empty()) {
+      std::string names;
+      for (const std::string& name : failing) names += (names.empty() ? "" : ", ") + name;
+      std::cerr << "error: " << failing.size() << " run(s) of " << *dir << " fail the record check (see the "
+                << "report's notes): " << names << "\n";
+    }
+    const int checked = failing.empty() ? 0 : 1;
+    if (!*plots) return checked;
     PlotRequest request;
     request.results_dir = *dir;
     if (*iteration >= 0) request.iteration = *iteration;
@@ -47,7 +66,7 @@ Command register_report(CLI::App& app) {
     std::cout << std::flush;
     const int rc = run_plot_script(request);
     if (rc != 0) std::cerr << "sparsebalance report: the plot script exited with status " << rc << "\n";
-    return rc == 0 ? 0 : 1;
+    return rc == 0 ? checked : 1;
   };
 }
 

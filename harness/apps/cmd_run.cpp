@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "common/errors.h"
+#include "harness/apps/cli_checks.h"
 #include "harness/apps/commands.h"
 #include "harness/apps/manifest_set_option.h"
 #include "harness/common/atomic_file.h"
@@ -80,6 +81,8 @@ int launch(const Manifest& manifest, const RunFlags& flags, const RunManifestOpt
   // latency profiles are measured here, with the ranks' thread count, while no rank
   // competes for the cores.
   check_local_world_fits(manifest, flags.max_local_ranks);
+  // Held until the ranks have exited: they write into the folder, the launcher does not.
+  const FolderLock lock = lock_results_folder(options.results_root / manifest.name, options.command_line, std::cerr);
   const RunPlan plan = plan_runs(manifest, options);
   const std::vector<RunSpec> pending = plan.pending();
   check_run_inputs(pending);
@@ -143,12 +146,12 @@ Command register_run(CLI::App& app) {
   sub->add_flag("--force", flags->force,
                 "Rerun and replace runs that already completed; restart incomplete runs from iteration 0");
   sub->add_option("--progress-every", flags->progress_every, "Print a progress line every N iterations")
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->capture_default_str();
   sub->add_option("--max-local-ranks", flags->max_local_ranks,
                   "Most ranks to start on this machine (default: one per visible GPU for CUDA runs, " +
                       std::to_string(kLocalRanksPerCore) + " per CPU core otherwise)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   sub->add_flag("!--no-plots", flags->plots, "Do not draw the report's figures into <results>/<manifest>/plots/");
   add_manifest_set_option(*sub, flags->sets);
   // The local launcher's ranks read the plan it made instead of the manifest (hidden).
@@ -172,6 +175,7 @@ Command register_run(CLI::App& app) {
       }
       return 0;  // the launcher prints the report
     }
+    check_results_folder(flags->results);
     const Manifest manifest = load_manifest(flags->manifest, parse_manifest_overrides(flags->sets));
     check_runnable_by_trainer(manifest);
     RunManifestOptions options;

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "common/statistics.h"
+#include "harness/apps/cli_checks.h"
 #include "harness/apps/commands.h"
 #include "harness/apps/manifest_set_option.h"
 #include "harness/common/atomic_file.h"
@@ -93,13 +94,14 @@ Command register_simulate(CLI::App& app) {
                   "Measured results/<manifest> of the same manifest: writes validation.json (relative errors of "
                   "median iter_ms and mean bubble fraction)");
   sub->add_option("--progress-every", flags->progress_every, "Print a progress line every N iterations")
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->capture_default_str();
   sub->add_flag("--bench", flags->bench, "Time simulated iterations per run (writes nothing)");
   sub->add_option("--bench-iterations", flags->bench_iterations, "Iterations per run for --bench")
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->capture_default_str();
   return [flags]() {
+    check_results_folder(flags->results);
     const Manifest manifest = load_manifest(flags->manifest, parse_manifest_overrides(flags->sets));
     SimulateOptions options;
     options.run.manifest_file = flags->manifest;

@@ -8,6 +8,7 @@
 
 #include <iostream>
 #include <map>
+#include <string>
 
 #include "common/errors.h"
 #include "harness/apps/commands.h"
@@ -34,6 +35,20 @@ int main(int argc, char** argv) {
   add(&sb::cli::register_bench);
   add(&sb::cli::register_simulate);
 
+  // CLI11 answers an unknown command with "A subcommand is required"; name it instead.
+  if (argc > 1 && argv[1][0] != '-') {
+    std::string known;
+    bool found = false;
+    for (const CLI::App* sub : app.get_subcommands({})) {
+      found = found || sub->get_name() == argv[1];
+      known += (known.empty() ? "" : ", ") + sub->get_name();
+    }
+    if (!found) {
+      std::cerr << "error: unknown command \"" << argv[1] << "\"; the commands are " << known
+                << " (sparsebalance --help)\n";
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

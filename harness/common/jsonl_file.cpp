@@ -58,7 +58,9 @@ void for_each_jsonl_value(const std::filesystem::path& file, const std::string& 
       each(nlohmann::json::parse(line));
     } catch (const std::exception& e) {
       throw ConfigError(where, "", "is not " + what + ": " + e.what(),
-                        "delete the broken line (a run killed mid-write may leave it cut off) and rerun");
+                        "a run killed mid-write leaves its last line cut off, which `sparsebalance run` redoes "
+                        "when it resumes the run; otherwise rerun that run with --force (deleting lines would "
+                        "leave iterations missing)");
     }
   });
 }

@@ -74,6 +74,8 @@ std::string current_executable() {
   return std::string(path, static_cast<size_t>(n));
 }
 
+double host_memory_gib() { return memory_gib(); }
+
 int64_t cpu_core_count() {
   const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
   if (online > 0) return static_cast<int64_t>(online);

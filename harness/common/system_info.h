@@ -25,6 +25,9 @@ std::string current_executable();
 // The CPU cores online on this machine (at least 1).
 int64_t cpu_core_count();
 
+// This machine's memory (MemTotal), GiB; 0 when it cannot be read.
+double host_memory_gib();
+
 // The intra-op threads of one rank: `configured` when positive (train.threads), else the
 // cores shared evenly among the ranks on this host (at least 1).
 int64_t rank_thread_count(int64_t configured, int64_t ranks_on_host);

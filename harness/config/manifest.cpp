@@ -1,6 +1,8 @@
 #include "harness/config/manifest.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <map>
 #include <regex>
 #include <set>
 #include <stdexcept>
@@ -8,6 +10,7 @@
 #include "harness/common/atomic_file.h"
 #include "harness/common/json_differences.h"
 #include "harness/common/json_object_reader.h"
+#include "harness/config/strict_json.h"
 #include "harness/data/synthetic_dataset.h"
 #include "harness/parallel/parallel_layout.h"
 #include "models/qwen2/qwen2_config.h"
@@ -20,6 +23,12 @@
 #endif
 
 namespace sb {
+
+const OptionNames<NonFinitePolicy>& nonfinite_options() {
+  static const OptionNames<NonFinitePolicy> names{
+      "non-finite loss policy", {{"stop", NonFinitePolicy::kStop}, {"skip", NonFinitePolicy::kSkip}}};
+  return names;
+}
 
 const OptionNames<LrSchedule>& lr_schedule_options() {
   static const OptionNames<LrSchedule> names{
@@ -391,6 +400,7 @@ TrainSection parse_train(const json& j, const std::string& path, const std::stri
   t.adam_eps = r.optional<double>("adam_eps", t.adam_eps);
   t.threads = r.optional<int64_t>("threads", t.threads);
   t.lr_schedule = r.optional_option("lr_schedule", t.lr_schedule, lr_schedule_options());
+  t.nonfinite = r.optional_option("nonfinite", t.nonfinite, nonfinite_options());
   t.activation_checkpointing =
       r.optional<bool>("activation_checkpointing", t.activation_checkpointing);
   t.precision = qwen2_precision_from_name(
@@ -407,7 +417,8 @@ TrainSection parse_train(const json& j, const std::string& path, const std::stri
            "use 0 for no limit or 1 for one sequence per micro-batch");
   r.expect(t.max_tokens_per_microbatch >= 2, "max_tokens_per_microbatch", "must be >= 2",
            "use at least the longest sequence length");
-  r.expect(t.lr > 0, "lr", "must be > 0", "use a positive learning rate");
+  r.expect(t.lr > 0 && t.lr <= kMaxLearningRate, "lr", "must be in (0, 1]",
+           "AdamW fine-tuning uses about 1e-6 to 1e-3; a larger rate only diverges");
   r.expect(t.lr_warmup_fraction >= 0 && t.lr_warmup_fraction <= 1, "lr_warmup_fraction",
            "must be in [0, 1]", "use e.g. 0.2 for 20% warm-up");
   r.expect(t.min_lr_ratio >= 0 && t.min_lr_ratio <= 1, "min_lr_ratio", "must be in [0, 1]",
@@ -417,7 +428,9 @@ TrainSection parse_train(const json& j, const std::string& path, const std::stri
   r.expect(t.adam_beta1 >= 0 && t.adam_beta1 < 1, "adam_beta1", "must be in [0, 1)", "e.g. 0.9");
   r.expect(t.adam_beta2 >= 0 && t.adam_beta2 < 1, "adam_beta2", "must be in [0, 1)", "e.g. 0.95");
   r.expect(t.adam_eps > 0, "adam_eps", "must be > 0", "e.g. 1e-8");
-  r.expect(t.threads >= 0, "threads", "must be >= 0", "use 0 for LibTorch's default");
+  r.expect(t.threads >= 0 && t.threads <= kMaxTrainThreads, "threads",
+           "must be in [0, " + std::to_string(kMaxTrainThreads) + "]",
+           "use 0 for LibTorch's default, or at most the cores one rank may use");
   return t;
 }
 
@@ -561,6 +574,8 @@ Manifest parse_manifest(const json& j, const std::string& file) {
   }
   m.baseline = r.optional<std::string>("baseline", m.methods.empty() ? "" : m.methods.front().name);
   if (const json* sweep = r.optional_value("sweep")) m.sweep = parse_sweep(*sweep, file);
+  m.max_runs = r.optional<int64_t>("max_runs", m.max_runs);
+  r.expect(m.max_runs >= 1, "max_runs", "must be >= 1", "leave it out for " + std::to_string(kDefaultMaxRuns));
   if (const json* eval = r.optional_value("eval")) {
     m.eval = parse_eval_spec(*eval, r.child_path("eval"), file,
                              std::filesystem::path(resolve_manifest_path(file, ".")));
@@ -615,7 +630,19 @@ Manifest parse_manifest(const json& j, const std::string& file) {
                         "raise it to at least " + std::to_string(longest));
     }
   }
-  if (!m.sweep.empty()) expand_runs(m);  // every grid point must parse: fail now, not mid-sweep
+  if (!m.sweep.empty()) {
+    // Counted before any grid point is built: a grid of millions must not fill memory.
+    const long double runs = count_runs(m);
+    if (runs > static_cast<long double>(m.max_runs)) {
+      char count[64];
+      std::snprintf(count, sizeof(count), "%.0Lf", runs);
+      throw ConfigError(file, "$.sweep",
+                        "expands to " + std::string(count) + " runs, more than max_runs (" +
+                            std::to_string(m.max_runs) + ")",
+                        "sweep fewer values, or raise \"max_runs\" at the manifest's top level if you mean it");
+    }
+    expand_runs(m);  // every grid point must parse: fail now, not mid-sweep
+  }
   return m;
 }
 
@@ -625,35 +652,24 @@ DatasetLimits dataset_limits(const Manifest& manifest) {
 }
 
 Manifest load_manifest(const std::filesystem::path& path, const std::vector<ManifestOverride>& overrides) {
+  std::error_code ignored;
+  if (std::filesystem::is_directory(path, ignored)) {
+    throw ConfigError(path.string(), "", "is a folder, not a manifest file",
+                      "pass a manifest's JSON file, e.g. experiments/quickstart.json");
+  }
   std::string text;
   try {
     text = read_file(path);
   } catch (const std::exception& e) {
     throw ConfigError(path.string(), "", e.what(), "check the manifest path");
   }
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    // Turn nlohmann's byte offset into a line and column a user can jump to.
-    size_t offset = std::min<size_t>(e.byte == 0 ? 0 : e.byte - 1, text.size());
-    size_t line = 1, column = 1;
-    for (size_t i = 0; i < offset; ++i) {
-      if (text[i] == '\n') {
-        ++line;
-        column = 1;
-      } else {
-        ++column;
-      }
-    }
-    throw ConfigError(path.string() + ":" + std::to_string(line) + ":" + std::to_string(column),
-                      "", std::string("invalid JSON: ") + e.what(), "fix the JSON syntax there");
-  }
+  json j = parse_strict_json(text, path.string());
   const std::vector<std::string> set_paths = apply_manifest_overrides(j, overrides);
   try {
     return parse_manifest(j, path.string());
   } catch (const ConfigError& e) {
-    for (size_t i = 0; i < set_paths.size(); ++i) {
+    // The last --set that covers the path gave the value (a later one overrides an earlier).
+    for (size_t i = set_paths.size(); i-- > 0;) {
       const std::string& set = set_paths[i];
       const std::string& at = e.json_path();
       const bool below = at.rfind(set, 0) == 0 && (at.size() == set.size() || at[set.size()] == '.' ||
@@ -744,6 +760,7 @@ json manifest_to_json(const Manifest& m) {
   // Absent means full fine-tuning; there is no default adapter to write out.
   // Written only when set, so earlier runs' manifests resolve as before.
   if (t.collectives != TrainCollectives::kAuto) train["collectives"] = train_collectives_options().name_of(t.collectives);
+  if (t.nonfinite != NonFinitePolicy::kStop) train["nonfinite"] = nonfinite_options().name_of(t.nonfinite);
   if (t.lora) {
     train["lora"] = {{"rank", t.lora->rank},
                      {"alpha", t.lora->alpha},
@@ -803,6 +820,35 @@ Manifest narrow_to_method(const Manifest& manifest, const MethodSection& method)
 
 }  // namespace
 
+namespace {
+
+// The sweep axes that apply to `method` (sweep.h): every axis outside "methods.", and
+// those inside it that the method's resolved form has.
+std::vector<size_t> axes_of_method(const Manifest& manifest, const MethodSection& method) {
+  const std::string method_prefix = "methods.";
+  const json method_json = method_to_json(method);
+  std::vector<size_t> axes;
+  for (size_t a = 0; a < manifest.sweep.size(); ++a) {
+    const std::string& path = manifest.sweep[a].path;
+    if (path.rfind(method_prefix, 0) != 0 || has_json_path(method_json, path.substr(method_prefix.size()))) {
+      axes.push_back(a);
+    }
+  }
+  return axes;
+}
+
+}  // namespace
+
+long double count_runs(const Manifest& manifest) {
+  long double runs = 0;
+  for (const MethodSection& method : manifest.methods) {
+    long double points = 1;
+    for (size_t a : axes_of_method(manifest, method)) points *= static_cast<long double>(manifest.sweep[a].values.size());
+    runs += points;
+  }
+  return runs;
+}
+
 std::vector<RunSpec> expand_runs(const Manifest& manifest) {
   std::vector<RunSpec> runs;
   if (manifest.sweep.empty()) {
@@ -819,16 +865,9 @@ std::vector<RunSpec> expand_runs(const Manifest& manifest) {
   }
   const std::vector<std::string> labels = sweep_labels(manifest.sweep);
   const std::string method_prefix = "methods.";
+  std::map<std::string, json> points_of_names;  // run name -> its sweep point
   for (size_t i = 0; i < manifest.methods.size(); ++i) {
-    const json method_json = method_to_json(manifest.methods[i]);
-    // The axes that apply to this method, in order.
-    std::vector<size_t> axes;
-    for (size_t a = 0; a < manifest.sweep.size(); ++a) {
-      const std::string& path = manifest.sweep[a].path;
-      if (path.rfind(method_prefix, 0) != 0 || has_json_path(method_json, path.substr(method_prefix.size()))) {
-        axes.push_back(a);
-      }
-    }
+    const std::vector<size_t> axes = axes_of_method(manifest, manifest.methods[i]);
     // Odometer over the applicable axes, the last one fastest.
     std::vector<size_t> digit(axes.size(), 0);
     while (true) {
@@ -860,6 +899,13 @@ std::vector<RunSpec> expand_runs(const Manifest& manifest) {
         throw ConfigError(e.file(), e.json_path(),
                           e.problem() + " (in the sweep point " + point_values.dump() + " of run " + name + ")",
                           e.fix());
+      }
+      if (const auto [earlier, fresh] = points_of_names.emplace(name, point_values); !fresh) {
+        throw ConfigError(manifest.file, "$.sweep",
+                          "names two runs \"" + name + "\": the sweep points " + earlier->second.dump() + " and " +
+                              point_values.dump() + (earlier->second == point_values ? " of two methods" : ""),
+                          "rename the method whose name looks like a swept run, or sweep values that name "
+                          "their runs apart");
       }
       RunSpec run;
       run.name = name;

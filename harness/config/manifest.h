@@ -104,6 +104,18 @@ const OptionNames<TrainDevice>& train_device_options();  // "cpu" | "cuda"
 enum class TrainCollectives { kAuto, kGloo };
 const OptionNames<TrainCollectives>& train_collectives_options();  // "auto" | "gloo"
 
+// train.nonfinite: what an iteration whose loss or gradient norm is NaN or infinite
+// does. stop: the run stops there (exit 2, naming the iteration, rank and value);
+// skip: the optimizer step is skipped (weights and moments unchanged), the iteration is
+// recorded with "skipped_step": true, and training goes on (Megatron's and torchtitan's
+// behaviour under loss scaling).
+enum class NonFinitePolicy { kStop, kSkip };
+const OptionNames<NonFinitePolicy>& nonfinite_options();  // "stop" | "skip"
+
+// Upper bounds that catch typing slips before anything starts (docs/manifest.md).
+inline constexpr int64_t kMaxTrainThreads = 1024;
+inline constexpr double kMaxLearningRate = 1.0;
+
 struct TrainSection {
   TrainDevice device = TrainDevice::kCpu;
   TrainCollectives collectives = TrainCollectives::kAuto;
@@ -122,6 +134,7 @@ struct TrainSection {
   double adam_eps = 1e-8;
   int64_t threads = 0;  // intra-op CPU threads; 0 keeps LibTorch's default
   LrSchedule lr_schedule = LrSchedule::kCosine;
+  NonFinitePolicy nonfinite = NonFinitePolicy::kStop;
   bool activation_checkpointing = false;  // per decoder layer
   Qwen2Precision precision = Qwen2Precision::kFloat32;  // "fp32" | "bf16-mixed"
   std::optional<LoraSection> lora;        // absent: full fine-tuning
@@ -145,6 +158,9 @@ struct Manifest {
   // The method whose runs speedups are measured against (default: the first method).
   std::string baseline;
   std::vector<SweepAxis> sweep;  // empty: one run per method
+  // The most runs the manifest may expand to (sweep.h); not part of any run's resolved
+  // manifest, so raising it changes no run.
+  int64_t max_runs = kDefaultMaxRuns;
   // What to evaluate after training (harness/eval/eval_spec.h); every run's final
   // weights are evaluated by rank 0 once training has finished.
   std::optional<EvalSpec> eval;
@@ -186,6 +202,8 @@ nlohmann::json manifest_to_json(const Manifest& manifest);
 // The resolved manifest's "model": {"preset"?, "from"?}.
 nlohmann::json model_section_to_json(const ModelSection& model);
 std::vector<RunSpec> expand_runs(const Manifest& manifest);
+// How many runs expand_runs makes, without making them (a float: a grid may overflow).
+long double count_runs(const Manifest& manifest);
 
 // The limits the manifest's model and micro-batch capacity put on its data.
 DatasetLimits dataset_limits(const Manifest& manifest);

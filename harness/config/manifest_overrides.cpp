@@ -73,6 +73,13 @@ std::vector<std::string> apply_manifest_overrides(json& manifest, const std::vec
     for (const std::string& part : dotted_path_parts(path)) {
       json_path += is_array_index(part) ? "[" + part + "]" : "." + part;
     }
+    for (size_t earlier = 0; earlier < json_paths.size(); ++earlier) {
+      if (json_paths[earlier] == json_path) {
+        throw ConfigError("--set", o.argument,
+                          "sets " + json_path + " again (--set " + overrides[earlier].argument + " set it first)",
+                          "give each path one --set");
+      }
+    }
     json_paths.push_back(json_path);
   }
   return json_paths;

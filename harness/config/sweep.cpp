@@ -26,9 +26,23 @@ std::vector<SweepAxis> parse_sweep(const nlohmann::json& sweep, const std::strin
       throw ConfigError(file, where, "expected a non-empty array of values", "list the values to try");
     }
     SweepAxis axis{path, {}};
+    // Each value names its runs' folders: two values that name the same folder would
+    // train into one (and a repeated value would train the same run twice).
+    std::map<std::string, nlohmann::json> named;
     for (const auto& v : values) {
       if (v.is_object() || v.is_array() || v.is_null()) {
         throw ConfigError(file, where, "values must be strings, numbers or booleans, got " + v.dump());
+      }
+      const auto [earlier, inserted] = named.emplace(sweep_value_text(v), v);
+      if (!inserted) {
+        throw ConfigError(file, where,
+                          earlier->second == v
+                              ? "repeats the value " + v.dump()
+                              : "has the values " + earlier->second.dump() + " and " + v.dump() +
+                                    ", which both name their runs \"" + earlier->first +
+                                    "\" (characters outside [A-Za-z0-9._-] become '-')",
+                          earlier->second == v ? "list each value once (seeds: e.g. [1, 2, 3])"
+                                               : "give values that differ in their letters, digits, '.', '_' or '-'");
       }
       axis.values.push_back(v);
     }

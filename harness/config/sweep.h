@@ -14,15 +14,23 @@
 // the last path component (the full path when two axes share one), values as JSON
 // without quotes, characters outside [A-Za-z0-9._-] replaced by '-':
 //   sab_dst__anchor=mean__p=0.1__seed=2
+// Names are unique: an axis whose values repeat, or map to one name ("a/len.txt" and
+// "a-len.txt"), is refused, and so is a grid that names two runs alike.
+//
+// Size: a manifest expands to at most its "max_runs" runs (default kDefaultMaxRuns),
+// checked before any grid point is built; raise "max_runs" for a larger grid.
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "harness/config/dotted_path.h"
 
 namespace sb {
+
+inline constexpr int64_t kDefaultMaxRuns = 1000;
 
 struct SweepAxis {
   std::string path;

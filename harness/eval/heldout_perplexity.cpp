@@ -83,8 +83,11 @@ nlohmann::ordered_json heldout_perplexity(ModelFolder& model, const HeldoutOptio
   out["tokens"] = tokens;
   out["window"] = options.window;
   out["stride"] = options.stride;
-  out["nll"] = total_nll / static_cast<double>(tokens);
-  out["ppl"] = std::exp(total_nll / static_cast<double>(tokens));
+  // Standard JSON has no NaN or Infinity (a diverged model's NLL, an overflowing exp):
+  // such a value is written as null.
+  const auto finite_or_null = [](double x) { return std::isfinite(x) ? nlohmann::ordered_json(x) : nlohmann::ordered_json(); };
+  out["nll"] = finite_or_null(total_nll / static_cast<double>(tokens));
+  out["ppl"] = finite_or_null(std::exp(total_nll / static_cast<double>(tokens)));
   if (options.bucket_tokens > 0) {
     out["bucket_tokens"] = options.bucket_tokens;
     nlohmann::ordered_json by_position = nlohmann::ordered_json::array();
@@ -93,8 +96,8 @@ nlohmann::ordered_json heldout_perplexity(ModelFolder& model, const HeldoutOptio
       by_position.push_back({{"from", index * options.bucket_tokens},
                              {"to", (index + 1) * options.bucket_tokens},
                              {"tokens", b.tokens},
-                             {"nll", nll},
-                             {"ppl", std::exp(nll)}});
+                             {"nll", finite_or_null(nll)},
+                             {"ppl", finite_or_null(std::exp(nll))}});
     }
     out["by_position"] = by_position;
   }

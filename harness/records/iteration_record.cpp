@@ -5,6 +5,7 @@
 #include <limits>
 #include <numeric>
 
+#include "harness/common/json_numbers.h"
 #include "harness/common/jsonl_file.h"
 #include "harness/trace/iteration_metrics.h"
 
@@ -60,6 +61,7 @@ nlohmann::json iteration_record_to_json(const IterationRecord& r) {
   if (std::isfinite(r.grad_norm)) j["grad_norm"] = r.grad_norm;
   if (std::isfinite(r.dp_imbalance)) j["dp_imbalance"] = r.dp_imbalance;
   if (std::isfinite(r.slot_imbalance)) j["slot_imbalance"] = r.slot_imbalance;
+  if (r.skipped_step) j["skipped_step"] = true;
   if (!r.microbatch_pred_ms.empty()) j["microbatch_pred_ms"] = r.microbatch_pred_ms;
   if (!r.budgets.empty()) j["budgets"] = r.budgets;
   if (!r.coverage.empty()) j["coverage"] = r.coverage;
@@ -87,46 +89,47 @@ IterationRecord iteration_record_from_json(const nlohmann::json& j) {
   r.iteration = j.at("iteration").get<int64_t>();
   r.warmup = j.at("warmup").get<bool>();
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  r.loss = j.contains("loss") && j["loss"].is_number() ? j["loss"].get<double>() : nan;
+  r.loss = j.contains("loss") ? json_number_or_nan(j["loss"]) : nan;
   r.loss_tokens = j.at("loss_tokens").get<int64_t>();
   r.tokens = j.at("tokens").get<int64_t>();
   r.sequences = j.at("sequences").get<int64_t>();
   r.lr = j.at("lr").get<double>();
-  r.grad_norm = j.contains("grad_norm") && j["grad_norm"].is_number() ? j["grad_norm"].get<double>() : nan;
-  r.iter_ms = j.at("iter_ms").get<double>();
-  r.microbatch_ms = j.at("microbatch_ms").get<std::vector<double>>();
+  r.grad_norm = j.contains("grad_norm") ? json_number_or_nan(j["grad_norm"]) : nan;
+  r.skipped_step = j.value("skipped_step", false);
+  r.iter_ms = json_number_or_nan(j.at("iter_ms"));
+  r.microbatch_ms = json_numbers_or_nan(j.at("microbatch_ms"));
   r.microbatch_tokens = j.at("microbatch_tokens").get<std::vector<int64_t>>();
   r.microbatch_dp_rank = j.value("microbatch_dp_rank", std::vector<int64_t>{});
-  r.imbalance = j.at("imbalance").get<double>();
+  r.imbalance = json_number_or_nan(j.at("imbalance"));
   // Records written before the rank-level imbalances existed have neither.
   r.dp_imbalance = j.contains("dp_imbalance") && j["dp_imbalance"].is_number() ? j["dp_imbalance"].get<double>() : nan;
   r.slot_imbalance =
       j.contains("slot_imbalance") && j["slot_imbalance"].is_number() ? j["slot_imbalance"].get<double>() : nan;
-  r.per_stage_busy_ms = j.at("per_stage_busy_ms").get<std::vector<double>>();
-  r.per_stage_idle_ms = j.at("per_stage_idle_ms").get<std::vector<double>>();
-  r.bubble_fraction = j.at("bubble_fraction").get<double>();
-  r.bubble_fraction_max = j.at("bubble_fraction_max").get<double>();
-  r.balance_overhead_ms = j.at("balance_overhead_ms").get<double>();
+  r.per_stage_busy_ms = json_numbers_or_nan(j.at("per_stage_busy_ms"));
+  r.per_stage_idle_ms = json_numbers_or_nan(j.at("per_stage_idle_ms"));
+  r.bubble_fraction = json_number_or_nan(j.at("bubble_fraction"));
+  r.bubble_fraction_max = json_number_or_nan(j.at("bubble_fraction_max"));
+  r.balance_overhead_ms = json_number_or_nan(j.at("balance_overhead_ms"));
   r.allreduce_ms = j.value("allreduce_ms", 0.0);
-  r.microbatch_pred_ms = j.value("microbatch_pred_ms", std::vector<double>{});
+  r.microbatch_pred_ms = json_numbers_at(j, "microbatch_pred_ms");
   r.budgets = j.value("budgets", std::vector<int64_t>{});
-  r.coverage = j.value("coverage", std::vector<double>{});
-  r.layer_budgets = j.value("layer_budgets", std::vector<std::vector<double>>{});
-  r.layer_coverage = j.value("layer_coverage", std::vector<std::vector<double>>{});
+  r.coverage = json_numbers_at(j, "coverage");
+  r.layer_budgets = json_number_rows_at(j, "layer_budgets");
+  r.layer_coverage = json_number_rows_at(j, "layer_coverage");
   r.layer_floors = j.value("layer_floors", std::vector<std::vector<int64_t>>{});
-  r.layer_reference_budgets = j.value("layer_reference_budgets", std::vector<std::vector<double>>{});
-  r.sequence_budgets = j.value("sequence_budgets", std::vector<std::vector<double>>{});
-  r.sequence_reference_budgets = j.value("sequence_reference_budgets", std::vector<std::vector<double>>{});
+  r.layer_reference_budgets = json_number_rows_at(j, "layer_reference_budgets");
+  r.sequence_budgets = json_number_rows_at(j, "sequence_budgets");
+  r.sequence_reference_budgets = json_number_rows_at(j, "sequence_reference_budgets");
   r.microbatch_lengths = j.value("microbatch_lengths", std::vector<std::vector<int64_t>>{});
-  r.runqueue_wait_ms = j.value("runqueue_wait_ms", std::vector<double>{});
-  r.peak_rss_mb = j.value("peak_rss_mb", std::vector<double>{});
-  r.peak_gpu_allocated_mb = j.value("peak_gpu_allocated_mb", std::vector<double>{});
-  r.peak_gpu_reserved_mb = j.value("peak_gpu_reserved_mb", std::vector<double>{});
-  r.cp_attention_ms = j.value("cp_attention_ms", std::vector<std::vector<double>>{});
-  r.tp_comm_ms = j.value("tp_comm_ms", std::vector<std::vector<double>>{});
+  r.runqueue_wait_ms = json_numbers_at(j, "runqueue_wait_ms");
+  r.peak_rss_mb = json_numbers_at(j, "peak_rss_mb");
+  r.peak_gpu_allocated_mb = json_numbers_at(j, "peak_gpu_allocated_mb");
+  r.peak_gpu_reserved_mb = json_numbers_at(j, "peak_gpu_reserved_mb");
+  r.cp_attention_ms = json_number_rows_at(j, "cp_attention_ms");
+  r.tp_comm_ms = json_number_rows_at(j, "tp_comm_ms");
   r.cp_kept_pairs = j.value("cp_kept_pairs", std::vector<std::vector<int64_t>>{});
-  r.cp_worker_imbalance = j.value("cp_worker_imbalance", std::vector<double>{});
-  r.cp_work_imbalance = j.value("cp_work_imbalance", std::vector<double>{});
+  r.cp_worker_imbalance = json_numbers_at(j, "cp_worker_imbalance");
+  r.cp_work_imbalance = json_numbers_at(j, "cp_work_imbalance");
   return r;
 }
 

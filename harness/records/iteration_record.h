@@ -81,6 +81,9 @@ struct IterationRecord {
   int64_t sequences = 0;
   double lr = 0;
   double grad_norm = 0;  // global L2 norm before clipping
+  // The optimizer step was skipped: the loss or gradient norm was not finite and
+  // train.nonfinite is "skip" (written only when true).
+  bool skipped_step = false;
   double iter_ms = 0;
   std::vector<double> microbatch_ms;
   std::vector<int64_t> microbatch_tokens;

@@ -1,12 +1,12 @@
 #include "harness/report/report.h"
 
 #include <algorithm>
-#include <ctime>
 #include <set>
 
 #include "common/errors.h"
 #include "harness/common/atomic_file.h"
 #include "harness/common/build_info.h"
+#include "harness/common/utc_time.h"
 #include "harness/report/report_speedup.h"
 #include "harness/report/report_writers.h"
 
@@ -20,17 +20,8 @@ const char* const kContextKeys[] = {"git_sha",  "git_dirty",    "sparsebalance_v
                                     "host",     "cpu_model",    "gpu_count",             "libtorch",
                                     "cuda_runtime", "driver",   "nccl",                  "compiler"};
 
-std::string utc_now() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char text[32];
-  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return text;
-}
-
 ReportProvenance this_binary() {
-  return {utc_now(), build_version(), build_git_sha(), build_git_dirty(), build_type()};
+  return {utc_timestamp("%Y-%m-%dT%H:%M:%SZ"), build_version(), build_git_sha(), build_git_dirty(), build_type()};
 }
 
 }  // namespace
@@ -41,6 +32,14 @@ std::vector<std::string> Report::git_shas() const {
     for (const auto& v : distinct_context["git_sha"]) shas.push_back(v.get<std::string>());
   }
   return shas;
+}
+
+std::vector<std::string> Report::runs_failing_checks() const {
+  std::vector<std::string> failing;
+  for (const RunSummary& r : runs) {
+    if (!r.records_problem.empty()) failing.push_back(r.run);
+  }
+  return failing;
 }
 
 Report report_of_runs(const std::string& manifest, std::vector<RunSummary> runs) {

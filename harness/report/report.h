@@ -40,6 +40,8 @@ struct Report {
   nlohmann::json distinct_context = nlohmann::json::object();
 
   std::vector<std::string> git_shas() const;
+  // The runs whose records fail the check (RunSummary::records_problem).
+  std::vector<std::string> runs_failing_checks() const;
 };
 
 // Reads every run folder of manifest_dir (list_run_folders) and computes everything.

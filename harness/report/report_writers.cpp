@@ -204,7 +204,13 @@ void write_notes(const Report& report, std::ostringstream& out) {
                     "measurement.");
   }
   for (const RunSummary& r : report.runs) {
-    if (!r.complete()) notes.push_back(r.run + " is incomplete (no status.json): left out of the aggregates.");
+    if (!r.records_problem.empty()) {
+      notes.push_back("ERROR: " + r.run + ": its records fail the check (" + r.records_problem +
+                      "): none of its numbers are shown. Rerun it: `sparsebalance run <manifest> --only " + r.run +
+                      " --force`.");
+    } else if (!r.complete()) {
+      notes.push_back(r.run + " is incomplete (no status.json): left out of the aggregates.");
+    }
   }
   for (const RunSummary& r : report.runs) {
     if (!r.speedup && !r.speedup_note.empty()) notes.push_back(r.run + ": no speedup: " + r.speedup_note + ".");
@@ -276,6 +282,7 @@ json run_summary_to_json(const RunSummary& r) {
           {"tp", r.tp},
           {"cp_layout", r.cp_layout.empty() ? json(nullptr) : json(r.cp_layout)},
           {"state", r.state},
+          {"records_problem", r.records_problem.empty() ? json(nullptr) : json(r.records_problem)},
           {"simulated", r.simulated},
           {"profile_kind", or_null(r.profile_kind)},
           {"git_sha", r.git_sha},

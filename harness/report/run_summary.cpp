@@ -11,6 +11,7 @@
 #include "common/errors.h"
 #include "harness/common/atomic_file.h"
 #include "harness/records/iteration_record.h"
+#include "harness/records/record_checks.h"
 #include "harness/report/training_flops.h"
 #include "models/qwen2/qwen2_hf_config.h"
 
@@ -77,6 +78,9 @@ void read_manifest(const fs::path& file, RunSummary& s, int64_t& default_budget)
     // Without a profile the policies predict nothing; with one, only context.json
     // knows whether it was measured or analytic.
     if (!method.contains("profile")) s.profile_kind = "none";
+    if (manifest.contains("train") && manifest["train"].contains("iterations")) {
+      s.iterations_planned = manifest["train"]["iterations"].get<int64_t>();
+    }
     if (manifest.contains("parallelism")) {
       s.dp = manifest["parallelism"].value("dp", int64_t{1});
       s.pp = manifest["parallelism"].value("pp", int64_t{1});
@@ -248,7 +252,20 @@ RunSummary summarize_run(const fs::path& run_dir) {
     s.state = read_json_file(run_dir / "status.json").value("state", "incomplete");
   }
   read_accuracy(run_dir / "eval" / "eval_columns.json", s);
-  const std::vector<IterationRecord> records = read_iteration_records(run_dir / "records.jsonl");
+  std::vector<IterationRecord> records;
+  try {
+    records = read_iteration_records(run_dir / "records.jsonl");
+  } catch (const ConfigError& e) {
+    s.records_problem = e.what();
+  }
+  if (s.records_problem.empty()) {
+    s.records_problem =
+        record_sequence_problem(records, s.state == "complete" ? s.iterations_planned : std::optional<int64_t>());
+  }
+  if (!s.records_problem.empty()) {
+    s.state = "invalid records";
+    records.clear();  // nothing of a failed run enters the tables
+  }
   summarize_records(records, default_budget, s);
   summarize_throughput(run_dir, records, s);
   return s;

@@ -88,6 +88,10 @@ struct RunSummary {
   int64_t tp = 1;
   std::string cp_layout;  // context parallelism's layout; empty without CP
   std::string state = "incomplete";  // "complete" | "incomplete"
+  std::optional<int64_t> iterations_planned;  // the resolved manifest's train.iterations
+  // Why records.jsonl fails the report's check (harness/records/record_checks.h), or
+  // empty; a run that fails is reported without numbers.
+  std::string records_problem;
   // From records.jsonl.
   int64_t iterations_recorded = 0;
   int64_t iterations_measured = 0;
@@ -138,7 +142,8 @@ struct RunSummary {
   std::string speedup_baseline_run;  // the run it was measured against
   std::string speedup_note;          // why speedup is null, when it is
 
-  bool complete() const { return state == "complete"; }
+  // Complete and its records pass the check: it enters the aggregates.
+  bool complete() const { return state == "complete" && records_problem.empty(); }
   // "budget" column text: "fixed" or "dst(anchor=mean,p=0.1)".
   std::string budget_text() const;
 };

@@ -8,6 +8,8 @@
 //   slow   "slow:rank=<r>:iteration=<i>:ms=<n>": the rank sleeps n ms before the
 //          iteration, a slow peer whose delay the other ranks must time as wait
 //          (scripts/gpu_check_wait.py checks it; docs/cluster.md)
+//   nan    rank r's first trained parameter becomes NaN, so the iteration's loss and
+//          gradient norm are not finite (train.nonfinite decides what follows)
 // Unset (the normal case): nothing happens.
 
 #include <cstdint>
@@ -15,6 +17,8 @@
 #include <string>
 
 namespace sb {
+
+class Trainer;
 
 struct FaultInjection {
   std::string kind;
@@ -24,7 +28,8 @@ struct FaultInjection {
 
   // Throws ConfigError naming SB_FAULT_INJECT when it is set but malformed.
   static std::optional<FaultInjection> from_environment();
-  void fire_if_due(int64_t rank, int64_t iteration) const;
+  // trainer: the rank's (nan needs it).
+  void fire_if_due(int64_t rank, int64_t iteration, Trainer* trainer = nullptr) const;
 };
 
 }  // namespace sb

@@ -1,6 +1,7 @@
 #include "harness/runner/run_folder.h"
 
-#include <ctime>
+#include <cerrno>
+#include <cstring>
 #include <ostream>
 #include <sstream>
 
@@ -66,15 +67,6 @@ void truncate_jsonl(const fs::path& file, int64_t limit) {
 
 }  // namespace
 
-std::string utc_timestamp(const char* format) {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buffer[64];
-  std::strftime(buffer, sizeof(buffer), format, &tm);
-  return buffer;
-}
-
 json run_decision_to_json(const RunDecision& d) {
   return {{"run", d.run},
           {"disposition", disposition_name(d.disposition)},
@@ -137,7 +129,7 @@ RunDecision decide_run(const fs::path& run_dir, const json& resolved, bool force
   }
   d.disposition = Disposition::kResume;
   d.checkpoint = checkpoint->string();
-  d.resume_iteration = json::parse(read_file(*checkpoint / "trainer_state.json")).at("iterations_done").get<int64_t>();
+  d.resume_iteration = verify_checkpoint(*checkpoint, manifest_file);
   return d;
 }
 
@@ -196,11 +188,19 @@ RunFolderWriter::RunFolderWriter(fs::path run_dir)
 }
 
 void RunFolderWriter::append(const IterationRecord& record, const TimelineIteration& timeline) {
-  records_ << iteration_record_to_json(record).dump() << '\n';
-  records_.flush();
-  timeline_ << timeline_iteration_to_json(timeline).dump() << '\n';
-  timeline_.flush();
-  if (!records_ || !timeline_) throw std::runtime_error("write failed in " + run_dir_.string());
+  // errno is read right after the stream's write fails: ENOSPC says "No space left on device".
+  const auto write_line = [this](std::ofstream& out, const char* file, const std::string& line) {
+    errno = 0;
+    out << line << '\n';
+    out.flush();
+    if (out) return;
+    const std::string cause = errno != 0 ? std::strerror(errno) : "the stream reported a failure";
+    throw std::runtime_error("cannot write " + (run_dir_ / file).string() + ": " + cause +
+                             " (free space there, or pass --results on another file system, and rerun: the run "
+                             "resumes from its newest checkpoint)");
+  };
+  write_line(records_, "records.jsonl", iteration_record_to_json(record).dump());
+  write_line(timeline_, "timeline_events.jsonl", timeline_iteration_to_json(timeline).dump());
 }
 
 void RunFolderWriter::finish(int64_t iterations, double wall_seconds, bool resumed) {

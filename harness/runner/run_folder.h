@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/common/utc_time.h"
 #include "harness/config/manifest.h"
 #include "harness/records/iteration_record.h"
 #include "harness/trace/timeline.h"
@@ -69,7 +70,5 @@ class RunFolderWriter {
   std::ofstream records_, timeline_;
 };
 
-// UTC time with a strftime format, e.g. "%Y-%m-%dT%H:%M:%SZ".
-std::string utc_timestamp(const char* format);
 
 }  // namespace sb

@@ -29,6 +29,11 @@ using nlohmann::json;
 
 json run_context(const RunSpec& run, const RunManifestOptions& options, const DistEnv& env) {
   json context = collect_system_info();
+  // The threads the ranks train with: the trainer sets them (same rule) after this is written.
+  const int64_t threads = run.manifest.train.threads;
+  if (threads > 0 || env.local_world_size > 1) {
+    context["intra_op_threads"] = rank_thread_count(threads, env.local_world_size);
+  }
   context["seed"] = run.manifest.seed;
   context["run"] = run.name;
   context["manifest_name"] = run.manifest.name;
@@ -137,7 +142,7 @@ void execute_run(JobSession& session, const RunSpec& run, size_t index, size_t c
     training.run_dir = run_dir;
     if (decision.disposition == Disposition::kResume) training.resume_from = decision.checkpoint;
     training.predictor = predictor;
-    if (fault) training.before_iteration = [&](int64_t it) { fault->fire_if_due(context.rank, it); };
+    if (fault) training.before_iteration = [&](int64_t it, Trainer& trainer) { fault->fire_if_due(context.rank, it, &trainer); };
     std::optional<RunFolderWriter> writer;
     std::optional<ProgressPrinter> progress;
     if (session.is_leader()) writer.emplace(run_dir);
@@ -255,10 +260,16 @@ RunManifestResult run_manifest(const Manifest& manifest, const RunManifestOption
       open_session(parallel_layout_of(manifest).world_size(), parallel_layout_of(manifest),
                    manifest.parallelism.timeout_s, options.manifest_file.string());
   // Alone, this process plans; as a rank of torchrun or srun, rank 0 plans and sends it.
+  // The planner holds the results folder's one-writer lock until the job ends.
+  std::optional<FolderLock> lock;
+  const auto locked_plan = [&] {
+    lock.emplace(lock_results_folder(options.results_root / manifest.name, options.command_line, log));
+    return plan_runs(manifest, options);
+  };
   const auto plan_of_this_rank = [&]() -> RunPlan {
-    if (session->world_size() == 1) return plan_runs(manifest, options);
-    return run_plan_from_json(json::parse(
-        session->agree("plan", [&] { return run_plan_to_json(plan_runs(manifest, options)).dump(); })));
+    if (session->world_size() == 1) return locked_plan();
+    return run_plan_from_json(
+        json::parse(session->agree("plan", [&] { return run_plan_to_json(locked_plan()).dump(); })));
   };
   return run_job(*session, plan_of_this_rank, options, log);
 }

@@ -100,6 +100,16 @@ RunPlan plan_runs(const Manifest& manifest, const RunSelection& selection) {
   return plan;
 }
 
+FolderLock lock_results_folder(const fs::path& manifest_dir, const std::string& command_line, std::ostream& log) {
+  json previous;
+  FolderLock lock = FolderLock::acquire(manifest_dir, command_line, &previous);
+  if (!previous.is_null()) {
+    log << "note: the previous writer of " << manifest_dir.string() << ", " << describe_lock_holder(previous)
+        << ", ended without releasing it (killed or crashed); its incomplete runs resume or restart as usual\n";
+  }
+  return lock;
+}
+
 json run_plan_to_json(const RunPlan& plan) {
   json runs = json::array();
   for (const PlannedRun& run : plan.runs) {

@@ -16,9 +16,11 @@
 
 #include <filesystem>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
+#include "harness/common/folder_lock.h"
 #include "harness/config/manifest.h"
 #include "harness/parallel/parallel_layout.h"
 #include "harness/runner/run_folder.h"
@@ -62,6 +64,12 @@ std::vector<RunSpec> select_runs(const Manifest& manifest, const RunSelection& s
 // conflict (a complete run with another manifest, without --force) and for a sweep that
 // changes the ranks (parallelism.dp, .pp, .cp or .tp): one job has one set of ranks.
 RunPlan plan_runs(const Manifest& manifest, const RunSelection& selection);
+
+// Takes the one-writer lock of <results>/<manifest> (folder_lock.h), to be held while
+// anything plans or writes runs there: ConfigError (exit 2) naming the holder when
+// another command holds it. Says on `log` when the previous writer died holding it.
+FolderLock lock_results_folder(const std::filesystem::path& manifest_dir, const std::string& command_line,
+                               std::ostream& log);
 
 nlohmann::json run_plan_to_json(const RunPlan& plan);
 RunPlan run_plan_from_json(const nlohmann::json& json);

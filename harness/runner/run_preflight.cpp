@@ -2,12 +2,16 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <optional>
 #include <string>
 
 #include "common/errors.h"
 #include "harness/common/system_info.h"
+#include "harness/data/sample.h"
+#include "harness/data/synthetic_dataset.h"
 #include "harness/eval/eval_spec.h"
 #include "harness/common/peak_memory.h"
 #include "harness/train/memory_estimate.h"
@@ -67,8 +71,29 @@ void check_eval_inputs(const Manifest& m) {
   if (e.heldout) require(m, e.heldout->data, Kind::kFile, "$.eval.heldout.data", "fix the path");
 }
 
+// Every rank builds the whole global batch (token ids and a loss mask per sequence) to
+// plan it: refused when that alone would take more than half of this machine's memory.
+void check_global_batch_fits(const Manifest& m) {
+  const int64_t longest = m.data.source == DataSource::kSynthetic
+                              ? std::min(synthetic_longest_length(m.data.synthetic), m.train.max_tokens_per_microbatch)
+                              : m.train.max_tokens_per_microbatch;
+  const double bytes_per_sequence = static_cast<double>(sizeof(Sample)) +
+                                    static_cast<double>(longest) * static_cast<double>(sizeof(int64_t) + sizeof(uint8_t));
+  const double gib = static_cast<double>(m.train.global_batch_size) * bytes_per_sequence / (1024.0 * 1024.0 * 1024.0);
+  const double machine_gib = host_memory_gib();
+  if (machine_gib <= 0 || gib <= machine_gib / 2) return;
+  char text[160];
+  std::snprintf(text, sizeof(text), "up to %.1f GiB on every rank, more than half of this machine's %.1f GiB", gib,
+                machine_gib);
+  throw ConfigError(m.file, "$.train.global_batch_size",
+                    "is " + std::to_string(m.train.global_batch_size) + ": every rank holds the whole global batch (" +
+                        "sequences up to " + std::to_string(longest) + " tokens) to plan it, " + text,
+                    "lower train.global_batch_size (the sequences one optimizer step takes)");
+}
+
 void check_one_run(const RunSpec& run) {
   const Manifest& m = run.manifest;
+  check_global_batch_fits(m);
   if (m.data.source == DataSource::kJsonl) {
     require(m, m.data.jsonl.path, Kind::kFile, "$.data.jsonl.path", "fix the path (relative to the manifest)");
     require(m, m.data.jsonl.tokenizer, Kind::kFile, "$.data.jsonl.tokenizer",

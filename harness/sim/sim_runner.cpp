@@ -18,6 +18,7 @@
 #include "harness/report/report.h"
 #include "harness/report/run_summary.h"
 #include "harness/runner/run_folder.h"
+#include "harness/runner/run_plan.h"
 #include "harness/patterns/attention_patterns.h"
 #include "harness/sim/fit/allreduce_fit.h"
 #include "harness/sim/fit/iteration_overhead_fit.h"
@@ -347,6 +348,7 @@ std::vector<RunSpec> simulated_runs(const Manifest& manifest, const RunManifestO
 RunManifestResult simulate_manifest(const Manifest& manifest, const SimulateOptions& options, std::ostream& log) {
   RunManifestResult result;
   result.manifest_dir = options.run.results_root / manifest.name;
+  const FolderLock lock = lock_results_folder(result.manifest_dir, options.run.command_line, log);
   FittedRuns fitted = fit_runs(manifest, options.run, options.profile, log);
   std::vector<RunSpec>& runs = fitted.runs;
   print_memory_estimate(runs, log, /*simulated=*/true);

@@ -15,7 +15,9 @@
 #include <cstdio>
 #include <map>
 
+#include "common/errors.h"
 #include "harness/common/atomic_file.h"
+#include "harness/common/file_checksums.h"
 #include "harness/parallel/tensor_parallel/tensor_parallel_sharding.h"
 #include "harness/train/saved_model_files.h"
 #include "models/qwen2/qwen2_hf_checkpoint.h"
@@ -50,6 +52,46 @@ std::string rng_file(int64_t rank) {
   char name[48];
   std::snprintf(name, sizeof(name), "rng-rank-%05lld.safetensors", static_cast<long long>(rank));
   return name;
+}
+
+const char* const kChecksumsFile = "checksums.sha256";
+
+// Each writing rank's checksums of the files it wrote, merged by rank 0.
+std::string rank_checksums_file(int64_t rank) {
+  char name[48];
+  std::snprintf(name, sizeof(name), "checksums-rank-%05lld.sha256", static_cast<long long>(rank));
+  return name;
+}
+
+void write_rank_checksums(const fs::path& partial, int64_t rank, const std::vector<std::string>& files) {
+  ChecksumList list;
+  for (const std::string& file : files) list[file] = sha256_of_file(partial / file);
+  write_file_atomic(partial / rank_checksums_file(rank), checksum_list_text(list));
+}
+
+// checksums.sha256 over every file of the folder: the ranks' lists of what they wrote,
+// then rank 0's own files (configs, tokenizer, index, adapter, trainer state) hashed here.
+void write_folder_checksums(const fs::path& partial) {
+  ChecksumList merged;
+  std::vector<fs::path> rank_lists;
+  for (const auto& entry : fs::directory_iterator(partial)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("checksums-rank-", 0) != 0) continue;
+    for (const auto& [file, digest] : parse_checksum_list(read_file(entry.path()), entry.path().string())) {
+      merged[file] = digest;
+    }
+    rank_lists.push_back(entry.path());
+  }
+  for (const fs::path& list : rank_lists) fs::remove(list);
+  ChecksumList all;
+  for (const auto& entry : fs::recursive_directory_iterator(partial)) {
+    if (!entry.is_regular_file()) continue;
+    const std::string file = entry.path().lexically_relative(partial).generic_string();
+    if (file == kChecksumsFile) continue;
+    const auto listed = merged.find(file);
+    all[file] = listed != merged.end() ? listed->second : sha256_of_file(entry.path());
+  }
+  write_file_atomic(partial / kChecksumsFile, checksum_list_text(all));
 }
 
 void fsync_directory(const fs::path& dir) {
@@ -152,6 +194,7 @@ void finish_checkpoint(const fs::path& root, const fs::path& partial, int64_t it
                          {"weights", weights_key_json(run)},
                          {"planner", planner_state}}
                             .dump(2) + "\n");
+  write_folder_checksums(partial);  // last: it covers every other file
   fsync_directory(partial);
   const fs::path final_dir = root / checkpoint_name(iterations_done);
   fs::remove_all(final_dir);  // a checkpoint of the same iteration from before a resume
@@ -181,12 +224,46 @@ std::optional<fs::path> latest_checkpoint(const fs::path& run_dir) {
   std::string name = read_file(pointer);
   name.erase(name.find_last_not_of(" \n\r\t") + 1);
   const fs::path dir = checkpoints_root(run_dir) / name;
+  if (!name.empty() && !fs::exists(dir)) {
+    // Deleted by the user (a damaged checkpoint, verify_checkpoint's advice): the newest
+    // complete one left, if any.
+    std::vector<fs::path> complete;
+    for (const auto& entry : fs::directory_iterator(checkpoints_root(run_dir))) {
+      const std::string folder = entry.path().filename().string();
+      if (entry.is_directory() && folder.rfind("iter_", 0) == 0 && folder.find('.') == std::string::npos) {
+        complete.push_back(entry.path());
+      }
+    }
+    if (complete.empty()) return std::nullopt;
+    std::sort(complete.begin(), complete.end());
+    return complete.back();
+  }
   if (name.empty() || !fs::exists(dir / "trainer_state.json")) {
     throw std::runtime_error(pointer.string() + " names \"" + name +
                              "\", which is not a complete checkpoint (fix: delete the run folder or "
                              "rerun with --force to start afresh)");
   }
   return dir;
+}
+
+int64_t verify_checkpoint(const fs::path& dir, const std::string& manifest_file) {
+  const std::string fix = "delete " + dir.string() +
+                          " (the run then resumes from the newest checkpoint left, or starts afresh without one), "
+                          "or rerun with --force to start the run afresh";
+  const fs::path checksums = dir / kChecksumsFile;
+  if (fs::exists(checksums)) {
+    const std::string mismatch = first_checksum_mismatch(dir, parse_checksum_list(read_file(checksums), checksums.string()));
+    if (!mismatch.empty()) {
+      throw ConfigError(manifest_file, "", "cannot resume from the checkpoint " + dir.string() + ": " + mismatch +
+                                               " (damaged on disk, or changed since)", fix);
+    }
+  }
+  const fs::path state_file = dir / "trainer_state.json";
+  try {
+    return json::parse(read_file(state_file)).at("iterations_done").get<int64_t>();
+  } catch (const json::exception& e) {
+    throw ConfigError(state_file.string(), "", std::string("cannot be read as a checkpoint's state: ") + e.what(), fix);
+  }
 }
 
 void save_checkpoint(const fs::path& run_dir, int64_t iterations_done, const RunSpec& run,
@@ -203,6 +280,7 @@ void save_checkpoint(const fs::path& run_dir, int64_t iterations_done, const Run
   context.wait_for_all(name + "/folder", limit);
 
   const int64_t pp = context.layout.pp();
+  std::vector<std::string> written;  // this rank's files, relative to the folder
   if (context.dp_rank() == 0 && context.cp_rank() == 0) {  // one copy of each stage's state
     // Under TP every TP rank of the stage takes part in gathering the whole tensors
     // (full_tensor, in the same order on each) and TP rank 0 writes them: checkpoints are
@@ -231,12 +309,20 @@ void save_checkpoint(const fs::path& run_dir, int64_t iterations_done, const Run
       keep(moments, hf + ".step", at::full({1}, state.step(), at::kLong));
     }
     if (writer) {
-      write_safetensors(partial / numbered("model", context.stage(), pp), weights);
-      write_safetensors(partial / numbered("optimizer", context.stage(), pp), moments);
-      if (run.manifest.train.lora) write_safetensors(partial / numbered("adapter", context.stage(), pp), adapters);
+      written.push_back(numbered("model", context.stage(), pp));
+      write_safetensors(partial / written.back(), weights);
+      written.push_back(numbered("optimizer", context.stage(), pp));
+      write_safetensors(partial / written.back(), moments);
+      if (run.manifest.train.lora) {
+        written.push_back(numbered("adapter", context.stage(), pp));
+        write_safetensors(partial / written.back(), adapters);
+      }
     }
   }
-  write_safetensors(partial / rng_file(context.rank), generator_states());
+  written.push_back(rng_file(context.rank));
+  write_safetensors(partial / written.back(), generator_states());
+  // Checksummed by the rank that wrote them, in parallel over the ranks.
+  write_rank_checksums(partial, context.rank, written);
   context.wait_for_all(name + "/written", limit);
   if (context.rank == 0) {
     finish_checkpoint(root, partial, iterations_done, run, context, planner_state, saved_files);
@@ -246,7 +332,13 @@ void save_checkpoint(const fs::path& run_dir, int64_t iterations_done, const Run
 
 CheckpointState load_checkpoint(const fs::path& dir, const RunSpec& run, const RankContext& context,
                                 PipelineStage& stage, torch::optim::AdamW& optimizer) {
-  const json state = json::parse(read_file(dir / "trainer_state.json"));
+  json state;
+  try {
+    state = json::parse(read_file(dir / "trainer_state.json"));
+  } catch (const json::exception& e) {
+    throw ConfigError((dir / "trainer_state.json").string(), "", std::string("is not valid JSON: ") + e.what(),
+                      "delete " + dir.string() + " to resume from an earlier checkpoint, or rerun with --force");
+  }
   const json model = model_section_to_json(run.manifest.model);
   // Checkpoints from before model.from existed name the preset alone.
   const json saved_model = state.at("model").is_string() ? json{{"preset", state.at("model")}} : state.at("model");

@@ -18,7 +18,10 @@
 //     rng-rank-00000.safetensors             each rank's random generator state(s)
 //     trainer_state.json                     iterations done, data cursor, LR schedule
 //                                            position, layout, the batch planner's state
-//                                            (SAB's budget estimator); written last
+//                                            (SAB's budget estimator)
+//     checksums.sha256                       SHA-256 of every other file (sha256sum -c
+//                                            checks it), written last; verified before
+//                                            a resume (verify_checkpoint)
 //
 // So a checkpoint folder is also an HF model folder (`sparsebalance eval` and
 // transformers load it), and a LoRA run's adapter/ loads in PEFT on top of its base.
@@ -57,8 +60,14 @@ struct CheckpointState {
 
 std::filesystem::path checkpoints_root(const std::filesystem::path& run_dir);
 
-// The newest complete checkpoint of the run, if any.
+// The newest complete checkpoint of the run, if any: the one `latest` names, or, when
+// that folder was deleted, the newest complete one left.
 std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& run_dir);
+
+// Before a resume: every file against checksums.sha256 (checkpoints written before the
+// checksums existed have none and are not checked), then trainer_state.json. Returns its
+// iterations done; ConfigError naming the damaged file and how to recover otherwise.
+int64_t verify_checkpoint(const std::filesystem::path& dir, const std::string& manifest_file);
 
 // Collective over all ranks of the run. Deletes all but the newest keep_last.
 // planner_state: BatchPlanner::state() (null when the run has no planner).

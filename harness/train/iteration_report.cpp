@@ -5,6 +5,7 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "harness/common/json_numbers.h"
 #include "harness/trace/iteration_metrics.h"
 
 namespace sb {
@@ -21,8 +22,8 @@ AttentionLayerStats layer_stats_from_json(const json& j) {
   AttentionLayerStats s;
   s.layer = j.at("layer").get<int64_t>();
   s.top_k = j.at("top_k").get<std::vector<int64_t>>();
-  s.coverage = j.at("coverage").get<std::vector<double>>();
-  s.coverage_mean = j.at("coverage_mean").get<double>();
+  s.coverage = json_numbers_or_nan(j.at("coverage"));
+  s.coverage_mean = json_number_or_nan(j.at("coverage_mean"));
   s.k_floor = j.value("k_floor", int64_t{0});
   s.reference_top_k = j.value("reference_top_k", std::vector<int64_t>{});
   return s;
@@ -45,6 +46,7 @@ std::string rank_iteration_report_to_json(const RankIterationReport& r) {
   }
   return json{{"timeline", rank_timeline_to_json(r.timeline)},
               {"loss_sum", r.loss_sum},
+              {"grad_norm_squared", r.grad_norm_squared},
               {"balance_ms", r.balance_ms},
               {"allreduce_ms", r.allreduce_ms},
               {"runqueue_wait_ms", r.runqueue_wait_ms},
@@ -61,14 +63,15 @@ RankIterationReport rank_iteration_report_from_json(const std::string& text) {
   const json j = json::parse(text);
   RankIterationReport r;
   r.timeline = rank_timeline_from_json(j.at("timeline"));
-  r.loss_sum = j.at("loss_sum").get<double>();
+  r.loss_sum = json_number_or_nan(j.at("loss_sum"));
+  r.grad_norm_squared = json_number_or_nan(j.at("grad_norm_squared"));
   r.balance_ms = j.at("balance_ms").get<double>();
   r.allreduce_ms = j.at("allreduce_ms").get<double>();
   r.runqueue_wait_ms = j.at("runqueue_wait_ms").get<double>();
   const auto peak = j.at("peak_memory_mb").get<std::vector<double>>();  // host, allocated, reserved
   r.peak_memory = PeakMemory{peak.at(0), peak.at(1), peak.at(2)};
-  r.cp_attention_ms = j.at("cp_attention_ms").get<std::vector<double>>();
-  r.tp_comm_ms = j.at("tp_comm_ms").get<std::vector<double>>();
+  r.cp_attention_ms = json_numbers_or_nan(j.at("cp_attention_ms"));
+  r.tp_comm_ms = json_numbers_or_nan(j.at("tp_comm_ms"));
   r.cp_kept_pairs = j.at("cp_kept_pairs").get<std::vector<int64_t>>();
   for (const auto& mb : j.at("layer_stats")) {
     std::vector<AttentionLayerStats> layers;

@@ -18,6 +18,9 @@ namespace sb {
 struct RankIterationReport {
   RankTimeline timeline;
   double loss_sum = 0;         // last stages: summed token cross-entropy of their micro-batches
+  // The squared L2 norm of this rank's share of the gradients (what the global norm sums),
+  // so that a non-finite norm names the rank it came from.
+  double grad_norm_squared = 0;
   double balance_ms = 0;       // time in the batching policy
   double allreduce_ms = 0;     // time in the gradient all-reduce
   // How long this rank's threads waited for a CPU over the iteration

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <numeric>
 #include <set>
 
@@ -27,6 +28,43 @@
 
 namespace sb {
 namespace {
+
+// Stops a run whose loss or gradient norm is not finite (train.nonfinite "stop"),
+// naming the iteration, the first rank whose share is not finite, and the values.
+ConfigError non_finite_error(const Manifest& m, const ParallelLayout& layout,
+                             const std::vector<RankIterationReport>& reports, const IterationRecord& record) {
+  const auto text = [](double v) {
+    char s[32];
+    std::snprintf(s, sizeof(s), "%g", v);
+    return std::string(s);
+  };
+  // The ranks whose shares are not finite (a NaN spreads through the pipeline's backward,
+  // so the rank it started on is among them, not necessarily the first).
+  std::string source;
+  size_t listed = 0;
+  for (size_t r = 0; r < reports.size(); ++r) {
+    std::string values;
+    if (!std::isfinite(reports[r].loss_sum)) values = "loss sum " + text(reports[r].loss_sum);
+    if (!std::isfinite(reports[r].grad_norm_squared)) {
+      values += (values.empty() ? "" : ", ") + std::string("squared gradient norm ") + text(reports[r].grad_norm_squared);
+    }
+    if (values.empty()) continue;
+    if (++listed > 4) {
+      source += "; ...";
+      break;
+    }
+    source += (source.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + " (" +
+              layout.describe_rank(static_cast<int64_t>(r)) + "): " + values;
+  }
+  return ConfigError(m.file, "$.train",
+                     "iteration " + std::to_string(record.iteration) + ": the loss is " + text(record.loss) +
+                         " and the gradient norm " + text(record.grad_norm) +
+                         (source.empty() ? std::string() : " (" + source + ")") +
+                         "; the run stopped there, before its optimizer step (its records and checkpoints "
+                         "up to it are kept)",
+                     "lower train.lr (now " + text(m.train.lr) + ") or keep train.grad_clip on, and rerun (a changed "
+                     "manifest restarts the run); or set train.nonfinite to \"skip\" to skip such steps");
+}
 
 // Intra-op threads: the manifest's choice, else the cores shared among this host's ranks
 // (one rank alone keeps LibTorch's default).
@@ -296,7 +334,7 @@ GradientPass Trainer::compute_gradients(int64_t iteration) {
   return pass;
 }
 
-double Trainer::global_grad_norm() {
+double Trainer::global_grad_norm(double* local_squared) {
   // Squared norms of this stage's parameters (the tied copy counted once, on the first
   // stage), summed over the pipeline; DP ranks hold identical gradients by now. Under TP
   // the split tensors' shards are summed over the TP ranks and the tensors every TP rank
@@ -309,6 +347,7 @@ double Trainer::global_grad_norm() {
   }
   if (norms.empty()) norms.push_back(at::zeros({}, at::kDouble));  // a stage with nothing to train
   at::Tensor squared = at::stack(norms).to(at::kDouble).square().sum().reshape({1});  // [1]
+  const at::Tensor local = squared.clone();  // read after the sums, with no extra host sync before them
   if (context_.pipeline) {
     std::vector<at::Tensor> tensors{squared};
     c10d::AllreduceOptions sum;
@@ -325,7 +364,9 @@ double Trainer::global_grad_norm() {
     tensor_parallel_->all_reduce(on_device);  // timed, but outside any micro-batch: not reported
     squared = on_device.cpu();
   }
-  return std::sqrt(squared.item<double>());
+  const double norm = std::sqrt(squared.item<double>());
+  *local_squared = local.item<double>();
+  return norm;
 }
 
 std::optional<IterationOutcome> Trainer::train_iteration(int64_t iteration) {
@@ -339,18 +380,22 @@ std::optional<IterationOutcome> Trainer::train_iteration(int64_t iteration) {
   record.warmup = iteration < train.warmup_iterations;
   // The norm's sums over the pipeline and TP groups wait for the slowest stage: outside
   // the optimizer's interval, which holds its compute only.
-  record.grad_norm = global_grad_norm();
+  record.grad_norm = global_grad_norm(&pass.report.grad_norm_squared);
   const double start = timeline_.now_ms();
-  if (train.grad_clip > 0) {
-    // As torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when below 1.
-    const double scale = train.grad_clip / (record.grad_norm + 1e-6);
-    if (scale < 1.0) {
-      for (const StageParameter& p : trained_) p.tensor.mutable_grad().mul_(scale);
-    }
-  }
   record.lr = learning_rate_at(iteration, train);
-  for (auto& group : optimizer_->param_groups()) group.options().set_lr(record.lr);
-  optimizer_->step();
+  // Every rank holds the same global norm, so every rank takes (or skips) the step alike.
+  record.skipped_step = !std::isfinite(record.grad_norm);
+  if (!record.skipped_step) {
+    if (train.grad_clip > 0) {
+      // As torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when below 1.
+      const double scale = train.grad_clip / (record.grad_norm + 1e-6);
+      if (scale < 1.0) {
+        for (const StageParameter& p : trained_) p.tensor.mutable_grad().mul_(scale);
+      }
+    }
+    for (auto& group : optimizer_->param_groups()) group.options().set_lr(record.lr);
+    optimizer_->step();
+  }
   wait_for_device_work(context_.device);  // the step's kernels, not their launches
   timeline_.record(EventKind::kOptimizer, -1, start, timeline_.now_ms());
   pass.report.timeline = timeline_.end_iteration();
@@ -371,6 +416,9 @@ std::optional<IterationOutcome> Trainer::train_iteration(int64_t iteration) {
   record.sequences = pass.sequences;
   assemble_iteration_record(reports, pass.plan, context_.layout, stage_->config().num_hidden_layers, record);
   record.microbatch_lengths = plan_microbatch_lengths(pass.plan, pass.lengths);
+  if ((!std::isfinite(record.loss) || !std::isfinite(record.grad_norm)) && train.nonfinite == NonFinitePolicy::kStop) {
+    throw non_finite_error(run_.manifest, context_.layout, reports, record);
+  }
   // Every rank holds every report, so every rank's planner sees the same budgets.
   if (planner_) {
     planner_->observe(pass.plan, pass.lengths, realized_budgets(pass.plan, record), realized_floors(pass.plan, record),

@@ -75,7 +75,10 @@ class Trainer {
   GradientPass compute_gradients(int64_t iteration);
 
   // compute_gradients, then global gradient norm, clipping, AdamW step at the
-  // scheduled learning rate, and the exchange of reports (collective).
+  // scheduled learning rate, and the exchange of reports (collective). A non-finite
+  // gradient norm skips the step; a non-finite loss or norm then throws ConfigError on
+  // every rank alike under train.nonfinite "stop" (the record is not returned), or is
+  // recorded with skipped_step under "skip".
   std::optional<IterationOutcome> train_iteration(int64_t iteration);
 
   PipelineStage& stage() { return *stage_; }
@@ -86,7 +89,8 @@ class Trainer {
   const RunSpec& run() const { return run_; }
 
  private:
-  double global_grad_norm();
+  // The global norm; this rank's squared share into *local_squared (what it summed).
+  double global_grad_norm(double* local_squared);
   // Under CP: this rank's tokens of the micro-batch (global positions kept) and the
   // sharding the ring attention needs.
   StageMicroBatch shard_for_context_parallelism(StageMicroBatch mb) const;

@@ -33,7 +33,7 @@ TrainingRunResult train_run(const RunSpec& run, const RankContext& context, cons
   if (options.on_started) options.on_started(result.first_iteration);
   const auto wall_start = std::chrono::steady_clock::now();
   for (int64_t it = result.first_iteration; it < result.iterations; ++it) {
-    if (options.before_iteration) options.before_iteration(it);
+    if (options.before_iteration) options.before_iteration(it, trainer);
     const std::optional<IterationOutcome> outcome = trainer.train_iteration(it);
     if (outcome && options.on_iteration) options.on_iteration(it, *outcome);
     const int64_t done = it + 1;

@@ -40,7 +40,7 @@ struct TrainingRunOptions {
   // iteration this invocation runs.
   std::function<void(int64_t first_iteration)> on_started;
   // Every rank, before each iteration (faults on purpose).
-  std::function<void(int64_t iteration)> before_iteration;
+  std::function<void(int64_t iteration, Trainer& trainer)> before_iteration;
   // Rank 0, with each iteration's outcome (records, timeline, progress).
   std::function<void(int64_t iteration, const IterationOutcome& outcome)> on_iteration;
   // Every rank, once all ranks have run the last iteration and before they wait for each

@@ -163,7 +163,7 @@ TEST(TrainingRun, ResumesFromItsOwnCheckpointAsIfNeverStopped) {
   TrainingRunOptions stopped;
   stopped.run_dir = run_dir;
   stopped.on_iteration = record_losses(interrupted);
-  stopped.before_iteration = [](int64_t it) {
+  stopped.before_iteration = [](int64_t it, Trainer&) {
     if (it == 3) throw std::runtime_error("stopped on purpose");
   };
   EXPECT_THROW(train_run(run, context, stopped), std::runtime_error);
