@@ -46,7 +46,9 @@ void write_holder(int fd, const fs::path& file, const std::string& command) {
       nlohmann::json{{"pid", ::getpid()}, {"host", this_host()}, {"started_at_utc", utc_timestamp("%Y-%m-%dT%H:%M:%SZ")}, {"command", command}}
           .dump() +
       "\n";
-  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size())) {
+  // Written over the old line, then cut to length: a reader never sees an empty file.
+  if (::pwrite(fd, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size()) ||
+      ::ftruncate(fd, static_cast<off_t>(text.size())) != 0) {
     throw std::runtime_error("cannot write " + file.string() + ": " + std::strerror(errno));
   }
 }

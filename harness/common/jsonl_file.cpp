@@ -52,7 +52,7 @@ nlohmann::ordered_json parse_ordered_jsonl_line(const std::string& line, const s
 }
 
 void for_each_jsonl_value(const std::filesystem::path& file, const std::string& what,
-                          const std::function<void(const nlohmann::json&)>& each) {
+                          const std::function<void(const nlohmann::json&)>& each, bool unterminated_last_line) {
   for_each_jsonl_line(file, read_file(file), [&](const std::string& line, const std::string& where) {
     try {
       each(nlohmann::json::parse(line));
@@ -62,7 +62,7 @@ void for_each_jsonl_value(const std::filesystem::path& file, const std::string& 
                         "when it resumes the run; otherwise rerun that run with --force (deleting lines would "
                         "leave iterations missing)");
     }
-  });
+  }, unterminated_last_line);
 }
 
 }  // namespace sb

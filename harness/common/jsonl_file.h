@@ -30,8 +30,9 @@ nlohmann::ordered_json parse_ordered_jsonl_line(const std::string& line, const s
 // Calls `each` with every line's value of `file` in order. A line that does not parse,
 // or that `each` rejects (any exception), is a ConfigError naming file:line and `what`
 // the line should have been ("an iteration record"). Throws std::runtime_error when the
-// file cannot be read.
+// file cannot be read. A last line without its newline is passed only when
+// `unterminated_last_line` is true.
 void for_each_jsonl_value(const std::filesystem::path& file, const std::string& what,
-                          const std::function<void(const nlohmann::json&)>& each);
+                          const std::function<void(const nlohmann::json&)>& each, bool unterminated_last_line = true);
 
 }  // namespace sb

@@ -105,10 +105,11 @@ enum class TrainCollectives { kAuto, kGloo };
 const OptionNames<TrainCollectives>& train_collectives_options();  // "auto" | "gloo"
 
 // train.nonfinite: what an iteration whose loss or gradient norm is NaN or infinite
-// does. stop: the run stops there (exit 2, naming the iteration, rank and value);
-// skip: the optimizer step is skipped (weights and moments unchanged), the iteration is
-// recorded with "skipped_step": true, and training goes on (Megatron's and torchtitan's
-// behaviour under loss scaling).
+// does. A non-finite gradient norm (what a NaN loss leads to) always skips the optimizer
+// step on every rank (weights and moments unchanged). stop: the run then stops there
+// (exit 2, naming the iteration, ranks and values); skip: the iteration is recorded (with
+// "skipped_step": true when the step was skipped) and training goes on (Megatron's and
+// torchtitan's behaviour under loss scaling).
 enum class NonFinitePolicy { kStop, kSkip };
 const OptionNames<NonFinitePolicy>& nonfinite_options();  // "stop" | "skip"
 

@@ -135,9 +135,11 @@ IterationRecord iteration_record_from_json(const nlohmann::json& j) {
 
 std::vector<IterationRecord> read_iteration_records(const std::filesystem::path& file) {
   std::vector<IterationRecord> records;
-  for_each_jsonl_value(file, "a valid iteration record", [&](const nlohmann::json& j) {
-    records.push_back(iteration_record_from_json(j));
-  });
+  // A last line without its newline was cut off by a killed writer: not a record (a
+  // resume drops and redoes it).
+  for_each_jsonl_value(
+      file, "a valid iteration record", [&](const nlohmann::json& j) { records.push_back(iteration_record_from_json(j)); },
+      /*unterminated_last_line=*/false);
   return records;
 }
 

@@ -81,7 +81,7 @@ struct IterationRecord {
   int64_t sequences = 0;
   double lr = 0;
   double grad_norm = 0;  // global L2 norm before clipping
-  // The optimizer step was skipped: the loss or gradient norm was not finite and
+  // The optimizer step was skipped: the gradient norm was not finite and
   // train.nonfinite is "skip" (written only when true).
   bool skipped_step = false;
   double iter_ms = 0;
@@ -131,9 +131,10 @@ struct IterationRecord {
 nlohmann::json iteration_record_to_json(const IterationRecord& record);
 IterationRecord iteration_record_from_json(const nlohmann::json& json);
 
-// Every record of a records.jsonl (one JSON object per line; empty lines skipped). Throws
-// ConfigError naming file:line for a line that is not a record (a run killed mid-write
-// leaves a cut-off last line), std::runtime_error when the file cannot be read.
+// Every record of a records.jsonl (one JSON object per line; empty lines skipped; a last
+// line without its newline, cut off by a killed writer, is not a record). Throws
+// ConfigError naming file:line for a line that is not a record, std::runtime_error when
+// the file cannot be read.
 std::vector<IterationRecord> read_iteration_records(const std::filesystem::path& file);
 
 }  // namespace sb

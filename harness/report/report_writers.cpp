@@ -206,8 +206,8 @@ void write_notes(const Report& report, std::ostringstream& out) {
   for (const RunSummary& r : report.runs) {
     if (!r.records_problem.empty()) {
       notes.push_back("ERROR: " + r.run + ": its records fail the check (" + r.records_problem +
-                      "): none of its numbers are shown. Rerun it: `sparsebalance run <manifest> --only " + r.run +
-                      " --force`.");
+                      "): none of its numbers are shown. Rerun it: `sparsebalance " +
+                      std::string(r.simulated ? "simulate" : "run") + " <manifest> --only " + r.run + " --force`.");
     } else if (!r.complete()) {
       notes.push_back(r.run + " is incomplete (no status.json): left out of the aggregates.");
     }

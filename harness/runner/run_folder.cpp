@@ -129,7 +129,7 @@ RunDecision decide_run(const fs::path& run_dir, const json& resolved, bool force
   }
   d.disposition = Disposition::kResume;
   d.checkpoint = checkpoint->string();
-  d.resume_iteration = verify_checkpoint(*checkpoint, manifest_file);
+  d.resume_iteration = checkpoint_iterations(*checkpoint);
   return d;
 }
 

@@ -271,7 +271,9 @@ RunManifestResult run_manifest(const Manifest& manifest, const RunManifestOption
     return run_plan_from_json(
         json::parse(session->agree("plan", [&] { return run_plan_to_json(locked_plan()).dump(); })));
   };
-  return run_job(*session, plan_of_this_rank, options, log);
+  RunManifestResult result = run_job(*session, plan_of_this_rank, options, log);
+  if (lock) result.lock = std::make_shared<const FolderLock>(std::move(*lock));
+  return result;
 }
 
 RunManifestResult run_planned(const RunPlan& plan, const RunManifestOptions& options, std::ostream& log) {

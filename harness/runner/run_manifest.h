@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <iosfwd>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,6 +28,10 @@ struct RunManifestResult {
   std::vector<std::string> skipped;
   std::vector<std::string> resumed;  // also in `ran`
   std::filesystem::path manifest_dir;
+  // The results folder's one-writer lock (folder_lock.h) when this process took it: held
+  // while the result lives, so that what the command writes after (plots, validation)
+  // is covered too.
+  std::shared_ptr<const FolderLock> lock;
 };
 
 // In one process, or as one rank when DistEnv::started_as_rank() (then the

@@ -12,6 +12,7 @@
 #include "harness/common/system_info.h"
 #include "harness/data/sample.h"
 #include "harness/data/synthetic_dataset.h"
+#include "harness/parallel/process_group.h"
 #include "harness/eval/eval_spec.h"
 #include "harness/common/peak_memory.h"
 #include "harness/train/memory_estimate.h"
@@ -80,11 +81,16 @@ void check_global_batch_fits(const Manifest& m) {
   const double bytes_per_sequence = static_cast<double>(sizeof(Sample)) +
                                     static_cast<double>(longest) * static_cast<double>(sizeof(int64_t) + sizeof(uint8_t));
   const double gib = static_cast<double>(m.train.global_batch_size) * bytes_per_sequence / (1024.0 * 1024.0 * 1024.0);
+  // The ranks that share this machine: all of them under the local launcher, the
+  // launcher's count under torchrun or srun.
+  const int64_t ranks_here = DistEnv::started_as_rank() ? DistEnv::from_environment().local_world_size
+                                                        : parallel_layout_of(m).world_size();
   const double machine_gib = host_memory_gib();
-  if (machine_gib <= 0 || gib <= machine_gib / 2) return;
-  char text[160];
-  std::snprintf(text, sizeof(text), "up to %.1f GiB on every rank, more than half of this machine's %.1f GiB", gib,
-                machine_gib);
+  if (machine_gib <= 0 || gib * static_cast<double>(ranks_here) <= machine_gib / 2) return;
+  char text[200];
+  std::snprintf(text, sizeof(text),
+                "up to %.1f GiB on every rank, x %lld ranks here: more than half of this machine's %.1f GiB", gib,
+                static_cast<long long>(ranks_here), machine_gib);
   throw ConfigError(m.file, "$.train.global_batch_size",
                     "is " + std::to_string(m.train.global_batch_size) + ": every rank holds the whole global batch (" +
                         "sequences up to " + std::to_string(longest) + " tokens) to plan it, " + text,

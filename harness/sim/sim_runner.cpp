@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <list>
+#include <memory>
 #include <map>
 #include <optional>
 #include <ostream>
@@ -348,7 +349,8 @@ std::vector<RunSpec> simulated_runs(const Manifest& manifest, const RunManifestO
 RunManifestResult simulate_manifest(const Manifest& manifest, const SimulateOptions& options, std::ostream& log) {
   RunManifestResult result;
   result.manifest_dir = options.run.results_root / manifest.name;
-  const FolderLock lock = lock_results_folder(result.manifest_dir, options.run.command_line, log);
+  result.lock = std::make_shared<const FolderLock>(
+      lock_results_folder(result.manifest_dir, options.run.command_line, log));
   FittedRuns fitted = fit_runs(manifest, options.run, options.profile, log);
   std::vector<RunSpec>& runs = fitted.runs;
   print_memory_estimate(runs, log, /*simulated=*/true);

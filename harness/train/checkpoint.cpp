@@ -246,23 +246,55 @@ std::optional<fs::path> latest_checkpoint(const fs::path& run_dir) {
   return dir;
 }
 
-int64_t verify_checkpoint(const fs::path& dir, const std::string& manifest_file) {
-  const std::string fix = "delete " + dir.string() +
-                          " (the run then resumes from the newest checkpoint left, or starts afresh without one), "
-                          "or rerun with --force to start the run afresh";
-  const fs::path checksums = dir / kChecksumsFile;
-  if (fs::exists(checksums)) {
-    const std::string mismatch = first_checksum_mismatch(dir, parse_checksum_list(read_file(checksums), checksums.string()));
-    if (!mismatch.empty()) {
-      throw ConfigError(manifest_file, "", "cannot resume from the checkpoint " + dir.string() + ": " + mismatch +
-                                               " (damaged on disk, or changed since)", fix);
+namespace {
+
+std::string damaged_checkpoint_fix(const fs::path& dir) {
+  return "delete " + dir.string() +
+         " (the run then resumes from the newest checkpoint left, or starts afresh without one), or rerun with "
+         "--force to start the run afresh";
+}
+
+// Whether `file` (relative to the checkpoint) is this rank's to verify: each file by the
+// one rank that wrote it (a stage's shards by its DP 0 / CP 0 / TP 0 rank, the RNG
+// states by their rank), everything else by rank 0. The ranks hash side by side.
+bool verified_here(const std::string& file, const RankContext& context) {
+  const int64_t pp = context.layout.pp();
+  if (file == rng_file(context.rank)) return true;
+  if (file.rfind("rng-rank-", 0) == 0) return false;
+  for (const char* stem : {"model", "optimizer", "adapter"}) {
+    for (int64_t s = 0; s < pp; ++s) {
+      if (file == numbered(stem, s, pp)) {
+        return s == context.stage() && context.dp_rank() == 0 && context.cp_rank() == 0 && context.tp_rank() == 0;
+      }
     }
   }
+  return context.rank == 0;
+}
+
+}  // namespace
+
+int64_t checkpoint_iterations(const fs::path& dir) {
   const fs::path state_file = dir / "trainer_state.json";
   try {
     return json::parse(read_file(state_file)).at("iterations_done").get<int64_t>();
   } catch (const json::exception& e) {
-    throw ConfigError(state_file.string(), "", std::string("cannot be read as a checkpoint's state: ") + e.what(), fix);
+    throw ConfigError(state_file.string(), "", std::string("cannot be read as a checkpoint's state: ") + e.what(),
+                      damaged_checkpoint_fix(dir));
+  }
+}
+
+void verify_checkpoint_files(const fs::path& dir, const RankContext& context) {
+  const fs::path checksums = dir / kChecksumsFile;
+  if (!fs::exists(checksums)) return;  // written before checksums existed
+  ChecksumList mine;
+  for (const auto& [file, digest] : parse_checksum_list(read_file(checksums), checksums.string())) {
+    if (verified_here(file, context)) mine[file] = digest;
+  }
+  const std::string mismatch = first_checksum_mismatch(dir, mine);
+  if (!mismatch.empty()) {
+    throw ConfigError(dir.string(), "",
+                      "cannot be resumed from: " + mismatch + " (damaged on disk, or changed since it was written)",
+                      damaged_checkpoint_fix(dir));
   }
 }
 
@@ -332,12 +364,13 @@ void save_checkpoint(const fs::path& run_dir, int64_t iterations_done, const Run
 
 CheckpointState load_checkpoint(const fs::path& dir, const RunSpec& run, const RankContext& context,
                                 PipelineStage& stage, torch::optim::AdamW& optimizer) {
+  verify_checkpoint_files(dir, context);
   json state;
   try {
     state = json::parse(read_file(dir / "trainer_state.json"));
   } catch (const json::exception& e) {
     throw ConfigError((dir / "trainer_state.json").string(), "", std::string("is not valid JSON: ") + e.what(),
-                      "delete " + dir.string() + " to resume from an earlier checkpoint, or rerun with --force");
+                      damaged_checkpoint_fix(dir));
   }
   const json model = model_section_to_json(run.manifest.model);
   // Checkpoints from before model.from existed name the preset alone.

@@ -21,7 +21,7 @@
 //                                            (SAB's budget estimator)
 //     checksums.sha256                       SHA-256 of every other file (sha256sum -c
 //                                            checks it), written last; verified before
-//                                            a resume (verify_checkpoint)
+//                                            a resume (verify_checkpoint_files)
 //
 // So a checkpoint folder is also an HF model folder (`sparsebalance eval` and
 // transformers load it), and a LoRA run's adapter/ loads in PEFT on top of its base.
@@ -64,10 +64,16 @@ std::filesystem::path checkpoints_root(const std::filesystem::path& run_dir);
 // that folder was deleted, the newest complete one left.
 std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& run_dir);
 
-// Before a resume: every file against checksums.sha256 (checkpoints written before the
-// checksums existed have none and are not checked), then trainer_state.json. Returns its
-// iterations done; ConfigError naming the damaged file and how to recover otherwise.
-int64_t verify_checkpoint(const std::filesystem::path& dir, const std::string& manifest_file);
+// The iterations a checkpoint holds, from its trainer_state.json (what a rerun decides
+// with); ConfigError naming that file and how to recover when it cannot be read.
+int64_t checkpoint_iterations(const std::filesystem::path& dir);
+
+// Collective in effect: each rank checks its share of the files against
+// checksums.sha256 (each file by the rank that wrote it, the rest by rank 0), so a large
+// checkpoint is hashed side by side and no rank waits on another's hashing. Checkpoints
+// written before the checksums existed are not checked. ConfigError naming the damaged
+// file and how to recover. load_checkpoint calls it first.
+void verify_checkpoint_files(const std::filesystem::path& dir, const RankContext& context);
 
 // Collective over all ranks of the run. Deletes all but the newest keep_last.
 // planner_state: BatchPlanner::state() (null when the run has no planner).

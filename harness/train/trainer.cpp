@@ -60,8 +60,9 @@ ConfigError non_finite_error(const Manifest& m, const ParallelLayout& layout,
                      "iteration " + std::to_string(record.iteration) + ": the loss is " + text(record.loss) +
                          " and the gradient norm " + text(record.grad_norm) +
                          (source.empty() ? std::string() : " (" + source + ")") +
-                         "; the run stopped there, before its optimizer step (its records and checkpoints "
-                         "up to it are kept)",
+                         "; the run stopped there, " +
+                         (record.skipped_step ? "without its optimizer step" : "after its optimizer step") +
+                         " (its records and checkpoints up to it are kept)",
                      "lower train.lr (now " + text(m.train.lr) + ") or keep train.grad_clip on, and rerun (a changed "
                      "manifest restarts the run); or set train.nonfinite to \"skip\" to skip such steps");
 }

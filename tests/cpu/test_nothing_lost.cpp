@@ -148,6 +148,14 @@ TEST(NothingLost, ReportChecksEachRunsRecords) {
   r = run_command(report);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(contains(r.output, "marked complete with 3 of the 4 iterations")) << r.output;
+
+  // An incomplete run whose writer was killed mid-line passes: the cut line is no record.
+  fs::remove(records.parent_path() / "status.json");
+  write_lines(records, {good[0], good[1]});
+  std::ofstream(records, std::ios::app) << good[2].substr(0, 20);
+  r = run_command(report);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(read_file(folder / "report.md"), "incomplete")) << r.output;
   fs::remove_all(dir);
 }
 
@@ -282,6 +290,20 @@ TEST(NothingLost, DamagedCheckpointIsRefusedOnResume) {
   r = run_into(dir, manifest);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(lines_of(dir / "results" / "ckpt" / "dense" / "records.jsonl").size(), 6u);
+
+  // Two ranks: each verifies the files it wrote; rank 1's RNG state is rank 1's to find.
+  json two = tiny_manifest("ckpt2", 4);
+  two["parallelism"] = {{"dp", 2}};
+  two["checkpoint"] = {{"every_iterations", 2}};
+  const std::string two_ranks = write_json(dir / "two.json", two);
+  r = run_into(dir, two_ranks, "SB_FAULT_INJECT=crash:rank=0:iteration=3");
+  ASSERT_NE(r.exit_code, 0) << r.output;
+  const fs::path rng = dir / "results" / "ckpt2" / "dense" / "checkpoints" / "iter_00000002" / "rng-rank-00001.safetensors";
+  ASSERT_TRUE(fs::exists(rng)) << r.output;
+  fs::resize_file(rng, fs::file_size(rng) - 1);
+  r = run_into(dir, two_ranks);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_TRUE(contains(r.output, rng.string() + " differs from the SHA-256")) << r.output;
   fs::remove_all(dir);
 }
 
