@@ -1,9 +1,12 @@
 #include "harness/balance/lpt.h"
 
 #include <algorithm>
+#include <functional>
 #include <numeric>
+#include <queue>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace sb {
 namespace {
@@ -20,12 +23,20 @@ std::vector<int64_t> lpt_order(const std::vector<double>& costs) {
 
 std::vector<int64_t> lpt_assign(const std::vector<double>& costs, int64_t bins) {
   if (bins < 1) throw std::invalid_argument("lpt_assign: bins must be >= 1");
-  std::vector<double> load(static_cast<size_t>(bins), 0.0);
+  // (load, bin), smallest first: the least-loaded bin, ties to the lower index, in
+  // O(log bins) per item (a scan of every bin per item is O(items x bins): 3.4e7 steps
+  // for 16,384 sequences on 2,048 DP ranks).
+  using LoadOfBin = std::pair<double, int64_t>;
+  std::vector<LoadOfBin> start;
+  start.reserve(static_cast<size_t>(bins));
+  for (int64_t b = 0; b < bins; ++b) start.emplace_back(0.0, b);
+  std::priority_queue<LoadOfBin, std::vector<LoadOfBin>, std::greater<>> lightest(std::greater<>(), std::move(start));
   std::vector<int64_t> bin_of(costs.size(), 0);
   for (int64_t item : lpt_order(costs)) {
-    const auto lightest = std::min_element(load.begin(), load.end()) - load.begin();
-    bin_of[static_cast<size_t>(item)] = lightest;
-    load[static_cast<size_t>(lightest)] += costs[static_cast<size_t>(item)];
+    const auto [load, bin] = lightest.top();
+    lightest.pop();
+    bin_of[static_cast<size_t>(item)] = bin;
+    lightest.emplace(load + costs[static_cast<size_t>(item)], bin);
   }
   return bin_of;
 }

@@ -17,19 +17,20 @@ GlobalBatchPlan plan_two_stage_lpt(const BatchingInput& input, const std::vector
     throw std::invalid_argument("plan_two_stage_lpt: one cost per sample needed");
   }
   const std::vector<int64_t> rank_of = lpt_assign(sample_costs, input.dp);
+  // Each rank's members, global positions in data order, in one pass over the samples.
+  std::vector<std::vector<int64_t>> members_of(static_cast<size_t>(input.dp));
+  for (size_t i = 0; i < rank_of.size(); ++i) members_of[static_cast<size_t>(rank_of[i])].push_back(static_cast<int64_t>(i));
   GlobalBatchPlan plan;
   plan.ranks.resize(static_cast<size_t>(input.dp));
   for (int64_t r = 0; r < input.dp; ++r) {
-    std::vector<int64_t> members;  // global positions, in data order
+    const std::vector<int64_t>& members = members_of[static_cast<size_t>(r)];
     std::vector<double> costs;
     std::vector<int64_t> sizes;
     int64_t tokens = 0;
-    for (size_t i = 0; i < rank_of.size(); ++i) {
-      if (rank_of[i] != r) continue;
-      members.push_back(static_cast<int64_t>(i));
-      costs.push_back(sample_costs[i]);
-      sizes.push_back(input.sample_lengths[i]);
-      tokens += input.sample_lengths[i];
+    for (int64_t i : members) {
+      costs.push_back(sample_costs[static_cast<size_t>(i)]);
+      sizes.push_back(input.sample_lengths[static_cast<size_t>(i)]);
+      tokens += input.sample_lengths[static_cast<size_t>(i)];
     }
     if (members.empty()) continue;
     int64_t min_bins = ceil_div(tokens, input.max_tokens);

@@ -53,6 +53,32 @@ TEST(Lpt, GrahamBoundHoldsOnRandomInstances) {
   }
 }
 
+// The rule written out directly (descending cost, ties to the lower item; the least-loaded
+// bin by a scan of every bin, ties to the lower bin) against lpt_assign's heap, on
+// instances full of ties: the same bin for every item.
+TEST(Lpt, AssignEqualsTheRuleScanningEveryBin) {
+  DeterministicRng rng(11);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int64_t bins = rng.uniform_int(1, 64);
+    std::vector<double> costs(static_cast<size_t>(rng.uniform_int(1, 300)));
+    for (double& c : costs) c = static_cast<double>(rng.uniform_int(0, 6)) * 0.5;
+    std::vector<size_t> order(costs.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return costs[a] > costs[b]; });
+    std::vector<double> load(static_cast<size_t>(bins), 0.0);
+    std::vector<int64_t> expected(costs.size());
+    for (size_t item : order) {
+      size_t lightest = 0;
+      for (size_t b = 1; b < load.size(); ++b) {
+        if (load[b] < load[lightest]) lightest = b;
+      }
+      expected[item] = static_cast<int64_t>(lightest);
+      load[lightest] += costs[item];
+    }
+    ASSERT_EQ(lpt_assign(costs, bins), expected) << "trial " << trial;
+  }
+}
+
 TEST(Lpt, PackOpensBinsOnlyWhenNothingFits) {
   // sizes = costs 8 5 3 with capacity 10 from 2 bins: 8->b0; 5->b1; 3: b0 would hold 11,
   // so b1 [5, 3]. A 4th item of 9 fits nowhere: a third bin.
