@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "common/errors.h"
+#include "harness/common/system_info.h"
 #include "harness/common/utc_time.h"
 
 namespace sb {
@@ -36,14 +37,9 @@ nlohmann::json parse_holder(const std::string& text) {
   return holder;
 }
 
-std::string this_host() {
-  char name[256] = {0};
-  return ::gethostname(name, sizeof(name) - 1) == 0 ? std::string(name) : std::string("unknown");
-}
-
 void write_holder(int fd, const fs::path& file, const std::string& command) {
   const std::string text =
-      nlohmann::json{{"pid", ::getpid()}, {"host", this_host()}, {"started_at_utc", utc_timestamp("%Y-%m-%dT%H:%M:%SZ")}, {"command", command}}
+      nlohmann::json{{"pid", ::getpid()}, {"host", this_host_name()}, {"started_at_utc", utc_timestamp("%Y-%m-%dT%H:%M:%SZ")}, {"command", command}}
           .dump() +
       "\n";
   // Written over the old line, then cut to length: a reader never sees an empty file.

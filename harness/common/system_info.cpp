@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <fstream>
 #include <stdexcept>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -75,6 +76,13 @@ std::string current_executable() {
 }
 
 double host_memory_gib() { return memory_gib(); }
+
+std::string this_host_name() { return host_name(); }
+
+std::optional<int64_t> intra_op_threads_to_set(int64_t configured, int64_t ranks_on_host) {
+  if (configured > 0 || ranks_on_host > 1) return rank_thread_count(configured, ranks_on_host);
+  return std::nullopt;
+}
 
 int64_t cpu_core_count() {
   const long online = ::sysconf(_SC_NPROCESSORS_ONLN);

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace sb {
@@ -28,8 +29,14 @@ int64_t cpu_core_count();
 // This machine's memory (MemTotal), GiB; 0 when it cannot be read.
 double host_memory_gib();
 
+// This machine's host name ("unknown" when it cannot be read).
+std::string this_host_name();
+
 // The intra-op threads of one rank: `configured` when positive (train.threads), else the
 // cores shared evenly among the ranks on this host (at least 1).
 int64_t rank_thread_count(int64_t configured, int64_t ranks_on_host);
+// What a rank sets its intra-op threads to: rank_thread_count when train.threads is set
+// or ranks share the host; nullopt keeps LibTorch's default (one rank alone).
+std::optional<int64_t> intra_op_threads_to_set(int64_t configured, int64_t ranks_on_host);
 
 }  // namespace sb

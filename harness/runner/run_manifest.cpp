@@ -29,10 +29,9 @@ using nlohmann::json;
 
 json run_context(const RunSpec& run, const RunManifestOptions& options, const DistEnv& env) {
   json context = collect_system_info();
-  // The threads the ranks train with: the trainer sets them (same rule) after this is written.
-  const int64_t threads = run.manifest.train.threads;
-  if (threads > 0 || env.local_world_size > 1) {
-    context["intra_op_threads"] = rank_thread_count(threads, env.local_world_size);
+  // The threads the ranks train with: the trainer sets them after this is written.
+  if (const std::optional<int64_t> threads = intra_op_threads_to_set(run.manifest.train.threads, env.local_world_size)) {
+    context["intra_op_threads"] = *threads;
   }
   context["seed"] = run.manifest.seed;
   context["run"] = run.name;

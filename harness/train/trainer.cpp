@@ -70,8 +70,8 @@ ConfigError non_finite_error(const Manifest& m, const ParallelLayout& layout,
 // Intra-op threads: the manifest's choice, else the cores shared among this host's ranks
 // (one rank alone keeps LibTorch's default).
 void set_thread_count(int64_t configured, int64_t local_ranks) {
-  if (configured > 0 || local_ranks > 1) {
-    at::set_num_threads(static_cast<int>(rank_thread_count(configured, local_ranks)));
+  if (const std::optional<int64_t> threads = intra_op_threads_to_set(configured, local_ranks)) {
+    at::set_num_threads(static_cast<int>(*threads));
   }
 }
 
