@@ -55,6 +55,7 @@ LAYERS = [
     "harness/runner",              # runs a manifest: the run plan, folders, launcher, evaluation
     "harness/sim",                 # the cluster simulator and its fits
     "harness/apps",                # the CLI
+    "harness/bench",               # the planner benchmark (a simulated run's planner)
 ]
 SOURCE_TOPS = ["common", "kernels", "models", "harness"]
 SOURCE_SUFFIXES = (".h", ".hpp", ".cpp", ".cu", ".cuh")

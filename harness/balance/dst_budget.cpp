@@ -1,12 +1,25 @@
 #include "harness/balance/dst_budget.h"
 
+#include <ATen/Parallel.h>
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <stdexcept>
 #include <string>
 
+#include "harness/latency/microbatch_latency_curves.h"
+
 namespace sb {
+namespace {
+
+// Micro-batches per block of the parallel search: enough work (about 12 latency lookups
+// each) to outweigh handing a block to a thread.
+constexpr int64_t kSearchBlock = 512;
+// The most budgets located ahead of the search; others are located as asked for.
+constexpr int64_t kTabledBudgets = 1024;
+
+}  // namespace
 
 int64_t DstBudget::floor_prior(int64_t k0, double p) {
   // A hair below the exact product keeps (1 - 0.1) * 10 = 9 from rounding up to 10.
@@ -39,25 +52,43 @@ std::vector<int64_t> DstBudget::sequence_budgets(const std::vector<int64_t>& len
   return kept_keys_budgets(options_, *estimates_.reference, lengths, k);
 }
 
+double DstBudget::budget_ms(const std::vector<int64_t>& lengths, int64_t k) const {
+  return predictor_.microbatch_ms(lengths, sequence_budgets(lengths, k), options_.total_layers);
+}
+
 void DstBudget::assign(GlobalBatchPlan& plan, const std::vector<int64_t>& sample_lengths) {
   const DstOptions& d = options_.dst;
-  const int64_t layers = options_.total_layers;
 
   // T(m, k0) for every micro-batch of the global batch.
   std::vector<PlannedMicroBatch*> all;
   std::vector<size_t> rank_of;  // the DP rank of all[m]
-  std::vector<std::vector<int64_t>> lengths;
   std::vector<int64_t> longest;  // tokens of each micro-batch's longest sequence
   std::vector<int64_t> reference;  // k0(m)
   std::vector<double> at_k0;
+  // Key blocks: one budget for every sequence, each micro-batch's latency over budgets
+  // with its k-free terms computed once. Kept keys: each sequence at its own budget.
+  const bool key_blocks = options_.axis == BudgetAxis::kKeyBlocks;
+  // Its budget table spans the searched range (key blocks: tens; a kept-keys range of
+  // thousands is never tabled, the curves are not used there).
+  const int64_t tabled_max = key_blocks ? std::min(d.k_max, d.k_min + kTabledBudgets - 1) : d.k_min - 1;
+  MicrobatchLatencyCurves curves(predictor_, options_.total_layers, d.k_min, tabled_max);
+  std::vector<std::vector<int64_t>> lengths;  // kept keys only: [micro-batch][sequence]
+  // T(m, k): the predicted latency of micro-batch m at budget k, as the rule compares it.
+  const auto cost = [&](size_t m, int64_t k) { return key_blocks ? curves.at(m, k) : budget_ms(lengths[m], k); };
   for (size_t r = 0; r < plan.ranks.size(); ++r) {
     for (PlannedMicroBatch& mb : plan.ranks[r]) {
       all.push_back(&mb);
       rank_of.push_back(r);
-      lengths.push_back(microbatch_lengths(mb, sample_lengths));
-      longest.push_back(*std::max_element(lengths.back().begin(), lengths.back().end()));
-      reference.push_back(reference_budget(longest.back()));
-      at_k0.push_back(predictor_.microbatch_ms(lengths.back(), sequence_budgets(lengths.back(), reference.back()), layers));
+      int64_t top = 0;
+      for (int64_t s : mb.samples) top = std::max(top, sample_lengths.at(static_cast<size_t>(s)));
+      longest.push_back(top);
+      reference.push_back(reference_budget(top));
+      if (key_blocks) {
+        curves.add(mb.samples, sample_lengths);
+      } else {
+        lengths.push_back(microbatch_lengths(mb, sample_lengths));
+      }
+      at_k0.push_back(cost(all.size() - 1, reference.back()));
     }
   }
   if (all.empty()) return;
@@ -75,8 +106,6 @@ void DstBudget::assign(GlobalBatchPlan& plan, const std::vector<int64_t>& sample
   }
   last_anchor_ms_ = anchor;
 
-  // T(m, k): the predicted latency of micro-batch m at budget k, as the rule compares it.
-  const auto cost = [&](size_t m, int64_t k) { return predictor_.microbatch_ms(lengths[m], sequence_budgets(lengths[m], k), layers); };
   // The plan's prediction of micro-batch m at budget k: at the floor the layers are
   // expected to apply when that is above k (see dst_budget.h), a fractional floor
   // interpolated between the integers around it.
@@ -96,7 +125,10 @@ void DstBudget::assign(GlobalBatchPlan& plan, const std::vector<int64_t>& sample
   // Rule dp_slack: the anchor rule's raise of each micro-batch below the anchor, applied
   // below; 0 for the others (bottlenecks keep their budget).
   std::vector<int64_t> raise_to(all.size(), 0);
-  for (size_t m = 0; m < all.size(); ++m) {
+  // Each micro-batch's search reads the anchor and writes only its own entries: the
+  // micro-batches are searched on the intra-op threads, in blocks, with the same results
+  // in any order.
+  const auto search = [&](size_t m) {
     const int64_t k0 = reference[m];
     int64_t k = k0;
     if (at_k0[m] > anchor) {
@@ -134,7 +166,10 @@ void DstBudget::assign(GlobalBatchPlan& plan, const std::vector<int64_t>& sample
     all[m]->coverage_floor_ratio = 1.0 - d.p;
     all[m]->coverage_reference_k = k0;
     all[m]->predicted_ms = predicted(m, k);
-  }
+  };
+  at::parallel_for(0, static_cast<int64_t>(all.size()), kSearchBlock, [&](int64_t begin, int64_t end) {
+    for (int64_t m = begin; m < end; ++m) search(static_cast<size_t>(m));
+  });
   if (d.raise != DstRaiseRule::kDpSlack) return;
 
   // dp_slack: a rank's micro-batches run one after another and the ranks meet at the

@@ -76,6 +76,9 @@ class DstBudget : public BudgetPolicy {
   // The budget of each packed sequence of a micro-batch at budget k: k for all on the
   // key-blocks axis; kept_keys_budgets on the kept-keys one (the longest k, the others at most r(L)).
   std::vector<int64_t> sequence_budgets(const std::vector<int64_t>& lengths, int64_t k) const;
+  // T(m, k) on the kept-keys axis: the predicted latency of a micro-batch of these
+  // sequences at budget k (each sequence at its own budget).
+  double budget_ms(const std::vector<int64_t>& lengths, int64_t k) const;
 
   BudgetOptions options_;
   const LatencyPredictor& predictor_;

@@ -23,6 +23,9 @@ class SabBatching : public BatchingPolicy {
   double sample_cost_ms(int64_t length) const;
 
  private:
+  // The same for the sample of a one-sequence vector (plan() reuses one for every sample).
+  double sample_cost_ms(const std::vector<int64_t>& alone) const;
+
   const LatencyPredictor& predictor_;
   const BudgetEstimator& estimator_;
   int64_t total_layers_;

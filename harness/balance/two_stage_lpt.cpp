@@ -22,10 +22,12 @@ GlobalBatchPlan plan_two_stage_lpt(const BatchingInput& input, const std::vector
   for (size_t i = 0; i < rank_of.size(); ++i) members_of[static_cast<size_t>(rank_of[i])].push_back(static_cast<int64_t>(i));
   GlobalBatchPlan plan;
   plan.ranks.resize(static_cast<size_t>(input.dp));
+  std::vector<double> costs;  // one rank's members', reused rank after rank
+  std::vector<int64_t> sizes;
   for (int64_t r = 0; r < input.dp; ++r) {
     const std::vector<int64_t>& members = members_of[static_cast<size_t>(r)];
-    std::vector<double> costs;
-    std::vector<int64_t> sizes;
+    costs.clear();
+    sizes.clear();
     int64_t tokens = 0;
     for (int64_t i : members) {
       costs.push_back(sample_costs[static_cast<size_t>(i)]);
@@ -37,8 +39,11 @@ GlobalBatchPlan plan_two_stage_lpt(const BatchingInput& input, const std::vector
     if (input.max_samples > 0) {
       min_bins = std::max(min_bins, ceil_div(static_cast<int64_t>(members.size()), input.max_samples));
     }
-    for (const auto& bin : lpt_pack(costs, sizes, input.max_tokens, input.max_samples, min_bins)) {
+    const std::vector<std::vector<int64_t>> bins = lpt_pack(costs, sizes, input.max_tokens, input.max_samples, min_bins);
+    plan.ranks[static_cast<size_t>(r)].reserve(bins.size());
+    for (const auto& bin : bins) {
       PlannedMicroBatch mb;
+      mb.samples.reserve(bin.size());
       for (int64_t local : bin) {
         const int64_t global = members[static_cast<size_t>(local)];
         mb.samples.push_back(global);

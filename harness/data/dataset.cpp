@@ -27,11 +27,23 @@ const OptionNames<DataSource>& data_source_options() {
   return names;
 }
 
+SampleShape Dataset::shape(int64_t id) const {
+  const Sample s = sample(id);
+  return SampleShape{s.length(), s.loss_tokens()};
+}
+
 std::vector<Sample> Dataset::global_batch(int64_t iteration, int64_t global_batch_size) const {
   std::vector<Sample> batch;
   batch.reserve(static_cast<size_t>(global_batch_size));
+  for (int64_t slot = 0; slot < global_batch_size; ++slot) batch.push_back(batch_sample(iteration, global_batch_size, slot));
+  return batch;
+}
+
+BatchShape Dataset::global_batch_shape(int64_t iteration, int64_t global_batch_size) const {
+  BatchShape batch;
+  batch.lengths.reserve(static_cast<size_t>(global_batch_size));
   for (int64_t slot = 0; slot < global_batch_size; ++slot) {
-    batch.push_back(sample(iteration * global_batch_size + slot));
+    add_to_batch_shape(batch, shape(iteration * global_batch_size + slot));
   }
   return batch;
 }

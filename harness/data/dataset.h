@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/data/batch_shape.h"
 #include "harness/data/data_spec.h"
 #include "harness/data/sample.h"
 
@@ -18,6 +19,8 @@ class Dataset {
  public:
   virtual ~Dataset() = default;
   virtual Sample sample(int64_t id) const = 0;
+  // sample(id)'s length and trained tokens; datasets override it to skip drawing the ids.
+  virtual SampleShape shape(int64_t id) const;
   // The longest sample this dataset can produce (checked against the micro-batch
   // capacity before training starts).
   virtual int64_t max_length() const = 0;
@@ -26,6 +29,12 @@ class Dataset {
 
   // The samples of one optimizer step: ids iteration * size ... + size - 1.
   std::vector<Sample> global_batch(int64_t iteration, int64_t global_batch_size) const;
+  // The same batch's shape (what the planner reads), without token ids.
+  BatchShape global_batch_shape(int64_t iteration, int64_t global_batch_size) const;
+  // The sample at `position` (0-based) of that batch.
+  Sample batch_sample(int64_t iteration, int64_t global_batch_size, int64_t position) const {
+    return sample(iteration * global_batch_size + position);
+  }
 };
 
 // What the model and the run allow a sample to be.

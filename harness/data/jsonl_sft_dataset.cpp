@@ -113,6 +113,13 @@ Sample JsonlSftDataset::sample(int64_t id) const {
   return s;
 }
 
+SampleShape JsonlSftDataset::shape(int64_t id) const {
+  if (id < 0) throw std::invalid_argument("JsonlSftDataset: negative sample id");
+  const auto c = static_cast<size_t>(order_.conversation_of(id, size()));
+  const auto length = static_cast<int64_t>(tokens_[c].size());
+  return SampleShape{length, loss_tokens_in_mask(targets_[c].data(), length)};
+}
+
 std::string JsonlSftDataset::describe() const {
   return "JSONL SFT " + config_.path + ": " + std::to_string(size()) + " conversations (" +
          std::to_string(skipped_) + " skipped, " + std::to_string(truncated_) + " truncated), longest " +

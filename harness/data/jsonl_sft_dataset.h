@@ -28,6 +28,7 @@ class JsonlSftDataset : public Dataset {
   JsonlSftDataset(const JsonlDataSection& config, int64_t seed, const DatasetLimits& limits);
 
   Sample sample(int64_t id) const override;
+  SampleShape shape(int64_t id) const override;
   int64_t max_length() const override { return max_length_; }
   std::string describe() const override;
 

@@ -67,7 +67,7 @@ RetrievalSample make_retrieval_sample(const RetrievalTaskOptions& o, int64_t len
   int64_t at = haystack;
   s.tokens[static_cast<size_t>(at++)] = kQueryMarker;
   for (int64_t j = 0; j < span; ++j) s.tokens[static_cast<size_t>(at++)] = s.tokens[static_cast<size_t>(source + j)];
-  s.prompt_tokens = length - o.answer_tokens;
+  s.prompt_tokens = retrieval_prompt_tokens(o, length);
   return s;
 }
 

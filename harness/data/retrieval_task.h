@@ -34,6 +34,11 @@ struct RetrievalSample {
   int64_t source_offset = 0;  // o: where the key starts in the haystack
 };
 
+// Everything before the answer is the prompt.
+inline int64_t retrieval_prompt_tokens(const RetrievalTaskOptions& options, int64_t length) {
+  return length - options.answer_tokens;
+}
+
 // Throws std::invalid_argument when length < retrieval_min_length or the vocabulary has
 // fewer than 4 usable tokens.
 RetrievalSample make_retrieval_sample(const RetrievalTaskOptions& options, int64_t length,

@@ -12,6 +12,19 @@
 
 namespace sb {
 
+// The trained tokens of a sequence of `length` tokens whose first `prompt_tokens` are
+// the prompt (token 0 is never a target, so a prompt of 0 still costs one).
+inline int64_t loss_tokens_after_prompt(int64_t length, int64_t prompt_tokens) {
+  return length - (prompt_tokens > 0 ? prompt_tokens : 1);
+}
+
+// The trained tokens of a sequence under a per-token target mask (token 0 never counts).
+inline int64_t loss_tokens_in_mask(const uint8_t* mask, int64_t length) {
+  int64_t n = 0;
+  for (int64_t t = 1; t < length; ++t) n += mask[t] != 0 ? 1 : 0;
+  return n;
+}
+
 struct Sample {
   int64_t id = 0;  // global sample index: iteration * global_batch_size + slot
   std::vector<int64_t> tokens;
@@ -25,11 +38,16 @@ struct Sample {
     return target_mask.empty() ? t >= prompt_tokens : target_mask[static_cast<size_t>(t)] != 0;
   }
   int64_t loss_tokens() const {
-    if (target_mask.empty()) return length() - (prompt_tokens > 0 ? prompt_tokens : 1);
-    int64_t n = 0;
-    for (int64_t t = 1; t < length(); ++t) n += is_target(t) ? 1 : 0;
-    return n;
+    return target_mask.empty() ? loss_tokens_after_prompt(length(), prompt_tokens)
+                               : loss_tokens_in_mask(target_mask.data(), length());
   }
+};
+
+// What planning and the iteration record need of one sample: its length and trained
+// tokens, without its token ids.
+struct SampleShape {
+  int64_t length = 0;
+  int64_t loss_tokens = 0;
 };
 
 }  // namespace sb

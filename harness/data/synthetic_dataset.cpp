@@ -105,28 +105,43 @@ int64_t SyntheticDataset::draw_length(DeterministicRng& rng) const {
   return rng.uniform_int(chosen->min_tokens, chosen->max_tokens);
 }
 
-Sample SyntheticDataset::sample(int64_t id) const {
+DeterministicRng SyntheticDataset::stream(int64_t id) const {
   if (id < 0) throw std::invalid_argument("SyntheticDataset: negative sample id");
-  DeterministicRng rng = DeterministicRng::for_stream(static_cast<uint64_t>(seed_),
-                                                      static_cast<uint64_t>(id));
+  return DeterministicRng::for_stream(static_cast<uint64_t>(seed_), static_cast<uint64_t>(id));
+}
+
+int64_t SyntheticDataset::prompt_tokens(int64_t length) const {
+  switch (config_.task) {
+    case SyntheticTask::kRetrieval: return retrieval_prompt_tokens(retrieval_options(config_), length);
+    case SyntheticTask::kCopy: return config_.lag;
+    case SyntheticTask::kArithmetic: break;
+  }
+  return config_.prompt_tokens;
+}
+
+SampleShape SyntheticDataset::shape(int64_t id) const {
+  DeterministicRng rng = stream(id);
+  const int64_t length = draw_length(rng);
+  return SampleShape{length, loss_tokens_after_prompt(length, prompt_tokens(length))};
+}
+
+Sample SyntheticDataset::sample(int64_t id) const {
+  DeterministicRng rng = stream(id);
   Sample s;
   s.id = id;
   const int64_t length = draw_length(rng);
+  s.prompt_tokens = prompt_tokens(length);
   if (config_.task == SyntheticTask::kRetrieval) {
-    RetrievalSample r = make_retrieval_sample(retrieval_options(config_), length, rng);
-    s.tokens = std::move(r.tokens);
-    s.prompt_tokens = r.prompt_tokens;
+    s.tokens = make_retrieval_sample(retrieval_options(config_), length, rng).tokens;
     return s;
   }
   if (config_.task == SyntheticTask::kCopy) {
-    s.prompt_tokens = config_.lag;
     s.tokens.resize(static_cast<size_t>(length));
     for (int64_t t = 0; t < length; ++t) {
       s.tokens[t] = t < config_.lag ? rng.uniform_int(0, config_.vocab_size - 1) : s.tokens[t - config_.lag];
     }
     return s;
   }
-  s.prompt_tokens = config_.prompt_tokens;
   const int64_t vocab = config_.vocab_size;
   const int64_t start = rng.uniform_int(0, vocab - 1);
   const int64_t stride = rng.uniform_int(1, config_.max_stride);

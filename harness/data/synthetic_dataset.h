@@ -31,13 +31,19 @@ class SyntheticDataset : public Dataset {
   SyntheticDataset(SyntheticDataSection config, int64_t seed);
 
   Sample sample(int64_t id) const override;
+  // Draws the length only (the same draw sample() starts with).
+  SampleShape shape(int64_t id) const override;
   int64_t max_length() const override;
   std::string describe() const override;
 
   const SyntheticDataSection& config() const { return config_; }
 
  private:
+  // The sample's random stream; its first draw is the length.
+  DeterministicRng stream(int64_t id) const;
   int64_t draw_length(DeterministicRng& rng) const;
+  // The task's prompt in a sample of `length` tokens.
+  int64_t prompt_tokens(int64_t length) const;
 
   SyntheticDataSection config_;
   int64_t seed_;

@@ -180,6 +180,13 @@ Sample TokenizedSftDataset::sample(int64_t id) const {
   return s;
 }
 
+SampleShape TokenizedSftDataset::shape(int64_t id) const {
+  if (id < 0) throw std::invalid_argument("TokenizedSftDataset: negative sample id");
+  const Kept& kept = kept_[static_cast<size_t>(order_.conversation_of(id, size()))];
+  const int64_t begin = read_le<int64_t>(offsets_.data() + 8 * kept.conversation);
+  return SampleShape{kept.length, loss_tokens_in_mask(targets_.data() + begin, kept.length)};
+}
+
 std::string TokenizedSftDataset::describe() const {
   return "tokenized SFT cache " + config_.path + " (" + data_path_ + ", template from " + template_source_ +
          "): " + std::to_string(size()) + " conversations (" + std::to_string(skipped_) + " skipped, " +

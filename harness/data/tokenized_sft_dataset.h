@@ -38,6 +38,8 @@ class TokenizedSftDataset : public Dataset {
   TokenizedSftDataset(const TokenizedDataSection& config, int64_t seed, const DatasetLimits& limits);
 
   Sample sample(int64_t id) const override;
+  // From the offsets and trained flags; token ids are read (and checked) when drawn.
+  SampleShape shape(int64_t id) const override;
   int64_t max_length() const override { return max_length_; }
   std::string describe() const override;
 

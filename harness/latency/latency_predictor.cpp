@@ -57,32 +57,52 @@ double LatencyPredictor::microbatch_overhead_share_ms(int64_t tokens, int64_t st
   return (overhead - head) / static_cast<double>(stages) + (stage == stages - 1 ? head : 0.0);
 }
 
-double LatencyPredictor::along_length(const std::vector<double>& series, int64_t length, bool clamp_at_zero) const {
+LatencyPredictor::LengthPoint LatencyPredictor::locate(int64_t length) const {
   const std::vector<int64_t>& grid = profile_.seq_lens;
-  // Segment [grid[i], grid[i + 1]] containing length, or the nearest one outside.
-  size_t i = 0;
-  while (i + 2 < grid.size() && length > grid[i + 1]) ++i;
+  // Segment i + 1 is the first grid point from index 1 on that is >= length (the grid
+  // ascends, validate()), the last segment beyond it.
+  const auto first_at_or_above = std::lower_bound(grid.begin() + 1, grid.end(), length);
+  const size_t i = std::min(static_cast<size_t>(first_at_or_above - grid.begin()) - 1, grid.size() - 2);
   const double x0 = static_cast<double>(grid[i]), x1 = static_cast<double>(grid[i + 1]);
-  const double t = (static_cast<double>(length) - x0) / (x1 - x0);
-  const double value = series[i] + t * (series[i + 1] - series[i]);
+  return LengthPoint{i, (static_cast<double>(length) - x0) / (x1 - x0)};
+}
+
+double LatencyPredictor::along_length(const std::vector<double>& series, LengthPoint length, bool clamp_at_zero) const {
+  const size_t i = length.segment;
+  const double value = series[i] + length.t * (series[i + 1] - series[i]);
   return clamp_at_zero ? std::max(0.0, value) : value;
 }
 
-double LatencyPredictor::layer_ms(int64_t length, int64_t budget) const {
+double LatencyPredictor::along_length(const std::vector<double>& series, int64_t length, bool clamp_at_zero) const {
+  return along_length(series, locate(length), clamp_at_zero);
+}
+
+LatencyPredictor::BudgetPoint LatencyPredictor::locate_budget(int64_t budget) const {
   const std::vector<int64_t>& budgets = profile_.budgets;
   const int64_t k = std::clamp(budget, budgets.front(), budgets.back());
-  size_t j = 0;
-  while (j + 1 < budgets.size() && k > budgets[j + 1]) ++j;
-  const double at_lo = along_length(layer_monotone_[j], length);
-  if (j + 1 == budgets.size() || k == budgets[j]) return at_lo;
-  const double at_hi = along_length(layer_monotone_[j + 1], length);
-  const double u = static_cast<double>(k - budgets[j]) / static_cast<double>(budgets[j + 1] - budgets[j]);
-  return at_lo + u * (at_hi - at_lo);
+  // Column j: the last whose successor is not below k (budgets ascend, validate()).
+  const auto first_at_or_above = std::lower_bound(budgets.begin() + 1, budgets.end(), k);
+  const size_t j = std::min(static_cast<size_t>(first_at_or_above - budgets.begin()) - 1, budgets.size() - 1);
+  if (j + 1 == budgets.size() || k == budgets[j]) return BudgetPoint{j, 0.0, true};
+  return BudgetPoint{j, static_cast<double>(k - budgets[j]) / static_cast<double>(budgets[j + 1] - budgets[j]), false};
+}
+
+double LatencyPredictor::layer_ms(int64_t length, int64_t budget) const {
+  return layer_ms(locate(length), locate_budget(budget));
+}
+
+double LatencyPredictor::layer_ms(LengthPoint length, BudgetPoint budget) const {
+  const double at_lo = along_length(layer_monotone_[budget.column], length);
+  if (budget.exact) return at_lo;
+  const double at_hi = along_length(layer_monotone_[budget.column + 1], length);
+  return at_lo + budget.u * (at_hi - at_lo);
 }
 
 double LatencyPredictor::rest_ms(int64_t tokens) const { return along_length(rest_, tokens); }
+double LatencyPredictor::rest_ms(LengthPoint tokens) const { return along_length(rest_, tokens); }
 
 double LatencyPredictor::head_ms(int64_t tokens) const { return along_length(head_, tokens); }
+double LatencyPredictor::head_ms(LengthPoint tokens) const { return along_length(head_, tokens); }
 
 double LatencyPredictor::attention_ms(int64_t length, int64_t budget) const {
   return std::max(0.0, layer_ms(length, budget) - rest_ms(length));
@@ -98,32 +118,35 @@ double LatencyPredictor::packed_attention_ms(const std::vector<double>& terms) c
   return std::max(largest, sum - static_cast<double>(terms.size() - 1) * attention_fixed_ms_);
 }
 
-double LatencyPredictor::packed_layer_ms(const std::vector<int64_t>& lengths, int64_t budget) const {
-  return packed_layer_ms(lengths, std::vector<int64_t>(lengths.size(), budget));
-}
-
-double LatencyPredictor::packed_layer_ms(const std::vector<int64_t>& lengths, const std::vector<int64_t>& budgets) const {
+double LatencyPredictor::packed_layer_ms(const std::vector<int64_t>& lengths, const int64_t* budgets,
+                                         int64_t budget) const {
   if (lengths.empty()) throw std::invalid_argument("LatencyPredictor: empty micro-batch");
-  if (budgets.size() != lengths.size()) throw std::invalid_argument("LatencyPredictor: one budget per sequence needed");
+  // packed_attention_ms over the terms, summed in the same order without holding them.
   int64_t total = 0;
-  std::vector<double> terms;
-  terms.reserve(lengths.size());
+  double sum = 0, largest = 0;
   for (size_t i = 0; i < lengths.size(); ++i) {
     if (lengths[i] < 1) throw std::invalid_argument("LatencyPredictor: sequence length must be >= 1");
     total += lengths[i];
-    terms.push_back(attention_ms(lengths[i], budgets[i]));
+    const double term = attention_ms(lengths[i], budgets != nullptr ? budgets[i] : budget);
+    sum += term;
+    largest = std::max(largest, term);
   }
-  return packed_attention_ms(terms) + rest_ms(total);
+  const double attention = std::max(largest, sum - static_cast<double>(lengths.size() - 1) * attention_fixed_ms_);
+  return attention + rest_ms(total);
 }
 
-double LatencyPredictor::stage_ms(const std::vector<int64_t>& lengths, int64_t budget,
-                                  int64_t layers, bool last_stage) const {
-  return stage_ms(lengths, std::vector<int64_t>(lengths.size(), budget), layers, last_stage);
+double LatencyPredictor::packed_layer_ms(const std::vector<int64_t>& lengths, int64_t budget) const {
+  return packed_layer_ms(lengths, nullptr, budget);
 }
 
-double LatencyPredictor::stage_ms(const std::vector<int64_t>& lengths, const std::vector<int64_t>& budgets,
+double LatencyPredictor::packed_layer_ms(const std::vector<int64_t>& lengths, const std::vector<int64_t>& budgets) const {
+  if (budgets.size() != lengths.size()) throw std::invalid_argument("LatencyPredictor: one budget per sequence needed");
+  return packed_layer_ms(lengths, budgets.data(), 0);
+}
+
+double LatencyPredictor::stage_ms(const std::vector<int64_t>& lengths, const int64_t* budgets, int64_t budget,
                                   int64_t layers, bool last_stage) const {
-  double ms = static_cast<double>(layers) * packed_layer_ms(lengths, budgets);
+  double ms = static_cast<double>(layers) * packed_layer_ms(lengths, budgets, budget);
   if (last_stage && options_.include_head) {
     int64_t total = 0;
     for (int64_t length : lengths) total += length;
@@ -132,18 +155,35 @@ double LatencyPredictor::stage_ms(const std::vector<int64_t>& lengths, const std
   return ms;
 }
 
+double LatencyPredictor::stage_ms(const std::vector<int64_t>& lengths, int64_t budget,
+                                  int64_t layers, bool last_stage) const {
+  return stage_ms(lengths, nullptr, budget, layers, last_stage);
+}
+
+double LatencyPredictor::stage_ms(const std::vector<int64_t>& lengths, const std::vector<int64_t>& budgets,
+                                  int64_t layers, bool last_stage) const {
+  if (budgets.size() != lengths.size()) throw std::invalid_argument("LatencyPredictor: one budget per sequence needed");
+  return stage_ms(lengths, budgets.data(), 0, layers, last_stage);
+}
+
+double LatencyPredictor::microbatch_ms(const std::vector<int64_t>& lengths, const int64_t* budgets, int64_t budget,
+                                       int64_t total_layers) const {
+  int64_t total = 0;
+  for (int64_t length : lengths) total += length;
+  const double ms = std::max(
+      0.0, stage_ms(lengths, budgets, budget, total_layers, /*last_stage=*/true) + microbatch_overhead_ms(total));
+  return microbatch_scale_ ? ms * microbatch_scale_(total) : ms;
+}
+
 double LatencyPredictor::microbatch_ms(const std::vector<int64_t>& lengths, int64_t budget,
                                        int64_t total_layers) const {
-  return microbatch_ms(lengths, std::vector<int64_t>(lengths.size(), budget), total_layers);
+  return microbatch_ms(lengths, nullptr, budget, total_layers);
 }
 
 double LatencyPredictor::microbatch_ms(const std::vector<int64_t>& lengths, const std::vector<int64_t>& budgets,
                                        int64_t total_layers) const {
-  int64_t total = 0;
-  for (int64_t length : lengths) total += length;
-  const double ms =
-      std::max(0.0, stage_ms(lengths, budgets, total_layers, /*last_stage=*/true) + microbatch_overhead_ms(total));
-  return microbatch_scale_ ? ms * microbatch_scale_(total) : ms;
+  if (budgets.size() != lengths.size()) throw std::invalid_argument("LatencyPredictor: one budget per sequence needed");
+  return microbatch_ms(lengths, budgets.data(), 0, total_layers);
 }
 
 }  // namespace sb

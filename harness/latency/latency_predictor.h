@@ -41,10 +41,32 @@ class LatencyPredictor {
   // Throws std::invalid_argument if the profile does not validate.
   explicit LatencyPredictor(LatencyProfile profile, LatencyPredictorOptions options = {});
 
+  // Where a length falls on the profile's grid of seq_lens: the segment [seq_lens[segment],
+  // seq_lens[segment + 1]] holding it (or the nearest one outside) and the position t
+  // along it (0 at the left end, 1 at the right; outside [0, 1] beyond the grid).
+  // Located once, a length serves every budget (microbatch_latency_curve.h).
+  struct LengthPoint {
+    size_t segment = 0;
+    double t = 0;
+  };
+  LengthPoint locate(int64_t length) const;
+
+  // Where a budget falls on the profile's grid of budgets: the column at or below it and
+  // the share u of the way to the next one (exact: it is a column, no interpolation).
+  struct BudgetPoint {
+    size_t column = 0;
+    double u = 0;
+    bool exact = true;
+  };
+  BudgetPoint locate_budget(int64_t budget) const;
+
   // One layer, one sequence (ms).
   double layer_ms(int64_t length, int64_t budget) const;
+  double layer_ms(LengthPoint length, BudgetPoint budget) const;
   double rest_ms(int64_t tokens) const;
+  double rest_ms(LengthPoint tokens) const;
   double head_ms(int64_t tokens) const;
+  double head_ms(LengthPoint tokens) const;
   // layer_ms - rest_ms, never below 0.
   double attention_ms(int64_t length, int64_t budget) const;
 
@@ -84,6 +106,8 @@ class LatencyPredictor {
   // planner's online calibration, harness/latency/latency_calibration.h); none by default.
   // stage_ms and the per-layer terms stay uncalibrated.
   void set_microbatch_scale(std::function<double(int64_t)> scale) { microbatch_scale_ = std::move(scale); }
+  bool has_microbatch_scale() const { return static_cast<bool>(microbatch_scale_); }
+  double microbatch_scale(int64_t tokens) const { return microbatch_scale_(tokens); }
 
   // The measured per-micro-batch overhead at this many tokens, signed (0 without model_ms).
   double microbatch_overhead_ms(int64_t tokens) const;
@@ -99,6 +123,15 @@ class LatencyPredictor {
   // Piecewise-linear value over seq_lens at `length` of a per-length series (latencies
   // clamped at 0; a signed series such as the overhead is not).
   double along_length(const std::vector<double>& series, int64_t length, bool clamp_at_zero = true) const;
+  double along_length(const std::vector<double>& series, LengthPoint length, bool clamp_at_zero = true) const;
+  // The public overloads' one computation: budgets[i] per sequence, or `budget` for every
+  // sequence when budgets is null (no vector made: the planner calls these millions of
+  // times per iteration at thousands of ranks).
+  double packed_layer_ms(const std::vector<int64_t>& lengths, const int64_t* budgets, int64_t budget) const;
+  double stage_ms(const std::vector<int64_t>& lengths, const int64_t* budgets, int64_t budget, int64_t layers,
+                  bool last_stage) const;
+  double microbatch_ms(const std::vector<int64_t>& lengths, const int64_t* budgets, int64_t budget,
+                       int64_t total_layers) const;
 
   LatencyProfile profile_;
   LatencyPredictorOptions options_;

@@ -185,6 +185,8 @@ RunFolderWriter::RunFolderWriter(fs::path run_dir)
       records_(run_dir_ / "records.jsonl", std::ios::out | std::ios::app),
       timeline_(run_dir_ / "timeline_events.jsonl", std::ios::out | std::ios::app) {
   if (!records_ || !timeline_) throw std::runtime_error("cannot write into " + run_dir_.string());
+  // A resumed run's kept iterations (prepare_run_folder cut the file at its checkpoint).
+  for (const TimelineIteration& kept : read_timeline_events(run_dir_ / "timeline_events.jsonl")) trace_.add(kept);
 }
 
 void RunFolderWriter::append(const IterationRecord& record, const TimelineIteration& timeline) {
@@ -201,13 +203,13 @@ void RunFolderWriter::append(const IterationRecord& record, const TimelineIterat
   };
   write_line(records_, "records.jsonl", iteration_record_to_json(record).dump());
   write_line(timeline_, "timeline_events.jsonl", timeline_iteration_to_json(timeline).dump());
+  trace_.add(timeline);
 }
 
 void RunFolderWriter::finish(int64_t iterations, double wall_seconds, bool resumed) {
   records_.close();
   timeline_.close();
-  const std::vector<TimelineIteration> iterations_seen = read_timeline_events(run_dir_ / "timeline_events.jsonl");
-  write_file_atomic(run_dir_ / "timeline.json", chrome_trace(iterations_seen).dump() + "\n");
+  write_file_atomic(run_dir_ / "timeline.json", trace_.text());
   write_file_atomic(run_dir_ / "status.json",
                     json{{"state", "complete"},
                          {"iterations", iterations},

@@ -5,7 +5,8 @@
 //   context.json            hardware, versions, git SHA, seed, layout (+ "resumes")
 //   records.jsonl           one IterationRecord per iteration (append-only)
 //   timeline_events.jsonl   every rank's timed events, one line per iteration
-//   timeline.json           Chrome trace of the whole run (written at the end)
+//   timeline.json           Chrome trace of the whole run (written at the end; rows
+//                           as harness/trace/chrome_trace.h keeps them)
 //   checkpoints/            see harness/train/checkpoint.h
 //   status.json             written last: the run is complete
 //
@@ -29,6 +30,7 @@
 #include "harness/common/utc_time.h"
 #include "harness/config/manifest.h"
 #include "harness/records/iteration_record.h"
+#include "harness/trace/chrome_trace.h"
 #include "harness/trace/timeline.h"
 
 namespace sb {
@@ -57,17 +59,20 @@ void prepare_run_folder(const std::filesystem::path& run_dir, const RunDecision&
                         const nlohmann::json& resolved, nlohmann::json context, std::ostream& log);
 
 // Rank 0's writer of a run's per-iteration files; appends and flushes line by line,
-// so an interrupted run keeps what it measured.
+// so an interrupted run keeps what it measured. The Chrome trace grows with each
+// iteration (a resumed run's starts from the iterations it kept), so finishing never
+// reads the run's events back.
 class RunFolderWriter {
  public:
   explicit RunFolderWriter(std::filesystem::path run_dir);
   void append(const IterationRecord& record, const TimelineIteration& timeline);
-  // timeline.json from timeline_events.jsonl, then status.json (last).
+  // timeline.json, then status.json (last).
   void finish(int64_t iterations, double wall_seconds, bool resumed);
 
  private:
   std::filesystem::path run_dir_;
   std::ofstream records_, timeline_;
+  ChromeTrace trace_;
 };
 
 

@@ -242,7 +242,7 @@ SimulatedIteration RunSimulator::simulate_iteration(int64_t iteration) {
 
   SimulatedIteration out;
   IterationRecord& record = out.record;
-  const BatchShape shape = batch_shape(dataset_->global_batch(iteration, train.global_batch_size));
+  const BatchShape shape = dataset_->global_batch_shape(iteration, train.global_batch_size);
   const std::vector<int64_t>& lengths = shape.lengths;
   record.tokens = shape.tokens;
   record.loss_tokens = shape.loss_tokens;

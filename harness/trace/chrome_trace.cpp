@@ -1,9 +1,9 @@
 #include "harness/trace/chrome_trace.h"
 
 #include <algorithm>
-#include <limits>
-#include <map>
-#include <string>
+#include <charconv>
+#include <set>
+#include <stdexcept>
 
 namespace sb {
 namespace {
@@ -30,53 +30,119 @@ std::string event_name(const TimelineEvent& e) {
   throw std::logic_error("event_name: unhandled EventKind");
 }
 
-nlohmann::json complete_event(const std::string& name, const std::string& category, int64_t pid,
-                              int64_t tid, double start_ms, double end_ms, nlohmann::json args) {
-  // Microseconds with sub-microsecond digits dropped: traces stay small and exact enough.
-  const auto us = [](double ms) { return static_cast<double>(static_cast<int64_t>(ms * 1000.0)); };
-  return {{"name", name}, {"cat", category}, {"ph", "X"},   {"pid", pid},
-          {"tid", tid},   {"ts", us(start_ms)}, {"dur", std::max(0.0, us(end_ms) - us(start_ms))},
-          {"args", std::move(args)}};
+void append_integer(std::string& out, int64_t value) {
+  char digits[24];
+  const auto end = std::to_chars(digits, digits + sizeof(digits), value).ptr;
+  out.append(digits, end);
 }
 
-nlohmann::json metadata_event(const char* what, int64_t pid, int64_t tid, const std::string& name) {
-  return {{"name", what}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}};
+// Microseconds with sub-microsecond digits dropped: traces stay small and exact enough.
+int64_t whole_us(double ms) { return static_cast<int64_t>(ms * 1000.0); }
+
+// One complete event. Names and categories are the fixed words above: nothing to escape.
+void append_complete_event(std::string& out, const std::string& name, const std::string& category, int64_t pid,
+                           int64_t tid, double start_ms, double end_ms, int64_t iteration, int64_t microbatch,
+                           int64_t rank) {
+  if (!out.empty()) out += ",\n";
+  out += "{\"name\":\"" + name + "\",\"cat\":\"" + category + "\",\"ph\":\"X\",\"pid\":";
+  append_integer(out, pid);
+  out += ",\"tid\":";
+  append_integer(out, tid);
+  out += ",\"ts\":";
+  append_integer(out, whole_us(start_ms));
+  out += ",\"dur\":";
+  append_integer(out, std::max<int64_t>(0, whole_us(end_ms) - whole_us(start_ms)));
+  out += ",\"args\":{\"iteration\":";
+  append_integer(out, iteration);
+  if (microbatch >= 0) {
+    out += ",\"microbatch\":";
+    append_integer(out, microbatch);
+  }
+  if (rank >= 0) {
+    out += ",\"rank\":";
+    append_integer(out, rank);
+  }
+  out += "}}";
+}
+
+// The DP ranks of an iteration the trace shows (the header's rule).
+std::set<int64_t> kept_dp_ranks(const TimelineIteration& it, int64_t dp, int64_t max_dp_ranks) {
+  std::set<int64_t> kept;
+  if (dp <= max_dp_ranks) {
+    for (int64_t d = 0; d < dp; ++d) kept.insert(d);
+    return kept;
+  }
+  for (int64_t i = 0; i < max_dp_ranks; ++i) kept.insert(i * dp / max_dp_ranks);
+  const auto last = std::max_element(it.ranks.begin(), it.ranks.end(), [](const RankTimeline& a, const RankTimeline& b) {
+    return a.end_ms < b.end_ms;
+  });
+  if (last != it.ranks.end()) kept.insert(last->dp_rank);
+  return kept;
 }
 
 }  // namespace
 
-nlohmann::json chrome_trace(const std::vector<TimelineIteration>& iterations) {
-  double origin = std::numeric_limits<double>::infinity();
-  for (const auto& it : iterations) origin = std::min(origin, it.origin_unix_ms);
-  // The trace starts at 0: the earliest iteration start on the common axis.
-  double first = std::numeric_limits<double>::infinity();
-  for (const auto& it : iterations) {
-    for (const RankTimeline& r : it.ranks) first = std::min(first, it.origin_unix_ms - origin + r.start_ms);
+ChromeTrace::ChromeTrace(int64_t max_dp_ranks) : max_dp_ranks_(max_dp_ranks) {
+  if (max_dp_ranks < 1) throw std::invalid_argument("ChromeTrace: max_dp_ranks must be at least 1");
+}
+
+void ChromeTrace::add(const TimelineIteration& it) {
+  if (it.ranks.empty()) return;
+  if (!has_axis_) {
+    has_axis_ = true;
+    origin_unix_ms_ = it.origin_unix_ms;
+    first_ms_ = std::min_element(it.ranks.begin(), it.ranks.end(), [](const RankTimeline& a, const RankTimeline& b) {
+                  return a.start_ms < b.start_ms;
+                })->start_ms;
   }
-  nlohmann::json events = nlohmann::json::array();
-  std::map<std::pair<int64_t, int64_t>, int64_t> rows;  // (dp rank, stage) -> world rank
-  for (const TimelineIteration& it : iterations) {
-    const double shift = it.origin_unix_ms - origin - first;
-    for (const RankTimeline& r : it.ranks) {
-      rows[{r.dp_rank, r.stage}] = r.rank;
-      events.push_back(complete_event("iteration " + std::to_string(it.iteration), "iteration",
-                                      r.dp_rank, r.stage, shift + r.start_ms, shift + r.end_ms,
-                                      {{"iteration", it.iteration}, {"rank", r.rank}}));
-      for (const TimelineEvent& e : r.events) {
-        nlohmann::json args = {{"iteration", it.iteration}};
-        if (e.microbatch >= 0) args["microbatch"] = e.microbatch;
-        events.push_back(complete_event(event_name(e), event_kind_name(e.kind), r.dp_rank, r.stage,
-                                        shift + e.start_ms, shift + e.end_ms, std::move(args)));
-      }
+  int64_t dp = 0;
+  for (const RankTimeline& r : it.ranks) dp = std::max(dp, r.dp_rank + 1);
+  dp_ranks_ = std::max(dp_ranks_, dp);
+  const std::set<int64_t> kept = kept_dp_ranks(it, dp, max_dp_ranks_);
+  some_left_out_ = some_left_out_ || static_cast<int64_t>(kept.size()) < dp;
+  const double shift = it.origin_unix_ms - origin_unix_ms_ - first_ms_;
+  const std::string iteration_name = "iteration " + std::to_string(it.iteration);
+  for (const RankTimeline& r : it.ranks) {
+    if (kept.count(r.dp_rank) == 0) continue;
+    rows_[{r.dp_rank, r.stage}] = r.rank;
+    append_complete_event(events_, iteration_name, "iteration", r.dp_rank, r.stage, shift + r.start_ms,
+                          shift + r.end_ms, it.iteration, -1, r.rank);
+    for (const TimelineEvent& e : r.events) {
+      append_complete_event(events_, event_name(e), event_kind_name(e.kind), r.dp_rank, r.stage, shift + e.start_ms,
+                            shift + e.end_ms, it.iteration, e.microbatch, -1);
     }
   }
-  for (const auto& [row, rank] : rows) {
-    events.push_back(metadata_event("process_name", row.first, 0, "DP rank " + std::to_string(row.first)));
-    events.push_back(metadata_event("thread_name", row.first, row.second,
-                                    "stage " + std::to_string(row.second) + " (rank " +
-                                        std::to_string(rank) + ")"));
+}
+
+std::string ChromeTrace::text() const {
+  nlohmann::json metadata = nlohmann::json::array();
+  for (const auto& [row, rank] : rows_) {
+    metadata.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", row.first}, {"tid", 0},
+                        {"args", {{"name", "DP rank " + std::to_string(row.first)}}}});
+    metadata.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", row.first}, {"tid", row.second},
+                        {"args", {{"name", "stage " + std::to_string(row.second) + " (rank " + std::to_string(rank) + ")"}}}});
   }
-  return {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
+  const std::string rows =
+      some_left_out_ ? std::to_string(max_dp_ranks_) + " of " + std::to_string(dp_ranks_) +
+                           " DP ranks (DP rank i x " + std::to_string(dp_ranks_) + " / " +
+                           std::to_string(max_dp_ranks_) +
+                           ") and each iteration's last to finish; timeline_events.jsonl holds every rank"
+                     : "every DP rank";
+  std::string out = "{\"displayTimeUnit\":\"ms\",\"otherData\":" + nlohmann::json{{"rows", rows}}.dump() +
+                    ",\"traceEvents\":[\n";
+  out += events_;
+  for (const nlohmann::json& m : metadata) {
+    if (out.back() != '\n') out += ",\n";
+    out += m.dump();
+  }
+  out += "\n]}\n";
+  return out;
+}
+
+nlohmann::json chrome_trace(const std::vector<TimelineIteration>& iterations, int64_t max_dp_ranks) {
+  ChromeTrace trace(max_dp_ranks);
+  for (const TimelineIteration& it : iterations) trace.add(it);
+  return nlohmann::json::parse(trace.text());
 }
 
 }  // namespace sb

@@ -15,7 +15,7 @@
 namespace sb {
 
 enum class EventKind {
-  kData,       // drawing the global batch and packing this rank's micro-batches
+  kData,       // the global batch's lengths; drawing and packing this rank's micro-batches
   kPlan,       // the batching policy (balance overhead)
   kForward,    // forward of one micro-batch on this stage (loss included on the last)
   kBackward,   // backward of one micro-batch on this stage

@@ -269,8 +269,8 @@ GradientPass Trainer::compute_gradients(int64_t iteration) {
   timeline_.begin_iteration();
 
   double start = timeline_.now_ms();
-  const std::vector<Sample> batch = dataset_->global_batch(iteration, train.global_batch_size);
-  const BatchShape shape = batch_shape(batch);
+  // Lengths of the whole batch for the plan; token ids only of this rank's samples, below.
+  const BatchShape shape = dataset_->global_batch_shape(iteration, train.global_batch_size);
   const std::vector<int64_t>& lengths = shape.lengths;
   pass.tokens = shape.tokens;
   pass.loss_tokens = shape.loss_tokens;
@@ -291,8 +291,10 @@ GradientPass Trainer::compute_gradients(int64_t iteration) {
   start = timeline_.now_ms();
   std::vector<StageMicroBatch> mine;
   for (const PlannedMicroBatch& planned_mb : pass.plan.ranks.at(static_cast<size_t>(context_.dp_rank()))) {
+    std::vector<Sample> drawn;
+    for (int64_t p : planned_mb.samples) drawn.push_back(dataset_->batch_sample(iteration, train.global_batch_size, p));
     std::vector<const Sample*> members;
-    for (int64_t p : planned_mb.samples) members.push_back(&batch[static_cast<size_t>(p)]);
+    for (const Sample& s : drawn) members.push_back(&s);
     StageMicroBatch mb{pack_microbatch(members), budget_request(planned_mb), nullptr};
     if (ring_backend_) mb = shard_for_context_parallelism(std::move(mb));
     mb.packed = to_device(std::move(mb.packed), context_.device);

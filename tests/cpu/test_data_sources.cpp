@@ -16,6 +16,7 @@
 #include "harness/data/synthetic_dataset.h"
 #include "models/tokenizer/chat_template.h"
 #include "models/tokenizer/tokenizer.h"
+#include "tests/support/batch_shape_check.h"
 #include "tests/tokenizer/tiny_tokenizer_json.h"
 
 namespace sb {
@@ -161,6 +162,7 @@ TEST(JsonlSftDataset, LoadsConversationsAndMasksTargets) {
   EXPECT_EQ(dataset.sample(2).tokens, first.tokens);  // epoch 1, file order
   const PackedMicroBatch mb = pack_microbatch({&first, &second});
   EXPECT_EQ(mb.loss_tokens, first.loss_tokens() + second.loss_tokens());
+  expect_shapes_are_the_drawn_batches(dataset, /*iterations=*/3, /*global_batch_size=*/3);
 }
 
 TEST(JsonlSftDataset, BadLinesNameFileAndLine) {

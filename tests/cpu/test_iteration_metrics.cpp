@@ -4,6 +4,9 @@
 // resumed run on one axis.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <set>
+
 #include "harness/parallel/parallel_layout.h"
 #include "harness/trace/chrome_trace.h"
 #include "harness/trace/iteration_metrics.h"
@@ -310,6 +313,47 @@ TEST(ChromeTrace, OneRowPerDataParallelRankAndStageOnOneTimeAxis) {
     }
   }
   EXPECT_EQ(names, 2);
+  EXPECT_EQ(trace["otherData"]["rows"], "every DP rank");
+}
+
+// A run of 200 DP ranks x 2 stages: 64 rows spread over the range, plus each iteration's
+// last to finish; the events of a kept rank are all there.
+TEST(ChromeTrace, ManyDataParallelRanksKeepSixtyFourSpreadAndTheLastToFinish) {
+  const auto iteration = [](int64_t number, int64_t straggler) {
+    TimelineIteration it{number, 1000.0 * static_cast<double>(number), {}};
+    for (int64_t d = 0; d < 200; ++d) {
+      for (int64_t stage = 0; stage < 2; ++stage) {
+        const double end = d == straggler ? 90.0 : 50.0;
+        it.ranks.push_back({d * 2 + stage, d, stage, 1.0, end, {{EventKind::kForward, 0, 1.0, 5.0}}});
+      }
+    }
+    return it;
+  };
+  const nlohmann::json trace = chrome_trace({iteration(0, 7), iteration(1, 133)});
+  std::map<int64_t, std::set<int64_t>> pids_of_iteration;
+  size_t forwards = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] == "M") continue;
+    pids_of_iteration[e["args"]["iteration"].get<int64_t>()].insert(e["pid"].get<int64_t>());
+    forwards += e["name"] == "F 0";
+  }
+  std::set<int64_t> spread;
+  for (int64_t i = 0; i < 64; ++i) spread.insert(i * 200 / 64);  // 0, 3, 6, 9, ..., 196
+  EXPECT_EQ(spread.count(7), 0u);
+  std::set<int64_t> first = spread, second = spread;
+  first.insert(7);
+  second.insert(133);
+  EXPECT_EQ(pids_of_iteration[0], first);
+  EXPECT_EQ(pids_of_iteration[1], second);
+  EXPECT_EQ(forwards, (first.size() + second.size()) * 2);  // both stages of every kept rank
+  EXPECT_EQ(trace["otherData"]["rows"],
+            "64 of 200 DP ranks (DP rank i x 200 / 64) and each iteration's last to finish; timeline_events.jsonl "
+            "holds every rank");
+  // The same iterations with room for every rank keep them all.
+  const nlohmann::json whole = chrome_trace({iteration(0, 7)}, /*max_dp_ranks=*/200);
+  std::set<int64_t> pids;
+  for (const auto& e : whole["traceEvents"]) pids.insert(e["pid"].get<int64_t>());
+  EXPECT_EQ(pids.size(), 200u);
 }
 
 }  // namespace

@@ -1,9 +1,11 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "common/errors.h"
 #include "harness/latency/latency_predictor.h"
+#include "harness/latency/microbatch_latency_curves.h"
 #include "tests/support/analytic_test_profile.h"
 
 namespace sb {
@@ -270,6 +272,76 @@ TEST(LatencyProfile, JsonRoundTripKeepsSamplesAndRejectsBadFiles) {
   bad = latency_profile_to_json(profile);
   bad["unexpected"] = 1;
   EXPECT_THROW(latency_profile_from_json(bad, "<test>"), ConfigError);
+}
+
+// The grid lookups (binary searches) against the rule they implement, written as the scan
+// it describes: the first segment whose right end is not below the length (the last one
+// beyond the grid), the last budget column whose successor is not below the budget.
+// Compared bitwise: the planner's plans must not move by a rounding unit.
+TEST(LatencyPredictor, GridLookupsAreTheLinearScansBitForBit) {
+  const LatencyProfile profile = profile_with_model_ms({2.0, 2.5, 3.5, 5.5});
+  const LatencyPredictor predictor(profile);
+  const auto along = [&](const std::vector<double>& series, int64_t length) {
+    const std::vector<int64_t>& grid = profile.seq_lens;
+    size_t i = 0;
+    while (i + 2 < grid.size() && length > grid[i + 1]) ++i;
+    const double x0 = static_cast<double>(grid[i]), x1 = static_cast<double>(grid[i + 1]);
+    const double t = (static_cast<double>(length) - x0) / (x1 - x0);
+    return std::max(0.0, series[i] + t * (series[i + 1] - series[i]));
+  };
+  std::vector<std::vector<double>> column(profile.budgets.size());  // running max over budgets, as the predictor's
+  std::vector<double> rest;
+  for (size_t i = 0; i < profile.seq_lens.size(); ++i) {
+    double running = 0;
+    for (size_t j = 0; j < profile.budgets.size(); ++j) {
+      running = std::max(running, profile.layer_ms[i][j].median);
+      column[j].push_back(running);
+    }
+    rest.push_back(profile.rest_ms[i].median);
+  }
+  for (int64_t length : {1, 100, 255, 256, 257, 511, 512, 700, 1023, 1024, 1500, 2047, 2048, 2049, 5000}) {
+    EXPECT_EQ(predictor.rest_ms(length), along(rest, length)) << length;
+    for (int64_t budget = -1; budget <= 10; ++budget) {
+      const std::vector<int64_t>& b = profile.budgets;
+      const int64_t k = std::clamp(budget, b.front(), b.back());
+      size_t j = 0;
+      while (j + 1 < b.size() && k > b[j + 1]) ++j;
+      double expected = along(column[j], length);
+      if (j + 1 < b.size() && k != b[j]) {
+        const double hi = along(column[j + 1], length);
+        expected += static_cast<double>(k - b[j]) / static_cast<double>(b[j + 1] - b[j]) * (hi - expected);
+      }
+      EXPECT_EQ(predictor.layer_ms(length, budget), expected) << length << " " << budget;
+    }
+  }
+}
+
+// DST's curves give, for every budget, the predictor's own micro-batch latency to the bit:
+// one and several packed sequences, on and off the grid, with the head, the measured
+// overhead, the shared packed cost and a calibration scale.
+TEST(MicrobatchLatencyCurves, EqualThePredictorsMicrobatchLatencyBitForBit) {
+  LatencyProfile profile = profile_with_model_ms({2.0, 2.5, 3.5, 5.5});
+  profile.packed_count = 4;
+  profile.packed_ms = LatencyStat{analytic_rest_ms(1024) + 4 * analytic_attention_ms(256, 1, 64) + 1.0, 0, {}};
+  for (bool include_head : {false, true}) {
+    for (bool scaled : {false, true}) {
+      LatencyPredictor predictor(profile, LatencyPredictorOptions{include_head});
+      if (scaled) predictor.set_microbatch_scale([](int64_t tokens) { return 1.0 + 1e-4 * static_cast<double>(tokens % 97); });
+      const std::vector<int64_t> sample_lengths{300, 256, 2048, 77, 5000, 1024, 1000};
+      const std::vector<std::vector<int64_t>> microbatches{{0}, {1, 3}, {2}, {4}, {5, 6, 0, 3}};
+      MicrobatchLatencyCurves curves(predictor, /*total_layers=*/3, /*lowest_budget=*/2, /*highest_budget=*/6);
+      for (const auto& samples : microbatches) {
+        const size_t m = curves.add(samples, sample_lengths);
+        std::vector<int64_t> lengths;
+        for (int64_t s : samples) lengths.push_back(sample_lengths[static_cast<size_t>(s)]);
+        for (int64_t k = 0; k <= 10; ++k) {  // inside and outside the located range and the grid
+          EXPECT_EQ(curves.at(m, k), predictor.microbatch_ms(lengths, k, 3))
+              << "micro-batch " << m << " k " << k << " head " << include_head << " scaled " << scaled;
+        }
+      }
+      EXPECT_EQ(curves.size(), microbatches.size());
+    }
+  }
 }
 
 }  // namespace

@@ -89,7 +89,7 @@ json plans_of(RunSpec run) {
   BatchPlanner planner(method_planner_options(m, m.parallelism.dp), load_method_predictor(run));
   json plans = json::array();
   for (int64_t it = 0; it < kIterations; ++it) {
-    const std::vector<int64_t> lengths = batch_shape(data->global_batch(it, m.train.global_batch_size)).lengths;
+    const std::vector<int64_t> lengths = data->global_batch_shape(it, m.train.global_batch_size).lengths;
     const GlobalBatchPlan plan = planner.plan(lengths);
     std::vector<std::vector<double>> ran;
     for (const auto& rank : plan.ranks) {

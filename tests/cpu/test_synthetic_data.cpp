@@ -8,6 +8,7 @@
 #include "harness/data/deterministic_rng.h"
 #include "harness/data/packed_microbatch.h"
 #include "harness/data/synthetic_dataset.h"
+#include "tests/support/batch_shape_check.h"
 
 namespace sb {
 namespace {
@@ -54,6 +55,20 @@ TEST(SyntheticDataset, GlobalBatchIsSamplesByConsecutiveIds) {
     EXPECT_EQ(batch[slot].id, 8 + slot);
     EXPECT_EQ(batch[slot].tokens, d.sample(8 + slot).tokens);
   }
+}
+
+TEST(SyntheticDataset, ShapesWithoutTokensAreTheDrawnSamplesOfEveryTask) {
+  for (SyntheticTask task : {SyntheticTask::kArithmetic, SyntheticTask::kRetrieval, SyntheticTask::kCopy}) {
+    SyntheticDataSection config = bimodal();
+    config.task = task;
+    config.length_mixture = {{3.0, 40, 60}, {1.0, 100, 120}};
+    config.lag = 5;
+    SCOPED_TRACE(synthetic_task_options().name_of(task));
+    expect_shapes_are_the_drawn_batches(SyntheticDataset(config, 9), /*iterations=*/3, /*global_batch_size=*/16);
+  }
+  SyntheticDataSection no_prompt = bimodal();
+  no_prompt.prompt_tokens = 0;  // token 0 still carries no loss
+  expect_shapes_are_the_drawn_batches(SyntheticDataset(no_prompt, 2), 2, 8);
 }
 
 TEST(SyntheticDataset, LengthsFollowTheMixture) {

@@ -17,6 +17,7 @@
 
 #include "common/errors.h"
 #include "harness/data/tokenized_sft_dataset.h"
+#include "tests/support/batch_shape_check.h"
 
 namespace sb {
 namespace {
@@ -113,6 +114,7 @@ TEST(TokenizedSftDataset, SamplesAreTheCachedIdsAndTrainedFlagsInFileOrder) {
   }
   EXPECT_EQ(data.sample(1).loss_tokens(), 4);
   EXPECT_EQ(data.tokenizer_dir(), cache.parent_path() / "tokenizer");
+  expect_shapes_are_the_drawn_batches(data, /*iterations=*/3, /*global_batch_size=*/2);
 }
 
 TEST(TokenizedSftDataset, ShuffleVisitsEveryConversationOncePerEpoch) {
