@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -68,13 +69,13 @@ void DstBudget::assign(GlobalBatchPlan& plan, const std::vector<int64_t>& sample
   // Key blocks: one budget for every sequence, each micro-batch's latency over budgets
   // with its k-free terms computed once. Kept keys: each sequence at its own budget.
   const bool key_blocks = options_.axis == BudgetAxis::kKeyBlocks;
-  // Its budget table spans the searched range (key blocks: tens; a kept-keys range of
-  // thousands is never tabled, the curves are not used there).
-  const int64_t tabled_max = key_blocks ? std::min(d.k_max, d.k_min + kTabledBudgets - 1) : d.k_min - 1;
-  MicrobatchLatencyCurves curves(predictor_, options_.total_layers, d.k_min, tabled_max);
+  std::optional<MicrobatchLatencyCurves> curves;  // key blocks only; budgets of the searched range located once
+  if (key_blocks) {
+    curves.emplace(predictor_, options_.total_layers, d.k_min, std::min(d.k_max, d.k_min + kTabledBudgets - 1));
+  }
   std::vector<std::vector<int64_t>> lengths;  // kept keys only: [micro-batch][sequence]
   // T(m, k): the predicted latency of micro-batch m at budget k, as the rule compares it.
-  const auto cost = [&](size_t m, int64_t k) { return key_blocks ? curves.at(m, k) : budget_ms(lengths[m], k); };
+  const auto cost = [&](size_t m, int64_t k) { return curves ? curves->at(m, k) : budget_ms(lengths[m], k); };
   for (size_t r = 0; r < plan.ranks.size(); ++r) {
     for (PlannedMicroBatch& mb : plan.ranks[r]) {
       all.push_back(&mb);
@@ -83,8 +84,8 @@ void DstBudget::assign(GlobalBatchPlan& plan, const std::vector<int64_t>& sample
       for (int64_t s : mb.samples) top = std::max(top, sample_lengths.at(static_cast<size_t>(s)));
       longest.push_back(top);
       reference.push_back(reference_budget(top));
-      if (key_blocks) {
-        curves.add(mb.samples, sample_lengths);
+      if (curves) {
+        curves->add(mb.samples, sample_lengths);
       } else {
         lengths.push_back(microbatch_lengths(mb, sample_lengths));
       }
