@@ -6,7 +6,7 @@ Usage: gpu_check_wait.py RUN_DIR --iteration I --ms N [--slow-rank R]
 RUN_DIR is one run's folder (holding timeline_events.jsonl) of a job started with
 SB_FAULT_INJECT=slow:rank=R:iteration=I:ms=N. For iteration I against the median of the
 other measured iterations (iteration 0 and I left out), per rank other than R:
-  extra wait     recv_wait + send_wait + allreduce + ring_wait + tp_comm
+  extra wait     recv_wait + send_wait + allreduce + plan_exchange + ring_wait + tp_comm
   extra compute  forward + backward, less the ring and TP waits inside them
 Passes (exit 0) when some rank waited at least 80 % of N more and no rank computed 50 %
 of N more; prints one line per rank. Exit 1 when it fails, 2 for bad input.
@@ -18,7 +18,7 @@ import statistics
 import sys
 from pathlib import Path
 
-WAITS = {"recv_wait", "send_wait", "allreduce", "ring_wait", "tp_comm"}
+WAITS = {"recv_wait", "send_wait", "allreduce", "plan_exchange", "ring_wait", "tp_comm"}
 INSIDE_COMPUTE = {"ring_wait", "tp_comm"}  # lie inside a forward or backward
 
 

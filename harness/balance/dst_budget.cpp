@@ -76,6 +76,7 @@ void DstBudget::assign(GlobalBatchPlan& plan, const std::vector<int64_t>& sample
   std::vector<std::vector<int64_t>> lengths;  // kept keys only: [micro-batch][sequence]
   // T(m, k): the predicted latency of micro-batch m at budget k, as the rule compares it.
   const auto cost = [&](size_t m, int64_t k) { return curves ? curves->at(m, k) : budget_ms(lengths[m], k); };
+  std::vector<const std::vector<int64_t>*> samples_of;  // key blocks: each micro-batch's samples
   for (size_t r = 0; r < plan.ranks.size(); ++r) {
     for (PlannedMicroBatch& mb : plan.ranks[r]) {
       all.push_back(&mb);
@@ -85,14 +86,18 @@ void DstBudget::assign(GlobalBatchPlan& plan, const std::vector<int64_t>& sample
       longest.push_back(top);
       reference.push_back(reference_budget(top));
       if (curves) {
-        curves->add(mb.samples, sample_lengths);
+        samples_of.push_back(&mb.samples);
       } else {
         lengths.push_back(microbatch_lengths(mb, sample_lengths));
       }
-      at_k0.push_back(cost(all.size() - 1, reference.back()));
     }
   }
   if (all.empty()) return;
+  if (curves) curves->add_all(samples_of, sample_lengths);
+  at_k0.resize(all.size());
+  at::parallel_for(0, static_cast<int64_t>(all.size()), kSearchBlock, [&](int64_t begin, int64_t end) {
+    for (int64_t m = begin; m < end; ++m) at_k0[static_cast<size_t>(m)] = cost(static_cast<size_t>(m), reference[static_cast<size_t>(m)]);
+  });
   double anchor = 0;
   switch (d.anchor) {
     case DstAnchor::kMean:

@@ -44,7 +44,7 @@ class LatencyPredictor {
   // Where a length falls on the profile's grid of seq_lens: the segment [seq_lens[segment],
   // seq_lens[segment + 1]] holding it (or the nearest one outside) and the position t
   // along it (0 at the left end, 1 at the right; outside [0, 1] beyond the grid).
-  // Located once, a length serves every budget (microbatch_latency_curve.h).
+  // Located once, a length serves every budget (microbatch_latency_curves.h).
   struct LengthPoint {
     size_t segment = 0;
     double t = 0;

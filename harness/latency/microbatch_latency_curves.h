@@ -23,6 +23,10 @@ class MicrobatchLatencyCurves {
 
   // Adds the micro-batch of samples[i] (positions into sample_lengths); returns its index.
   size_t add(const std::vector<int64_t>& samples, const std::vector<int64_t>& sample_lengths);
+  // Adds every micro-batch of `microbatches` (each a list of positions into
+  // sample_lengths), in order, as add() would one by one; their terms are computed on the
+  // intra-op threads. Throws std::invalid_argument as add() does.
+  void add_all(const std::vector<const std::vector<int64_t>*>& microbatches, const std::vector<int64_t>& sample_lengths);
   // Micro-batch m's predicted latency with budget k for every sequence (ms).
   double at(size_t m, int64_t budget) const;
   size_t size() const { return microbatches_.size(); }
@@ -34,6 +38,8 @@ class MicrobatchLatencyCurves {
   };
 
   LatencyPredictor::BudgetPoint budget_point(int64_t budget) const;
+  // Fills microbatches_[m]'s sequences (points_, rest_ from its `first`) and totals.
+  void fill(Microbatch& mb, const std::vector<int64_t>& samples, const std::vector<int64_t>& sample_lengths);
 
   const LatencyPredictor* predictor_;
   double layers_;

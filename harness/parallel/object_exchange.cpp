@@ -4,6 +4,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
+
+#include "harness/parallel/error_text.h"
+#include "kernels/attention/core/device_completion.h"
 
 namespace sb {
 namespace {
@@ -41,6 +45,52 @@ std::vector<std::string> all_gather_strings(c10d::Backend& group, const std::str
     result.emplace_back(data, static_cast<size_t>(lengths[r].item<int64_t>()));
   }
   return result;
+}
+
+std::vector<std::string> gather_strings(c10d::Backend& group, const std::string& text, int root) {
+  // Each member's bytes behind its length (8 bytes), padded to the longest.
+  std::vector<at::Tensor> longest{at::full({1}, static_cast<int64_t>(text.size()), at::kLong)};
+  c10d::AllreduceOptions max;
+  max.reduceOp = c10d::ReduceOp::MAX;
+  group.allreduce(longest, max)->wait();
+  const int64_t size = static_cast<int64_t>(sizeof(int64_t)) + longest[0].item<int64_t>();
+  std::vector<at::Tensor> mine{at::zeros({size}, at::kByte)};
+  const auto length = static_cast<int64_t>(text.size());
+  std::memcpy(mine[0].data_ptr<uint8_t>(), &length, sizeof(length));
+  std::memcpy(mine[0].data_ptr<uint8_t>() + sizeof(length), text.data(), text.size());
+  std::vector<std::vector<at::Tensor>> received;
+  if (group.getRank() == root) {
+    received.emplace_back();
+    for (int r = 0; r < group.getSize(); ++r) received[0].push_back(at::empty({size}, at::kByte));
+  }
+  c10d::GatherOptions options;
+  options.rootRank = root;
+  group.gather(received, mine, options)->wait();
+  std::vector<std::string> result;
+  if (received.empty()) return result;
+  for (const at::Tensor& bytes : received[0]) {
+    const auto* data = bytes.data_ptr<uint8_t>();
+    int64_t n = 0;
+    std::memcpy(&n, data, sizeof(n));
+    result.emplace_back(reinterpret_cast<const char*>(data) + sizeof(n), static_cast<size_t>(n));
+  }
+  return result;
+}
+
+std::vector<double> sum_over_ranks(c10d::Backend& group, const std::vector<double>& values, const c10::Device& device,
+                                   std::chrono::milliseconds timeout, const std::string& who) {
+  std::vector<at::Tensor> tensors{at::tensor(values, at::TensorOptions().dtype(at::kDouble)).to(device)};
+  c10d::AllreduceOptions sum;
+  sum.reduceOp = c10d::ReduceOp::SUM;
+  try {
+    wait_until_usable(group.allreduce(tensors, sum), timeout, device);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(who + ": summing " + std::to_string(values.size()) + " values over " +
+                             std::to_string(group.getSize()) + " ranks failed: " + error_text(e));
+  }
+  const at::Tensor host = tensors[0].cpu().contiguous();
+  const double* data = host.data_ptr<double>();
+  return std::vector<double>(data, data + host.numel());
 }
 
 }  // namespace sb

@@ -99,6 +99,12 @@ RankContext RankContext::connect(const DistEnv& env, ParallelLayout layout,
   std::vector<int64_t> everyone;
   for (int64_t r = 0; r < c.layout.world_size(); ++r) everyone.push_back(r);
   c.world = group("world", everyone, CollectiveBackend::kGloo);
+  if (data_backend == CollectiveBackend::kNccl) {
+    c.exchange = group("exchange", everyone, CollectiveBackend::kNccl);
+    c.exchange_device = c.device;
+  } else {
+    c.exchange = c.world;  // Gloo, CPU tensors
+  }
   const int64_t d = c.dp_rank(), s = c.stage(), cp = c.cp_rank(), tp = c.tp_rank();
   // Group names: one per group of each kind, from the coordinates that tell them apart.
   const auto suffix = [&](int64_t value, int64_t size) { return size > 1 ? "." + std::to_string(value) : std::string(); };

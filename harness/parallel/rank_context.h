@@ -13,6 +13,10 @@
 //   tensor_parallel  the TP ranks sharing this rank's layers (group rank = tp rank): the
 //                  sequence-parallel all-gathers and reduce-scatters of every layer
 //   embedding      first and last stage of this pipeline (tied embeddings, pp > 1)
+//   exchange       all ranks, for the one per-iteration sum that brings the planner's
+//                  observations to every rank (harness/train/plan_observations.h): NCCL
+//                  over the GPUs when the data groups use NCCL (a tree all-reduce at scale),
+//                  otherwise the world group itself; its tensors live on exchange_device
 // The others use NCCL when the device is a GPU and Gloo on the CPU, or Gloo with the
 // tensors staged through host memory on GPUs that ranks share (HostStagedBackend).
 
@@ -38,6 +42,8 @@ struct RankContext {
   CommonClock clock;
   double origin_unix_ms = 0;  // Unix time of common-clock 0 (rank 0's reading)
   c10::intrusive_ptr<c10d::Backend> world, pipeline, data_parallel, context_parallel, tensor_parallel, embedding;
+  c10::intrusive_ptr<c10d::Backend> exchange;
+  c10::Device exchange_device{c10::kCPU};
   c10::intrusive_ptr<c10d::Store> store;  // the job's store (null alone)
   std::string store_prefix;               // this run's keys
 

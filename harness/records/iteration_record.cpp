@@ -54,6 +54,7 @@ nlohmann::json iteration_record_to_json(const IterationRecord& r) {
       {"bubble_fraction", r.bubble_fraction},
       {"bubble_fraction_max", r.bubble_fraction_max},
       {"balance_overhead_ms", r.balance_overhead_ms},
+      {"plan_exchange_ms", r.plan_exchange_ms},
       {"allreduce_ms", r.allreduce_ms},
   };
   // NaN (nothing was trained: a simulated iteration) is left out, never written as a number.
@@ -111,6 +112,7 @@ IterationRecord iteration_record_from_json(const nlohmann::json& j) {
   r.bubble_fraction_max = json_number_or_nan(j.at("bubble_fraction_max"));
   r.balance_overhead_ms = json_number_or_nan(j.at("balance_overhead_ms"));
   r.allreduce_ms = j.value("allreduce_ms", 0.0);
+  r.plan_exchange_ms = j.value("plan_exchange_ms", 0.0);
   r.microbatch_pred_ms = json_numbers_at(j, "microbatch_pred_ms");
   r.budgets = j.value("budgets", std::vector<int64_t>{});
   r.coverage = json_numbers_at(j, "coverage");

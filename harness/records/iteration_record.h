@@ -15,7 +15,11 @@
 //                        + stage: one entry per (DP rank, stage)
 //   per_stage_idle_ms[r] iter_ms - per_stage_busy_ms[r]
 //   bubble_fraction      mean over entries of idle / iter_ms; bubble_fraction_max the max
-//   balance_overhead_ms  time spent deciding the batching (and budgets), max over ranks
+//   balance_overhead_ms  time spent deciding the batching (and budgets): the planner's
+//                        time (max over ranks) plus plan_exchange_ms
+//   plan_exchange_ms     the all-reduce that brings the planner's observations (and the
+//                        loss shares) to every rank, min over ranks: the last rank to
+//                        arrive waits for no one (docs/planner_scaling.md)
 //   allreduce_ms         time in the data-parallel gradient all-reduce, max over ranks
 //   loss                 token mean of the cross-entropy over every predicted token of
 //                        the global batch (sum of token losses / loss_tokens)
@@ -98,6 +102,7 @@ struct IterationRecord {
   double bubble_fraction = 0;
   double bubble_fraction_max = 0;
   double balance_overhead_ms = 0;
+  double plan_exchange_ms = 0;  // 0 in records written before the exchange existed
   double allreduce_ms = 0;
   // Absent from the JSON when empty (see above).
   std::vector<double> microbatch_pred_ms;

@@ -1,5 +1,7 @@
 #include "harness/sim/cluster_model.h"
 
+#include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -14,6 +16,16 @@ double ring_allreduce_ms(const LinkSection& link, int64_t ranks, double bytes) {
   const double n = static_cast<double>(ranks);
   return 2.0 * (n - 1.0) / n * bytes * 8.0 / (link.bandwidth_gbps * 1e9) * 1000.0 +
          2.0 * (n - 1.0) * link.alpha_us / 1000.0;
+}
+
+double tree_allreduce_ms(const LinkSection& link, int64_t ranks, double bytes) {
+  if (ranks <= 1) return 0.0;
+  const double depth = std::ceil(std::log2(static_cast<double>(ranks)));
+  return 2.0 * depth * link.alpha_us / 1000.0 + 2.0 * bytes * 8.0 / (link.bandwidth_gbps * 1e9) * 1000.0;
+}
+
+double fastest_allreduce_ms(const LinkSection& link, int64_t ranks, double bytes) {
+  return std::min(ring_allreduce_ms(link, ranks, bytes), tree_allreduce_ms(link, ranks, bytes));
 }
 
 ClusterModel::ClusterModel(ClusterSection cluster, int64_t dp, int64_t pp, int64_t tp, int64_t cp)
@@ -60,6 +72,10 @@ const LinkSection& ClusterModel::context_parallel_link(int64_t dp_rank, int64_t 
 
 const LinkSection& ClusterModel::context_parallel_group_link(int64_t dp_rank, int64_t stage) const {
   return context_parallel_link(dp_rank, stage, 0, cp_ - 1);
+}
+
+const LinkSection& ClusterModel::world_link() const {
+  return node_count() > 1 ? cluster_.inter_node : cluster_.intra_node;
 }
 
 const LinkSection& ClusterModel::tensor_parallel_link(int64_t dp_rank, int64_t stage) const {

@@ -11,6 +11,12 @@
 //   ring all-reduce of n ranks: 2 (n - 1) / n x bytes / bandwidth + 2 (n - 1) alpha, over
 //                   the inter-node link as soon as the group spans two nodes (the ring's
 //                   slowest hop sets its pace), over the intra-node link otherwise
+//   tree all-reduce of n ranks: 2 ceil(log2 n) alpha + 2 x bytes / bandwidth (a reduce up a
+//                   binary tree and a broadcast down it, pipelined, so each phase passes the
+//                   bytes over a link once: NCCL's tree algorithm in outline)
+//   small all-reduce  the faster of the two, as NCCL's tuner picks per size [our rule]: the
+//                   planner's observation exchange over the world (the DP gradient
+//                   all-reduce keeps the ring model)
 //
 // Times in milliseconds, bytes in bytes, bandwidths in Gbit/s (10^9 bit/s).
 
@@ -24,6 +30,10 @@ namespace sb {
 double alpha_beta_ms(const LinkSection& link, double bytes);
 // Ring all-reduce of `bytes` over `ranks` ranks (ms); 0 for ranks <= 1.
 double ring_allreduce_ms(const LinkSection& link, int64_t ranks, double bytes);
+// Tree all-reduce of `bytes` over `ranks` ranks (ms); 0 for ranks <= 1.
+double tree_allreduce_ms(const LinkSection& link, int64_t ranks, double bytes);
+// The faster of ring_allreduce_ms and tree_allreduce_ms.
+double fastest_allreduce_ms(const LinkSection& link, int64_t ranks, double bytes);
 
 class ClusterModel {
  public:
@@ -47,6 +57,8 @@ class ClusterModel {
   const LinkSection& context_parallel_link(int64_t dp_rank, int64_t stage, int64_t cp_a, int64_t cp_b) const;
   // The CP group of (dp_rank, stage) as one collective: inter-node when it spans nodes.
   const LinkSection& context_parallel_group_link(int64_t dp_rank, int64_t stage) const;
+  // Every rank as one collective: inter-node when the world spans nodes.
+  const LinkSection& world_link() const;
   // The TP group of (dp_rank, stage).
   const LinkSection& tensor_parallel_link(int64_t dp_rank, int64_t stage) const;
 

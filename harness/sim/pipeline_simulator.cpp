@@ -189,6 +189,15 @@ PipelineSimResult simulate_pipeline_iteration(const PipelineSimInput& in) {
       t.end_ms = end;
     }
   }
+  if (in.exchange_ms > 0) {
+    double last = 0;
+    for (const RankTimeline& t : result.ranks) last = std::max(last, t.end_ms);
+    const double exchanged = last + in.exchange_ms;
+    for (RankTimeline& t : result.ranks) {
+      t.events.push_back({EventKind::kPlanExchange, -1, t.end_ms, exchanged});
+      t.end_ms = exchanged;
+    }
+  }
   return result;
 }
 

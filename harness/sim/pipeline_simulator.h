@@ -19,6 +19,10 @@
 //                                            event of a rank spans its wait for the others
 //                                            (as a blocking collective measures)
 //   optimizer step                           optimizer_ms[s]
+//   planner's observation exchange           an all-reduce of every rank: starts when the
+//                                            last rank's optimizer step ends and takes
+//                                            exchange_ms; each rank's plan_exchange event
+//                                            spans its wait (none when exchange_ms is 0)
 // World rank r = d * pp + s (one row per (DP rank, stage); TP ranks of a stage are
 // identical and not listed separately).
 
@@ -39,6 +43,7 @@ struct PipelineSimInput {
   std::vector<std::vector<std::vector<double>>> transfer_ms;
   std::vector<double> allreduce_ms;  // [s]
   std::vector<double> optimizer_ms;  // [s]
+  double exchange_ms = 0;
 };
 
 struct PipelineSimResult {

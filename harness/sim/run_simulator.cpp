@@ -10,6 +10,7 @@
 
 #include "harness/data/batch_shape.h"
 #include "harness/parallel/parallel_layout.h"
+#include "harness/train/plan_observations.h"
 #include "harness/sim/pipeline_simulator.h"
 #include "harness/patterns/attention_patterns.h"
 #include "harness/sim/ring_timing_model.h"
@@ -343,6 +344,11 @@ SimulatedIteration RunSimulator::simulate_iteration(int64_t iteration) {
                                     : params * 28.0 * 8.0 / (cluster_.cluster().memory_bandwidth_gbps * 1e9) * 1000.0);
     }
   }
+  // The planner's observation exchange, the all-reduce `run` makes after the optimizer step
+  // (harness/train/plan_observations.h), sized by the same slots.
+  const ParallelLayout layout(dp, pp, total_layers, m.parallelism.stage_layers, m.parallelism.cp, tp);
+  in.exchange_ms = fastest_allreduce_ms(cluster_.world_link(), cluster_.world_size(),
+                                        PlanObservationSlots(out.plan, layout, lengths.size()).bytes());
   PipelineSimResult sim = simulate_pipeline_iteration(in);
   std::vector<int64_t> counts;
   for (const auto& rank : out.plan.ranks) counts.push_back(static_cast<int64_t>(rank.size()));
@@ -355,7 +361,8 @@ SimulatedIteration RunSimulator::simulate_iteration(int64_t iteration) {
   record.grad_norm = std::numeric_limits<double>::quiet_NaN();
   record.lr = learning_rate_at(iteration, train);
   record.set_pipeline_metrics(metrics);
-  record.balance_overhead_ms = plan_ms;
+  record.plan_exchange_ms = in.exchange_ms;
+  record.balance_overhead_ms = plan_ms + in.exchange_ms;
   record.allreduce_ms = sim.max_allreduce_ms;
 
   out.timeline.iteration = iteration;

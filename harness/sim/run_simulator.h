@@ -31,7 +31,10 @@
 //   optimizer           = simulation.optimizer_ms, or AdamW's memory traffic: 28 bytes per
 //                         trained parameter of the rank (read param, grad, m, v; write param,
 //                         m, v; fp32) / memory bandwidth
-// Iteration start: the planner's measured wall time (balance_overhead_ms) on every rank.
+// Iteration start: the planner's measured wall time on every rank.
+// Iteration end: the planner's observation exchange, an all-reduce of every rank of
+//   PlanObservationSlots' bytes (harness/train/plan_observations.h), the faster of ring and
+//   tree over the world (cluster_model.h); balance_overhead_ms = planner + exchange.
 // Records: loss and grad_norm are NaN (omitted from records.jsonl: nothing was trained);
 // coverage[k] is the coverage model's value, budgets[k] the planned budget.
 

@@ -25,6 +25,7 @@ std::string event_name(const TimelineEvent& e) {
     case EventKind::kSendWait:
     case EventKind::kAllReduce:
     case EventKind::kOptimizer:
+    case EventKind::kPlanExchange:
       return event_kind_name(e.kind);
   }
   throw std::logic_error("event_name: unhandled EventKind");

@@ -17,6 +17,7 @@ constexpr KindName kKindNames[] = {
     {EventKind::kForward, "forward"},     {EventKind::kBackward, "backward"},
     {EventKind::kRecvWait, "recv_wait"},  {EventKind::kSendWait, "send_wait"},
     {EventKind::kAllReduce, "allreduce"}, {EventKind::kOptimizer, "optimizer"},
+    {EventKind::kPlanExchange, "plan_exchange"},
     {EventKind::kRingCompute, "ring_compute"}, {EventKind::kRingWait, "ring_wait"},
     {EventKind::kTensorParallel, "tp_comm"},
 };

@@ -24,6 +24,10 @@ enum class EventKind {
                // the iteration's last sends (-1)
   kAllReduce,  // data-parallel (and tied-embedding) gradient all-reduce
   kOptimizer,  // clipping and the optimizer step (after the gradient norm's sums)
+  // The all-reduce that brings the planner's observations and the loss shares to every
+  // rank (harness/train/plan_observations.h), after the optimizer step; its wait for the
+  // last rank to arrive included.
+  kPlanExchange,
   // Context parallelism: one ring step's attention compute, and the wait for the next
   // shard after it. They lie inside the micro-batch's forward or backward event, so
   // nothing that sums busy time counts them again.
@@ -99,6 +103,8 @@ class TimelineRecorder {
   double now_ms() const { return clock_.now_ms(); }
   void begin_iteration();
   void record(EventKind kind, int64_t microbatch, double start_ms, double end_ms);
+  // The events recorded so far in this iteration, in order.
+  const std::vector<TimelineEvent>& events() const { return current_.events; }
   // Ends the iteration now and returns it; the recorder is ready for the next one.
   RankTimeline end_iteration();
 

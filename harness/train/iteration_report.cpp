@@ -48,6 +48,7 @@ std::string rank_iteration_report_to_json(const RankIterationReport& r) {
               {"loss_sum", r.loss_sum},
               {"grad_norm_squared", r.grad_norm_squared},
               {"balance_ms", r.balance_ms},
+              {"plan_exchange_ms", r.plan_exchange_ms},
               {"allreduce_ms", r.allreduce_ms},
               {"runqueue_wait_ms", r.runqueue_wait_ms},
               {"peak_memory_mb",
@@ -66,6 +67,7 @@ RankIterationReport rank_iteration_report_from_json(const std::string& text) {
   r.loss_sum = json_number_or_nan(j.at("loss_sum"));
   r.grad_norm_squared = json_number_or_nan(j.at("grad_norm_squared"));
   r.balance_ms = j.at("balance_ms").get<double>();
+  r.plan_exchange_ms = j.at("plan_exchange_ms").get<double>();
   r.allreduce_ms = j.at("allreduce_ms").get<double>();
   r.runqueue_wait_ms = j.at("runqueue_wait_ms").get<double>();
   const auto peak = j.at("peak_memory_mb").get<std::vector<double>>();  // host, allocated, reserved
@@ -123,6 +125,7 @@ void assemble_iteration_record(const std::vector<RankIterationReport>& reports,
   double loss_sum = 0;
   record.balance_overhead_ms = 0;
   record.allreduce_ms = 0;
+  record.plan_exchange_ms = reports.empty() ? 0.0 : reports[0].plan_exchange_ms;
   for (size_t r = 0; r < reports.size(); ++r) {
     // One lane per (dp rank, stage): the CP and TP ranks of a stage run its micro-batches
     // together. Every TP rank of a last stage holds the same loss; CP ranks their shares.
@@ -133,7 +136,9 @@ void assemble_iteration_record(const std::vector<RankIterationReport>& reports,
     }
     record.balance_overhead_ms = std::max(record.balance_overhead_ms, reports[r].balance_ms);
     record.allreduce_ms = std::max(record.allreduce_ms, reports[r].allreduce_ms);
+    record.plan_exchange_ms = std::min(record.plan_exchange_ms, reports[r].plan_exchange_ms);
   }
+  record.balance_overhead_ms += record.plan_exchange_ms;
   // Per world rank, kept only when every rank could read it (negative: unknown).
   const auto per_rank = [&](std::vector<double>& out, const auto& field) {
     out.clear();

@@ -22,6 +22,7 @@ struct RankIterationReport {
   // so that a non-finite norm names the rank it came from.
   double grad_norm_squared = 0;
   double balance_ms = 0;       // time in the batching policy
+  double plan_exchange_ms = 0;  // time in the planner's observation exchange (its wait included)
   double allreduce_ms = 0;     // time in the gradient all-reduce
   // How long this rank's threads waited for a CPU over the iteration
   // (harness/common/runqueue_wait.h); negative when it could not be read.
@@ -43,8 +44,9 @@ RankIterationReport rank_iteration_report_from_json(const std::string& json);
 
 // Fills, from every rank's report (indexed by world rank) and the iteration's plan:
 // loss (sum of loss_sum / record.loss_tokens), the timing metrics
-// (harness/trace/iteration_metrics.h), microbatch_tokens, balance_overhead_ms and
-// allreduce_ms (max over ranks), microbatch_pred_ms (when every planned micro-batch
+// (harness/trace/iteration_metrics.h), microbatch_tokens, plan_exchange_ms (min over
+// ranks: the last rank to arrive waits for no one), balance_overhead_ms (the planner's
+// time, max over ranks, plus plan_exchange_ms), allreduce_ms (max over ranks), microbatch_pred_ms (when every planned micro-batch
 // has a prediction), runqueue_wait_ms and the peak memory figures (per world rank,
 // each when every rank read it), and
 // budgets / coverage / layer_budgets / layer_coverage (when

@@ -24,15 +24,17 @@
 #include "harness/train/initial_model.h"
 #include "harness/train/lr_schedule.h"
 #include "harness/train/model_training_options.h"
+#include "harness/train/plan_observations.h"
 #include "kernels/attention/core/device_completion.h"
 
 namespace sb {
 namespace {
 
 // Stops a run whose loss or gradient norm is not finite (train.nonfinite "stop"),
-// naming the iteration, the first rank whose share is not finite, and the values.
-ConfigError non_finite_error(const Manifest& m, const ParallelLayout& layout,
-                             const std::vector<RankIterationReport>& reports, const IterationRecord& record) {
+// naming the iteration, the first ranks whose shares are not finite, and the values. Every
+// rank holds the shares (plan_observations.h), so every rank stops alike.
+ConfigError non_finite_error(const Manifest& m, const ParallelLayout& layout, const PlanObservations& observed,
+                             const IterationRecord& record) {
   const auto text = [](double v) {
     char s[32];
     std::snprintf(s, sizeof(s), "%g", v);
@@ -42,11 +44,12 @@ ConfigError non_finite_error(const Manifest& m, const ParallelLayout& layout,
   // so the rank it started on is among them, not necessarily the first).
   std::string source;
   size_t listed = 0;
-  for (size_t r = 0; r < reports.size(); ++r) {
+  for (size_t r = 0; r < observed.loss_shares.size(); ++r) {
     std::string values;
-    if (!std::isfinite(reports[r].loss_sum)) values = "loss sum " + text(reports[r].loss_sum);
-    if (!std::isfinite(reports[r].grad_norm_squared)) {
-      values += (values.empty() ? "" : ", ") + std::string("squared gradient norm ") + text(reports[r].grad_norm_squared);
+    if (!std::isfinite(observed.loss_shares[r])) values = "loss sum " + text(observed.loss_shares[r]);
+    if (!std::isfinite(observed.grad_norm_squared[r])) {
+      values += (values.empty() ? "" : ", ") + std::string("squared gradient norm ") +
+                text(observed.grad_norm_squared[r]);
     }
     if (values.empty()) continue;
     if (++listed > 4) {
@@ -87,60 +90,6 @@ AttentionBudgetRequest budget_request(const PlannedMicroBatch& planned) {
   return request;
 }
 
-// One value per planned micro-batch, shaped [dp rank][micro-batch] as the plan; value(k, mb)
-// gets the micro-batch's index k in the record's flattened (plan-order) lists.
-template <typename Value>
-std::vector<std::vector<double>> per_planned_microbatch(const GlobalBatchPlan& plan, Value&& value) {
-  std::vector<std::vector<double>> out;
-  size_t k = 0;
-  for (const auto& rank : plan.ranks) {
-    out.emplace_back();
-    for (const PlannedMicroBatch& mb : rank) out.back().push_back(value(k++, mb));
-  }
-  return out;
-}
-
-// The budget each planned micro-batch ran with, in plan order per DP rank: the mean
-// effective budget over its layers when the backend reported statistics (DST's floor
-// may have raised it), the planned budget otherwise.
-std::vector<std::vector<double>> realized_budgets(const GlobalBatchPlan& plan, const IterationRecord& record) {
-  return per_planned_microbatch(plan, [&](size_t k, const PlannedMicroBatch& mb) {
-    if (k >= record.layer_budgets.size()) return static_cast<double>(mb.budget);
-    const auto& layers = record.layer_budgets[k];
-    return std::accumulate(layers.begin(), layers.end(), 0.0) / static_cast<double>(layers.size());
-  });
-}
-
-// DST's coverage floor of each planned micro-batch, shaped as realized_budgets: the mean
-// over its layers of the floor budget the backend computed, 0 where none was.
-std::vector<std::vector<double>> realized_floors(const GlobalBatchPlan& plan, const IterationRecord& record) {
-  return per_planned_microbatch(plan, [&](size_t k, const PlannedMicroBatch&) {
-    if (k >= record.layer_floors.size() || record.layer_floors[k].empty()) return 0.0;
-    const auto& layers = record.layer_floors[k];
-    return static_cast<double>(std::accumulate(layers.begin(), layers.end(), int64_t{0})) /
-           static_cast<double>(layers.size());
-  });
-}
-
-// A per-sequence record (sequence_budgets, sequence_reference_budgets: [micro-batch k]
-// [packed sequence]) by plan position of the global batch, as BatchPlanner::observe takes
-// it; empty when the record has none.
-std::vector<double> per_sample(const GlobalBatchPlan& plan, const std::vector<std::vector<double>>& per_sequence,
-                               size_t samples) {
-  if (per_sequence.empty()) return {};
-  std::vector<double> out(samples, 0.0);
-  size_t k = 0;  // plan order: DP rank 0's micro-batches, then rank 1's, ...
-  for (const auto& rank : plan.ranks) {
-    for (const PlannedMicroBatch& mb : rank) {
-      for (size_t i = 0; i < mb.samples.size() && k < per_sequence.size() && i < per_sequence[k].size(); ++i) {
-        out.at(static_cast<size_t>(mb.samples[i])) = per_sequence[k][i];
-      }
-      ++k;
-    }
-  }
-  return out;
-}
-
 PackedMicroBatch to_device(PackedMicroBatch mb, const c10::Device& device) {
   if (device.is_cpu()) return mb;
   mb.tokens = mb.tokens.to(device);
@@ -171,6 +120,10 @@ Trainer::Trainer(const RunSpec& run, const RankContext& context, TrainerOptions 
       timeline_(context.clock, context.rank, context.dp_rank(), context.stage()) {
   const Manifest& m = run_.manifest;
   const Qwen2Config& config = m.model.config;
+  if (context_.layout.world_size() > 1 && !context_.exchange) {
+    throw std::logic_error(context_.describe() + ": a job of " + std::to_string(context_.layout.world_size()) +
+                           " ranks without the planner's exchange group (RankContext::connect makes it)");
+  }
   set_thread_count(m.train.threads, context_.local_world_size);
   dataset_ = make_dataset(m.data, m.seed, dataset_limits(m));
   if (dataset_->max_length() > m.train.max_tokens_per_microbatch) {
@@ -384,7 +337,7 @@ std::optional<IterationOutcome> Trainer::train_iteration(int64_t iteration) {
   // The norm's sums over the pipeline and TP groups wait for the slowest stage: outside
   // the optimizer's interval, which holds its compute only.
   record.grad_norm = global_grad_norm(&pass.report.grad_norm_squared);
-  const double start = timeline_.now_ms();
+  double start = timeline_.now_ms();
   record.lr = learning_rate_at(iteration, train);
   // Every rank holds the same global norm, so every rank takes (or skips) the step alike.
   record.skipped_step = !std::isfinite(record.grad_norm);
@@ -401,37 +354,59 @@ std::optional<IterationOutcome> Trainer::train_iteration(int64_t iteration) {
   }
   wait_for_device_work(context_.device);  // the step's kernels, not their launches
   timeline_.record(EventKind::kOptimizer, -1, start, timeline_.now_ms());
+
+  // The planner's observations and the loss shares to every rank, in one sum
+  // (plan_observations.h): each rank then plans the next batch itself.
+  const PlanObservationSlots slots(pass.plan, context_.layout, pass.lengths.size());
+  std::vector<double> summed = slots.share(context_.rank, timeline_.events(), pass.report.layer_stats,
+                                           pass.report.loss_sum, pass.report.grad_norm_squared);
+  start = timeline_.now_ms();
+  if (context_.exchange) {
+    summed = sum_over_ranks(*context_.exchange, summed, context_.exchange_device, context_.timeout,
+                            context_.describe() + ": the planner's observation exchange");
+  }
+  const double exchanged = timeline_.now_ms();
+  pass.report.plan_exchange_ms = exchanged - start;
+  timeline_.record(EventKind::kPlanExchange, -1, start, exchanged);
+  const PlanObservations observed = slots.read(summed, stage_->config().num_hidden_layers);
+
   pass.report.timeline = timeline_.end_iteration();
   const std::optional<double> waited_after = process_runqueue_wait_ms();
   if (waited_before && waited_after) pass.report.runqueue_wait_ms = std::max(0.0, *waited_after - *waited_before);
   pass.report.peak_memory = read_peak_memory(context_.device, host_peak_reset);
 
+  record.loss_tokens = pass.loss_tokens;
+  record.tokens = pass.tokens;
+  record.sequences = pass.sequences;
+  record.loss = record.loss_tokens > 0 ? observed.loss_sum() / static_cast<double>(record.loss_tokens) : 0.0;
+  if ((!std::isfinite(record.loss) || !std::isfinite(record.grad_norm)) && train.nonfinite == NonFinitePolicy::kStop) {
+    throw non_finite_error(run_.manifest, context_.layout, observed, record);
+  }
+  if (planner_) {
+    planner_->observe(pass.plan, pass.lengths, observed.budgets, observed.floors, observed.sample_budgets,
+                      observed.sample_references);
+    planner_->observe_latencies(pass.plan, observed.latency_ms);
+  }
+
+  // The whole reports (timelines, statistics) go to rank 0 only, for the records.
   std::vector<RankIterationReport> reports;
   if (context_.world) {
-    for (const std::string& text : all_gather_strings(*context_.world, rank_iteration_report_to_json(pass.report))) {
+    for (const std::string& text :
+         gather_strings(*context_.world, rank_iteration_report_to_json(pass.report), /*root=*/0)) {
       reports.push_back(rank_iteration_report_from_json(text));
     }
   } else {
     reports.push_back(std::move(pass.report));
   }
-  record.loss_tokens = pass.loss_tokens;
-  record.tokens = pass.tokens;
-  record.sequences = pass.sequences;
+  if (context_.rank != 0) return std::nullopt;
   assemble_iteration_record(reports, pass.plan, context_.layout, stage_->config().num_hidden_layers, record);
   record.microbatch_lengths = plan_microbatch_lengths(pass.plan, pass.lengths);
-  if ((!std::isfinite(record.loss) || !std::isfinite(record.grad_norm)) && train.nonfinite == NonFinitePolicy::kStop) {
-    throw non_finite_error(run_.manifest, context_.layout, reports, record);
+  std::vector<double> observed_ms;
+  for (const auto& rank : observed.latency_ms) observed_ms.insert(observed_ms.end(), rank.begin(), rank.end());
+  if (record.microbatch_ms != observed_ms) {
+    throw std::logic_error("iteration " + std::to_string(iteration) +
+                           ": the latencies the planner observed differ from the record's microbatch_ms");
   }
-  // Every rank holds every report, so every rank's planner sees the same budgets.
-  if (planner_) {
-    planner_->observe(pass.plan, pass.lengths, realized_budgets(pass.plan, record), realized_floors(pass.plan, record),
-                      per_sample(pass.plan, record.sequence_budgets, pass.lengths.size()),
-                      per_sample(pass.plan, record.sequence_reference_budgets, pass.lengths.size()));
-    planner_->observe_latencies(pass.plan, per_planned_microbatch(pass.plan, [&](size_t k, const PlannedMicroBatch&) {
-                                  return k < record.microbatch_ms.size() ? record.microbatch_ms[k] : -1.0;
-                                }));
-  }
-  if (context_.rank != 0) return std::nullopt;
 
   IterationOutcome outcome;
   outcome.record = std::move(record);

@@ -23,6 +23,7 @@ COLORS = {
     "allreduce": "#8172B3",
     "optimizer": "#55A868",
     "plan": "#C44E52",
+    "plan_exchange": "#DA8BC3",
     "data": "#937860",
 }
 LABELS = {"forward": "F", "backward": "B"}

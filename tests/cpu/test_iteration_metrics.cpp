@@ -138,6 +138,9 @@ TEST(IterationReport, RecordFromTwoStagesWithStatistics) {
   reports[0].balance_ms = 0.25;
   reports[1].balance_ms = 0.5;
   reports[0].allreduce_ms = 3;
+  // The exchange as the last rank to arrive saw it (it waited for no one).
+  reports[0].plan_exchange_ms = 2.0;
+  reports[1].plan_exchange_ms = 0.75;
   reports[1].loss_sum = 42.0;  // only the last stage's loss counts
   reports[0].loss_sum = 1000.0;
   reports[0].layer_stats = {{layer(0, 8, 0.9), layer(1, 8, 0.8)}, {layer(0, 4, 0.7), layer(1, 5, 0.6)}};
@@ -146,9 +149,11 @@ TEST(IterationReport, RecordFromTwoStagesWithStatistics) {
   record.loss_tokens = 21;
   assemble_iteration_record(reports, plan, layout, 4, record);
   EXPECT_DOUBLE_EQ(record.loss, 2.0);
-  EXPECT_DOUBLE_EQ(record.balance_overhead_ms, 0.5);
+  EXPECT_DOUBLE_EQ(record.plan_exchange_ms, 0.75);
+  EXPECT_DOUBLE_EQ(record.balance_overhead_ms, 0.5 + 0.75);
   EXPECT_DOUBLE_EQ(record.allreduce_ms, 3.0);
   EXPECT_DOUBLE_EQ(record.iter_ms, 11.0);
+  EXPECT_EQ(iteration_record_from_json(iteration_record_to_json(record)).plan_exchange_ms, 0.75);
   EXPECT_EQ(record.microbatch_tokens, (std::vector<int64_t>{30, 20}));
   EXPECT_EQ(record.microbatch_pred_ms, (std::vector<double>{12.5, 7.5}));
   EXPECT_EQ(record.budgets, (std::vector<int64_t>{8, 4}));

@@ -17,6 +17,7 @@
 #include "harness/sim/run_simulator.h"
 #include "harness/sim/sim_runner.h"
 #include "harness/trace/iteration_metrics.h"
+#include "harness/train/plan_observations.h"
 #include "harness/train/trainer.h"
 #include "tests/support/manifest_error_path.h"
 #include "tests/support/measured_run_folder.h"
@@ -117,6 +118,29 @@ TEST(PipelineSimulator, DataParallelRanksWaitForTheSlowestAtTheAllReduce) {
   EXPECT_NEAR(x.idle_ms[0], 10.5 - 3.0, 1e-12);
 }
 
+TEST(PipelineSimulator, TheObservationExchangeEndsEveryRanksIterationTogether) {
+  // dp 2, pp 1: rank 1 is 6 ms slower; optimizer 0.5 ms, then the exchange 0.25 ms from
+  // the last rank's end. Each rank's plan_exchange event spans its wait.
+  PipelineSimInput in = uniform_input(2, 1, 1, 1.0, 2.0);
+  in.backward_ms[1][0][0] = 8.0;
+  in.allreduce_ms = {0.0};
+  in.optimizer_ms = {0.5};
+  in.exchange_ms = 0.25;
+  const PipelineSimResult r = simulate_pipeline_iteration(in);
+  const double last = 1.0 + 8.0 + 0.5;
+  for (const RankTimeline& t : r.ranks) {
+    ASSERT_FALSE(t.events.empty());
+    const TimelineEvent& e = t.events.back();
+    EXPECT_EQ(e.kind, EventKind::kPlanExchange);
+    EXPECT_DOUBLE_EQ(e.end_ms, last + 0.25);
+    EXPECT_DOUBLE_EQ(t.end_ms, last + 0.25);
+  }
+  EXPECT_DOUBLE_EQ(r.ranks[1].events.back().start_ms, last);
+  EXPECT_DOUBLE_EQ(metrics_of(in, r).iter_ms, last + 0.25);
+  in.exchange_ms = 0;
+  EXPECT_NE(simulate_pipeline_iteration(in).ranks[0].events.back().kind, EventKind::kPlanExchange);
+}
+
 TEST(ClusterModel, AlphaBetaAndRingAllReduceByHand) {
   const LinkSection link{5.0, 100.0};  // 5 us, 100 Gbit/s
   // 1 MB: 5 us + 8e6 bit / 1e11 bit/s = 0.005 + 0.08 ms.
@@ -124,6 +148,19 @@ TEST(ClusterModel, AlphaBetaAndRingAllReduceByHand) {
   // Ring of 4: 2 * 3/4 * 0.08 + 2 * 3 * 0.005 = 0.12 + 0.03 ms.
   EXPECT_NEAR(ring_allreduce_ms(link, 4, 1e6), 0.15, 1e-12);
   EXPECT_EQ(ring_allreduce_ms(link, 1, 1e6), 0.0);
+}
+
+TEST(ClusterModel, TreeAllReduceByHandAndTheFasterOfTheTwo) {
+  const LinkSection link{5.0, 100.0};
+  // Tree of 4: 2 x log2(4) x 0.005 + 2 x 0.08 = 0.02 + 0.16 ms; of 5: depth 3.
+  EXPECT_NEAR(tree_allreduce_ms(link, 4, 1e6), 0.18, 1e-12);
+  EXPECT_NEAR(tree_allreduce_ms(link, 5, 1e6), 0.19, 1e-12);
+  EXPECT_EQ(tree_allreduce_ms(link, 1, 1e6), 0.0);
+  // Few ranks: the ring (0.15 ms); 16,384 ranks: the tree (0.30 ms against the ring's
+  // 2 x 16,383 latencies, 164 ms).
+  EXPECT_NEAR(fastest_allreduce_ms(link, 4, 1e6), 0.15, 1e-12);
+  EXPECT_NEAR(fastest_allreduce_ms(link, 16384, 1e6), 2 * 14 * 0.005 + 0.16, 1e-12);
+  EXPECT_GT(ring_allreduce_ms(link, 16384, 1e6), 160.0);
 }
 
 TEST(ClusterModel, RanksArePlacedTpInnermostThenPpThenDp) {
@@ -321,10 +358,34 @@ TEST(RunSimulator, TensorParallelismDividesComputeAndAddsTheTrainersCollectives)
   // Per direction 6 per layer, and the embedding's and head's 3.
   const double gathers = 2.0 * (6.0 * static_cast<double>(c.num_hidden_layers) + 3.0);
   const double tp_ms = gathers * gather_ms(stream) + 2.0 * gather_ms(row) + 2.0 * gather_ms(2.0 * row);
-  EXPECT_NEAR(y.record.iter_ms, x.record.iter_ms / 2.0 + tp_ms, 1e-9);
+  // One rank exchanges nothing; two end their iteration with the planner's exchange.
+  EXPECT_EQ(x.record.plan_exchange_ms, 0.0);
+  EXPECT_GT(y.record.plan_exchange_ms, 0.0);
+  EXPECT_NEAR(y.record.iter_ms, x.record.iter_ms / 2.0 + tp_ms + y.record.plan_exchange_ms, 1e-9);
   ASSERT_EQ(y.record.tp_comm_ms.size(), 1u);
   EXPECT_NEAR(y.record.tp_comm_ms[0][0], tp_ms, 1e-9);
   EXPECT_TRUE(x.record.tp_comm_ms.empty());
+}
+
+TEST(RunSimulator, BalanceOverheadIsThePlannerAndTheObservationExchange) {
+  // dp 2 x pp 2 on one node of 8: the exchange of the plan's slots over the intra-node link,
+  // the faster of ring and tree, added to the planner's (fixed) time.
+  const Manifest m = tiny_run(test::small_simulation_manifest_json());
+  RunSimulatorOptions o;
+  o.fixed_plan_ms = 1.5;
+  RunSimulator sim(m, load_sim_profile(m, 64, std::nullopt), simulation_cluster(m), o);
+  const SimulatedIteration x = sim.simulate_iteration(0);
+  const ParallelLayout layout(m.parallelism.dp, m.parallelism.pp, m.model.config.num_hidden_layers,
+                              m.parallelism.stage_layers);
+  const double bytes = PlanObservationSlots(x.plan, layout, static_cast<size_t>(m.train.global_batch_size)).bytes();
+  const double expected = fastest_allreduce_ms(sim.cluster().cluster().intra_node, 4, bytes);
+  EXPECT_GT(expected, 0.0);
+  EXPECT_DOUBLE_EQ(x.record.plan_exchange_ms, expected);
+  EXPECT_DOUBLE_EQ(x.record.balance_overhead_ms, 1.5 + expected);
+  for (const RankTimeline& t : x.timeline.ranks) {
+    ASSERT_FALSE(t.events.empty());
+    EXPECT_EQ(t.events.back().kind, EventKind::kPlanExchange);
+  }
 }
 
 TEST(RunSimulator, MicrobatchTimeIsThePredictorsStageTimesSummed) {

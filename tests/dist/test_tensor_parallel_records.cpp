@@ -122,6 +122,12 @@ TEST(TensorParallelRecords, DstOverVerticalSlashRunsOnTwoTpRanksAloneAndOnARing)
     EXPECT_EQ(two[0].at("layer_reference_budgets"), one[0].at("layer_reference_budgets"));
     ASSERT_TRUE(one[0].contains("layer_floors"));
     EXPECT_EQ(two[0].at("layer_floors"), one[0].at("layer_floors"));
+    // The planner's observations come through the exchange on two ranks; the overhead
+    // includes it. (The budgets of the second plan may differ: each tp has its own profile.)
+    for (const json& r : two) {
+      EXPECT_GT(r.at("plan_exchange_ms").get<double>(), 0.0);
+      EXPECT_GE(r.at("balance_overhead_ms").get<double>(), r.at("plan_exchange_ms").get<double>());
+    }
   }
   fs::remove_all(dir);
 }

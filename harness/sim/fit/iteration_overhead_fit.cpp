@@ -15,7 +15,8 @@ namespace sb {
 namespace {
 
 // Events the simulator models itself: compute, pipeline transfers and waits, the
-// all-reduce (with its wait for the slowest rank) and the planner call.
+// all-reduce (with its wait for the slowest rank), the planner call and its
+// observation exchange.
 bool modelled(EventKind kind) {
   switch (kind) {
     case EventKind::kForward:
@@ -24,6 +25,7 @@ bool modelled(EventKind kind) {
     case EventKind::kSendWait:
     case EventKind::kAllReduce:
     case EventKind::kPlan:
+    case EventKind::kPlanExchange:
       return true;
     case EventKind::kData:
     case EventKind::kOptimizer:
