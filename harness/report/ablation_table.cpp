@@ -4,6 +4,7 @@
 #include <set>
 
 #include "common/statistics.h"
+#include "harness/report/report_aggregate.h"
 
 namespace sb {
 namespace {
@@ -28,7 +29,8 @@ std::optional<double> metric_of(const RunSummary& r, const std::string& metric) 
   return it == r.accuracy.end() ? std::nullopt : std::optional<double>(it->second);
 }
 
-AblationTable build_table(const std::string& method, const std::vector<const RunSummary*>& runs) {
+AblationTable build_table(const std::string& method, const std::vector<const RunSummary*>& runs,
+                          const std::vector<RunSummary>& all) {
   AblationTable t;
   t.method = method;
   std::set<std::string> columns;
@@ -46,6 +48,16 @@ AblationTable build_table(const std::string& method, const std::vector<const Run
   t.metrics = {"speedup", "imbalance", "effective_budget_mean", "loss_final"};
   t.metrics.insert(t.metrics.end(), columns.begin(), columns.end());
   t.runs.assign(t.anchors.size(), std::vector<int64_t>(t.ps.size(), 0));
+  t.speedup_intervals.assign(t.anchors.size(), std::vector<std::optional<SpeedupInterval>>(t.ps.size()));
+  for (size_t a = 0; a < t.anchors.size(); ++a) {
+    for (size_t p = 0; p < t.ps.size(); ++p) {
+      std::vector<const RunSummary*> cell;
+      for (const RunSummary* r : runs) {
+        if (*r->dst_anchor == t.anchors[a] && *r->dst_p == t.ps[p]) cell.push_back(r);
+      }
+      t.speedup_intervals[a][p] = speedup_interval_over(cell, all);
+    }
+  }
   for (const std::string& metric : t.metrics) {
     std::vector<std::vector<std::optional<double>>> grid(t.anchors.size(),
                                                          std::vector<std::optional<double>>(t.ps.size()));
@@ -83,7 +95,7 @@ std::vector<AblationTable> build_ablation_tables(const std::vector<RunSummary>& 
     for (const RunSummary& r : runs) {
       if (r.complete() && r.method == method && r.dst_anchor && r.dst_p) members.push_back(&r);
     }
-    tables.push_back(build_table(method, members));
+    tables.push_back(build_table(method, members, runs));
   }
   return tables;
 }
@@ -99,8 +111,14 @@ nlohmann::json ablation_table_to_json(const AblationTable& t) {
     }
     values[t.metrics[m]] = grid;
   }
+  nlohmann::json intervals = nlohmann::json::array();
+  for (const auto& row : t.speedup_intervals) {
+    nlohmann::json cells = nlohmann::json::array();
+    for (const auto& i : row) cells.push_back(i ? nlohmann::json::array({i->low, i->high}) : nlohmann::json(nullptr));
+    intervals.push_back(cells);
+  }
   return {{"method", t.method}, {"anchors", t.anchors}, {"ps", t.ps}, {"metrics", t.metrics},
-          {"values", values}, {"runs", t.runs}};
+          {"values", values}, {"runs", t.runs}, {"speedup_intervals", intervals}};
 }
 
 }  // namespace sb

@@ -23,6 +23,8 @@ struct AblationTable {
   // values[metric][anchor][p], indices as in metrics, anchors, ps.
   std::vector<std::vector<std::vector<std::optional<double>>>> values;
   std::vector<std::vector<int64_t>> runs;  // complete runs per [anchor][p]
+  // [anchor][p]: the speedup's 95 % interval over the cell's runs (report_aggregate.h).
+  std::vector<std::vector<std::optional<SpeedupInterval>>> speedup_intervals;
 };
 
 std::vector<AblationTable> build_ablation_tables(const std::vector<RunSummary>& runs);

@@ -30,6 +30,26 @@ std::optional<SampleStats> stats_over(const std::vector<const RunSummary*>& runs
 
 }  // namespace
 
+std::optional<SpeedupInterval> speedup_interval_over(const std::vector<const RunSummary*>& members,
+                                                     const std::vector<RunSummary>& all) {
+  if (members.empty()) return std::nullopt;
+  std::vector<SpeedupPair> pairs;
+  std::string names;
+  bool all_own_baseline = true;
+  for (const RunSummary* r : members) {
+    if (!r->speedup) return std::nullopt;
+    const auto baseline = std::find_if(all.begin(), all.end(), [&](const RunSummary& b) {
+      return b.run == r->speedup_baseline_run;
+    });
+    if (baseline == all.end() || baseline->measured_iter_ms.empty() || r->measured_iter_ms.empty()) return std::nullopt;
+    all_own_baseline = all_own_baseline && &*baseline == r;
+    pairs.push_back({&baseline->measured_iter_ms, &r->measured_iter_ms});
+    names += (names.empty() ? "" : "\n") + r->run;  // one run: its own seed, its own interval
+  }
+  if (all_own_baseline) return SpeedupInterval{1.0, 1.0};
+  return method_speedup_interval(pairs, bootstrap_seed(names));
+}
+
 nlohmann::json method_axes_of(const nlohmann::json& sweep_point) {
   nlohmann::json point = nlohmann::json::object();
   for (const auto& [path, value] : sweep_point.items()) {
@@ -64,6 +84,7 @@ std::vector<MethodAggregate> aggregate_methods(const std::vector<RunSummary>& ru
     MethodAggregate& g = groups[i];
     const std::vector<const RunSummary*>& m = members[i];
     g.speedup = stats_over(m, [](const RunSummary& r) { return r.speedup; });
+    g.speedup_interval = speedup_interval_over(m, runs);
     g.iter_ms = stats_over(m, [](const RunSummary& r) {
       return r.iter_ms ? std::optional<double>(r.iter_ms->median) : std::nullopt;
     });

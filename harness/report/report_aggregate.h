@@ -22,6 +22,9 @@ struct MethodAggregate {
   bool is_baseline = false;
   std::vector<std::string> runs;
   std::optional<SampleStats> speedup;
+  // 95 % interval of the median speedup over the runs (speedup_interval.h: runs and their
+  // iterations resampled); [1, 1] for the baseline; none unless every run has a speedup.
+  std::optional<SpeedupInterval> speedup_interval;
   std::optional<SampleStats> iter_ms;
   std::optional<SampleStats> imbalance;
   std::optional<SampleStats> bubble_fraction;
@@ -31,6 +34,12 @@ struct MethodAggregate {
 
 // Groups in order of their first run by name, the baseline method's first.
 std::vector<MethodAggregate> aggregate_methods(const std::vector<RunSummary>& runs);
+
+// The 95 % interval of the median speedup over `members` (speedup_interval.h), each
+// against its baseline run in `all`: [1, 1] when every member is its own baseline, none
+// unless every member has a speedup and measured iterations.
+std::optional<SpeedupInterval> speedup_interval_over(const std::vector<const RunSummary*>& members,
+                                                     const std::vector<RunSummary>& all);
 
 // The "methods.*" axes of a sweep point.
 nlohmann::json method_axes_of(const nlohmann::json& sweep_point);

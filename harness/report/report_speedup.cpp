@@ -24,6 +24,7 @@ bool same_non_method_point(const nlohmann::json& a, const nlohmann::json& b) {
 void attach_speedups(std::vector<RunSummary>& runs) {
   for (RunSummary& run : runs) {
     run.speedup.reset();
+    run.speedup_interval.reset();
     run.speedup_baseline_run.clear();
     run.speedup_note.clear();
     if (!run.baseline_method) {
@@ -52,6 +53,12 @@ void attach_speedups(std::vector<RunSummary>& runs) {
       run.speedup_note = "no measured iteration";
     } else {
       run.speedup = baseline->iter_ms->median / run.iter_ms->median;
+      if (baseline == &run) {
+        run.speedup_interval = SpeedupInterval{1.0, 1.0};
+      } else if (!baseline->measured_iter_ms.empty() && !run.measured_iter_ms.empty()) {
+        run.speedup_interval =
+            run_speedup_interval(baseline->measured_iter_ms, run.measured_iter_ms, bootstrap_seed(run.run));
+      }
     }
   }
 }

@@ -7,6 +7,7 @@
 // (methods.dst.anchor, methods.dst.p) do not apply to the baseline. A baseline run
 // matches itself (speedup 1). speedup stays null, with speedup_note saying why, when
 // there is no such run, when it is incomplete, or when either has no measured iteration.
+// With the speedup comes its 95 % interval (speedup_interval.h; [1, 1] for the baseline).
 
 #include <vector>
 

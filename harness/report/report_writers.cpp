@@ -59,6 +59,19 @@ std::string md_range(const std::optional<SampleStats>& s, const char* pattern) {
   return format(pattern, s->median) + " [" + format(pattern, s->min) + ", " + format(pattern, s->max) + "]";
 }
 
+// "1.21 [1.19, 1.24]": a speedup and its 95 % interval.
+std::string speedup_text(const std::optional<double>& speedup, const std::optional<SpeedupInterval>& interval) {
+  if (!speedup) return "-";
+  std::string text = format("%.2f", *speedup);
+  if (interval) text += " [" + format("%.2f", interval->low) + ", " + format("%.2f", interval->high) + "]";
+  return text;
+}
+
+json interval_to_json(const std::optional<SpeedupInterval>& interval) {
+  if (!interval) return nullptr;
+  return json::array({interval->low, interval->high});
+}
+
 std::string config_of(const RunSummary& r) { return r.run + (r.simulated ? " †" : ""); }
 
 // "312 / 0.914", or "312 (rule 350) / 0.914" when a budget moved the layers off the
@@ -125,7 +138,7 @@ void write_runs_table(const Report& report, std::ostringstream& out) {
         << (any_cp ? md(median_field(r.cp_worker_imbalance), "%.3f") + " / " + md(median_field(r.cp_work_imbalance), "%.3f") + " | " : "")
         << (any_kept_keys ? kept_keys_text(r) + " | " : "")
         << md(median_field(r.iter_ms), "%.2f") << " | "
-        << md(r.speedup, "%.2f") << " | " << overhead << " | " << bubble << " | " << md(r.tokens_per_s, "%.0f")
+        << speedup_text(r.speedup, r.speedup_interval) << " | " << overhead << " | " << bubble << " | " << md(r.tokens_per_s, "%.0f")
         << " | " << md(r.loss_final, "%.4f") << " |";
     if (any_peak) {
       out << ' '
@@ -144,7 +157,8 @@ void write_runs_table(const Report& report, std::ostringstream& out) {
     out << '\n';
   }
   out << "\nimbalance and iteration ms: medians over measured (non-warm-up) iterations; speedup: median "
-         "baseline iteration ms / median iteration ms, baseline at the same non-method sweep point.\n";
+         "baseline iteration ms / median iteration ms, baseline at the same non-method sweep point, with its 95 % "
+         "bootstrap interval over the measured iterations [low, high] (docs/metrics.md).\n";
   if (any_dp) {
     out << "DP / slot imbalance: between DP ranks, max / mean of their summed micro-batch ms, and per pipeline "
            "slot (the j-th micro-batch of every DP rank), averaged over the slots (docs/metrics.md).\n";
@@ -155,15 +169,18 @@ void write_methods_table(const Report& report, std::ostringstream& out) {
   if (report.methods.empty()) return;
   out << "\n## Methods\n\nComplete runs per method and method sweep values, over the other axes (seeds): "
          "median [min, max].\n\n"
-      << "| method | runs | speedup | iteration ms | imbalance | bubble (mean) | overhead ms |";
-  std::string align = "|---|---:|---:|---:|---:|---:|---:|";
+      << "| method | runs | speedup | speedup 95 % interval | iteration ms | imbalance | bubble (mean) | overhead ms |";
+  std::string align = "|---|---:|---:|---:|---:|---:|---:|---:|";
   for (const std::string& column : report.accuracy_columns) {
     out << ' ' << column << " |";
     align += "---:|";
   }
   out << '\n' << align << '\n';
   for (const MethodAggregate& g : report.methods) {
-    out << "| " << g.label << " | " << g.runs.size() << " | " << md_range(g.speedup, "%.2f") << " | "
+    const std::string interval =
+        g.speedup_interval ? "[" + format("%.2f", g.speedup_interval->low) + ", " + format("%.2f", g.speedup_interval->high) + "]"
+                           : "-";
+    out << "| " << g.label << " | " << g.runs.size() << " | " << md_range(g.speedup, "%.2f") << " | " << interval << " | "
         << md_range(g.iter_ms, "%.2f") << " | " << md_range(g.imbalance, "%.3f") << " | "
         << md_range(g.bubble_fraction, "%.3f") << " | " << md_range(g.overhead_ms, "%.2f") << " |";
     for (const std::string& column : report.accuracy_columns) {
@@ -176,7 +193,8 @@ void write_methods_table(const Report& report, std::ostringstream& out) {
 
 void write_ablation_tables(const Report& report, std::ostringstream& out) {
   for (const AblationTable& t : report.ablation) {
-    out << "\n## DST ablation: " << t.method << "\n\nMedians over the complete runs at each anchor and p.\n";
+    out << "\n## DST ablation: " << t.method
+        << "\n\nMedians over the complete runs at each anchor and p; speedups with their 95 % interval.\n";
     for (size_t m = 0; m < t.metrics.size(); ++m) {
       out << "\n" << t.metrics[m] << ":\n\n| anchor \\ p |";
       std::string align = "|---|";
@@ -188,12 +206,49 @@ void write_ablation_tables(const Report& report, std::ostringstream& out) {
       const char* pattern = t.metrics[m] == "imbalance" ? "%.3f" : t.metrics[m] == "speedup" ? "%.2f" : "%.4f";
       for (size_t a = 0; a < t.anchors.size(); ++a) {
         out << "| " << t.anchors[a] << " |";
-        for (size_t p = 0; p < t.ps.size(); ++p) out << ' ' << md(t.values[m][a][p], pattern) << " |";
+        for (size_t p = 0; p < t.ps.size(); ++p) {
+          out << ' '
+              << (t.metrics[m] == "speedup" ? speedup_text(t.values[m][a][p], t.speedup_intervals[a][p])
+                                            : md(t.values[m][a][p], pattern))
+              << " |";
+        }
         out << '\n';
       }
     }
   }
 }
+
+}  // namespace
+
+std::vector<std::string> interval_notes(const std::vector<MethodAggregate>& methods) {
+  std::vector<std::string> notes;
+  const auto text = [](const SpeedupInterval& i) {
+    return "[" + format("%.2f", i.low) + ", " + format("%.2f", i.high) + "]";
+  };
+  std::vector<const MethodAggregate*> measured;
+  for (const MethodAggregate& g : methods) {
+    if (g.is_baseline || !g.speedup_interval) continue;
+    measured.push_back(&g);
+    if (g.speedup_interval->includes(1.0)) {
+      notes.push_back(g.label + ": its speedup's 95 % interval " + text(*g.speedup_interval) +
+                      " includes 1.0: not distinguishable from the baseline in these runs.");
+    }
+  }
+  // One sentence per method, naming the methods after it whose intervals overlap its own.
+  for (size_t a = 0; a < measured.size(); ++a) {
+    std::string others;
+    for (size_t b = a + 1; b < measured.size(); ++b) {
+      if (!measured[a]->speedup_interval->overlaps(*measured[b]->speedup_interval)) continue;
+      others += (others.empty() ? "" : ", ") + measured[b]->label + " " + text(*measured[b]->speedup_interval);
+    }
+    if (others.empty()) continue;
+    notes.push_back(measured[a]->label + " " + text(*measured[a]->speedup_interval) + " overlaps " + others +
+                    ": the speedup differences between them are within the noise.");
+  }
+  return notes;
+}
+
+namespace {
 
 void write_notes(const Report& report, std::ostringstream& out) {
   std::vector<std::string> notes;
@@ -215,6 +270,7 @@ void write_notes(const Report& report, std::ostringstream& out) {
   for (const RunSummary& r : report.runs) {
     if (!r.speedup && !r.speedup_note.empty()) notes.push_back(r.run + ": no speedup: " + r.speedup_note + ".");
   }
+  for (const std::string& note : interval_notes(report.methods)) notes.push_back(note);
   for (const RunSummary& r : report.runs) {
     if (r.runqueue_wait_pct && *r.runqueue_wait_pct > kContendedRunqueueWaitPct) {
       char pct[32];
@@ -292,6 +348,7 @@ json run_summary_to_json(const RunSummary& r) {
           // The Table I column under its flat name (the same number as iter_ms.median).
           {"iter_ms_median", r.iter_ms ? json(r.iter_ms->median) : json(nullptr)},
           {"speedup", or_null(r.speedup)},
+          {"speedup_interval", interval_to_json(r.speedup_interval)},
           {"speedup_baseline_run", r.speedup_baseline_run.empty() ? json(nullptr) : json(r.speedup_baseline_run)},
           {"speedup_note", r.speedup_note.empty() ? json(nullptr) : json(r.speedup_note)},
           {"imbalance", spread_to_json(r.imbalance)},
@@ -337,6 +394,7 @@ json report_to_json(const Report& report) {
                        {"count", g.runs.size()},
                        {"runs", g.runs},
                        {"speedup", range_to_json(g.speedup)},
+                       {"speedup_interval", interval_to_json(g.speedup_interval)},
                        {"iter_ms", range_to_json(g.iter_ms)},
                        {"imbalance", range_to_json(g.imbalance)},
                        {"bubble_fraction", range_to_json(g.bubble_fraction)},
@@ -402,6 +460,12 @@ std::string report_to_csv(const Report& report) {
       {"iter_ms_p25", spread(&RunSummary::iter_ms, &SampleStats::p25)},
       {"iter_ms_p75", spread(&RunSummary::iter_ms, &SampleStats::p75)},
       {"speedup", number([](const RunSummary& r) { return r.speedup; })},
+      {"speedup_low", number([](const RunSummary& r) {
+         return r.speedup_interval ? std::optional<double>(r.speedup_interval->low) : std::nullopt;
+       })},
+      {"speedup_high", number([](const RunSummary& r) {
+         return r.speedup_interval ? std::optional<double>(r.speedup_interval->high) : std::nullopt;
+       })},
       {"speedup_baseline_run", [](const RunSummary& r) { return r.speedup_baseline_run; }},
       {"imbalance_median", spread(&RunSummary::imbalance, &SampleStats::median)},
       {"imbalance_min", spread(&RunSummary::imbalance, &SampleStats::min)},

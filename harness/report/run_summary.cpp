@@ -161,6 +161,7 @@ void summarize_records(const std::vector<IterationRecord>& records, int64_t defa
   s.iterations_measured = static_cast<int64_t>(iter_ms.size());
   if (iter_ms.empty()) return;
   s.iter_ms = sample_stats(iter_ms);
+  s.measured_iter_ms = iter_ms;
   s.imbalance = sample_stats(imbalance);
   if (!dp_imbalance.empty()) s.dp_imbalance = sample_stats(dp_imbalance);
   if (!slot_imbalance.empty()) s.slot_imbalance = sample_stats(slot_imbalance);

@@ -34,7 +34,8 @@
 //                     compute the run did; the simulator's validation compares it)
 //   prediction_mape   mean over measured iterations and micro-batches (measured ms > 0)
 //                     of 100 |microbatch_pred_ms[k] - microbatch_ms[k]| / microbatch_ms[k]
-//   speedup           see report_speedup.h (filled in over all runs of the folder)
+//   speedup           see report_speedup.h (filled in over all runs of the folder), with
+//                     its 95 % interval (speedup_interval.h)
 // A value whose inputs are absent stays nullopt (null in JSON, empty in CSV, "-" in
 // Markdown), never 0.
 
@@ -49,6 +50,7 @@
 
 #include "common/statistics.h"
 #include "harness/records/iteration_record.h"
+#include "harness/report/speedup_interval.h"
 
 namespace sb {
 
@@ -96,6 +98,7 @@ struct RunSummary {
   int64_t iterations_recorded = 0;
   int64_t iterations_measured = 0;
   std::optional<SampleStats> iter_ms;
+  std::vector<double> measured_iter_ms;  // in record order (the speedup interval's sample)
   std::optional<SampleStats> imbalance;
   // Between DP ranks (harness/trace/iteration_metrics.h), over the measured iterations
   // whose records have them.
@@ -139,6 +142,7 @@ struct RunSummary {
   std::map<std::string, double> accuracy;
   // Filled by attach_speedups (report_speedup.h).
   std::optional<double> speedup;
+  std::optional<SpeedupInterval> speedup_interval;  // 95 %, speedup_interval.h; [1, 1] for the baseline
   std::string speedup_baseline_run;  // the run it was measured against
   std::string speedup_note;          // why speedup is null, when it is
 

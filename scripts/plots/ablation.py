@@ -1,7 +1,7 @@
 """DST anchor x p heatmaps, one figure per swept DST method (report.json "ablation": a
-list of {method, anchors, ps, metrics, values[metric][anchor][p]}, medians over seeds):
-speedup, imbalance and each accuracy column the report has; cells without a value are
-left blank."""
+list of {method, anchors, ps, metrics, values[metric][anchor][p], speedup_intervals}, medians
+over seeds): speedup (each cell with its 95 % interval below the median), imbalance and each
+accuracy column the report has; cells without a value are left blank."""
 
 import math
 
@@ -32,10 +32,14 @@ def plot(results_dir, out_base, **_):
             values = table["values"][metric]
             grid = [[float("nan") if v is None else v for v in row] for row in values]
             image = ax.imshow(grid, cmap="viridis", aspect="auto")
+            intervals = table.get("speedup_intervals") if metric == "speedup" else None
             for i, row in enumerate(values):
                 for j, v in enumerate(row):
-                    if v is not None:
-                        ax.text(j, i, f"{v:.3g}", ha="center", va="center", fontsize=6, color="white")
+                    if v is None:
+                        continue
+                    interval = intervals[i][j] if intervals else None
+                    text = f"{v:.3g}" if interval is None else f"{v:.3g}\n[{interval[0]:.3g}, {interval[1]:.3g}]"
+                    ax.text(j, i, text, ha="center", va="center", fontsize=6 if interval is None else 5, color="white")
             ax.set_xticks(range(len(ps)))
             ax.set_xticklabels([f"{p:g}" for p in ps])
             ax.set_yticks(range(len(anchors)))

@@ -148,8 +148,15 @@ TEST_F(ReportFixture, SpeedupsAgainstTheBaselineAtTheSameSeed) {
   EXPECT_DOUBLE_EQ(*run("dst__anchor=mean__p=0.1__seed=2").speedup, 2.0);
   EXPECT_DOUBLE_EQ(*run("dst__anchor=max__p=0.2__seed=2").speedup, 1.0);
   EXPECT_DOUBLE_EQ(*run("lbb__seed=1").speedup, 400.0 / 300.0);  // itself incomplete, baseline complete
+  // 95 % intervals: the baseline's own is [1, 1]; a run's holds its speedup.
+  EXPECT_EQ(run("base__seed=1").speedup_interval->low, 1.0);
+  EXPECT_EQ(run("base__seed=1").speedup_interval->high, 1.0);
+  const SpeedupInterval& sab = *run("sab__seed=1").speedup_interval;
+  EXPECT_TRUE(sab.includes(400.0 / 320.0));
+  EXPECT_LT(sab.low, sab.high);
   const RunSummary& sim = run("sim_sab__seed=3");
   EXPECT_FALSE(sim.speedup);
+  EXPECT_FALSE(sim.speedup_interval);
   EXPECT_NE(sim.speedup_note.find("no run of the baseline method base"), std::string::npos) << sim.speedup_note;
 }
 
@@ -187,6 +194,14 @@ TEST_F(ReportFixture, MethodAggregatesOverSeeds) {
   EXPECT_DOUBLE_EQ(sab.speedup->min, 1.25);
   EXPECT_DOUBLE_EQ(sab.speedup->max, 2.0);
   EXPECT_EQ(sab.speedup->count, 2);
+  // Over the two seeds' runs and their iterations: it holds the median speedup, and it
+  // spans more than the two runs' medians (1.25 and 2), which the runs' noise widens.
+  ASSERT_TRUE(sab.speedup_interval);
+  EXPECT_TRUE(sab.speedup_interval->includes(sab.speedup->median));
+  EXPECT_LT(sab.speedup_interval->low, 1.25);
+  EXPECT_GT(sab.speedup_interval->high, 2.0);
+  EXPECT_EQ(base.speedup_interval->low, 1.0);
+  EXPECT_FALSE(group("sim_sab").speedup_interval);
   EXPECT_DOUBLE_EQ(sab.overhead_ms->median, 2.0);
   const MethodAggregate& mean01 = group("dst (anchor=mean, p=0.1)");
   EXPECT_DOUBLE_EQ(mean01.speedup->median, 1.8);
@@ -211,6 +226,15 @@ TEST_F(ReportFixture, AblationGridOfMediansOverSeeds) {
   EXPECT_DOUBLE_EQ(*t.values[1][1][1], 1.2);
   EXPECT_DOUBLE_EQ(*t.values[5][0][0], 0.85);
   EXPECT_DOUBLE_EQ(*t.values[5][1][0], 0.7);
+  // Each cell's speedup interval is its method group's (the same runs).
+  for (size_t a = 0; a < t.anchors.size(); ++a) {
+    for (size_t p = 0; p < t.ps.size(); ++p) {
+      const std::string label = "dst (anchor=" + t.anchors[a] + ", p=" + (p == 0 ? "0.1" : "0.2") + ")";
+      ASSERT_TRUE(t.speedup_intervals[a][p]) << label;
+      EXPECT_EQ(t.speedup_intervals[a][p]->low, group(label).speedup_interval->low) << label;
+      EXPECT_EQ(t.speedup_intervals[a][p]->high, group(label).speedup_interval->high) << label;
+    }
+  }
   // The budget the layers ran and the last training loss: medians of the runs' own fields.
   for (size_t a = 0; a < t.anchors.size(); ++a) {
     for (size_t p = 0; p < t.ps.size(); ++p) {
@@ -261,13 +285,13 @@ TEST_F(ReportFixture, CsvHeaderAndRow) {
   const std::string header =
       "run,method,attention,batching,budget,dst_anchor,dst_p,dst_raise,dp,pp,cp,tp,cp_layout,seed,state,simulated,profile_kind,"
       "iterations_recorded,iterations_measured,iter_ms_median,iter_ms_min,iter_ms_max,iter_ms_p25,iter_ms_p75,"
-      "speedup,speedup_baseline_run,imbalance_median,imbalance_min,imbalance_max,imbalance_p25,imbalance_p75,"
+      "speedup,speedup_low,speedup_high,speedup_baseline_run,imbalance_median,imbalance_min,imbalance_max,imbalance_p25,imbalance_p75,"
       "dp_imbalance_median,slot_imbalance_median,cp_worker_imbalance_median,cp_work_imbalance_median,bubble_fraction_mean,bubble_fraction_max,overhead_ms,overhead_pct,allreduce_ms,tokens_per_s,loss_first,"
       "loss_final,coverage_mean,budget_mean,effective_budget_mean,reference_budget_mean,prediction_mape,runqueue_wait_pct,git_sha,"
       "longbench_avg,niah_score\n";
   ASSERT_EQ(csv.substr(0, header.size()), header);
   EXPECT_NE(csv.find("\nbase__seed=1,base,moba,sequential,fixed,,,,2,2,1,1,,1,complete,false,none,4,3,400,390,430,395,415,"
-                     "1,base__seed=1,1.2,1.1,1.5,1.15,1.35,,,,,0.2,0.5,2,0.5,4,4918.032787,5,2,,,,,,,aaa111,40,0.95\n"),
+                     "1,1,1,base__seed=1,1.2,1.1,1.5,1.15,1.35,,,,,0.2,0.5,2,0.5,4,4918.032787,5,2,,,,,,,aaa111,40,0.95\n"),
             std::string::npos)
       << csv;
   EXPECT_NE(csv.find("\nsab__seed=1,sab,moba,sab,fixed,,,,2,2,1,1,,1,complete,false,none,4,3,320,310,350,315,335,1.25,"),
@@ -287,13 +311,20 @@ TEST_F(ReportFixture, MarkdownTablesNotesAndContext) {
            "| config | budget | dp x pp | state | imbalance | DP / slot imbalance | iteration ms | speedup | "
            "overhead ms (%) | bubble (mean / max) | tokens/s | loss final | longbench_avg | niah_score |\n",
            // The fixture's records predate the DP / slot imbalances: "-".
-           "| base__seed=1 | fixed | 2 x 2 | complete | 1.200 | - / - | 400.00 | 1.00 | 2.00 (0.50%) | 0.200 / 0.500 "
+           "| base__seed=1 | fixed | 2 x 2 | complete | 1.200 | - / - | 400.00 | 1.00 [1.00, 1.00] | 2.00 (0.50%) | 0.200 / 0.500 "
            "| 4918 | 2.0000 | 40.0000 | 0.9500 |\n",
-           "| dst__anchor=mean__p=0.1__seed=1 | dst(anchor=mean,p=0.1) | 2 x 2 | complete | 1.200 | - / - | 250.00 | 1.60 |",
+           "| dst__anchor=mean__p=0.1__seed=1 | dst(anchor=mean,p=0.1) | 2 x 2 | complete | 1.200 | - / - | 250.00 | 1.60 [1.39, 1.79] |",
            "| sim_sab__seed=3 † | fixed | 2 x 2 | complete | 1.200 | - / - | 200.00 | - |",
-           "| sab | 2 | 1.62 [1.25, 2.00] | 285.00 [250.00, 320.00] |",
+           "| sab | 2 | 1.62 [1.25, 2.00] | [1.18, 2.10] | 285.00 [250.00, 320.00] |",
+           // In words: a method whose interval holds 1.0, and the overlaps (one sentence per method).
+           "- dst (anchor=max, p=0.2): its speedup's 95 % interval [0.93, 1.07] includes 1.0: not distinguishable "
+           "from the baseline in these runs.\n",
+           "- dst (anchor=mean, p=0.2) [1.76, 2.16] overlaps sab [1.18, 2.10]: the speedup differences between them "
+           "are within the noise.\n",
            "## DST ablation: dst",
-           "speedup:\n\n| anchor \\ p | 0.1 | 0.2 |\n|---|---:|---:|\n| mean | 1.80 | 2.00 |\n| max | 1.25 | 1.00 |\n",
+           // The cells' intervals are the method groups' (one group per cell here).
+           "speedup:\n\n| anchor \\ p | 0.1 | 0.2 |\n|---|---:|---:|\n| mean | 1.80 [1.49, 2.10] | 2.00 [1.76, 2.16] |\n"
+           "| max | 1.25 [1.15, 1.34] | 1.00 [0.93, 1.07] |\n",
            "niah_score:\n\n| anchor \\ p | 0.1 | 0.2 |\n|---|---:|---:|\n| mean | 0.8500 | 0.7000 |\n",
            "- † simulated run:",
            "- lbb__seed=1 is incomplete (no status.json): left out of the aggregates.",

@@ -96,11 +96,13 @@ def write_results(root):
         for p in (0.1, 0.2):
             s = speedup[anchor][p]
             methods.append({"label": f"sab_dst (anchor={anchor}, p={p})", "method": "sab_dst", "count": 1,
-                            "speedup": {"median": s, "min": s * 0.95, "max": s * 1.05, "count": 1}})
+                            "speedup": {"median": s, "min": s * 0.95, "max": s * 1.05, "count": 1},
+                            "speedup_interval": [s * 0.9, s * 1.1]})
     ablation = [{"method": "sab_dst", "anchors": ["mean", "max"], "ps": [0.1, 0.2],
                  "metrics": ["speedup", "niah_score"],
                  "values": {"speedup": [[1.3, 1.4], [1.1, 1.2]], "niah_score": [[0.9, None], [0.95, 0.97]]},
-                 "runs": [[1, 1], [1, 1]]}]
+                 "runs": [[1, 1], [1, 1]],
+                 "speedup_intervals": [[[1.2, 1.4], None], [[1.0, 1.2], [1.1, 1.3]]]}]
     (results / "report.json").write_text(json.dumps({"manifest": "plots_fixture", "runs": [], "methods": methods,
                                                      "ablation": ablation}))
     return results

@@ -1,0 +1,67 @@
+#include "harness/report/speedup_interval.h"
+
+#include <algorithm>
+#include <random>
+#include <stdexcept>
+
+#include "common/statistics.h"
+
+namespace sb {
+namespace {
+
+// The median of `n` values drawn with replacement from `values`; `scratch` is reused.
+double resampled_median(const std::vector<double>& values, std::mt19937_64& rng, std::vector<double>& scratch) {
+  std::uniform_int_distribution<size_t> pick(0, values.size() - 1);
+  scratch.resize(values.size());
+  for (double& v : scratch) v = values[pick(rng)];
+  return median_of(scratch);
+}
+
+SpeedupInterval percentile_interval(std::vector<double> ratios) {
+  std::sort(ratios.begin(), ratios.end());
+  return {quantile_of_sorted(ratios, 0.025), quantile_of_sorted(ratios, 0.975)};
+}
+
+void check_pair(const SpeedupPair& pair) {
+  if (pair.baseline_ms == nullptr || pair.run_ms == nullptr || pair.baseline_ms->empty() || pair.run_ms->empty()) {
+    throw std::invalid_argument("speedup interval: a run or its baseline has no measured iteration");
+  }
+}
+
+}  // namespace
+
+uint64_t bootstrap_seed(const std::string& text) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+SpeedupInterval run_speedup_interval(const std::vector<double>& baseline_ms, const std::vector<double>& run_ms,
+                                     uint64_t seed, int resamples) {
+  return method_speedup_interval({SpeedupPair{&baseline_ms, &run_ms}}, seed, resamples);
+}
+
+SpeedupInterval method_speedup_interval(const std::vector<SpeedupPair>& runs, uint64_t seed, int resamples) {
+  if (runs.empty()) throw std::invalid_argument("speedup interval: no run");
+  if (resamples < 1) throw std::invalid_argument("speedup interval: resamples must be >= 1");
+  for (const SpeedupPair& pair : runs) check_pair(pair);
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<size_t> pick_run(0, runs.size() - 1);
+  std::vector<double> ratios, per_run(runs.size()), scratch;
+  ratios.reserve(static_cast<size_t>(resamples));
+  for (int b = 0; b < resamples; ++b) {
+    for (double& ratio : per_run) {
+      // One run alone is always itself: no draw, so its interval is the one-run bootstrap's.
+      const SpeedupPair& pair = runs.size() == 1 ? runs[0] : runs[pick_run(rng)];
+      const double baseline = resampled_median(*pair.baseline_ms, rng, scratch);
+      ratio = baseline / resampled_median(*pair.run_ms, rng, scratch);
+    }
+    ratios.push_back(median_of(per_run));
+  }
+  return percentile_interval(std::move(ratios));
+}
+
+}  // namespace sb

@@ -1,0 +1,92 @@
+// The speedup's 95 % bootstrap interval (harness/report/speedup_interval.h) on made-up
+// iteration times with known answers, and the report's sentences about it.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "harness/report/report_writers.h"
+#include "harness/report/speedup_interval.h"
+
+namespace sb {
+namespace {
+
+TEST(SpeedupInterval, ConstantIterationsGiveThePointItself) {
+  const std::vector<double> baseline(20, 300.0), run(30, 200.0);
+  const SpeedupInterval i = run_speedup_interval(baseline, run, 1);
+  EXPECT_EQ(i.low, 1.5);
+  EXPECT_EQ(i.high, 1.5);
+}
+
+TEST(SpeedupInterval, NoiseGivesTheMediansSamplingWidthAndCoverage) {
+  // Run times N(100, 10) against a constant 150 ms baseline: the true speedup is 1.5. The
+  // median of n = 50 normal draws has standard error about 1.2533 sigma / sqrt(n) =
+  // 1.772 ms, so the ratio's 95 % interval spans about 150 / 100^2 x 2 x 1.96 x 1.772 =
+  // 0.104. Over 200 measured runs: the mean width near that, and about 95 % of the
+  // intervals hold 1.5 (a single run's bootstrap width varies by about n^(-1/4)).
+  std::mt19937_64 rng(11);
+  std::normal_distribution<double> ms(100.0, 10.0);
+  const std::vector<double> baseline(50, 150.0);
+  double width = 0;
+  int holds = 0;
+  constexpr int kRuns = 200;
+  for (int r = 0; r < kRuns; ++r) {
+    std::vector<double> run(50);
+    for (double& v : run) v = ms(rng);
+    const SpeedupInterval i = run_speedup_interval(baseline, run, static_cast<uint64_t>(r), 500);
+    width += (i.high - i.low) / kRuns;
+    holds += i.includes(1.5) ? 1 : 0;
+  }
+  EXPECT_NEAR(width, 0.104, 0.02);
+  EXPECT_GE(holds, 176) << "fewer than 88 % of the intervals hold the true speedup";
+  EXPECT_LE(holds, 199);
+  // The same seed, the same interval.
+  std::vector<double> run(50);
+  for (double& v : run) v = ms(rng);
+  const SpeedupInterval a = run_speedup_interval(baseline, run, 7), b = run_speedup_interval(baseline, run, 7);
+  EXPECT_EQ(a.low, b.low);
+  EXPECT_EQ(a.high, b.high);
+}
+
+TEST(SpeedupInterval, SeveralRunsResampleTheRunsToo) {
+  // Two seeds measured 2x and 1x, each without noise: resampled pairs of runs give medians
+  // 2 (both the first), 1 (both the second) or 1.5, a quarter, a quarter and a half of the
+  // time, so the 2.5 % and 97.5 % quantiles are 1 and 2.
+  const std::vector<double> base(10, 200.0), fast(10, 100.0), same(10, 200.0);
+  const SpeedupInterval i = method_speedup_interval({{&base, &fast}, {&base, &same}}, 3);
+  EXPECT_EQ(i.low, 1.0);
+  EXPECT_EQ(i.high, 2.0);
+  EXPECT_TRUE(i.includes(1.0));
+  EXPECT_TRUE(i.includes(1.5));
+  EXPECT_FALSE(i.includes(2.01));
+}
+
+TEST(SpeedupInterval, EmptySamplesAreRejected) {
+  const std::vector<double> some{1.0}, none;
+  EXPECT_THROW(run_speedup_interval(none, some, 1), std::invalid_argument);
+  EXPECT_THROW(run_speedup_interval(some, none, 1), std::invalid_argument);
+  EXPECT_THROW(method_speedup_interval({}, 1), std::invalid_argument);
+}
+
+TEST(SpeedupInterval, TheReportSaysWhenAnIntervalIncludesOneAndWhenTwoOverlap) {
+  const auto method = [](const std::string& label, bool baseline, double low, double high) {
+    MethodAggregate g;
+    g.label = label;
+    g.is_baseline = baseline;
+    g.speedup_interval = SpeedupInterval{low, high};
+    return g;
+  };
+  const std::vector<std::string> notes = interval_notes({method("baseline", true, 1.0, 1.0),
+                                                         method("dst", false, 0.97, 1.05),
+                                                         method("sab", false, 1.18, 1.24),
+                                                         method("sab_dst", false, 1.20, 1.27)});
+  ASSERT_EQ(notes.size(), 2u);
+  EXPECT_EQ(notes[0], "dst: its speedup's 95 % interval [0.97, 1.05] includes 1.0: not distinguishable from the "
+                      "baseline in these runs.");
+  EXPECT_EQ(notes[1], "sab [1.18, 1.24] overlaps sab_dst [1.20, 1.27]: the speedup differences between them are "
+                      "within the noise.");
+}
+
+}  // namespace
+}  // namespace sb
