@@ -43,7 +43,8 @@ std::optional<SpeedupInterval> speedup_interval_over(const std::vector<const Run
     });
     if (baseline == all.end() || baseline->measured_iter_ms.empty() || r->measured_iter_ms.empty()) return std::nullopt;
     all_own_baseline = all_own_baseline && &*baseline == r;
-    pairs.push_back({&baseline->measured_iter_ms, &r->measured_iter_ms});
+    pairs.push_back({&baseline->measured_iter_ms, &r->measured_iter_ms,
+                     baseline->measured_iterations == r->measured_iterations});
     names += (names.empty() ? "" : "\n") + r->run;  // one run: its own seed, its own interval
   }
   if (all_own_baseline) return SpeedupInterval{1.0, 1.0};

@@ -57,7 +57,8 @@ void attach_speedups(std::vector<RunSummary>& runs) {
         run.speedup_interval = SpeedupInterval{1.0, 1.0};
       } else if (!baseline->measured_iter_ms.empty() && !run.measured_iter_ms.empty()) {
         run.speedup_interval =
-            run_speedup_interval(baseline->measured_iter_ms, run.measured_iter_ms, bootstrap_seed(run.run));
+            run_speedup_interval(baseline->measured_iter_ms, run.measured_iter_ms,
+                                 baseline->measured_iterations == run.measured_iterations, bootstrap_seed(run.run));
       }
     }
   }

@@ -126,6 +126,7 @@ void summarize_records(const std::vector<IterationRecord>& records, int64_t defa
   for (const IterationRecord& r : records) {
     if (r.warmup) continue;
     iter_ms.push_back(r.iter_ms);
+    s.measured_iterations.push_back(r.iteration);
     imbalance.push_back(r.imbalance);
     if (std::isfinite(r.dp_imbalance)) dp_imbalance.push_back(r.dp_imbalance);
     if (std::isfinite(r.slot_imbalance)) slot_imbalance.push_back(r.slot_imbalance);

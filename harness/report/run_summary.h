@@ -99,6 +99,7 @@ struct RunSummary {
   int64_t iterations_measured = 0;
   std::optional<SampleStats> iter_ms;
   std::vector<double> measured_iter_ms;  // in record order (the speedup interval's sample)
+  std::vector<int64_t> measured_iterations;  // their iteration numbers
   std::optional<SampleStats> imbalance;
   // Between DP ranks (harness/trace/iteration_metrics.h), over the measured iterations
   // whose records have them.

@@ -26,6 +26,27 @@ void check_pair(const SpeedupPair& pair) {
   if (pair.baseline_ms == nullptr || pair.run_ms == nullptr || pair.baseline_ms->empty() || pair.run_ms->empty()) {
     throw std::invalid_argument("speedup interval: a run or its baseline has no measured iteration");
   }
+  if (pair.paired && pair.baseline_ms->size() != pair.run_ms->size()) {
+    throw std::invalid_argument("speedup interval: paired runs measured different numbers of iterations");
+  }
+}
+
+// One resampled ratio of a run: its iterations and its baseline's drawn together
+// (paired) or apart.
+double resampled_ratio(const SpeedupPair& pair, std::mt19937_64& rng, std::vector<size_t>& drawn,
+                       std::vector<double>& scratch) {
+  if (!pair.paired) {
+    const double baseline = resampled_median(*pair.baseline_ms, rng, scratch);
+    return baseline / resampled_median(*pair.run_ms, rng, scratch);
+  }
+  std::uniform_int_distribution<size_t> pick(0, pair.run_ms->size() - 1);
+  drawn.resize(pair.run_ms->size());
+  for (size_t& i : drawn) i = pick(rng);
+  scratch.resize(drawn.size());
+  for (size_t k = 0; k < drawn.size(); ++k) scratch[k] = (*pair.baseline_ms)[drawn[k]];
+  const double baseline = median_of(scratch);
+  for (size_t k = 0; k < drawn.size(); ++k) scratch[k] = (*pair.run_ms)[drawn[k]];
+  return baseline / median_of(scratch);
 }
 
 }  // namespace
@@ -40,8 +61,8 @@ uint64_t bootstrap_seed(const std::string& text) {
 }
 
 SpeedupInterval run_speedup_interval(const std::vector<double>& baseline_ms, const std::vector<double>& run_ms,
-                                     uint64_t seed, int resamples) {
-  return method_speedup_interval({SpeedupPair{&baseline_ms, &run_ms}}, seed, resamples);
+                                     bool paired, uint64_t seed, int resamples) {
+  return method_speedup_interval({SpeedupPair{&baseline_ms, &run_ms, paired}}, seed, resamples);
 }
 
 SpeedupInterval method_speedup_interval(const std::vector<SpeedupPair>& runs, uint64_t seed, int resamples) {
@@ -51,13 +72,13 @@ SpeedupInterval method_speedup_interval(const std::vector<SpeedupPair>& runs, ui
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<size_t> pick_run(0, runs.size() - 1);
   std::vector<double> ratios, per_run(runs.size()), scratch;
+  std::vector<size_t> drawn;
   ratios.reserve(static_cast<size_t>(resamples));
   for (int b = 0; b < resamples; ++b) {
     for (double& ratio : per_run) {
       // One run alone is always itself: no draw, so its interval is the one-run bootstrap's.
       const SpeedupPair& pair = runs.size() == 1 ? runs[0] : runs[pick_run(rng)];
-      const double baseline = resampled_median(*pair.baseline_ms, rng, scratch);
-      ratio = baseline / resampled_median(*pair.run_ms, rng, scratch);
+      ratio = resampled_ratio(pair, rng, drawn, scratch);
     }
     ratios.push_back(median_of(per_run));
   }

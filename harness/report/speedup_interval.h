@@ -2,10 +2,13 @@
 // 95 % intervals on speedups (docs/metrics.md, "Speedup intervals"), by percentile
 // bootstrap [our rule]:
 //   one run       speedup = median(baseline iter_ms) / median(run iter_ms) over measured
-//                 iterations; each of kBootstrapResamples resamples draws both runs'
-//                 iterations with replacement, independently, and takes the same ratio;
-//                 the interval is the 2.5 % and 97.5 % quantiles (linear, common/statistics.h)
-//                 of the resampled ratios
+//                 iterations; each of kBootstrapResamples resamples draws iterations with
+//                 replacement and takes the same ratio; the interval is the 2.5 % and
+//                 97.5 % quantiles (linear, common/statistics.h) of the resampled ratios.
+//                 Paired when both runs measured the same iterations (same seed and data:
+//                 iteration i trains the same global batch in both): one draw of iteration
+//                 numbers serves both, so what the batch's composition does to both cancels;
+//                 otherwise the two runs' iterations are drawn independently
 //   several runs  (a method over seeds or repetitions) the median over the runs of their
 //                 speedups; each resample draws the runs with replacement, then each drawn
 //                 run's iterations and its baseline's as above (a two-level bootstrap, so
@@ -30,14 +33,16 @@ struct SpeedupInterval {
 };
 
 // One run against its baseline: measured iter_ms of each (both non-empty, else
-// std::invalid_argument).
+// std::invalid_argument; paired ones of one length).
 SpeedupInterval run_speedup_interval(const std::vector<double>& baseline_ms, const std::vector<double>& run_ms,
-                                     uint64_t seed, int resamples = kBootstrapResamples);
+                                     bool paired, uint64_t seed, int resamples = kBootstrapResamples);
 
-// The runs of one method, each as (its baseline's measured iter_ms, its own).
+// The runs of one method, each as (its baseline's measured iter_ms, its own); paired: the
+// two lists are the same iterations in the same order.
 struct SpeedupPair {
   const std::vector<double>* baseline_ms;
   const std::vector<double>* run_ms;
+  bool paired = false;
 };
 SpeedupInterval method_speedup_interval(const std::vector<SpeedupPair>& runs, uint64_t seed,
                                         int resamples = kBootstrapResamples);

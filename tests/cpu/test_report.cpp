@@ -313,18 +313,18 @@ TEST_F(ReportFixture, MarkdownTablesNotesAndContext) {
            // The fixture's records predate the DP / slot imbalances: "-".
            "| base__seed=1 | fixed | 2 x 2 | complete | 1.200 | - / - | 400.00 | 1.00 [1.00, 1.00] | 2.00 (0.50%) | 0.200 / 0.500 "
            "| 4918 | 2.0000 | 40.0000 | 0.9500 |\n",
-           "| dst__anchor=mean__p=0.1__seed=1 | dst(anchor=mean,p=0.1) | 2 x 2 | complete | 1.200 | - / - | 250.00 | 1.60 [1.39, 1.79] |",
+           "| dst__anchor=mean__p=0.1__seed=1 | dst(anchor=mean,p=0.1) | 2 x 2 | complete | 1.200 | - / - | 250.00 | 1.60 [1.54, 1.62] |",
            "| sim_sab__seed=3 † | fixed | 2 x 2 | complete | 1.200 | - / - | 200.00 | - |",
-           "| sab | 2 | 1.62 [1.25, 2.00] | [1.18, 2.10] | 285.00 [250.00, 320.00] |",
+           "| sab | 2 | 1.62 [1.25, 2.00] | [1.24, 2.02] | 285.00 [250.00, 320.00] |",
            // In words: a method whose interval holds 1.0, and the overlaps (one sentence per method).
-           "- dst (anchor=max, p=0.2): its speedup's 95 % interval [0.93, 1.07] includes 1.0: not distinguishable "
+           "- dst (anchor=max, p=0.2): its speedup's 95 % interval [1.00, 1.00] includes 1.0: not distinguishable "
            "from the baseline in these runs.\n",
-           "- dst (anchor=mean, p=0.2) [1.76, 2.16] overlaps sab [1.18, 2.10]: the speedup differences between them "
+           "- dst (anchor=mean, p=0.2) [1.88, 2.05] overlaps sab [1.24, 2.02]: the speedup differences between them "
            "are within the noise.\n",
            "## DST ablation: dst",
            // The cells' intervals are the method groups' (one group per cell here).
-           "speedup:\n\n| anchor \\ p | 0.1 | 0.2 |\n|---|---:|---:|\n| mean | 1.80 [1.49, 2.10] | 2.00 [1.76, 2.16] |\n"
-           "| max | 1.25 [1.15, 1.34] | 1.00 [0.93, 1.07] |\n",
+           "speedup:\n\n| anchor \\ p | 0.1 | 0.2 |\n|---|---:|---:|\n| mean | 1.80 [1.57, 2.02] | 2.00 [1.88, 2.05] |\n"
+           "| max | 1.25 [1.23, 1.26] | 1.00 [1.00, 1.00] |\n",
            "niah_score:\n\n| anchor \\ p | 0.1 | 0.2 |\n|---|---:|---:|\n| mean | 0.8500 | 0.7000 |\n",
            "- † simulated run:",
            "- lbb__seed=1 is incomplete (no status.json): left out of the aggregates.",

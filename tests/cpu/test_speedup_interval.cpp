@@ -14,7 +14,7 @@ namespace {
 
 TEST(SpeedupInterval, ConstantIterationsGiveThePointItself) {
   const std::vector<double> baseline(20, 300.0), run(30, 200.0);
-  const SpeedupInterval i = run_speedup_interval(baseline, run, 1);
+  const SpeedupInterval i = run_speedup_interval(baseline, run, false, 1);
   EXPECT_EQ(i.low, 1.5);
   EXPECT_EQ(i.high, 1.5);
 }
@@ -34,7 +34,7 @@ TEST(SpeedupInterval, NoiseGivesTheMediansSamplingWidthAndCoverage) {
   for (int r = 0; r < kRuns; ++r) {
     std::vector<double> run(50);
     for (double& v : run) v = ms(rng);
-    const SpeedupInterval i = run_speedup_interval(baseline, run, static_cast<uint64_t>(r), 500);
+    const SpeedupInterval i = run_speedup_interval(baseline, run, false, static_cast<uint64_t>(r), 500);
     width += (i.high - i.low) / kRuns;
     holds += i.includes(1.5) ? 1 : 0;
   }
@@ -44,9 +44,27 @@ TEST(SpeedupInterval, NoiseGivesTheMediansSamplingWidthAndCoverage) {
   // The same seed, the same interval.
   std::vector<double> run(50);
   for (double& v : run) v = ms(rng);
-  const SpeedupInterval a = run_speedup_interval(baseline, run, 7), b = run_speedup_interval(baseline, run, 7);
+  const SpeedupInterval a = run_speedup_interval(baseline, run, false, 7), b = run_speedup_interval(baseline, run, false, 7);
   EXPECT_EQ(a.low, b.low);
   EXPECT_EQ(a.high, b.high);
+}
+
+TEST(SpeedupInterval, PairedIterationsCancelWhatTheBatchDoesToBoth) {
+  // Iteration i trains the same global batch in both runs: its time varies 100-1000 ms with
+  // the batch, and the method is exactly twice as fast on every batch. Paired, every
+  // resample gives 2; drawn apart, the batches' spread makes the interval wide.
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> ms(100.0, 1000.0);
+  std::vector<double> baseline(60), run(60);
+  for (size_t i = 0; i < baseline.size(); ++i) {
+    baseline[i] = ms(rng);
+    run[i] = baseline[i] / 2.0;
+  }
+  const SpeedupInterval paired = run_speedup_interval(baseline, run, true, 4);
+  EXPECT_EQ(paired.low, 2.0);
+  EXPECT_EQ(paired.high, 2.0);
+  const SpeedupInterval apart = run_speedup_interval(baseline, run, false, 4);
+  EXPECT_GT(apart.high - apart.low, 0.5);
 }
 
 TEST(SpeedupInterval, SeveralRunsResampleTheRunsToo) {
@@ -64,8 +82,10 @@ TEST(SpeedupInterval, SeveralRunsResampleTheRunsToo) {
 
 TEST(SpeedupInterval, EmptySamplesAreRejected) {
   const std::vector<double> some{1.0}, none;
-  EXPECT_THROW(run_speedup_interval(none, some, 1), std::invalid_argument);
-  EXPECT_THROW(run_speedup_interval(some, none, 1), std::invalid_argument);
+  EXPECT_THROW(run_speedup_interval(none, some, false, 1), std::invalid_argument);
+  EXPECT_THROW(run_speedup_interval(some, none, false, 1), std::invalid_argument);
+  const std::vector<double> two{1.0, 2.0};
+  EXPECT_THROW(run_speedup_interval(some, two, true, 1), std::invalid_argument) << "paired lists of two lengths";
   EXPECT_THROW(method_speedup_interval({}, 1), std::invalid_argument);
 }
 
