@@ -22,6 +22,18 @@ double median_of(std::vector<double> values) {
   return quantile_of_sorted(values, 0.5);
 }
 
+double median_in_place(std::vector<double>& values) {
+  if (values.empty()) return std::numeric_limits<double>::quiet_NaN();
+  // quantile_of_sorted at 0.5 with the two order statistics it reads selected, not sorted.
+  const double h = 0.5 * static_cast<double>(values.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(h));
+  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(lo), values.end());
+  const double low = values[lo];
+  if (lo + 1 >= values.size()) return low;
+  const double high = *std::min_element(values.begin() + static_cast<std::ptrdiff_t>(lo + 1), values.end());
+  return low + (h - static_cast<double>(lo)) * (high - low);
+}
+
 std::optional<SampleStats> sample_stats(std::vector<double> values) {
   if (values.empty()) return std::nullopt;
   std::sort(values.begin(), values.end());

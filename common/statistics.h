@@ -32,4 +32,8 @@ double quantile_of_sorted(const std::vector<double>& sorted, double q);
 // are left out); NaN when there are none.
 double median_of(std::vector<double> values);
 
+// median_of's value, bit for bit, of finite `values` by selection instead of a sort
+// (O(n); the bootstrap's resamples take one each); reorders `values`. NaN when empty.
+double median_in_place(std::vector<double>& values);
+
 }  // namespace sb

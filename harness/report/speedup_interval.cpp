@@ -1,6 +1,7 @@
 #include "harness/report/speedup_interval.h"
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 #include <stdexcept>
 
@@ -9,12 +10,22 @@
 namespace sb {
 namespace {
 
+// median_of (common/statistics.h) of a resample: by selection when the run's times are all
+// finite (they are unless a record lacks its time), which gives the same bits.
+double sample_median(std::vector<double>& sample, bool finite) {
+  return finite ? median_in_place(sample) : median_of(sample);
+}
+
+bool all_finite(const std::vector<double>& values) {
+  return std::all_of(values.begin(), values.end(), [](double v) { return std::isfinite(v); });
+}
+
 // The median of `n` values drawn with replacement from `values`; `scratch` is reused.
 double resampled_median(const std::vector<double>& values, std::mt19937_64& rng, std::vector<double>& scratch) {
   std::uniform_int_distribution<size_t> pick(0, values.size() - 1);
   scratch.resize(values.size());
   for (double& v : scratch) v = values[pick(rng)];
-  return median_of(scratch);
+  return sample_median(scratch, all_finite(values));
 }
 
 SpeedupInterval percentile_interval(std::vector<double> ratios) {
@@ -44,9 +55,9 @@ double resampled_ratio(const SpeedupPair& pair, std::mt19937_64& rng, std::vecto
   for (size_t& i : drawn) i = pick(rng);
   scratch.resize(drawn.size());
   for (size_t k = 0; k < drawn.size(); ++k) scratch[k] = (*pair.baseline_ms)[drawn[k]];
-  const double baseline = median_of(scratch);
+  const double baseline = sample_median(scratch, all_finite(*pair.baseline_ms));
   for (size_t k = 0; k < drawn.size(); ++k) scratch[k] = (*pair.run_ms)[drawn[k]];
-  return baseline / median_of(scratch);
+  return baseline / sample_median(scratch, all_finite(*pair.run_ms));
 }
 
 }  // namespace

@@ -6,11 +6,29 @@
 #include <random>
 #include <vector>
 
+#include "common/statistics.h"
 #include "harness/report/report_writers.h"
 #include "harness/report/speedup_interval.h"
 
 namespace sb {
 namespace {
+
+TEST(MedianInPlace, EqualsMedianOfBitForBit) {
+  // The bootstrap's median by selection against the sorting one: odd and even counts, ties,
+  // awkward values.
+  std::mt19937_64 rng(2);
+  std::uniform_real_distribution<double> ms(0.1, 1000.0);
+  std::uniform_int_distribution<int> tie(0, 4);
+  for (size_t n = 1; n <= 41; ++n) {
+    std::vector<double> values(n);
+    for (double& v : values) v = tie(rng) == 0 ? 123.456 : ms(rng) / 3.0;
+    std::vector<double> selected = values;
+    const double expected = median_of(values);
+    EXPECT_EQ(median_in_place(selected), expected) << n << " values";
+  }
+  std::vector<double> none;
+  EXPECT_TRUE(std::isnan(median_in_place(none)));
+}
 
 TEST(SpeedupInterval, ConstantIterationsGiveThePointItself) {
   const std::vector<double> baseline(20, 300.0), run(30, 200.0);
