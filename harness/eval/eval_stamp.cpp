@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "common/errors.h"
+#include "common/fnv1a.h"
 #include "harness/common/atomic_file.h"
 #include "harness/eval/longbench/python_json.h"
 #include "models/qwen2/qwen2_precision.h"
@@ -21,13 +22,10 @@ namespace {
 std::string file_fnv1a64(const fs::path& file) {
   std::ifstream in(file, std::ios::binary);
   if (!in) return "absent";
-  uint64_t hash = 14695981039346656037ull;
+  uint64_t hash = kFnv1a64Offset;
   char buffer[1 << 16];
   while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
-    for (std::streamsize i = 0; i < in.gcount(); ++i) {
-      hash ^= static_cast<unsigned char>(buffer[i]);
-      hash *= 1099511628211ull;
-    }
+    hash = fnv1a64(std::string_view(buffer, static_cast<size_t>(in.gcount())), hash);
   }
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));

@@ -59,12 +59,15 @@ std::string md_range(const std::optional<SampleStats>& s, const char* pattern) {
   return format(pattern, s->median) + " [" + format(pattern, s->min) + ", " + format(pattern, s->max) + "]";
 }
 
+// "[1.19, 1.24]": a speedup's 95 % interval.
+std::string interval_text(const SpeedupInterval& interval) {
+  return "[" + format("%.2f", interval.low) + ", " + format("%.2f", interval.high) + "]";
+}
+
 // "1.21 [1.19, 1.24]": a speedup and its 95 % interval.
 std::string speedup_text(const std::optional<double>& speedup, const std::optional<SpeedupInterval>& interval) {
   if (!speedup) return "-";
-  std::string text = format("%.2f", *speedup);
-  if (interval) text += " [" + format("%.2f", interval->low) + ", " + format("%.2f", interval->high) + "]";
-  return text;
+  return format("%.2f", *speedup) + (interval ? " " + interval_text(*interval) : std::string());
 }
 
 json interval_to_json(const std::optional<SpeedupInterval>& interval) {
@@ -177,9 +180,7 @@ void write_methods_table(const Report& report, std::ostringstream& out) {
   }
   out << '\n' << align << '\n';
   for (const MethodAggregate& g : report.methods) {
-    const std::string interval =
-        g.speedup_interval ? "[" + format("%.2f", g.speedup_interval->low) + ", " + format("%.2f", g.speedup_interval->high) + "]"
-                           : "-";
+    const std::string interval = g.speedup_interval ? interval_text(*g.speedup_interval) : "-";
     out << "| " << g.label << " | " << g.runs.size() << " | " << md_range(g.speedup, "%.2f") << " | " << interval << " | "
         << md_range(g.iter_ms, "%.2f") << " | " << md_range(g.imbalance, "%.3f") << " | "
         << md_range(g.bubble_fraction, "%.3f") << " | " << md_range(g.overhead_ms, "%.2f") << " |";
@@ -222,15 +223,12 @@ void write_ablation_tables(const Report& report, std::ostringstream& out) {
 
 std::vector<std::string> interval_notes(const std::vector<MethodAggregate>& methods) {
   std::vector<std::string> notes;
-  const auto text = [](const SpeedupInterval& i) {
-    return "[" + format("%.2f", i.low) + ", " + format("%.2f", i.high) + "]";
-  };
   std::vector<const MethodAggregate*> measured;
   for (const MethodAggregate& g : methods) {
     if (g.is_baseline || !g.speedup_interval) continue;
     measured.push_back(&g);
     if (g.speedup_interval->includes(1.0)) {
-      notes.push_back(g.label + ": its speedup's 95 % interval " + text(*g.speedup_interval) +
+      notes.push_back(g.label + ": its speedup's 95 % interval " + interval_text(*g.speedup_interval) +
                       " includes 1.0: not distinguishable from the baseline in these runs.");
     }
   }
@@ -239,10 +237,10 @@ std::vector<std::string> interval_notes(const std::vector<MethodAggregate>& meth
     std::string others;
     for (size_t b = a + 1; b < measured.size(); ++b) {
       if (!measured[a]->speedup_interval->overlaps(*measured[b]->speedup_interval)) continue;
-      others += (others.empty() ? "" : ", ") + measured[b]->label + " " + text(*measured[b]->speedup_interval);
+      others += (others.empty() ? "" : ", ") + measured[b]->label + " " + interval_text(*measured[b]->speedup_interval);
     }
     if (others.empty()) continue;
-    notes.push_back(measured[a]->label + " " + text(*measured[a]->speedup_interval) + " overlaps " + others +
+    notes.push_back(measured[a]->label + " " + interval_text(*measured[a]->speedup_interval) + " overlaps " + others +
                     ": the speedup differences between them are within the noise.");
   }
   return notes;

@@ -13,7 +13,7 @@ double PlanObservations::loss_sum() const {
 }
 
 PlanObservationSlots::PlanObservationSlots(const GlobalBatchPlan& plan, const ParallelLayout& layout, size_t samples)
-    : plan_(plan), layout_(layout), pp_(layout.pp()), sample_count_(samples) {
+    : plan_(plan), layout_(layout), sample_count_(samples) {
   if (plan.dp() != layout.dp()) {
     throw std::invalid_argument("plan observations: a plan for " + std::to_string(plan.dp()) +
                                 " DP ranks in a layout of " + std::to_string(layout.dp()));
@@ -22,7 +22,7 @@ PlanObservationSlots::PlanObservationSlots(const GlobalBatchPlan& plan, const Pa
     first_microbatch_.push_back(microbatches_);
     microbatches_ += rank.size();
   }
-  budgets_ = microbatches_ * static_cast<size_t>(2 * pp_);
+  budgets_ = microbatches_ * static_cast<size_t>(2 * layout_.pp());
   samples_ = budgets_ + 3 * microbatches_;
   references_ = samples_ + 2 * sample_count_;
   ranks_ = references_ + 1;
@@ -95,7 +95,7 @@ PlanObservations PlanObservationSlots::read(const std::vector<double>& summed, i
     out.latency_ms.emplace_back();
     for (const PlannedMicroBatch& mb : rank) {
       double latency = 0;
-      for (int64_t s = 0; s < pp_; ++s) {
+      for (int64_t s = 0; s < layout_.pp(); ++s) {
         latency += summed[latency_slot(k, s)];
         latency += summed[latency_slot(k, s) + 1];
       }

@@ -71,14 +71,13 @@ class PlanObservationSlots {
   PlanObservations read(const std::vector<double>& summed, int64_t num_layers) const;
 
  private:
-  size_t latency_slot(size_t k, int64_t stage) const { return k * static_cast<size_t>(2 * pp_) + static_cast<size_t>(2 * stage); }
+  size_t latency_slot(size_t k, int64_t stage) const { return k * static_cast<size_t>(2 * layout_.pp()) + static_cast<size_t>(2 * stage); }
   size_t budget_slot(size_t k) const { return budgets_ + 3 * k; }
   size_t sample_slot(int64_t sample) const { return samples_ + 2 * static_cast<size_t>(sample); }
   size_t rank_slot(int64_t rank) const { return ranks_ + 2 * static_cast<size_t>(rank); }
 
   const GlobalBatchPlan& plan_;
   ParallelLayout layout_;
-  int64_t pp_;
   size_t sample_count_;
   std::vector<size_t> first_microbatch_;  // [DP rank] its first k
   size_t microbatches_ = 0;
