@@ -6,12 +6,23 @@
 #include <random>
 #include <vector>
 
+#include "common/fnv1a.h"
 #include "common/statistics.h"
 #include "harness/report/report_writers.h"
 #include "harness/report/speedup_interval.h"
 
 namespace sb {
 namespace {
+
+TEST(Fnv1a64, PublishedValuesAndPieceByPiece) {
+  // The reference implementation's test vectors (Fowler, Noll, Vo).
+  EXPECT_EQ(fnv1a64(""), 0xcbf29ce484222325ull);
+  EXPECT_EQ(fnv1a64("a"), 0xaf63dc4c8601ec8cull);
+  EXPECT_EQ(fnv1a64("foobar"), 0x85944171f73967e8ull);
+  // Fed in pieces (as a file read in buffers), the same hash.
+  EXPECT_EQ(fnv1a64("bar", fnv1a64("foo")), fnv1a64("foobar"));
+  EXPECT_EQ(bootstrap_seed("sab__seed=1"), fnv1a64("sab__seed=1"));
+}
 
 TEST(MedianInPlace, EqualsMedianOfBitForBit) {
   // The bootstrap's median by selection against the sorting one: odd and even counts, ties,
