@@ -87,6 +87,7 @@ int launch(const Manifest& manifest, const RunFlags& flags, const RunManifestOpt
   const std::vector<RunSpec> pending = plan.pending();
   check_run_inputs(pending);
   print_memory_estimate(pending, std::cerr);
+  print_interleave_memory(plan, std::cerr);
   ensure_method_profiles(pending, true, std::cerr, true,
                          [](int64_t ranks, const std::vector<std::string>& arguments, std::ostream& log) {
                            return launch_profile_ranks(ranks, arguments, log);

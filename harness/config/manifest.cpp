@@ -576,6 +576,20 @@ Manifest parse_manifest(const json& j, const std::string& file) {
   if (const json* sweep = r.optional_value("sweep")) m.sweep = parse_sweep(*sweep, file);
   m.max_runs = r.optional<int64_t>("max_runs", m.max_runs);
   r.expect(m.max_runs >= 1, "max_runs", "must be >= 1", "leave it out for " + std::to_string(kDefaultMaxRuns));
+  if (const json* interleave = r.optional_value("interleave")) {
+    JsonObjectReader i(*interleave, r.child_path("interleave"), file);
+    m.interleave_block_iterations = i.required<int64_t>("block_iterations");
+    i.finish();
+    i.expect(m.interleave_block_iterations >= 1, "block_iterations", "must be >= 1",
+             "leave \"interleave\" out to run the methods one after another");
+  }
+  for (const SweepAxis& axis : m.sweep) {
+    if (axis.path == "interleave" || axis.path.rfind("interleave.", 0) == 0) {
+      throw ConfigError(file, "$.sweep[\"" + axis.path + "\"]",
+                        "sweeps how runs are scheduled, which is one choice for the whole invocation",
+                        "set \"interleave\" at the manifest's top level, or write one manifest per choice");
+    }
+  }
   if (const json* eval = r.optional_value("eval")) {
     m.eval = parse_eval_spec(*eval, r.child_path("eval"), file,
                              std::filesystem::path(resolve_manifest_path(file, ".")));

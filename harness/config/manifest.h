@@ -162,6 +162,11 @@ struct Manifest {
   // The most runs the manifest may expand to (sweep.h); not part of any run's resolved
   // manifest, so raising it changes no run.
   int64_t max_runs = kDefaultMaxRuns;
+  // "interleave": {"block_iterations": N}: the runs of one sweep point train side by side
+  // in blocks of N iterations, in alternating order (harness/runner/interleave_schedule.h);
+  // 0 (absent): one run after the other. How the runs are measured, not what they
+  // compute, so, like max_runs, it is part of no run's resolved manifest.
+  int64_t interleave_block_iterations = 0;
   // What to evaluate after training (harness/eval/eval_spec.h); every run's final
   // weights are evaluated by rank 0 once training has finished.
   std::optional<EvalSpec> eval;

@@ -63,6 +63,10 @@ nlohmann::json iteration_record_to_json(const IterationRecord& r) {
   if (std::isfinite(r.dp_imbalance)) j["dp_imbalance"] = r.dp_imbalance;
   if (std::isfinite(r.slot_imbalance)) j["slot_imbalance"] = r.slot_imbalance;
   if (r.skipped_step) j["skipped_step"] = true;
+  if (r.interleave_block >= 0) {
+    j["interleave_block"] = r.interleave_block;
+    j["interleave_position"] = r.interleave_position;
+  }
   if (!r.microbatch_pred_ms.empty()) j["microbatch_pred_ms"] = r.microbatch_pred_ms;
   if (!r.budgets.empty()) j["budgets"] = r.budgets;
   if (!r.coverage.empty()) j["coverage"] = r.coverage;
@@ -97,6 +101,8 @@ IterationRecord iteration_record_from_json(const nlohmann::json& j) {
   r.lr = j.at("lr").get<double>();
   r.grad_norm = j.contains("grad_norm") ? json_number_or_nan(j["grad_norm"]) : nan;
   r.skipped_step = j.value("skipped_step", false);
+  r.interleave_block = j.value("interleave_block", int64_t{-1});
+  r.interleave_position = j.value("interleave_position", int64_t{-1});
   r.iter_ms = json_number_or_nan(j.at("iter_ms"));
   r.microbatch_ms = json_numbers_or_nan(j.at("microbatch_ms"));
   r.microbatch_tokens = j.at("microbatch_tokens").get<std::vector<int64_t>>();

@@ -61,6 +61,10 @@
 //   cp_worker_imbalance[k] max / mean over c of cp_attention_ms[k][c]
 //   cp_work_imbalance[k] max / mean over c of cp_kept_pairs[k][c] (the same, by work)
 //                        (docs/context_parallel.md, "Worker imbalance"); all only with cp > 1
+//   interleave_block,    runs interleaved with the other methods of their sweep point
+//   interleave_position  (harness/runner/interleave_schedule.h): the block of iterations
+//                        this one trained in, and the run's place in that block's order
+//                        (0: first); only when interleaved
 //   tp_comm_ms[k][t]     tensor parallelism: TP rank t's time in its TP collectives during
 //                        micro-batch k's forwards and backwards, summed over the stages
 //                        (docs/tensor_parallel.md); only with tp > 1
@@ -88,6 +92,8 @@ struct IterationRecord {
   // The optimizer step was skipped: the gradient norm was not finite and
   // train.nonfinite is "skip" (written only when true).
   bool skipped_step = false;
+  int64_t interleave_block = -1;     // -1: the run trained alone
+  int64_t interleave_position = -1;
   double iter_ms = 0;
   std::vector<double> microbatch_ms;
   std::vector<int64_t> microbatch_tokens;

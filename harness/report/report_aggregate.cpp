@@ -92,6 +92,9 @@ std::vector<MethodAggregate> aggregate_methods(const std::vector<RunSummary>& ru
     g.imbalance = stats_over(m, [](const RunSummary& r) {
       return r.imbalance ? std::optional<double>(r.imbalance->median) : std::nullopt;
     });
+    g.slot_imbalance = stats_over(m, [](const RunSummary& r) {
+      return r.slot_imbalance ? std::optional<double>(r.slot_imbalance->median) : std::nullopt;
+    });
     g.bubble_fraction = stats_over(m, [](const RunSummary& r) { return r.bubble_fraction_mean; });
     g.overhead_ms = stats_over(m, [](const RunSummary& r) { return r.overhead_ms; });
     std::map<std::string, std::vector<double>> columns;

@@ -27,6 +27,9 @@ struct MethodAggregate {
   std::optional<SpeedupInterval> speedup_interval;
   std::optional<SampleStats> iter_ms;
   std::optional<SampleStats> imbalance;
+  // Table I's imbalance column (docs/metrics.md, "Imbalance between DP ranks"): over the
+  // runs' median slot imbalance; none when no run has one.
+  std::optional<SampleStats> slot_imbalance;
   std::optional<SampleStats> bubble_fraction;
   std::optional<SampleStats> overhead_ms;
   std::map<std::string, SampleStats> accuracy;

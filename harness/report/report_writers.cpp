@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 
 namespace sb {
@@ -171,9 +173,11 @@ void write_runs_table(const Report& report, std::ostringstream& out) {
 void write_methods_table(const Report& report, std::ostringstream& out) {
   if (report.methods.empty()) return;
   out << "\n## Methods\n\nComplete runs per method and method sweep values, over the other axes (seeds): "
-         "median [min, max].\n\n"
-      << "| method | runs | speedup | speedup 95 % interval | iteration ms | imbalance | bubble (mean) | overhead ms |";
-  std::string align = "|---|---:|---:|---:|---:|---:|---:|---:|";
+         "median [min, max]. slot imbalance: Table I's imbalance column, the per-slot imbalance between DP "
+         "ranks; micro-batch imbalance: max / mean over the global batch's micro-batches (docs/metrics.md).\n\n"
+      << "| method | runs | speedup | speedup 95 % interval | iteration ms | slot imbalance | micro-batch imbalance | "
+         "bubble (mean) | overhead ms |";
+  std::string align = "|---|---:|---:|---:|---:|---:|---:|---:|---:|";
   for (const std::string& column : report.accuracy_columns) {
     out << ' ' << column << " |";
     align += "---:|";
@@ -182,8 +186,8 @@ void write_methods_table(const Report& report, std::ostringstream& out) {
   for (const MethodAggregate& g : report.methods) {
     const std::string interval = g.speedup_interval ? interval_text(*g.speedup_interval) : "-";
     out << "| " << g.label << " | " << g.runs.size() << " | " << md_range(g.speedup, "%.2f") << " | " << interval << " | "
-        << md_range(g.iter_ms, "%.2f") << " | " << md_range(g.imbalance, "%.3f") << " | "
-        << md_range(g.bubble_fraction, "%.3f") << " | " << md_range(g.overhead_ms, "%.2f") << " |";
+        << md_range(g.iter_ms, "%.2f") << " | " << md_range(g.slot_imbalance, "%.3f") << " | "
+        << md_range(g.imbalance, "%.3f") << " | " << md_range(g.bubble_fraction, "%.3f") << " | " << md_range(g.overhead_ms, "%.2f") << " |";
     for (const std::string& column : report.accuracy_columns) {
       const auto it = g.accuracy.find(column);
       out << ' ' << (it == g.accuracy.end() ? "-" : md_range(it->second, "%.4f")) << " |";
@@ -248,6 +252,83 @@ std::vector<std::string> interval_notes(const std::vector<MethodAggregate>& meth
 
 namespace {
 
+json interleave_to_json(const std::optional<RunSummary::Interleaving>& interleave) {
+  if (!interleave) return nullptr;
+  json blocks = json::array();
+  for (const auto& [block, wait] : interleave->block_wait_ms) {
+    blocks.push_back({{"block", block}, {"runqueue_wait_pct", wait.second > 0 ? json(100.0 * wait.first / wait.second) : json()}});
+  }
+  return {{"block_iterations", interleave->block_iterations}, {"runs", interleave->runs}, {"blocks", blocks}};
+}
+
+}  // namespace
+
+std::vector<std::string> imbalance_layout_notes(const std::vector<RunSummary>& runs) {
+  std::vector<std::string> one_dp, one_sample;
+  size_t complete = 0;
+  for (const RunSummary& r : runs) {
+    if (!r.complete()) continue;
+    ++complete;
+    if (r.dp == 1) one_dp.push_back(r.run);
+    if (r.max_samples_per_microbatch == 1) one_sample.push_back(r.run);
+  }
+  const auto which = [complete](const std::vector<std::string>& names) {
+    if (names.size() == complete) return std::string("every run here");
+    std::string text;
+    for (const std::string& name : names) text += (text.empty() ? "" : ", ") + name;
+    return text;
+  };
+  std::vector<std::string> notes;
+  if (!one_dp.empty()) {
+    notes.push_back("Slot imbalance (Table I's imbalance column) is 1 by construction with one DP rank: this layout "
+                    "cannot show what balancing between DP ranks does (Table I's has dp 2). dp 1: " +
+                    which(one_dp) + ".");
+  }
+  if (!one_sample.empty()) {
+    notes.push_back("With one sample per micro-batch (train.max_samples_per_microbatch 1) no batching changes the "
+                    "micro-batches: their micro-batch imbalance moves only with the attention budgets (DST). "
+                    "One sample per micro-batch: " + which(one_sample) + ".");
+  }
+  return notes;
+}
+
+std::vector<std::string> interleave_notes(const std::vector<RunSummary>& runs) {
+  std::vector<std::string> notes;
+  std::set<std::vector<std::string>> written;
+  for (const RunSummary& first : runs) {
+    if (!first.interleave || !written.insert(first.interleave->runs).second) continue;
+    const RunSummary::Interleaving& group = *first.interleave;
+    std::map<int64_t, std::pair<double, double>> blocks;  // over every run of the group found here
+    for (const RunSummary& r : runs) {
+      if (!r.interleave || r.interleave->runs != group.runs) continue;
+      for (const auto& [block, wait] : r.interleave->block_wait_ms) {
+        blocks[block].first += wait.first;
+        blocks[block].second += wait.second;
+      }
+    }
+    std::string names;
+    for (const std::string& run : group.runs) names += (names.empty() ? "" : ", ") + run;
+    std::string note = names + " trained interleaved, taking turns in blocks of " +
+                       std::to_string(group.block_iterations) + " iterations in alternating order (ABBA)";
+    std::vector<double> pct;
+    for (const auto& [block, wait] : blocks) {
+      if (wait.second > 0) pct.push_back(100.0 * wait.first / wait.second);
+    }
+    if (!pct.empty()) {
+      const double median = median_of(pct);
+      const auto [low, high] = std::minmax_element(pct.begin(), pct.end());
+      char text[160];
+      std::snprintf(text, sizeof(text), "; their ranks' run-queue wait per block: median %.1f %%, %.1f-%.1f %% over %zu blocks",
+                    median, *low, *high, pct.size());
+      note += text;
+    }
+    notes.push_back(note + ".");
+  }
+  return notes;
+}
+
+namespace {
+
 void write_notes(const Report& report, std::ostringstream& out) {
   std::vector<std::string> notes;
   bool any_simulated = false;
@@ -269,6 +350,8 @@ void write_notes(const Report& report, std::ostringstream& out) {
     if (!r.speedup && !r.speedup_note.empty()) notes.push_back(r.run + ": no speedup: " + r.speedup_note + ".");
   }
   for (const std::string& note : interval_notes(report.methods)) notes.push_back(note);
+  for (const std::string& note : imbalance_layout_notes(report.runs)) notes.push_back(note);
+  for (const std::string& note : interleave_notes(report.runs)) notes.push_back(note);
   for (const RunSummary& r : report.runs) {
     if (r.runqueue_wait_pct && *r.runqueue_wait_pct > kContendedRunqueueWaitPct) {
       char pct[32];
@@ -369,6 +452,7 @@ json run_summary_to_json(const RunSummary& r) {
           {"reference_budget_mean", or_null(r.reference_budget_mean)},
           {"prediction_mape", or_null(r.prediction_mape)},
           {"runqueue_wait_pct", or_null(r.runqueue_wait_pct)},
+          {"interleave", interleave_to_json(r.interleave)},
           {"model_tflops_per_gpu", or_null(r.model_tflops_per_gpu)},
           {"peak_tflops", or_null(r.peak_tflops)},
           {"mfu", or_null(r.mfu)},
@@ -395,6 +479,7 @@ json report_to_json(const Report& report) {
                        {"speedup_interval", interval_to_json(g.speedup_interval)},
                        {"iter_ms", range_to_json(g.iter_ms)},
                        {"imbalance", range_to_json(g.imbalance)},
+                       {"slot_imbalance", range_to_json(g.slot_imbalance)},
                        {"bubble_fraction", range_to_json(g.bubble_fraction)},
                        {"overhead_ms", range_to_json(g.overhead_ms)},
                        {"accuracy", accuracy}});

@@ -23,4 +23,15 @@ std::string report_to_markdown(const Report& report);
 // overlap its own (one sentence per method).
 std::vector<std::string> interval_notes(const std::vector<MethodAggregate>& methods);
 
+// Sentences on what a report's layouts let the imbalance columns show: slot imbalance
+// (Table I's column) cannot move with one DP rank; micro-batch imbalance cannot move
+// with batching at one sample per micro-batch. Each names its complete runs.
+std::vector<std::string> imbalance_layout_notes(const std::vector<RunSummary>& runs);
+
+// One sentence per group of runs that trained interleaved (RunSummary::interleave): the
+// block length and order, and the run-queue wait per block over the group's measured
+// iterations (median and range, % of the ranks' time), so that a reader sees whether the
+// machine was busier in some blocks than in others.
+std::vector<std::string> interleave_notes(const std::vector<RunSummary>& runs);
+
 }  // namespace sb

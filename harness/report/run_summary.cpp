@@ -51,6 +51,17 @@ void read_context(const fs::path& file, RunSummary& s) {
     if (e.contains("sweep_point") && e["sweep_point"].is_object()) s.sweep_point = e["sweep_point"];
     s.simulated = e.value("simulated", false);
   }
+  if (c.contains("interleave") && c["interleave"].is_object()) {
+    const json& i = c["interleave"];
+    RunSummary::Interleaving interleave;
+    interleave.block_iterations = i.value("block_iterations", int64_t{0});
+    if (i.contains("runs") && i["runs"].is_array()) {
+      for (const json& run : i["runs"]) {
+        if (run.is_string()) interleave.runs.push_back(run.get<std::string>());
+      }
+    }
+    s.interleave = interleave;
+  }
   if (c.contains("profile") && c["profile"].is_object() && c["profile"].contains("kind") &&
       c["profile"]["kind"].is_string()) {
     s.profile_kind = c["profile"]["kind"].get<std::string>();
@@ -80,6 +91,7 @@ void read_manifest(const fs::path& file, RunSummary& s, int64_t& default_budget)
     if (!method.contains("profile")) s.profile_kind = "none";
     if (manifest.contains("train") && manifest["train"].contains("iterations")) {
       s.iterations_planned = manifest["train"]["iterations"].get<int64_t>();
+      s.max_samples_per_microbatch = manifest["train"].value("max_samples_per_microbatch", int64_t{0});
     }
     if (manifest.contains("parallelism")) {
       s.dp = manifest["parallelism"].value("dp", int64_t{1});
@@ -180,6 +192,14 @@ void summarize_records(const std::vector<IterationRecord>& records, int64_t defa
   s.reference_budget_mean = mean_of(reference_budgets);
   s.prediction_mape = mean_of(ape);
   s.runqueue_wait_pct = runqueue_wait_pct(records);
+  if (s.interleave) {
+    for (const IterationRecord& r : records) {
+      if (r.warmup || r.interleave_block < 0 || r.runqueue_wait_ms.empty()) continue;
+      auto& [waited, rank_ms] = s.interleave->block_wait_ms[r.interleave_block];
+      for (double ms : r.runqueue_wait_ms) waited += ms;
+      rank_ms += r.iter_ms * static_cast<double>(r.runqueue_wait_ms.size());
+    }
+  }
   if (microbatch_sum > 0) s.microbatch_ms_sum = microbatch_sum;
 }
 

@@ -88,6 +88,7 @@ struct RunSummary {
   int64_t pp = 1;
   int64_t cp = 1;
   int64_t tp = 1;
+  int64_t max_samples_per_microbatch = 0;  // train.max_samples_per_microbatch (0: no limit)
   std::string cp_layout;  // context parallelism's layout; empty without CP
   std::string state = "incomplete";  // "complete" | "incomplete"
   std::optional<int64_t> iterations_planned;  // the resolved manifest's train.iterations
@@ -127,6 +128,16 @@ struct RunSummary {
   // a rank's threads, so several busy threads can take it past 100). Null for simulated
   // and older runs.
   std::optional<double> runqueue_wait_pct;
+  // Trained interleaved with other runs (context.json "interleave", records'
+  // interleave_block): the block length, the runs that took turns (this one included,
+  // in plan order), and per block, over the measured iterations this run trained there,
+  // its ranks' run-queue wait and time (ms summed over ranks; as runqueue_wait_pct).
+  struct Interleaving {
+    int64_t block_iterations = 0;
+    std::vector<std::string> runs;
+    std::map<int64_t, std::pair<double, double>> block_wait_ms;  // block -> (waited, iter_ms x ranks)
+  };
+  std::optional<Interleaving> interleave;
   std::optional<double> microbatch_ms_sum;
   // The largest per-iteration peak over every iteration (warm-up included) and rank,
   // MiB: host RSS, CUDA allocated, CUDA reserved (records' peak_* fields). Null when no

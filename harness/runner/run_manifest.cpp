@@ -3,23 +3,22 @@
 #include <functional>
 #include <chrono>
 #include <optional>
-#include <cstdio>
 #include <cstdlib>
 #include <iostream>
-#include <unistd.h>
 #include <ostream>
 
 #include "common/errors.h"
 #include "harness/common/system_info.h"
 #include "harness/report/report.h"
+#include "harness/latency/run_profiles/method_profiles.h"
 #include "harness/runner/fault_injection.h"
+#include "harness/runner/interleave_schedule.h"
 #include "harness/runner/job_session.h"
 #include "harness/runner/local_launcher.h"
 #include "harness/runner/profile_ranks.h"
-#include "harness/latency/run_profiles/method_profiles.h"
 #include "harness/runner/run_evaluation.h"
+#include "harness/runner/run_execution.h"
 #include "harness/runner/run_preflight.h"
-#include "harness/train/training_run.h"
 
 namespace sb {
 namespace {
@@ -27,135 +26,38 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-json run_context(const RunSpec& run, const RunManifestOptions& options, const DistEnv& env) {
-  json context = collect_system_info();
-  // The threads the ranks train with: the trainer sets them after this is written.
-  if (const std::optional<int64_t> threads = intra_op_threads_to_set(run.manifest.train.threads, env.local_world_size)) {
-    context["intra_op_threads"] = *threads;
-  }
-  context["seed"] = run.manifest.seed;
-  context["run"] = run.name;
-  context["manifest_name"] = run.manifest.name;
-  context["manifest_file"] = run.manifest.file;
-  context["command_line"] = options.command_line;
-  context["started_at_utc"] = utc_timestamp("%Y-%m-%dT%H:%M:%SZ");
-  // What the report needs to compare runs: speedups are against the baseline method's
-  // run with the same values of the non-method sweep axes (seed, data, ...).
-  context["experiment"] = {{"method", run.method},
-                           {"baseline", run.baseline_method},
-                           {"is_baseline", run.is_baseline},
-                           {"sweep_point", run.sweep_point},
-                           {"simulated", false}};
-  const ParallelismSection& p = run.manifest.parallelism;
-  context["world"] = {{"world_size", p.dp * p.pp * p.cp * p.tp},
-                      {"dp", p.dp},
-                      {"pp", p.pp},
-                      {"cp", p.cp},
-                      {"tp", p.tp},
-                      {"stage_layers", p.stage_layers},
-                      {"device", run.manifest.train.device_name()},
-                      {"collective_backend", !run.manifest.train.on_cuda() ? "gloo"
-                                             : run.manifest.train.gpus_shared() ? "gloo (host-staged)" : "nccl"},
-                      {"launched_by", env.source},
-                      {"ranks_per_host", env.local_world_size}};
-  return context;
-}
-
-// Where the command is: which run of how many, the iteration, its loss and time, and
-// the time left in this run. On a terminal one line is redrawn every iteration; in a
-// log (or under the launcher, whose output is a pipe) a plain line every `every`.
-class ProgressPrinter {
- public:
-  ProgressPrinter(std::ostream& log, const RunSpec& run, size_t index, size_t count, int64_t start,
-                  int64_t every)
-      : log_(log), run_(run), index_(index), count_(count), start_(start), every_(every),
-        redraw_(&log == &std::cerr && isatty(STDERR_FILENO) && !started_by_local_launcher()),
-        began_(std::chrono::steady_clock::now()) {}
-
-  void iteration_done(int64_t it, int64_t iterations, const IterationRecord& record) {
-    const int64_t done = it + 1;
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - began_).count();
-    const double eta = elapsed / static_cast<double>(done - start_) * static_cast<double>(iterations - done);
-    char line[320];
-    std::snprintf(line, sizeof(line),
-                  "[%s] run %zu/%zu %s  iteration %lld/%lld  loss %.4f  %.1f ms  bubble %.3f  imbalance %.2f  "
-                  "ETA %s",
-                  run_.manifest.name.c_str(), index_ + 1, count_, run_.name.c_str(), static_cast<long long>(done),
-                  static_cast<long long>(iterations), record.loss, record.iter_ms, record.bubble_fraction,
-                  record.imbalance, duration_text(eta).c_str());
-    if (redraw_) {
-      log_ << "\r\033[K" << line << (done == iterations ? "\n" : "") << std::flush;
-    } else if (it == start_ || done % every_ == 0 || done == iterations) {
-      log_ << line << "\n" << std::flush;
-    }
-  }
-
- private:
-  static std::string duration_text(double seconds) {
-    const auto s = static_cast<long long>(seconds + 0.5);
-    char text[32];
-    if (s >= 3600) {
-      std::snprintf(text, sizeof(text), "%lldh%02lldm", s / 3600, (s % 3600) / 60);
-    } else {
-      std::snprintf(text, sizeof(text), "%lldm%02llds", s / 60, s % 60);
-    }
-    return text;
-  }
-
-  std::ostream& log_;
-  const RunSpec& run_;
-  size_t index_, count_;
-  int64_t start_, every_;
-  bool redraw_;
-  std::chrono::steady_clock::time_point began_;
-};
-
-void execute_run(JobSession& session, const RunSpec& run, size_t index, size_t count, const RunDecision& decision,
-                 const fs::path& run_dir, const RunManifestOptions& options,
-                 const std::optional<FaultInjection>& fault, std::ostream& log) {
-  const Manifest& m = run.manifest;
-  const json resolved = manifest_to_json(m);
-  const std::shared_ptr<const LatencyPredictor> predictor = load_method_predictor(run);
-  session.agree("prepared/" + run.name, [&] {
-    json context = run_context(run, options, session.env());
-    if (predictor) {
-      context["profile"] = {{"kind", predictor->profile().kind},
-                            {"file", m.methods.at(0).profile},
-                            {"copy", "profile.json"}};
-    }
-    prepare_run_folder(run_dir, decision, resolved, context, log);
-    // The profile the run predicted with stays with its results, even if the file it
-    // came from is measured again later.
-    if (predictor) fs::copy_file(m.methods.at(0).profile, run_dir / "profile.json", fs::copy_options::overwrite_existing);
-    return std::string("ok");
-  });
-  const ParallelLayout layout = parallel_layout_of(m);
-  const RankContext context =
-      session.connect_run(run.name, layout, m.train.on_cuda() ? c10::Device(c10::kCUDA) : c10::Device(c10::kCPU),
-                          m.model.config.tie_word_embeddings,
-                          m.train.gpus_shared() ? CollectiveBackend::kGloo : CollectiveBackend::kNccl);
-  // Failures are reported while this run's groups still exist: destroying them first
-  // would break the peers' connections and make them report before this rank.
+// Runs the plan's runs `indices` to their end: one run whole, or several taking turns in
+// blocks of iterations (interleave_schedule.h). A failure is reported while every one of
+// their groups still exists: destroying them first would break the peers' connections
+// and make them report before this rank.
+void execute_runs(JobSession& session, const RunPlan& plan, const std::vector<size_t>& indices,
+                         const RunManifestOptions& options, const std::optional<FaultInjection>& fault,
+                         std::ostream& log) {
+  std::vector<std::unique_ptr<RunExecution>> runs;
   try {
-    TrainingRunOptions training;
-    training.run_dir = run_dir;
-    if (decision.disposition == Disposition::kResume) training.resume_from = decision.checkpoint;
-    training.predictor = predictor;
-    if (fault) training.before_iteration = [&](int64_t it, Trainer& trainer) { fault->fire_if_due(context.rank, it, &trainer); };
-    std::optional<RunFolderWriter> writer;
-    std::optional<ProgressPrinter> progress;
-    if (session.is_leader()) writer.emplace(run_dir);
-    training.on_started = [&](int64_t first) {
-      if (writer) progress.emplace(log, run, index, count, first, options.progress_every);
-    };
-    training.on_iteration = [&](int64_t it, const IterationOutcome& outcome) {
-      writer->append(outcome.record, outcome.timeline);
-      progress->iteration_done(it, m.train.iterations, outcome.record);
-    };
-    training.on_finished = [&](const TrainingRunResult& done) {
-      if (writer) writer->finish(done.iterations, done.seconds, decision.disposition == Disposition::kResume);
-    };
-    train_run(run, context, training);
+    json interleave;
+    if (indices.size() > 1) {
+      interleave = {{"block_iterations", plan.interleave_block_iterations}, {"runs", json::array()}};
+      for (size_t i : indices) interleave["runs"].push_back(plan.runs[i].spec.name);
+    }
+    for (size_t i : indices) {
+      runs.push_back(std::make_unique<RunExecution>(session, plan.runs[i], plan.manifest_dir / plan.runs[i].spec.name,
+                                                    i, plan.runs.size(), options, fault, interleave, log));
+    }
+    for (auto& run : runs) run->start();
+    if (runs.size() == 1) {
+      runs.front()->train_until(runs.front()->iterations());
+    } else {
+      std::vector<int64_t> first, end;
+      for (const auto& run : runs) {
+        first.push_back(run->next_iteration());
+        end.push_back(run->iterations());
+      }
+      for (const InterleaveStep& step : interleave_schedule(first, end, plan.interleave_block_iterations)) {
+        runs[step.run]->train_until(step.end, InterleavePlace{step.block, step.position});
+      }
+    }
+    for (auto& run : runs) run->finish();
   } catch (const ConfigError& e) {
     session.report_failure(e, log);
     throw;
@@ -206,6 +108,7 @@ RunManifestResult run_job(JobSession& session, const std::function<RunPlan()>& p
       if (!started_by_local_launcher()) {
         check_run_inputs(pending);
         print_memory_estimate(pending, log);
+        print_interleave_memory(plan, log);
       }
       // Alone (no launcher, no torchrun), the profile is measured in a child process that
       // has exited, its memory freed, before this process trains.
@@ -215,19 +118,29 @@ RunManifestResult run_job(JobSession& session, const std::function<RunPlan()>& p
                              });
       return std::string("ok");
     });
-    for (size_t i = 0; i < plan.runs.size(); ++i) {
-      const PlannedRun& planned = plan.runs[i];
-      const fs::path run_dir = plan.manifest_dir / planned.spec.name;
-      if (planned.decision.disposition == Disposition::kSkip) {
+    for (const std::vector<size_t>& comparison : plan.comparisons()) {
+      std::vector<size_t> pending;
+      for (size_t i : comparison) {
+        const PlannedRun& planned = plan.runs[i];
+        if (planned.decision.disposition != Disposition::kSkip) {
+          pending.push_back(i);
+          continue;
+        }
         if (session.is_leader()) {
-          log << "skipping " << run_dir.string() << ": already complete (pass --force to rerun)\n";
+          log << "skipping " << (plan.manifest_dir / planned.spec.name).string()
+              << ": already complete (pass --force to rerun)\n";
         }
         result.skipped.push_back(planned.spec.name);
-        continue;
       }
-      execute_run(session, planned.spec, i, plan.runs.size(), planned.decision, run_dir, options, fault, log);
-      result.ran.push_back(planned.spec.name);
-      if (planned.decision.disposition == Disposition::kResume) result.resumed.push_back(planned.spec.name);
+      if (plan.interleave_block_iterations > 0 && pending.size() > 1) {
+        execute_runs(session, plan, pending, options, fault, log);
+      } else {
+        for (size_t i : pending) execute_runs(session, plan, {i}, options, fault, log);
+      }
+      for (size_t i : pending) {
+        result.ran.push_back(plan.runs[i].spec.name);
+        if (plan.runs[i].decision.disposition == Disposition::kResume) result.resumed.push_back(plan.runs[i].spec.name);
+      }
     }
     session.shutdown();
     // After every rank has finished (and left): rank 0 evaluates the runs whose manifest

@@ -17,21 +17,22 @@ using json = nlohmann::json;
 // compares a run with the baseline at the same non-method point, so those runs execute
 // back to back: on a machine whose speed drifts over minutes (seen here: 15-25 % within
 // one invocation) the comparison is then made close in time.
+std::string comparison_key(const RunSpec& run) {
+  json key = json::object();
+  for (const auto& [path, value] : run.sweep_point.items()) {
+    if (path.rfind("methods.", 0) != 0) key[path] = value;
+  }
+  return key.dump();
+}
+
 std::vector<RunSpec> in_execution_order(std::vector<RunSpec> runs) {
-  const auto point_key = [](const RunSpec& run) {
-    json key = json::object();
-    for (const auto& [path, value] : run.sweep_point.items()) {
-      if (path.rfind("methods.", 0) != 0) key[path] = value;
-    }
-    return key.dump();
-  };
   std::vector<std::string> keys;
   for (const RunSpec& run : runs) {
-    const std::string key = point_key(run);
+    const std::string key = comparison_key(run);
     if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
   }
   std::stable_sort(runs.begin(), runs.end(), [&](const RunSpec& a, const RunSpec& b) {
-    return std::find(keys.begin(), keys.end(), point_key(a)) < std::find(keys.begin(), keys.end(), point_key(b));
+    return std::find(keys.begin(), keys.end(), comparison_key(a)) < std::find(keys.begin(), keys.end(), comparison_key(b));
   });
   return runs;
 }
@@ -68,6 +69,18 @@ std::vector<RunSpec> RunPlan::pending() const {
   return out;
 }
 
+std::vector<std::vector<size_t>> RunPlan::comparisons() const {
+  std::vector<std::vector<size_t>> groups;
+  std::string previous;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const std::string key = comparison_key(runs[i].spec);
+    if (groups.empty() || key != previous) groups.emplace_back();
+    groups.back().push_back(i);
+    previous = key;
+  }
+  return groups;
+}
+
 std::vector<RunSpec> select_runs(const Manifest& manifest, const RunSelection& selection) {
   std::vector<RunSpec> runs = in_execution_order(expand_runs(manifest));
   if (!selection.only) return runs;
@@ -90,6 +103,7 @@ RunPlan plan_runs(const Manifest& manifest, const RunSelection& selection) {
   plan.manifest_name = manifest.name;
   plan.manifest_file = selection.manifest_file.string();
   plan.manifest_dir = selection.results_root / manifest.name;
+  plan.interleave_block_iterations = manifest.interleave_block_iterations;
   std::vector<RunSpec> runs = select_runs(manifest, selection);
   check_same_ranks(manifest, runs);
   for (RunSpec& run : runs) {
@@ -118,6 +132,7 @@ json run_plan_to_json(const RunPlan& plan) {
   return {{"manifest_name", plan.manifest_name},
           {"manifest_file", plan.manifest_file},
           {"manifest_dir", plan.manifest_dir.string()},
+          {"interleave_block_iterations", plan.interleave_block_iterations},
           {"runs", runs}};
 }
 
@@ -126,6 +141,7 @@ RunPlan run_plan_from_json(const json& j) {
   plan.manifest_name = j.at("manifest_name").get<std::string>();
   plan.manifest_file = j.at("manifest_file").get<std::string>();
   plan.manifest_dir = j.at("manifest_dir").get<std::string>();
+  plan.interleave_block_iterations = j.at("interleave_block_iterations").get<int64_t>();
   for (const json& run : j.at("runs")) {
     plan.runs.push_back({run_spec_from_json(run.at("run")), run_decision_from_json(run.at("decision"))});
   }

@@ -9,7 +9,7 @@
 // resolved run manifests and acts on the same decisions.
 //
 // The file (run_plan_to_json):
-//   {"manifest_name", "manifest_file", "manifest_dir",
+//   {"manifest_name", "manifest_file", "manifest_dir", "interleave_block_iterations",
 //    "runs": [{"run": <run_spec_json.h>, "decision": <run_decision_to_json>}, ...]}
 
 #include <nlohmann/json.hpp>
@@ -45,6 +45,8 @@ struct RunPlan {
   std::string manifest_file;
   std::filesystem::path manifest_dir;  // <results>/<manifest name>
   std::vector<PlannedRun> runs;        // in execution order; never empty
+  // The manifest's "interleave" block length; 0: runs train one after another.
+  int64_t interleave_block_iterations = 0;
 
   // The job's ranks: every run has the manifest's parallelism (plan_runs checks it).
   const ParallelismSection& parallelism() const { return runs.front().spec.manifest.parallelism; }
@@ -52,6 +54,9 @@ struct RunPlan {
   int64_t world_size() const { return layout().world_size(); }  // dp x pp x cp x tp
   // The runs that are not skipped.
   std::vector<RunSpec> pending() const;
+  // Indices into `runs`, one list per comparison: the runs at one point of the non-method
+  // sweep axes (the baseline and the methods compared with it), consecutive in `runs`.
+  std::vector<std::vector<size_t>> comparisons() const;
 };
 
 // The runs `selection` selects (ConfigError for an unknown --only), in execution order:

@@ -180,4 +180,35 @@ void print_memory_estimate(const std::vector<RunSpec>& runs, std::ostream& log, 
                                                      : holder->manifest.train.device_name());
 }
 
+void print_interleave_memory(const RunPlan& plan, std::ostream& log) {
+  if (plan.interleave_block_iterations <= 0) return;
+  double most_added = 0;
+  size_t most_runs = 0;
+  for (const std::vector<size_t>& comparison : plan.comparisons()) {
+    std::vector<double> held;  // per pending run: what its trainer keeps between its blocks
+    for (size_t i : comparison) {
+      const PlannedRun& run = plan.runs[i];
+      if (run.decision.disposition == Disposition::kSkip) continue;
+      const StageMemoryEstimate stage = estimate_rank_memory(run.spec.manifest, MemoryTarget::kDevice).largest();
+      held.push_back(stage.weights + stage.gradients + stage.optimizer);
+    }
+    if (held.size() < 2) continue;
+    // The estimate above counts the largest run; the others' held state comes on top.
+    double added = 0;
+    for (double bytes : held) added += bytes;
+    added -= *std::max_element(held.begin(), held.end());
+    if (added >= most_added) {
+      most_added = added;
+      most_runs = held.size();
+    }
+  }
+  if (most_runs == 0) return;
+  char line[200];
+  std::snprintf(line, sizeof(line),
+                "interleaved in blocks of %lld iterations: up to %zu runs are held at once; their weights, gradients "
+                "and optimizer state add %.2f GiB per rank to the estimate above\n",
+                static_cast<long long>(plan.interleave_block_iterations), most_runs, most_added / (1024.0 * 1024.0 * 1024.0));
+  log << line;
+}
+
 }  // namespace sb

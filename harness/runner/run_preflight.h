@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "harness/config/manifest.h"
+#include "harness/runner/run_plan.h"
 
 namespace sb {
 
@@ -41,5 +42,11 @@ void check_local_world_fits(const Manifest& manifest, int64_t max_local_ranks);
 // `simulated`: the runs are simulated on their manifest's cluster (no runtime term; the
 // cluster's device named).
 void print_memory_estimate(const std::vector<RunSpec>& runs, std::ostream& log, bool simulated = false);
+
+// With "interleave": every pending run of a comparison is held at once (its trainer alive
+// while the others train): one line naming the comparison whose held state (weights,
+// gradients, optimizer, per rank's largest stage) adds the most to the estimate above
+// (the activations are one run's at a time). Nothing without interleaving.
+void print_interleave_memory(const RunPlan& plan, std::ostream& log);
 
 }  // namespace sb

@@ -1,15 +1,9 @@
 #include "harness/train/checkpoint.h"
 
 #include <ATen/ATen.h>
-#include <ATen/CPUGeneratorImpl.h>
 #include <c10/util/Exception.h>
 #include <fcntl.h>
 #include <unistd.h>
-
-#ifdef SB_WITH_CUDA
-#include <ATen/cuda/CUDAGeneratorImpl.h>
-#include <c10/cuda/CUDAFunctions.h>
-#endif
 
 #include <algorithm>
 #include <cstdio>
@@ -19,6 +13,7 @@
 #include "harness/common/atomic_file.h"
 #include "harness/common/file_checksums.h"
 #include "harness/parallel/tensor_parallel/tensor_parallel_sharding.h"
+#include "harness/train/generator_states.h"
 #include "harness/train/saved_model_files.h"
 #include "models/qwen2/qwen2_hf_checkpoint.h"
 #include "models/qwen2/qwen2_hf_config.h"
@@ -118,28 +113,13 @@ json weights_key_json(const RunSpec& run) {
                         : json()}};
 }
 
-std::vector<std::pair<std::string, at::Tensor>> generator_states() {
-  std::vector<std::pair<std::string, at::Tensor>> states;
-  states.emplace_back("cpu", at::detail::getDefaultCPUGenerator().get_state());
-#ifdef SB_WITH_CUDA
-  for (c10::DeviceIndex d = 0; d < static_cast<c10::DeviceIndex>(c10::cuda::device_count()); ++d) {
-    states.emplace_back("cuda:" + std::to_string(d), at::cuda::detail::getDefaultCUDAGenerator(d).get_state());
+// The generator states a checkpoint's rng file holds ("cpu" always).
+GeneratorStates generator_states_in(const SafetensorsFile& file) {
+  GeneratorStates states{{"cpu", file.tensor("cpu")}};
+  for (const std::string& name : file.names()) {
+    if (name != "cpu") states.emplace_back(name, file.tensor(name));
   }
-#endif
   return states;
-}
-
-void restore_generator_states(const SafetensorsFile& file) {
-  at::Generator cpu = at::detail::getDefaultCPUGenerator();
-  cpu.set_state(file.tensor("cpu"));
-#ifdef SB_WITH_CUDA
-  for (c10::DeviceIndex d = 0; d < static_cast<c10::DeviceIndex>(c10::cuda::device_count()); ++d) {
-    const std::string name = "cuda:" + std::to_string(d);
-    if (!file.contains(name)) continue;
-    at::Generator gpu = at::cuda::detail::getDefaultCUDAGenerator(d);
-    gpu.set_state(file.tensor(name));
-  }
-#endif
 }
 
 // The stages' adapter shards of a LoRA run combined into one PEFT adapter folder,
@@ -352,7 +332,7 @@ void save_checkpoint(const fs::path& run_dir, int64_t iterations_done, const Run
     }
   }
   written.push_back(rng_file(context.rank));
-  write_safetensors(partial / written.back(), generator_states());
+  write_safetensors(partial / written.back(), capture_generator_states());
   // Checksummed by the rank that wrote them, in parallel over the ranks.
   write_rank_checksums(partial, context.rank, written);
   context.wait_for_all(name + "/written", limit);
@@ -444,7 +424,7 @@ CheckpointState load_checkpoint(const fs::path& dir, const RunSpec& run, const R
     adam->step(moments->tensor(hf + ".step").item<int64_t>());
     optimizer.state()[p.tensor.unsafeGetTensorImpl()] = std::move(adam);
   }
-  restore_generator_states(SafetensorsFile::open(dir / rng_file(context.rank)));
+  restore_generator_states(generator_states_in(SafetensorsFile::open(dir / rng_file(context.rank))));
   return result;
 }
 

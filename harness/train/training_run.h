@@ -5,7 +5,8 @@
 // iteration, saves checkpoints as the manifest's `checkpoint` section says, and waits for
 // every rank at the end. What happens around it (the run folder, progress lines, faults
 // on purpose) comes in through the hooks, so the runner owns files and the trainer owns
-// the loop.
+// the loop. TrainingRun trains in steps, so that several runs can take turns in one
+// process (harness/runner/interleave_schedule.h); train_run trains one run whole.
 //
 // Checkpoints: every `checkpoint.every_iterations` before the last iteration, and after
 // the last when `checkpoint.at_end` or the manifest evaluates the run (the evaluation
@@ -20,6 +21,8 @@
 #include "harness/config/manifest.h"
 #include "harness/latency/latency_predictor.h"
 #include "harness/parallel/rank_context.h"
+#include "harness/train/generator_states.h"
+#include "harness/train/saved_model_files.h"
 #include "harness/train/trainer.h"
 
 namespace sb {
@@ -49,6 +52,40 @@ struct TrainingRunOptions {
   std::function<void(const TrainingRunResult& result)> on_finished;
 };
 
+class TrainingRun {
+ public:
+  // Builds the trainer (on a GPU after checking that the micro-batch fits), restores the
+  // checkpoint when asked, then calls on_started. Collective over the run's ranks.
+  TrainingRun(const RunSpec& run, const RankContext& context, TrainingRunOptions options);
+  ~TrainingRun();
+  TrainingRun(const TrainingRun&) = delete;
+  TrainingRun& operator=(const TrainingRun&) = delete;
+
+  int64_t first_iteration() const { return result_.first_iteration; }
+  int64_t iterations() const { return result_.iterations; }
+  int64_t next_iteration() const { return next_; }
+
+  // Trains iterations [next_iteration(), end), end <= iterations(), with the checkpoints
+  // due after them. The process's random generators are this run's own inside the call
+  // (restored at its start, kept at its end), whatever other runs drew in between.
+  void train_until(int64_t end);
+
+  // Once every iteration is trained: waits for the run's ranks, calls on_finished, and
+  // waits for every rank to be done with it.
+  TrainingRunResult finish();
+
+ private:
+  const RunSpec& run_;
+  const RankContext& context_;
+  TrainingRunOptions options_;
+  std::unique_ptr<Trainer> trainer_;
+  std::optional<SavedModelFiles> saved_files_;
+  GeneratorStates generators_;
+  TrainingRunResult result_;
+  int64_t next_ = 0;
+};
+
+// One run whole: TrainingRun, trained to its last iteration, finished.
 TrainingRunResult train_run(const RunSpec& run, const RankContext& context, const TrainingRunOptions& options);
 
 }  // namespace sb

@@ -172,6 +172,9 @@ std::vector<json> variant_manifests(const fs::path& dir) {
   json scaled = base;
   scaled["model"]["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 64}};
   variants.push_back(scaled);
+  json interleaved = base;
+  interleaved["interleave"] = {{"block_iterations", 5}};
+  variants.push_back(interleaved);
   return variants;
 }
 

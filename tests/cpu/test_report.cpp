@@ -160,6 +160,53 @@ TEST_F(ReportFixture, SpeedupsAgainstTheBaselineAtTheSameSeed) {
   EXPECT_NE(sim.speedup_note.find("no run of the baseline method base"), std::string::npos) << sim.speedup_note;
 }
 
+TEST(ReportInterleave, OneSentencePerInterleavedGroupWithItsBlocksRunQueueWait) {
+  // Runs a and b took turns in blocks of 5; c trained alone. Per block, over a and b
+  // (waited ms / ranks' ms): block 0 (10 + 30) / 2000 = 2 %, block 1 (0 + 20) / 2000 =
+  // 1 %, block 2 (60 + 60) / 2000 = 6 %: median 2 %, range 1-6 %.
+  RunSummary::Interleaving a_side{5, {"a", "b"}, {{0, {10, 1000}}, {1, {0, 1000}}, {2, {60, 1000}}}};
+  RunSummary::Interleaving b_side{5, {"a", "b"}, {{0, {30, 1000}}, {1, {20, 1000}}, {2, {60, 1000}}}};
+  RunSummary a, b, c;
+  a.run = "a";
+  a.interleave = a_side;
+  b.run = "b";
+  b.interleave = b_side;
+  c.run = "c";
+  const std::vector<std::string> notes = interleave_notes({a, c, b});
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0],
+            "a, b trained interleaved, taking turns in blocks of 5 iterations in alternating order (ABBA); their "
+            "ranks' run-queue wait per block: median 2.0 %, 1.0-6.0 % over 3 blocks.");
+  EXPECT_TRUE(interleave_notes({c}).empty()) << "runs trained one after another: nothing to say";
+  const json j = run_summary_to_json(a);
+  EXPECT_EQ(j["interleave"]["block_iterations"], 5);
+  EXPECT_DOUBLE_EQ(j["interleave"]["blocks"][2]["runqueue_wait_pct"].get<double>(), 6.0);
+  EXPECT_TRUE(run_summary_to_json(c)["interleave"].is_null());
+}
+
+TEST(ReportImbalance, SaysWhenALayoutCannotMoveAnImbalanceColumn) {
+  const auto complete = [](const std::string& name, int64_t dp, int64_t samples) {
+    RunSummary r;
+    r.run = name;
+    r.state = "complete";
+    r.dp = dp;
+    r.max_samples_per_microbatch = samples;
+    return r;
+  };
+  RunSummary incomplete = complete("late", 1, 1);
+  incomplete.state = "incomplete";
+  // dp 1 everywhere (table1-cpu-pp2's layout), one sample per micro-batch in one run.
+  std::vector<std::string> notes = imbalance_layout_notes({complete("a", 1, 1), complete("b", 1, 0), incomplete});
+  ASSERT_EQ(notes.size(), 2u);
+  EXPECT_EQ(notes[0], "Slot imbalance (Table I's imbalance column) is 1 by construction with one DP rank: this layout "
+                      "cannot show what balancing between DP ranks does (Table I's has dp 2). dp 1: every run here.");
+  EXPECT_NE(notes[1].find("moves only with the attention budgets (DST). One sample per micro-batch: a."),
+            std::string::npos)
+      << notes[1];
+  // Table I's own layout (dp 2, several samples a micro-batch): nothing to say.
+  EXPECT_TRUE(imbalance_layout_notes({complete("a", 2, 0), complete("b", 2, 0)}).empty());
+}
+
 TEST(ReportSpeedup, IncompleteBaselineGivesNoSpeedup) {
   RunSummary base, method;
   base.run = "base";
@@ -315,7 +362,11 @@ TEST_F(ReportFixture, MarkdownTablesNotesAndContext) {
            "| 4918 | 2.0000 | 40.0000 | 0.9500 |\n",
            "| dst__anchor=mean__p=0.1__seed=1 | dst(anchor=mean,p=0.1) | 2 x 2 | complete | 1.200 | - / - | 250.00 | 1.60 [1.54, 1.62] |",
            "| sim_sab__seed=3 † | fixed | 2 x 2 | complete | 1.200 | - / - | 200.00 | - |",
-           "| sab | 2 | 1.62 [1.25, 2.00] | [1.24, 2.02] | 285.00 [250.00, 320.00] |",
+           // Table I's column first: slot imbalance ("-": the fixture predates it), then the
+           // micro-batch imbalance.
+           "| method | runs | speedup | speedup 95 % interval | iteration ms | slot imbalance | micro-batch imbalance | "
+           "bubble (mean) | overhead ms |",
+           "| sab | 2 | 1.62 [1.25, 2.00] | [1.24, 2.02] | 285.00 [250.00, 320.00] | - | 1.200 [1.200, 1.200] |",
            // In words: a method whose interval holds 1.0, and the overlaps (one sentence per method).
            "- dst (anchor=max, p=0.2): its speedup's 95 % interval [1.00, 1.00] includes 1.0: not distinguishable "
            "from the baseline in these runs.\n",

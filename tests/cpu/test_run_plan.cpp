@@ -38,7 +38,9 @@ RunSelection selection_in(const fs::path& results) {
 
 TEST(RunPlan, SurvivesTheTripToTheRanks) {
   const fs::path results = test::fresh_temp_dir("run_plan_trip");
-  const Manifest manifest = parse_manifest(swept_manifest(), "experiments/plan.json");
+  json j = swept_manifest();
+  j["interleave"] = {{"block_iterations", 4}};
+  const Manifest manifest = parse_manifest(j, "experiments/plan.json");
   const RunPlan plan = plan_runs(manifest, selection_in(results));
   // dense once per seed, dst once per seed x p; grouped by seed, dense first in each.
   ASSERT_EQ(plan.runs.size(), 6u);
@@ -50,6 +52,7 @@ TEST(RunPlan, SurvivesTheTripToTheRanks) {
   EXPECT_EQ(back.manifest_name, "plan");
   EXPECT_EQ(back.manifest_file, "experiments/plan.json");
   EXPECT_EQ(back.manifest_dir, plan.manifest_dir);
+  EXPECT_EQ(back.interleave_block_iterations, 4);
   ASSERT_EQ(back.runs.size(), plan.runs.size());
   for (size_t i = 0; i < plan.runs.size(); ++i) {
     const RunSpec& a = plan.runs[i].spec;
@@ -92,6 +95,46 @@ TEST(RunPlan, CarriesTheDecisionsMadeFromTheResultsFolder) {
   EXPECT_EQ(plan.runs[0].decision.disposition, Disposition::kReplaceComplete);
   EXPECT_EQ(plan.runs[3].decision.disposition, Disposition::kReplaceComplete);
   fs::remove_all(results);
+}
+
+TEST(RunPlan, ComparisonsAreTheRunsOfOneNonMethodSweepPoint) {
+  const Manifest manifest = parse_manifest(swept_manifest(), "experiments/plan.json");
+  const RunPlan plan = plan_runs(manifest, selection_in(test::fresh_temp_dir("run_plan_comparisons")));
+  EXPECT_EQ(plan.interleave_block_iterations, 0) << "without \"interleave\" runs train one after another";
+  // Per seed: dense and dst at p 0.1 and 0.3 (the method axis does not split them).
+  const std::vector<std::vector<size_t>> expected{{0, 1, 2}, {3, 4, 5}};
+  EXPECT_EQ(plan.comparisons(), expected);
+  for (const auto& comparison : plan.comparisons()) {
+    for (size_t i : comparison) {
+      EXPECT_EQ(plan.runs[i].spec.sweep_point.at("seed"), plan.runs[comparison.front()].spec.sweep_point.at("seed"));
+    }
+  }
+}
+
+TEST(RunPlan, InterleavingIsOneChoiceForTheInvocation) {
+  json j = swept_manifest();
+  j["sweep"] = {{"interleave.block_iterations", {1, 2}}};
+  j["interleave"] = {{"block_iterations", 1}};
+  try {
+    parse_manifest(j, "experiments/plan.json");
+    FAIL() << "a sweep over the interleaving was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.json_path(), "$.sweep[\"interleave.block_iterations\"]");
+  }
+  j = swept_manifest();
+  j["interleave"] = {{"block_iterations", 0}};
+  try {
+    parse_manifest(j, "experiments/plan.json");
+    FAIL() << "a block of no iterations was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.json_path(), "$.interleave.block_iterations");
+  }
+  // Not part of a run's resolved manifest: interleaving changes how runs are measured,
+  // not what they compute, so kept runs stay complete.
+  j["interleave"] = {{"block_iterations", 3}};
+  const Manifest interleaved = parse_manifest(j, "experiments/plan.json");
+  const Manifest alone = parse_manifest(swept_manifest(), "experiments/plan.json");
+  EXPECT_EQ(manifest_to_json(interleaved), manifest_to_json(alone));
 }
 
 TEST(RunPlan, RefusesASweepThatChangesTheRanks) {
