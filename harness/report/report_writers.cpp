@@ -309,7 +309,8 @@ std::vector<std::string> interleave_notes(const std::vector<RunSummary>& runs) {
     std::string names;
     for (const std::string& run : group.runs) names += (names.empty() ? "" : ", ") + run;
     std::string note = names + " trained interleaved, taking turns in blocks of " +
-                       std::to_string(group.block_iterations) + " iterations in alternating order (ABBA)";
+                       std::to_string(group.block_iterations) +
+                       (group.block_iterations == 1 ? " iteration" : " iterations") + " in alternating order (ABBA)";
     std::vector<double> pct;
     for (const auto& [block, wait] : blocks) {
       if (wait.second > 0) pct.push_back(100.0 * wait.first / wait.second);

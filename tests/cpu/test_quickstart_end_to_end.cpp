@@ -128,6 +128,7 @@ TEST(QuickstartEndToEnd, ShowcaseMeasuresItsProfileOnceAndComparesTheMethods) {
     EXPECT_EQ(context["profile"]["kind"], "measured");
     EXPECT_EQ(context["experiment"]["method"], name);
     EXPECT_EQ(context["experiment"]["baseline"], "baseline");
+    EXPECT_EQ(context["interleave"]["block_iterations"], 5) << "the showcase's methods take turns";
     EXPECT_EQ(context["world"]["dp"], 2);
     for (const json& record : read_jsonl(run / "records.jsonl")) {
       ASSERT_EQ(record["microbatch_pred_ms"].size(), record["microbatch_ms"].size());
