@@ -292,6 +292,32 @@ std::vector<std::string> imbalance_layout_notes(const std::vector<RunSummary>& r
   return notes;
 }
 
+std::vector<std::string> contention_notes(const std::vector<RunSummary>& runs) {
+  std::vector<const RunSummary*> contended;
+  for (const RunSummary& r : runs) {
+    if (r.runqueue_wait_pct && *r.runqueue_wait_pct > kContendedRunqueueWaitPct) contended.push_back(&r);
+  }
+  const auto pct = [](double value) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.1f%%", value);
+    return std::string(text);
+  };
+  if (contended.empty()) return {};
+  if (contended.size() == 1) {
+    const RunSummary& r = *contended.front();
+    return {"WARNING: " + r.run + ": its ranks waited " + pct(*r.runqueue_wait_pct) +
+            " of their time for a free CPU core (runqueue_wait_pct): other processes shared the machine, so its "
+            "timings, and speedups measured against it, are stretched. Rerun it on an otherwise idle machine "
+            "(`run --only " + r.run + " --force`)."};
+  }
+  std::string which;
+  for (const RunSummary* r : contended) which += (which.empty() ? "" : ", ") + r->run + " " + pct(*r->runqueue_wait_pct);
+  return {"WARNING: " + std::to_string(contended.size()) + " runs' ranks waited more than " +
+          pct(kContendedRunqueueWaitPct) + " of their time for a free CPU core (runqueue_wait_pct): " + which +
+          ". Other processes shared the machine, so their timings, and speedups measured against them, are "
+          "stretched. Rerun them on an otherwise idle machine (`run --force`)."};
+}
+
 std::vector<std::string> interleave_notes(const std::vector<RunSummary>& runs) {
   std::vector<std::string> notes;
   std::set<std::vector<std::string>> written;
@@ -353,16 +379,7 @@ void write_notes(const Report& report, std::ostringstream& out) {
   for (const std::string& note : interval_notes(report.methods)) notes.push_back(note);
   for (const std::string& note : imbalance_layout_notes(report.runs)) notes.push_back(note);
   for (const std::string& note : interleave_notes(report.runs)) notes.push_back(note);
-  for (const RunSummary& r : report.runs) {
-    if (r.runqueue_wait_pct && *r.runqueue_wait_pct > kContendedRunqueueWaitPct) {
-      char pct[32];
-      std::snprintf(pct, sizeof(pct), "%.1f%%", *r.runqueue_wait_pct);
-      notes.push_back("WARNING: " + r.run + ": its ranks waited " + pct +
-                      " of their time for a free CPU core (runqueue_wait_pct): other processes shared the "
-                      "machine, so its timings, and speedups measured against it, are stretched. Rerun it on "
-                      "an otherwise idle machine (`run --only " + r.run + " --force`).");
-    }
-  }
+  for (const std::string& note : contention_notes(report.runs)) notes.push_back(note);
   for (const std::string& s : report.skipped) notes.push_back("skipped " + s + ".");
   if (notes.empty()) return;
   out << "\n## Notes\n\n";

@@ -28,6 +28,10 @@ std::vector<std::string> interval_notes(const std::vector<MethodAggregate>& meth
 // with batching at one sample per micro-batch. Each names its complete runs.
 std::vector<std::string> imbalance_layout_notes(const std::vector<RunSummary>& runs);
 
+// The runs whose run-queue wait passed kContendedRunqueueWaitPct (run_summary.h): one
+// WARNING naming the run and its rerun command, or one naming them all.
+std::vector<std::string> contention_notes(const std::vector<RunSummary>& runs);
+
 // One sentence per group of runs that trained interleaved (RunSummary::interleave): the
 // block length and order, and the run-queue wait per block over the group's measured
 // iterations (median and range, % of the ranks' time), so that a reader sees whether the

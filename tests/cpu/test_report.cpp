@@ -207,6 +207,27 @@ TEST(ReportImbalance, SaysWhenALayoutCannotMoveAnImbalanceColumn) {
   EXPECT_TRUE(imbalance_layout_notes({complete("a", 2, 0), complete("b", 2, 0)}).empty());
 }
 
+TEST(ReportContention, OneWarningForOneRunOrForAll) {
+  RunSummary quiet, busy, busier;
+  quiet.run = "quiet";
+  quiet.runqueue_wait_pct = 9.9;
+  busy.run = "busy";
+  busy.runqueue_wait_pct = 12.0;
+  busier.run = "busier";
+  busier.runqueue_wait_pct = 17.3;
+  EXPECT_TRUE(contention_notes({quiet}).empty());
+  const std::vector<std::string> one = contention_notes({quiet, busy});
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_NE(one[0].find("WARNING: busy: its ranks waited 12.0% of their time"), std::string::npos) << one[0];
+  EXPECT_NE(one[0].find("(`run --only busy --force`)"), std::string::npos) << one[0];
+  const std::vector<std::string> both = contention_notes({busy, quiet, busier});
+  ASSERT_EQ(both.size(), 1u);
+  EXPECT_NE(both[0].find("WARNING: 2 runs' ranks waited more than 10.0% of their time for a free CPU core "
+                         "(runqueue_wait_pct): busy 12.0%, busier 17.3%. "),
+            std::string::npos)
+      << both[0];
+}
+
 TEST(ReportSpeedup, IncompleteBaselineGivesNoSpeedup) {
   RunSummary base, method;
   base.run = "base";
