@@ -6,7 +6,6 @@
 #include <ostream>
 #include <unistd.h>
 
-#include "common/errors.h"
 #include "harness/common/system_info.h"
 #include "harness/latency/run_profiles/method_profiles.h"
 #include "harness/runner/local_launcher.h"
