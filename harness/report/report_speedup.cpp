@@ -1,5 +1,7 @@
 #include "harness/report/report_speedup.h"
 
+#include "harness/report/report_aggregate.h"
+
 #include <string>
 
 namespace sb {
@@ -53,13 +55,8 @@ void attach_speedups(std::vector<RunSummary>& runs) {
       run.speedup_note = "no measured iteration";
     } else {
       run.speedup = baseline->iter_ms->median / run.iter_ms->median;
-      if (baseline == &run) {
-        run.speedup_interval = SpeedupInterval{1.0, 1.0};
-      } else if (!baseline->measured_iter_ms.empty() && !run.measured_iter_ms.empty()) {
-        run.speedup_interval =
-            run_speedup_interval(baseline->measured_iter_ms, run.measured_iter_ms,
-                                 baseline->measured_iterations == run.measured_iterations, bootstrap_seed(run.run));
-      }
+      // The run alone, by the same rule as a method's runs (pairing, seed, its own baseline).
+      run.speedup_interval = speedup_interval_over({&run}, runs);
     }
   }
 }

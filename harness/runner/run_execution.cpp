@@ -142,10 +142,10 @@ RunExecution::RunExecution(JobSession& session, const PlannedRun& planned, const
     if (writer_) progress_ = std::make_unique<ProgressPrinter>(log, run, index, count, first, every);
   };
   training.on_iteration = [this, &m](int64_t it, const IterationOutcome& outcome) {
-    if (place_) {
+    if (step_) {
       IterationRecord record = outcome.record;
-      record.interleave_block = place_->block;
-      record.interleave_position = place_->position;
+      record.interleave_block = step_->block;
+      record.interleave_position = step_->position;
       writer_->append(record, outcome.timeline);
     } else {
       writer_->append(outcome.record, outcome.timeline);
@@ -162,8 +162,8 @@ void RunExecution::start() { training_ = std::make_unique<TrainingRun>(run_, con
 
 RunExecution::~RunExecution() = default;
 
-void RunExecution::train_until(int64_t end, std::optional<InterleavePlace> place) {
-  place_ = place;
+void RunExecution::train_until(int64_t end, std::optional<InterleaveStep> step) {
+  step_ = step;
   training_->train_until(end);
 }
 

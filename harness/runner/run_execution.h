@@ -15,6 +15,7 @@
 #include <optional>
 
 #include "harness/runner/fault_injection.h"
+#include "harness/runner/interleave_schedule.h"
 #include "harness/runner/job_session.h"
 #include "harness/runner/run_manifest.h"
 #include "harness/train/training_run.h"
@@ -23,12 +24,6 @@ namespace sb {
 
 class RunFolderWriter;
 class ProgressPrinter;
-
-// Where a step of an interleaved schedule sits (interleave_schedule.h).
-struct InterleavePlace {
-  int64_t block = 0;
-  int64_t position = 0;
-};
 
 class RunExecution {
  public:
@@ -49,8 +44,9 @@ class RunExecution {
   int64_t next_iteration() const { return training_->next_iteration(); }
   int64_t iterations() const { return training_->iterations(); }
 
-  // Trains up to iteration `end` (exclusive); `place` goes into the records it writes.
-  void train_until(int64_t end, std::optional<InterleavePlace> place = std::nullopt);
+  // Trains up to iteration `end` (exclusive); the step's block and position, when it is one
+  // of an interleaved schedule, go into the records it writes.
+  void train_until(int64_t end, std::optional<InterleaveStep> step = std::nullopt);
   void finish();
 
  private:
@@ -59,7 +55,7 @@ class RunExecution {
   TrainingRunOptions options_;  // until start()
   std::unique_ptr<RunFolderWriter> writer_;      // rank 0
   std::unique_ptr<ProgressPrinter> progress_;    // rank 0
-  std::optional<InterleavePlace> place_;
+  std::optional<InterleaveStep> step_;
   std::unique_ptr<TrainingRun> training_;
 };
 

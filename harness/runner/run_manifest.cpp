@@ -54,7 +54,7 @@ void execute_runs(JobSession& session, const RunPlan& plan, const std::vector<si
         end.push_back(run->iterations());
       }
       for (const InterleaveStep& step : interleave_schedule(first, end, plan.interleave_block_iterations)) {
-        runs[step.run]->train_until(step.end, InterleavePlace{step.block, step.position});
+        runs[step.run]->train_until(step.end, step);
       }
     }
     for (auto& run : runs) run->finish();

@@ -61,7 +61,6 @@ class TrainingRun {
   TrainingRun(const TrainingRun&) = delete;
   TrainingRun& operator=(const TrainingRun&) = delete;
 
-  int64_t first_iteration() const { return result_.first_iteration; }
   int64_t iterations() const { return result_.iterations; }
   int64_t next_iteration() const { return next_; }
 
