@@ -19,7 +19,7 @@ namespace {
 struct NllFlags {
   std::string model;
   std::string input;
-  std::string attention = "dense";
+  AttentionCommandFlags attention{"dense", {}};
 };
 
 // One input line: {"input_ids": [...]} or {"text": "..."}; anything else names the
@@ -52,7 +52,7 @@ std::vector<int64_t> read_input_line(const nlohmann::json& line, const ModelFold
 void add_eval_load_flags(CLI::App* sub, EvalModelFlags& flags) {
   sub->add_option("--model", flags.model, "HF checkpoint folder (config.json, safetensors, tokenizer.json)")
       ->required();
-  sub->add_option("--attention", flags.attention, "Attention backend")->capture_default_str();
+  add_attention_flags(sub, flags.attention, AttentionFlagSet::kCommand, "Attention backend");
   sub->add_option("--device", flags.device, "cpu, cuda or cuda:N")->capture_default_str();
   sub->add_option("--dtype", flags.dtype, "float32 or bfloat16")->capture_default_str();
 }
@@ -73,9 +73,19 @@ void add_eval_model_flags(CLI::App* sub, EvalModelFlags& flags) {
 }
 
 ModelFolder load_eval_model(const EvalModelFlags& flags) {
-  ModelFolder folder = load_model_folder(flags.model, attention_options_from_flag("--attention", flags.attention));
+  ModelFolder folder = load_model_folder(flags.model, attention_of(flags.attention, AttentionFlagSet::kCommand));
   place_model(folder, flags.device, flags.dtype);
   return folder;
+}
+
+std::string eval_attention_args(const AttentionCommandFlags& flags) {
+  const AttentionOptions attention = attention_of(flags, AttentionFlagSet::kCommand);
+  const nlohmann::json resolved = attention_plugin(attention).to_json(attention.pattern());
+  std::string args = resolved.at("name").get<std::string>();
+  for (const auto& [key, value] : resolved.items()) {
+    if (key != "name") args += ",attention." + key + "=" + (value.is_string() ? value.get<std::string>() : value.dump());
+  }
+  return args;
 }
 
 ChatStyle chat_style_of(const EvalModelFlags& flags) {
@@ -100,10 +110,10 @@ EvalSubcommand register_eval_nll(CLI::App& eval) {
   nll->add_option("--model", flags->model, "HF checkpoint folder (config.json + safetensors)")
       ->required();
   nll->add_option("--input", flags->input, "JSONL file of inputs")->required();
-  nll->add_option("--attention", flags->attention, "Attention backend")->capture_default_str();
+  add_attention_flags(nll, flags->attention, AttentionFlagSet::kCommand, "Attention backend");
   return {nll, [flags]() {
     const std::string input = read_input_file(flags->input, "check the --input path");
-    ModelFolder folder = load_model_folder(flags->model, attention_options_from_flag("--attention", flags->attention));
+    ModelFolder folder = load_model_folder(flags->model, attention_of(flags->attention, AttentionFlagSet::kCommand));
     for_each_jsonl_line(flags->input, input, [&](const std::string& text, const std::string& where) {
       const nlohmann::json line = parse_jsonl_line(text, where, "fix that line");
       std::vector<int64_t> ids = read_input_line(line, folder, where);

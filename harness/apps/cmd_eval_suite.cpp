@@ -14,7 +14,8 @@ namespace sb::cli {
 EvalSubcommand register_eval_suite(CLI::App& eval) {
   struct Flags {
     std::string model, spec, out;
-    std::string attention = "dense", device = "cpu", dtype = "float32";
+    AttentionCommandFlags attention{"dense", {}};
+    std::string device = "cpu", dtype = "float32";
   };
   auto flags = std::make_shared<Flags>();
   CLI::App* sub = eval.add_subcommand("suite", "Run an eval spec (a manifest's `eval` block) on a checkpoint");
@@ -27,7 +28,7 @@ EvalSubcommand register_eval_suite(CLI::App& eval) {
   sub->add_option("--model", flags->model, "HF checkpoint folder")->required();
   sub->add_option("--spec", flags->spec, "Eval spec JSON file")->required();
   sub->add_option("--out", flags->out, "Output folder")->required();
-  sub->add_option("--attention", flags->attention, "Attention backend")->capture_default_str();
+  add_attention_flags(sub, flags->attention, AttentionFlagSet::kCommand, "Attention backend");
   sub->add_option("--device", flags->device, "cpu, cuda or cuda:N")->capture_default_str();
   sub->add_option("--dtype", flags->dtype, "float32 or bfloat16")->capture_default_str();
   return {sub, [flags]() {
@@ -41,7 +42,7 @@ EvalSubcommand register_eval_suite(CLI::App& eval) {
     }
     const EvalSpec spec =
         parse_eval_spec(block, "$", flags->spec, std::filesystem::absolute(flags->spec).parent_path());
-    ModelFolder model = load_model_folder(flags->model, attention_options_from_flag("--attention", flags->attention));
+    ModelFolder model = load_model_folder(flags->model, attention_of(flags->attention, AttentionFlagSet::kCommand));
     place_model(model, flags->device, flags->dtype);
     std::cout << python_json_dumps(run_eval_suite(model, spec, flags->out, std::cerr), 2) << "\n";
     return 0;

@@ -37,7 +37,7 @@ EvalSubcommand register_eval_zeroshot(CLI::App& eval) {
     ZeroShotOptions options = flags->options;
     options.data_dir = flags->data;
     options.out_dir = flags->out;
-    options.model_args = "pretrained=" + flags->model.model + ",attention=" + flags->model.attention +
+    options.model_args = "pretrained=" + flags->model.model + ",attention=" + eval_attention_args(flags->model.attention) +
                          ",device=" + flags->model.device + ",dtype=" + flags->model.dtype;
     ModelFolder model = load_eval_model(flags->model);
     const auto results = run_zeroshot(model, options, std::cerr);

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "common/errors.h"
+#include "harness/apps/attention_flags.h"
 #include "harness/apps/cli_checks.h"
 #include "harness/apps/commands.h"
 #include "harness/patterns/attention_patterns.h"
@@ -21,7 +22,7 @@ struct GenerateFlags {
   int64_t max_new_tokens = 32;
   std::vector<int64_t> stop_ids;
   bool ignore_eos = false;
-  std::string attention = "dense";
+  AttentionCommandFlags attention{"dense", {}};
 };
 
 std::vector<int64_t> parse_id_list(const std::string& text) {
@@ -59,12 +60,12 @@ Command register_generate(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--stop-id", flags->stop_ids, "Stop token id (repeatable)");
   sub->add_flag("--ignore-eos", flags->ignore_eos, "Do not stop on config.json's eos_token_id");
-  sub->add_option("--attention", flags->attention, "Attention backend")->capture_default_str();
+  add_attention_flags(sub, flags->attention, AttentionFlagSet::kCommand, "Attention backend");
   return [flags]() {
     if (flags->prompt.empty() && flags->prompt_ids.empty()) {
       throw ConfigError("--prompt", "", "no prompt given", "pass --prompt TEXT or --prompt-ids 1,2,3");
     }
-    ModelFolder folder = load_model_folder(flags->model, attention_options_from_flag("--attention", flags->attention));
+    ModelFolder folder = load_model_folder(flags->model, attention_of(flags->attention, AttentionFlagSet::kCommand));
     const std::vector<int64_t> prompt_ids = flags->prompt_ids.empty()
                                                 ? folder.encode(flags->prompt, "--prompt")
                                                 : parse_id_list(flags->prompt_ids);

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "common/errors.h"
+#include "harness/apps/attention_flags.h"
 #include "harness/apps/cli_checks.h"
 #include "harness/apps/commands.h"
 #include "harness/common/atomic_file.h"
@@ -31,9 +32,7 @@ namespace {
 
 struct ProfileFlags {
   std::string model;
-  std::string attention = "moba";
-  // The attention patterns' profile flags (--block, ...) as given ("": not given).
-  std::map<std::string, std::string> attention_flags;
+  AttentionCommandFlags attention{"moba", {}};
   std::string device = "cpu";
   std::string precision = "fp32";
   bool activation_checkpointing = false;
@@ -58,61 +57,6 @@ struct ProfileFlags {
   std::string check;
   bool json = false;
 };
-
-// Every pattern's profile flags, each once (the first plug-in's help), with the patterns
-// that take it.
-struct PatternFlag {
-  AttentionFlag flag;
-  std::vector<std::string> patterns;
-};
-std::vector<PatternFlag> pattern_flags() {
-  std::vector<PatternFlag> flags;
-  for (const AttentionPatternPlugin* plugin : attention_plugins()) {
-    for (const AttentionFlag& flag : plugin->profile_flags()) {
-      auto it = std::find_if(flags.begin(), flags.end(), [&](const PatternFlag& f) { return f.flag.flag == flag.flag; });
-      if (it == flags.end()) it = flags.insert(flags.end(), PatternFlag{flag, {}});
-      it->patterns.push_back(plugin->name());
-    }
-  }
-  return flags;
-}
-
-// --attention and its pattern's flags: the attention object they give, parsed by the
-// pattern (its errors name the flag).
-AttentionOptions attention_of(const ProfileFlags& f) {
-  const AttentionPatternPlugin* plugin = nullptr;
-  try {
-    plugin = &attention_plugin(f.attention);
-  } catch (const std::invalid_argument& e) {
-    throw ConfigError("--attention", "", e.what(), "use one of the known names");
-  }
-  const std::vector<AttentionFlag> own = plugin->profile_flags();
-  nlohmann::json object{{"name", plugin->name()}};
-  std::map<std::string, std::string> flag_of_key;
-  for (const PatternFlag& known : pattern_flags()) {
-    const std::string& text = f.attention_flags.at(known.flag.flag);
-    if (text.empty()) continue;
-    const auto mine = std::find_if(own.begin(), own.end(), [&](const AttentionFlag& a) { return a.flag == known.flag.flag; });
-    if (mine == own.end()) {
-      std::string names;
-      for (const std::string& n : known.patterns) names += (names.empty() ? "" : " or ") + n;
-      throw ConfigError(known.flag.flag, "", "applies to " + names + " only", "leave it out");
-    }
-    try {
-      object[mine->key] = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::exception&) {
-      throw ConfigError(mine->flag, "", "\"" + text + "\" is not a number", "give a number, e.g. 64");
-    }
-    flag_of_key[mine->key] = mine->flag;
-  }
-  try {
-    return parse_attention(object, "$.attention", "--attention");
-  } catch (const ConfigError& e) {
-    const std::string key = e.json_path().substr(e.json_path().find_last_of('.') + 1);
-    const auto flag = flag_of_key.find(key);
-    throw ConfigError(flag != flag_of_key.end() ? flag->second : "--attention", "", e.problem(), e.fix());
-  }
-}
 
 std::vector<int64_t> parse_int_list(const std::string& text, const std::string& flag) {
   std::vector<int64_t> values;
@@ -385,12 +329,7 @@ Command register_profile(CLI::App& app) {
                   "Model preset, or a Hugging Face Qwen2 folder with config.json (one decoder layer is timed)");
   std::string names;
   for (const std::string& n : attention_pattern_names()) names += (names.empty() ? "" : " | ") + n;
-  sub->add_option("--attention", f->attention, names)->capture_default_str();
-  for (const PatternFlag& flag : pattern_flags()) {
-    std::string patterns;
-    for (const std::string& n : flag.patterns) patterns += (patterns.empty() ? "" : ", ") + n;
-    sub->add_option(flag.flag.flag, f->attention_flags[flag.flag.flag], flag.flag.help + " (" + patterns + ")");
-  }
+  add_attention_flags(sub, f->attention, AttentionFlagSet::kProfile, names);
   sub->add_option("--device", f->device, "cpu | cuda")->capture_default_str();
   sub->add_option("--precision", f->precision, "fp32 | bf16-mixed")->capture_default_str();
   sub->add_flag("--activation-checkpointing", f->activation_checkpointing,
@@ -447,7 +386,7 @@ Command register_profile(CLI::App& app) {
                         ": the GPU ring's fused block-sparse kernels take 64 or 128",
                         "profile a model with head_dim 64 or 128 on GPU CP ranks, or use --device cpu");
     }
-    request.attention = attention_of(*f);
+    request.attention = attention_of(f->attention, AttentionFlagSet::kProfile);
     request.device = f->device;
     request.seq_lens = parse_int_list(f->seq_lens, "--seq-lens");
     if (request.attention.budget_axis() != BudgetAxis::kNone) {

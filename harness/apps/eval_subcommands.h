@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "harness/apps/attention_flags.h"
 #include "harness/apps/commands.h"
 #include "harness/eval/longbench/longbench_prompt.h"
 #include "harness/eval/model_folder.h"
@@ -21,7 +22,7 @@ using EvalSubcommand = std::pair<CLI::App*, Command>;
 // Flags of every subcommand that loads a model and prompts it.
 struct EvalModelFlags {
   std::string model;
-  std::string attention = "dense";
+  AttentionCommandFlags attention{"dense", {}};
   std::string device = "cpu";
   std::string dtype = "float32";
   bool no_chat = false;
@@ -29,11 +30,14 @@ struct EvalModelFlags {
   bool no_system_prompt = false;
   double repetition_penalty = 1.0;
 };
-// --model, --attention, --device, --dtype: what loading the model needs.
+// --model, --attention and its pattern's flags, --device, --dtype: what loading the
+// model needs.
 void add_eval_load_flags(CLI::App* sub, EvalModelFlags& flags);
 // Those and the prompt style and decoding flags.
 void add_eval_model_flags(CLI::App* sub, EvalModelFlags& flags);
 ModelFolder load_eval_model(const EvalModelFlags& flags);
+// "moba" and the resolved attention's other keys: ",attention.block_size=64,...".
+std::string eval_attention_args(const AttentionCommandFlags& flags);
 ChatStyle chat_style_of(const EvalModelFlags& flags);
 // Sets the prompt style and decoding flags on LongBench, LongBench v2 or NIAH options.
 template <typename Options>

@@ -214,6 +214,7 @@ RoutingCoverageOptions parse_coverage(const json& j, const std::string& path, co
   r.expect(o.block_size >= 0, "block_size", "must be >= 1 (0: the run's MoBA block size)", "give MoBA's block size");
   o.top_k = r.optional<int64_t>("top_k", o.top_k);
   r.expect(o.top_k >= 0, "top_k", "must be >= 1 (0: the run's MoBA top_k)", "give the budget k0 the floors refer to");
+  if (r.optional_value("gate") != nullptr) o.gate = r.optional_choice("gate", "block", {"block", "token"});
   o.k_max = r.optional<int64_t>("k_max", o.k_max);
   r.expect(o.k_max >= 0, "k_max", "must be >= 0 (0: every eligible block)", "give the curve's length");
   o.p = read_number_list<double>(r, "p", o.p);

@@ -92,7 +92,8 @@ ordered_json routing_coverage(Qwen2ForCausalLM& model, const Dataset& data, cons
   const bool was_training = model->is_training();
   model->eval();
   const std::shared_ptr<AttentionBackend> own = model->attention_backend_ptr();
-  auto moba = std::make_shared<MobaAttention>(options.block_size, options.top_k);
+  auto moba = std::make_shared<MobaAttention>(options.block_size, options.top_k, MobaCudaKernel::kAuto,
+                                              moba_gate_options().from_name(options.gate.empty() ? "block" : options.gate));
   AttentionBudgetRequest request;
   // The floor needs the curve up to k0 at least.
   request.coverage_curve_up_to =
@@ -135,6 +136,7 @@ ordered_json routing_coverage(Qwen2ForCausalLM& model, const Dataset& data, cons
   ordered_json result;
   result["block_size"] = options.block_size;
   result["top_k"] = options.top_k;
+  result["gate"] = options.gate.empty() ? "block" : options.gate;
   result["samples"] = options.samples;
   std::vector<int64_t> ks(length);
   for (int64_t k = 0; k < length; ++k) ks[k] = k + 1;

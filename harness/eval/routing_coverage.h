@@ -14,7 +14,7 @@
 // bucket [2^b, 2^(b+1)) tokens (the buckets of DST's floor estimator).
 //
 // Output (JSON):
-//   {"block_size", "top_k", "samples", "k": [1 .. k_max],
+//   {"block_size", "top_k", "gate", "samples", "k": [1 .. k_max],
 //    "curve": [...], "floor": {"0.1": mean floor, ...},
 //    "layers": [{"layer", "curve", "floor"}],
 //    "buckets": [{"min_tokens", "max_tokens", "samples", "curve", "floor"}]}
@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -36,6 +37,8 @@ struct RoutingCoverageOptions {
   int64_t samples = 16;
   int64_t block_size = 0;  // MoBA block size; 0: the run's MoBA attention's
   int64_t top_k = 0;       // k0 the floors refer to; 0: the run's MoBA attention's
+  // MoBA's gate, "token" or "block"; "": the run's MoBA attention's (block for other patterns).
+  std::string gate;
   int64_t k_max = 0;       // curve length; 0: the most eligible blocks of any sample
   std::vector<double> p{0.1, 0.2, 0.3};
   bool before = true;  // also measure the weights the run started from

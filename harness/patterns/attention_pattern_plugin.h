@@ -78,7 +78,11 @@ class AttentionPatternPlugin {
   AttentionOptions make_default() const;
 
   // ---- command lines
+  // The flags `sparsebalance profile` takes (a profile measures a grid of budgets).
   virtual std::vector<AttentionFlag> profile_flags() const { return {}; }
+  // The flags of the commands that run a model with one attention (`eval`, `generate`):
+  // by default the profile's.
+  virtual std::vector<AttentionFlag> command_flags() const { return profile_flags(); }
   // The manifest keys `bench attention`'s flags set for this pattern, from the flags'
   // values ({"block": 64, "top_k": 8, ...}: BenchAttentionFlags' fields by name).
   virtual std::vector<AttentionBenchKey> bench_keys(const nlohmann::json& /*bench_flags*/) const { return {}; }

@@ -45,6 +45,10 @@ void evaluate_run(const RunSpec& run, const fs::path& run_dir, std::ostream& log
     const auto [block_size, top_k] = routing_geometry(attention);
     if (spec.coverage->block_size == 0) spec.coverage->block_size = block_size;
     if (spec.coverage->top_k == 0) spec.coverage->top_k = top_k;
+    // MoBA's resolved attention names its gate when not the block gate.
+    if (spec.coverage->gate.empty()) {
+      spec.coverage->gate = attention_plugin(attention).to_json(attention.pattern()).value("gate", "block");
+    }
   }
   EvalRunInputs inputs;
   inputs.synthetic_data = data.get();

@@ -132,6 +132,8 @@ LatencyProfile analytic_for(const std::string& preset, int64_t block) {
                                device_throughput_preset("h200"));
 }
 
+std::string refusal_of(const LatencyProfile& profile, const Manifest& m);
+
 TEST(MethodProfiles, ProfileOfAnotherSetupIsRefusedNamingWhatDiffers) {
   const Manifest m = manifest_with("fixed", "/tmp/p.json");
   LatencyProfile ok = analytic_for("qwen2-test", 32);
@@ -156,6 +158,23 @@ TEST(MethodProfiles, ProfileOfAnotherSetupIsRefusedNamingWhatDiffers) {
   LatencyProfile on_gpu = ok;
   on_gpu.device = "cuda";
   expect_refused(on_gpu, "measured on cuda");
+  // A profile of the token gate does not serve the block gate, nor the other way round;
+  // a profile without the field (measured before the token gate existed) is the block gate's.
+  LatencyProfile token = ok;
+  token.attention_fields["token_gate"] = 1;
+  expect_refused(token, "measured with MoBA's token gate, not its block gate ($.methods[].attention.gate)");
+  Manifest token_run = m;
+  MobaOptions options;
+  options.block_size = 32;
+  options.top_k = 4;
+  options.gate = MobaGate::kToken;
+  token_run.methods[0].attention = moba_attention_options(options);
+  EXPECT_EQ(refusal_of(token, token_run), "");
+  EXPECT_NE(refusal_of(ok, token_run).find("measured with MoBA's block gate, not its token gate"), std::string::npos)
+      << refusal_of(ok, token_run);
+  LatencyProfile without_field = ok;
+  without_field.attention_fields.erase("token_gate");
+  EXPECT_EQ(refusal_of(without_field, m), "");
 }
 
 // check_profile_matches's verdict: "" when accepted, else the error's text.

@@ -2,7 +2,8 @@
 // gradients of q, k, v, plus the routing it reports, over lengths that are and are not
 // multiples of the block size, sequences shorter than one block, packed sequences
 // (with an empty one), block sizes from 1 to larger than every sequence, budgets from
-// the diagonal alone to dense, per-sequence budgets, GQA 1:1, 2:1, 7:1 and 8:1.
+// the diagonal alone to dense, per-sequence budgets, GQA 1:1, 2:1, 7:1 and 8:1; under
+// both gates (per query block, per query token).
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -55,13 +56,13 @@ std::vector<MobaCase> moba_cases() {
 }
 
 class MobaAttentionTest
-    : public ::testing::TestWithParam<std::tuple<MobaCase, at::ScalarType>> {};
+    : public ::testing::TestWithParam<std::tuple<MobaCase, at::ScalarType, MobaGate>> {};
 
 TEST_P(MobaAttentionTest, MatchesFloat64ReferenceForwardAndBackward) {
-  const auto& [c, dtype] = GetParam();
+  const auto& [c, dtype, gate] = GetParam();
   const auto packed = PackedSequences::from_lengths(c.lengths);
   const MobaParams params =
-      test::moba_test_params(c.block_size, c.top_k, 1.0 / std::sqrt(static_cast<double>(c.head_dim)));
+      test::moba_test_params(c.block_size, c.top_k, 1.0 / std::sqrt(static_cast<double>(c.head_dim)), gate);
   const auto in = moba_random_inputs(c.lengths, c.lengths, c.q_heads, c.kv_heads, c.head_dim,
                                      dtype, 17 + c.lengths.size() * 31 + c.block_size);
 
@@ -76,7 +77,8 @@ TEST_P(MobaAttentionTest, MatchesFloat64ReferenceForwardAndBackward) {
   // The routing the kernel reports is the oracle's.
   const MobaResult result = moba_attention(in.q, in.k, in.v, packed, params);
   const MobaReferenceResult reference = moba_reference(in.q, in.k, in.v, packed, packed, params);
-  EXPECT_TRUE(at::equal(moba_selected_mask(result.routing.selected), reference.block_selected));
+  EXPECT_EQ(result.routing.gate, gate);
+  test::expect_selection_is_the_oracles(result.routing, reference, params);
   EXPECT_EQ(result.routing.top_k, reference.top_k);
   ASSERT_EQ(result.routing.coverage.size(), reference.coverage.size());
   for (size_t s = 0; s < reference.coverage.size(); ++s) {
@@ -88,10 +90,11 @@ TEST_P(MobaAttentionTest, MatchesFloat64ReferenceForwardAndBackward) {
 
 INSTANTIATE_TEST_SUITE_P(
     LengthsBlocksBudgetsGqa, MobaAttentionTest,
-    ::testing::Combine(::testing::ValuesIn(moba_cases()), ::testing::Values(at::kDouble, at::kFloat)),
+    ::testing::Combine(::testing::ValuesIn(moba_cases()), ::testing::Values(at::kDouble, at::kFloat),
+                       ::testing::Values(MobaGate::kBlock, MobaGate::kToken)),
     [](const auto& info) {
-      return std::get<0>(info.param).name + "_" +
-             std::string(c10::toString(std::get<1>(info.param)));
+      return std::get<0>(info.param).name + "_" + std::string(c10::toString(std::get<1>(info.param))) + "_" +
+             test::moba_gate_name(std::get<2>(info.param)) + "_gate";
     });
 
 TEST(MobaAttention, NonCausalMatchesReference) {
@@ -99,15 +102,25 @@ TEST(MobaAttention, NonCausalMatchesReference) {
   // always selected.
   const std::vector<int64_t> lengths = {29, 12};
   const auto packed = PackedSequences::from_lengths(lengths);
-  MobaParams params = test::moba_test_params(8, {2}, 0.3);
-  params.causal = false;
   const auto in = moba_random_inputs(lengths, lengths, 4, 2, 8, at::kDouble, 5);
-  test::expect_moba_grads_near(moba_run_with_grads(in, packed, packed, params, false),
-                               moba_run_with_grads(in, packed, packed, params, true), 1e-11);
-  // Some query block routes to a later block (the non-causal case is exercised).
-  const MobaResult result = moba_attention(in.q, in.k, in.v, packed, params);
-  const at::Tensor mask = moba_selected_mask(result.routing.selected);  // [Hq, NB, NB]
-  EXPECT_TRUE(mask.triu(1).any().item<bool>());
+  const BlockLayout layout = BlockLayout::build(packed, packed, 8, false);
+  for (const MobaGate gate : {MobaGate::kBlock, MobaGate::kToken}) {
+    SCOPED_TRACE(test::moba_gate_name(gate));
+    MobaParams params = test::moba_test_params(8, {2}, 0.3, gate);
+    params.causal = false;
+    test::expect_moba_grads_near(moba_run_with_grads(in, packed, packed, params, false),
+                                 moba_run_with_grads(in, packed, packed, params, true), 1e-11);
+    const MobaResult result = moba_attention(in.q, in.k, in.v, packed, params);
+    test::expect_selection_is_the_oracles(result.routing,
+                                          moba_reference(in.q, in.k, in.v, packed, packed, params), params);
+    // Some row routes to a later block (the non-causal case is exercised).
+    const at::Tensor ids = result.routing.selected.to(at::kLong);  // [Hq, R, kcap]
+    std::vector<int64_t> own;
+    for (int64_t b = 0; b < layout.num_blocks(); ++b) {
+      own.insert(own.end(), gate == MobaGate::kToken ? layout.blocks[b].query_len : 1, b);
+    }
+    EXPECT_TRUE(ids.gt(at::tensor(own, at::kLong).view({1, -1, 1})).any().item<bool>());
+  }
 }
 
 TEST(MobaAttention, BudgetAtLeastEligibleBlocksIsDenseCausalAttention) {
@@ -115,12 +128,14 @@ TEST(MobaAttention, BudgetAtLeastEligibleBlocksIsDenseCausalAttention) {
   const std::vector<int64_t> lengths = {70, 3, 33};
   const auto packed = PackedSequences::from_lengths(lengths);
   const auto in = moba_random_inputs(lengths, lengths, 4, 2, 16, at::kDouble, 11);
+  const at::Tensor dense = dense_attention_options().make_backend()->forward(in.q, in.k, in.v, packed, 0.25, 0);
   for (const int64_t k : {9, 10, 1000}) {  // the longest sequence has 9 blocks of 8
-    const MobaResult moba = moba_attention(in.q, in.k, in.v, packed, test::moba_test_params(8, {k}, 0.25));
-    const at::Tensor dense =
-        dense_attention_options().make_backend()->forward(in.q, in.k, in.v, packed, 0.25, 0);
-    EXPECT_LT(moba_max_abs_diff(moba.out, dense), 1e-12) << "k " << k;
-    for (double c : moba.routing.coverage) EXPECT_DOUBLE_EQ(c, 1.0);
+    for (const MobaGate gate : {MobaGate::kBlock, MobaGate::kToken}) {
+      SCOPED_TRACE(test::moba_gate_name(gate));
+      const MobaResult moba = moba_attention(in.q, in.k, in.v, packed, test::moba_test_params(8, {k}, 0.25, gate));
+      EXPECT_LT(moba_max_abs_diff(moba.out, dense), 1e-12) << "k " << k;
+      for (double c : moba.routing.coverage) EXPECT_NEAR(c, 1.0, 1e-12);
+    }
   }
 }
 
@@ -131,48 +146,57 @@ TEST(MobaAttention, RepeatedRunsAreBitwiseEqualAndThreadCountsAgree) {
   // Large enough that rows are spread over threads (see moba_parallel_grain).
   const std::vector<int64_t> lengths = {1000, 370};
   const auto packed = PackedSequences::from_lengths(lengths);
-  const MobaParams params = test::moba_test_params(32, {3}, 0.25);
   const auto in = moba_random_inputs(lengths, lengths, 4, 2, 16, at::kFloat, 3);
-  const int threads = at::get_num_threads();
-  at::set_num_threads(std::max(2, threads));
-  const auto first = moba_run_with_grads(in, packed, packed, params, false);
-  const auto second = moba_run_with_grads(in, packed, packed, params, false);
-  at::set_num_threads(1);
-  const auto single = moba_run_with_grads(in, packed, packed, params, false);
-  at::set_num_threads(threads);
-  EXPECT_TRUE(at::equal(first.out, second.out));
-  EXPECT_TRUE(at::equal(first.dq, second.dq));
-  EXPECT_TRUE(at::equal(first.dk, second.dk));
-  EXPECT_TRUE(at::equal(first.dv, second.dv));
-  EXPECT_LT(moba_max_abs_diff(first.out, single.out), 1e-5);
-  EXPECT_LT(moba_max_abs_diff(first.dk, single.dk), 1e-5);
+  for (const MobaGate gate : {MobaGate::kBlock, MobaGate::kToken}) {
+    SCOPED_TRACE(test::moba_gate_name(gate));
+    const MobaParams params = test::moba_test_params(32, {3}, 0.25, gate);
+    const int threads = at::get_num_threads();
+    at::set_num_threads(std::max(2, threads));
+    const auto first = moba_run_with_grads(in, packed, packed, params, false);
+    const auto second = moba_run_with_grads(in, packed, packed, params, false);
+    at::set_num_threads(1);
+    const auto single = moba_run_with_grads(in, packed, packed, params, false);
+    at::set_num_threads(threads);
+    EXPECT_TRUE(at::equal(first.out, second.out));
+    EXPECT_TRUE(at::equal(first.dq, second.dq));
+    EXPECT_TRUE(at::equal(first.dk, second.dk));
+    EXPECT_TRUE(at::equal(first.dv, second.dv));
+    EXPECT_LT(moba_max_abs_diff(first.out, single.out), 1e-5);
+    EXPECT_LT(moba_max_abs_diff(first.dk, single.dk), 1e-5);
+  }
 }
 
 TEST(MobaAttention, HalfPrecisionInputsRunInFloat32OnTheCpu) {
   const std::vector<int64_t> lengths = {40};
   const auto packed = PackedSequences::from_lengths(lengths);
-  const MobaParams params = test::moba_test_params(8, {2}, 0.25);
   const auto in = moba_random_inputs(lengths, lengths, 2, 1, 16, at::kBFloat16, 9);
-  const auto actual = moba_run_with_grads(in, packed, packed, params, false);
-  const auto expected = moba_run_with_grads(in, packed, packed, params, true);
-  EXPECT_EQ(actual.out.scalar_type(), at::kBFloat16);
-  EXPECT_EQ(actual.dq.scalar_type(), at::kBFloat16);
-  // One bfloat16 rounding of values of magnitude <= ~3: 2^-8 relative.
-  EXPECT_LT(moba_max_abs_diff(actual.out, expected.out), 2e-2);
-  EXPECT_LT(moba_max_abs_diff(actual.dk, expected.dk), 5e-2);
+  for (const MobaGate gate : {MobaGate::kBlock, MobaGate::kToken}) {
+    SCOPED_TRACE(test::moba_gate_name(gate));
+    const MobaParams params = test::moba_test_params(8, {2}, 0.25, gate);
+    const auto actual = moba_run_with_grads(in, packed, packed, params, false);
+    const auto expected = moba_run_with_grads(in, packed, packed, params, true);
+    EXPECT_EQ(actual.out.scalar_type(), at::kBFloat16);
+    EXPECT_EQ(actual.dq.scalar_type(), at::kBFloat16);
+    // One bfloat16 rounding of values of magnitude <= ~3: 2^-8 relative.
+    EXPECT_LT(moba_max_abs_diff(actual.out, expected.out), 2e-2);
+    EXPECT_LT(moba_max_abs_diff(actual.dk, expected.dk), 5e-2);
+  }
 }
 
 TEST(MobaAttention, EmptyCallReturnsEmptyOutput) {
   const auto packed = PackedSequences::from_lengths({0, 0});
-  const MobaParams params = test::moba_test_params(4, {32}, 1.0);
-  const at::Tensor q = at::zeros({0, 2, 8}).requires_grad_(true);
-  const at::Tensor k = at::zeros({0, 1, 8});
-  const MobaResult r = moba_attention(q, k, k, packed, params);
-  EXPECT_EQ(r.out.sizes(), q.sizes());
-  EXPECT_EQ(r.routing.coverage, (std::vector<double>{1.0, 1.0}));
-  EXPECT_DOUBLE_EQ(r.routing.coverage_mean, 1.0);
-  r.out.sum().backward();
-  EXPECT_EQ(q.grad().sizes(), q.sizes());
+  for (const MobaGate gate : {MobaGate::kBlock, MobaGate::kToken}) {
+    SCOPED_TRACE(test::moba_gate_name(gate));
+    const MobaParams params = test::moba_test_params(4, {32}, 1.0, gate);
+    const at::Tensor q = at::zeros({0, 2, 8}).requires_grad_(true);
+    const at::Tensor k = at::zeros({0, 1, 8});
+    const MobaResult r = moba_attention(q, k, k, packed, params);
+    EXPECT_EQ(r.out.sizes(), q.sizes());
+    EXPECT_EQ(r.routing.coverage, (std::vector<double>{1.0, 1.0}));
+    EXPECT_DOUBLE_EQ(r.routing.coverage_mean, 1.0);
+    r.out.sum().backward();
+    EXPECT_EQ(q.grad().sizes(), q.sizes());
+  }
 }
 
 // A routing that does not list a row's own block (MoBA's gate always does; the fused CUDA

@@ -1,10 +1,12 @@
 // MobaAttention behind the attention-backend interface: construction by name and
 // options, budget requests (per sequence, DST floor), per-layer statistics (a rerun of
 // a layer replaces its entry), and decoding with a cache against the float64 oracle
-// built with the same rule (the gate's query side = mean of the queries present).
+// built with the same rule (block gate: the gate's query side = mean of the queries
+// present; token gate: each query's own), the gate chosen by the attention's "gate" key.
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <stdexcept>
@@ -40,6 +42,16 @@ TEST(MobaBackend, MadeByNameAndOptions) {
   ASSERT_NE(configured, nullptr);
   EXPECT_EQ(configured->block_size(), 64);
   EXPECT_EQ(configured->default_top_k(), 8);
+  EXPECT_EQ(configured->gate(), MobaGate::kBlock);
+  const AttentionOptions token =
+      parse_attention(nlohmann::json{{"name", "moba"}, {"block_size", 64}, {"gate", "token"}}, "$.attention", "test");
+  const auto token_backend = token.make_backend();
+  EXPECT_EQ(dynamic_cast<const MobaAttention*>(token_backend.get())->gate(), MobaGate::kToken);
+  // The resolved attention names the token gate (and only it: the block gate's resolved
+  // manifests read as before the key existed).
+  EXPECT_EQ(attention_plugin(token).to_json(token.pattern()).value("gate", ""), "token");
+  EXPECT_FALSE(attention_plugin(token).to_json(moba_attention_options(64, 8).pattern()).contains("gate"));
+  EXPECT_FALSE(token == moba_attention_options(64, 32));
   EXPECT_EQ(dense_attention_options().make_backend()->name(), "dense");
   EXPECT_THROW(moba_attention_options(0, 8).make_backend(), std::invalid_argument);
   EXPECT_THROW(moba_attention_options(64, 0).make_backend(), std::invalid_argument);
@@ -123,26 +135,31 @@ TEST(MobaBackend, RejectsARequestThatDoesNotMatchTheMicroBatch) {
 
 TEST(MobaBackend, PrefillThroughTheCacheIsTheTrainingForward) {
   const auto in = moba_random_inputs({45}, {45}, 4, 2, 8, at::kFloat, 41);
-  auto backend = moba_attention_options(8, 3).make_backend();
-  const at::Tensor cached = backend->forward_cached(in.q, in.k, in.v, 0.3);
-  const at::Tensor trained =
-      backend->forward(in.q, in.k, in.v, PackedSequences::from_lengths({45}), 0.3, 0);
-  EXPECT_TRUE(at::equal(cached, trained));
+  for (const MobaGate gate : {MobaGate::kBlock, MobaGate::kToken}) {
+    SCOPED_TRACE(test::moba_gate_name(gate));
+    MobaAttention backend(8, 3, MobaCudaKernel::kAuto, gate);
+    const at::Tensor cached = backend.forward_cached(in.q, in.k, in.v, 0.3);
+    const at::Tensor trained = backend.forward(in.q, in.k, in.v, PackedSequences::from_lengths({45}), 0.3, 0);
+    EXPECT_TRUE(at::equal(cached, trained));
+  }
 }
 
 TEST(MobaBackend, DecodingMatchesTheReferenceBuiltWithTheSameRule) {
   // n new queries at the end of a cache of L keys, for several n (a single step, a
-  // chunk crossing a block boundary, a chunk starting mid-block).
-  for (const auto& [n, length] : std::vector<std::pair<int64_t, int64_t>>{
-           {1, 45}, {1, 48}, {1, 49}, {5, 45}, {11, 40}, {3, 3}}) {
-    const auto in = moba_random_inputs({n}, {length}, 4, 2, 8, at::kDouble, 50 + n + length);
-    auto backend = moba_attention_options(8, 3).make_backend();
-    const at::Tensor out = backend->forward_cached(in.q, in.k, in.v, 0.3);
-    const MobaParams params = test::moba_test_params(8, {3}, 0.3);
-    const MobaReferenceResult reference =
-        moba_reference(in.q, in.k, in.v, PackedSequences::from_lengths({n}),
-                       PackedSequences::from_lengths({length}), params);
-    EXPECT_LT(moba_max_abs_diff(out, reference.out), 1e-11) << "n " << n << " L " << length;
+  // chunk crossing a block boundary, a chunk starting mid-block), under either gate.
+  for (const MobaGate gate : {MobaGate::kBlock, MobaGate::kToken}) {
+    for (const auto& [n, length] : std::vector<std::pair<int64_t, int64_t>>{
+             {1, 45}, {1, 48}, {1, 49}, {5, 45}, {11, 40}, {3, 3}}) {
+      const auto in = moba_random_inputs({n}, {length}, 4, 2, 8, at::kDouble, 50 + n + length);
+      MobaAttention backend(8, 3, MobaCudaKernel::kAuto, gate);
+      const at::Tensor out = backend.forward_cached(in.q, in.k, in.v, 0.3);
+      const MobaParams params = test::moba_test_params(8, {3}, 0.3, gate);
+      const MobaReferenceResult reference =
+          moba_reference(in.q, in.k, in.v, PackedSequences::from_lengths({n}),
+                         PackedSequences::from_lengths({length}), params);
+      EXPECT_LT(moba_max_abs_diff(out, reference.out), 1e-11)
+          << test::moba_gate_name(gate) << " gate, n " << n << " L " << length;
+    }
   }
 }
 

@@ -18,14 +18,8 @@ namespace {
 using test::moba_random_inputs;
 using test::moba_selected_mask;
 
-// One row of selected [Hq, NB, kcap] without the -1 padding.
 std::vector<int64_t> selected_row(const MobaResult& r, int64_t head, int64_t block) {
-  std::vector<int64_t> ids;
-  const at::Tensor row = r.routing.selected[head][block];
-  for (int64_t i = 0; i < row.size(0); ++i) {
-    if (row[i].item<int32_t>() >= 0) ids.push_back(row[i].item<int32_t>());
-  }
-  return ids;
+  return test::moba_row_blocks(r.routing, head, block);
 }
 
 MobaParams moba_params(int64_t block_size, std::vector<int64_t> top_k) {
@@ -217,41 +211,45 @@ TEST(MobaRouting, HeadShardsSharingTheirCoverageSumsChooseTheWholeLayersFloor) {
   // (and floors) differ.
   const at::Tensor q = in.q.clone();
   q.narrow(1, 2, 2).mul_(4.0);
-  MobaParams params = moba_params(8, {1, 2, 3});
-  params.coverage_floor_ratio = 0.9;
-  params.coverage_reference_k = 8;
-  params.coverage_curve_up_to = 6;
-  const MobaResult whole = moba_attention(q, in.k, in.v, packed, params);
-  ASSERT_GT(whole.routing.k_floor, 1) << "non-vacuous: the floor moves the budgets";
+  for (const MobaGate gate : {MobaGate::kBlock, MobaGate::kToken}) {
+    SCOPED_TRACE(test::moba_gate_name(gate));
+    MobaParams params = moba_params(8, {1, 2, 3});
+    params.gate = gate;
+    params.coverage_floor_ratio = 0.9;
+    params.coverage_reference_k = 8;
+    params.coverage_curve_up_to = 6;
+    const MobaResult whole = moba_attention(q, in.k, in.v, packed, params);
+    ASSERT_GT(whole.routing.k_floor, 1) << "non-vacuous: the floor moves the budgets";
 
-  const auto shard = [&](const at::Tensor& t, int64_t index) { return t.narrow(1, index * t.size(1) / 2, t.size(1) / 2).contiguous(); };
-  std::vector<std::vector<double>> own(2);
-  for (int64_t s = 0; s < 2; ++s) {
-    MobaParams recording = params;
-    recording.sum_over_head_shards = [&own, s](std::vector<double>& sums) { own[static_cast<size_t>(s)] = sums; };
-    moba_attention(shard(q, s), shard(in.k, s), shard(in.v, s), packed, recording);
-  }
-  std::vector<int64_t> floors;
-  for (int64_t s = 0; s < 2; ++s) {
-    MobaParams sharing = params;
-    const std::vector<double>& other = own[static_cast<size_t>(1 - s)];
-    sharing.sum_over_head_shards = [&other](std::vector<double>& sums) {
-      ASSERT_EQ(sums.size(), other.size());
-      for (size_t i = 0; i < sums.size(); ++i) sums[i] += other[i];
-    };
-    const MobaResult r = moba_attention(shard(q, s), shard(in.k, s), shard(in.v, s), packed, sharing);
-    EXPECT_EQ(r.routing.k_floor, whole.routing.k_floor) << "shard " << s;
-    EXPECT_EQ(r.routing.top_k, whole.routing.top_k) << "shard " << s;
-    ASSERT_EQ(r.routing.coverage_curve.size(), whole.routing.coverage_curve.size());
-    for (size_t k = 0; k < r.routing.coverage_curve.size(); ++k) {
-      EXPECT_NEAR(r.routing.coverage_curve[k], whole.routing.coverage_curve[k], 1e-12) << "shard " << s << " k " << k + 1;
+    const auto shard = [&](const at::Tensor& t, int64_t index) { return t.narrow(1, index * t.size(1) / 2, t.size(1) / 2).contiguous(); };
+    std::vector<std::vector<double>> own(2);
+    for (int64_t s = 0; s < 2; ++s) {
+      MobaParams recording = params;
+      recording.sum_over_head_shards = [&own, s](std::vector<double>& sums) { own[static_cast<size_t>(s)] = sums; };
+      moba_attention(shard(q, s), shard(in.k, s), shard(in.v, s), packed, recording);
     }
-    // The shard's selections are the whole call's rows of its heads.
-    EXPECT_TRUE(at::equal(moba_selected_mask(r.routing.selected),
-                          moba_selected_mask(whole.routing.selected).narrow(0, 2 * s, 2)));
-    floors.push_back(MobaResult(moba_attention(shard(q, s), shard(in.k, s), shard(in.v, s), packed, params)).routing.k_floor);
+    std::vector<int64_t> floors;
+    for (int64_t s = 0; s < 2; ++s) {
+      MobaParams sharing = params;
+      const std::vector<double>& other = own[static_cast<size_t>(1 - s)];
+      sharing.sum_over_head_shards = [&other](std::vector<double>& sums) {
+        ASSERT_EQ(sums.size(), other.size());
+        for (size_t i = 0; i < sums.size(); ++i) sums[i] += other[i];
+      };
+      const MobaResult r = moba_attention(shard(q, s), shard(in.k, s), shard(in.v, s), packed, sharing);
+      EXPECT_EQ(r.routing.k_floor, whole.routing.k_floor) << "shard " << s;
+      EXPECT_EQ(r.routing.top_k, whole.routing.top_k) << "shard " << s;
+      ASSERT_EQ(r.routing.coverage_curve.size(), whole.routing.coverage_curve.size());
+      for (size_t k = 0; k < r.routing.coverage_curve.size(); ++k) {
+        EXPECT_NEAR(r.routing.coverage_curve[k], whole.routing.coverage_curve[k], 1e-12) << "shard " << s << " k " << k + 1;
+      }
+      // The shard's selections are the whole call's rows of its heads.
+      EXPECT_TRUE(at::equal(moba_selected_mask(r.routing.selected),
+                            moba_selected_mask(whole.routing.selected).narrow(0, 2 * s, 2)));
+      floors.push_back(MobaResult(moba_attention(shard(q, s), shard(in.k, s), shard(in.v, s), packed, params)).routing.k_floor);
+    }
+    EXPECT_NE(floors[0], floors[1]) << "non-vacuous: alone, the two shards would choose different floors";
   }
-  EXPECT_NE(floors[0], floors[1]) << "non-vacuous: alone, the two shards would choose different floors";
 }
 
 }  // namespace

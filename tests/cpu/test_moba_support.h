@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "kernels/attention/patterns/moba/moba_attention.h"
@@ -62,9 +63,11 @@ inline double moba_max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
 }
 
 // Causal MoBA parameters.
-inline MobaParams moba_test_params(int64_t block_size, std::vector<int64_t> top_k, double scale) {
+inline MobaParams moba_test_params(int64_t block_size, std::vector<int64_t> top_k, double scale,
+                                   MobaGate gate = MobaGate::kBlock) {
   MobaParams params;
   params.block_size = block_size;
+  params.gate = gate;
   params.top_k = std::move(top_k);
   params.scale = scale;
   return params;
@@ -79,10 +82,12 @@ inline void expect_moba_grads_near(const MobaGrads& actual, const MobaGrads& exp
   EXPECT_LT(moba_max_abs_diff(actual.dv, expected.dv), tolerance) << "dv";
 }
 
-// selected [Hq, NB, kcap] (-1 padded block ids) -> [Hq, NB, NB] bool, as the oracle reports it.
-inline at::Tensor moba_selected_mask(const at::Tensor& selected) {
-  const int64_t heads = selected.size(0), blocks = selected.size(1);
-  at::Tensor mask = at::zeros({heads, blocks, blocks + 1}, at::kBool);  // last column: padding
+// selected [Hq, R, kcap] (-1 padded block ids) -> [Hq, R, NB] bool, as the oracle reports
+// it (R = NB under the block gate, the default here; R = Tq under the token gate).
+inline at::Tensor moba_selected_mask(const at::Tensor& selected, int64_t blocks = -1) {
+  const int64_t heads = selected.size(0), rows = selected.size(1);
+  if (blocks < 0) blocks = rows;
+  at::Tensor mask = at::zeros({heads, rows, blocks + 1}, at::kBool);  // last column: padding
   const at::Tensor ids = selected.to(at::kLong).cpu();
   mask.scatter_(2, ids.where(ids.ge(0), at::full_like(ids, blocks)), true);
   return mask.narrow(2, 0, blocks);
@@ -132,5 +137,29 @@ inline at::Tensor key_rows_of(const MobaKeyBlocks& keys) {
   }
   return at::tensor(rows, at::kLong);
 }
+
+// One routing row (head, query block or query token) of selected [Hq, R, kcap]: its
+// blocks without the -1 padding.
+inline std::vector<int64_t> moba_row_blocks(const MobaRouting& routing, int64_t head, int64_t row) {
+  std::vector<int64_t> ids;
+  const at::Tensor selected = routing.selected[head][row].to(at::kLong).cpu();
+  for (int64_t i = 0; i < selected.size(0); ++i) {
+    if (selected[i].item<int64_t>() >= 0) ids.push_back(selected[i].item<int64_t>());
+  }
+  return ids;
+}
+
+// What the oracle reports as selected under params.gate, as a mask of the routing's shape.
+inline void expect_selection_is_the_oracles(const MobaRouting& routing, const MobaReferenceResult& reference,
+                                            const MobaParams& params) {
+  if (params.gate == MobaGate::kToken) {
+    EXPECT_TRUE(at::equal(moba_selected_mask(routing.selected, reference.token_selected.size(2)),
+                          reference.token_selected));
+  } else {
+    EXPECT_TRUE(at::equal(moba_selected_mask(routing.selected), reference.block_selected));
+  }
+}
+
+inline std::string moba_gate_name(MobaGate gate) { return moba_gate_options().name_of(gate); }
 
 }  // namespace sb::test

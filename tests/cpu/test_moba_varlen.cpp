@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <limits>
+#include <map>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -16,7 +18,10 @@
 #include "kernels/attention/patterns/moba/moba_key_blocks.h"
 #include "kernels/attention/core/block_layout.h"
 #include "kernels/attention/patterns/moba/moba_reference.h"
+#include "kernels/attention/patterns/moba/moba_token_routing.h"
+#include "kernels/attention/patterns/moba/moba_token_varlen_plan.h"
 #include "kernels/attention/patterns/moba/moba_varlen_attention.h"
+#include "kernels/attention/core/varlen_attention_cpu.h"
 #include "tests/cpu/test_moba_support.h"
 
 namespace sb {
@@ -108,21 +113,24 @@ struct VarlenCase {
   bool causal;
 };
 
-class MobaVarlenTest : public ::testing::TestWithParam<VarlenCase> {};
+class MobaVarlenTest : public ::testing::TestWithParam<std::tuple<VarlenCase, MobaGate>> {};
 
 TEST_P(MobaVarlenTest, PipelineMatchesTheFloat64Reference) {
-  const VarlenCase& c = GetParam();
+  const auto& [c, gate] = GetParam();
   const auto queries = PackedSequences::from_lengths(c.query_lengths);
   const auto keys = PackedSequences::from_lengths(c.key_lengths);
-  MobaParams params = test::moba_test_params(c.block_size, {c.top_k}, 0.3);
+  MobaParams params = test::moba_test_params(c.block_size, {c.top_k}, 0.3, gate);
   params.causal = c.causal;
   const auto in = moba_random_inputs(c.query_lengths, c.key_lengths, c.q_heads, c.kv_heads, 8,
                                      at::kDouble, 99 + c.block_size);
   const BlockLayout layout = BlockLayout::build(keys, queries, c.block_size, c.causal);
-  const MobaRouting routing = moba_route_cpu(in.q, in.k, layout, params);
   // A small budget forces several chunks of part 2.
   const MobaVarlenPlan plan =
-      moba_varlen_plan(layout, routing, c.q_heads, c.kv_heads, 8, 8, params.scale, 2048);
+      gate == MobaGate::kToken
+          ? moba_token_varlen_plan(layout, moba_route_tokens(in.q, in.k, layout, params), c.q_heads, c.kv_heads, 8, 8,
+                                   params.scale, 4096)
+          : moba_varlen_plan(layout, moba_route_cpu(in.q, in.k, layout, params), c.q_heads, c.kv_heads, 8, 8,
+                             params.scale, 2048);
   if (c.top_k > 1) EXPECT_GT(plan.chunks.size(), 1u) << "chunking is not exercised";
   const Float64VarlenAttention ops;
 
@@ -138,13 +146,118 @@ TEST_P(MobaVarlenTest, PipelineMatchesTheFloat64Reference) {
 
 INSTANTIATE_TEST_SUITE_P(
     TrainingDecodingPacked, MobaVarlenTest,
-    ::testing::Values(VarlenCase{"packed_training", {37, 5, 64}, {37, 5, 64}, 8, 3, 4, 2, true},
-                      VarlenCase{"gqa_8_to_1", {50}, {50}, 8, 4, 8, 1, true},
-                      VarlenCase{"diagonal_only", {40, 9}, {40, 9}, 8, 1, 2, 1, true},
-                      VarlenCase{"decode_one_token", {1}, {45}, 8, 3, 4, 2, true},
-                      VarlenCase{"decode_chunks_packed", {5, 11}, {45, 40}, 8, 3, 4, 2, true},
-                      VarlenCase{"not_causal", {29, 12}, {29, 12}, 8, 2, 4, 2, false}),
-    [](const auto& info) { return info.param.name; });
+    ::testing::Combine(
+        ::testing::Values(VarlenCase{"packed_training", {37, 5, 64}, {37, 5, 64}, 8, 3, 4, 2, true},
+                          VarlenCase{"gqa_8_to_1", {50}, {50}, 8, 4, 8, 1, true},
+                          VarlenCase{"diagonal_only", {40, 9}, {40, 9}, 8, 1, 2, 1, true},
+                          VarlenCase{"decode_one_token", {1}, {45}, 8, 3, 4, 2, true},
+                          VarlenCase{"decode_chunks_packed", {5, 11}, {45, 40}, 8, 3, 4, 2, true},
+                          VarlenCase{"not_causal", {29, 12}, {29, 12}, 8, 2, 4, 2, false}),
+        ::testing::Values(MobaGate::kBlock, MobaGate::kToken)),
+    [](const auto& info) {
+      return std::get<0>(info.param).name + "_" + test::moba_gate_name(std::get<1>(info.param)) + "_gate";
+    });
+
+// The token plan gathers exactly the selected (query, head, earlier block) pairs: one
+// segment per (head, block) with the queries that chose it, in query order, each against
+// that one block's keys of the head's key/value head.
+TEST(MobaTokenVarlenPlan, GathersEachSelectedPairOnceAgainstItsBlock) {
+  const std::vector<int64_t> lengths = {45, 20};
+  const auto packed = PackedSequences::from_lengths(lengths);
+  const auto in = moba_random_inputs(lengths, lengths, 4, 2, 8, at::kDouble, 7);
+  const MobaParams params = test::moba_test_params(8, {3}, 0.3, MobaGate::kToken);
+  const BlockLayout layout = BlockLayout::build(packed, packed, 8, true);
+  const MobaRouting routing = moba_route_tokens(in.q, in.k, layout, params);
+  const MobaVarlenPlan plan = moba_token_varlen_plan(layout, routing, 4, 2, 8, 8, params.scale, 4096);
+  ASSERT_GT(plan.chunks.size(), 1u);
+  EXPECT_EQ(plan.slots, routing.selected.size(2));
+  // Expected pairs from the routing, by (head, block): the queries in order.
+  std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>> expected;
+  const at::Tensor ids = routing.selected.to(at::kLong);
+  int64_t pairs = 0;
+  for (int64_t h = 0; h < 4; ++h) {
+    for (int64_t b = 0; b < layout.num_blocks(); ++b) {
+      const LayoutBlock& block = layout.blocks[b];
+      for (int64_t t = block.query_start; t < block.query_start + block.query_len; ++t) {
+        for (int64_t s = 0; s < ids.size(2); ++s) {
+          const int64_t j = ids[h][t][s].item<int64_t>();
+          if (j < 0 || j == b) continue;
+          expected[{h, j}].push_back(t * 4 + h);
+          ++pairs;
+        }
+      }
+    }
+  }
+  ASSERT_GT(pairs, 0);
+  std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>> actual;
+  int64_t gathered = 0;
+  for (const MobaVarlenChunk& chunk : plan.chunks) {
+    const auto cu_q = host_offsets(chunk.cu_q), cu_k = host_offsets(chunk.cu_k);
+    const at::Tensor entries = chunk.key_blocks.entries.cpu();
+    ASSERT_EQ(entries.size(0) + 1, static_cast<int64_t>(cu_q.size()));
+    for (int64_t e = 0; e < entries.size(0); ++e) {
+      const int64_t source = entries[e][kKeyBlockSource].item<int64_t>();
+      int64_t j = 0;
+      while (layout.blocks[j].key_start != source) ++j;
+      EXPECT_EQ(entries[e][kKeyBlockTokens].item<int64_t>(), layout.blocks[j].key_len);
+      EXPECT_EQ(cu_k[e + 1] - cu_k[e], layout.blocks[j].key_len);
+      const int64_t g = entries[e][kKeyBlockHead].item<int64_t>();
+      std::vector<int64_t> rows;
+      for (int64_t r = cu_q[e]; r < cu_q[e + 1]; ++r) rows.push_back(chunk.q_index[r].item<int64_t>());
+      const int64_t h = rows.front() % 4;
+      EXPECT_EQ(g, h / 2);
+      EXPECT_TRUE(actual.emplace(std::make_pair(h, j), rows).second) << "segment (" << h << ", " << j << ") twice";
+      gathered += static_cast<int64_t>(rows.size());
+    }
+  }
+  EXPECT_EQ(gathered, pairs);
+  EXPECT_EQ(actual, expected);
+}
+
+// The CPU varlen op against the float64 one: causal segments with fewer, equal and more
+// queries than keys (queries that see no key: out 0, and no gradient), GQA 4:2.
+TEST(CpuVarlenAttention, MatchesTheFloat64OpForwardAndBackward) {
+  const std::vector<int64_t> q_lengths = {7, 300, 5, 1}, k_lengths = {7, 150, 9, 4};
+  std::vector<int64_t> cu_q{0}, cu_k{0};
+  for (size_t i = 0; i < q_lengths.size(); ++i) {
+    cu_q.push_back(cu_q.back() + q_lengths[i]);
+    cu_k.push_back(cu_k.back() + k_lengths[i]);
+  }
+  const at::Tensor cq = at::tensor(cu_q, at::kInt), ck = at::tensor(cu_k, at::kInt);
+  at::manual_seed(12);
+  const at::Tensor q = at::randn({cu_q.back(), 4, 16}, at::kDouble), k = at::randn({cu_k.back(), 2, 16}, at::kDouble);
+  const at::Tensor v = at::randn({cu_k.back(), 2, 16}, at::kDouble);
+  const at::Tensor grad = at::randn_like(q);
+  const Float64VarlenAttention oracle;
+  for (const bool causal : {true, false}) {
+    for (const at::ScalarType dtype : {at::kDouble, at::kFloat}) {
+      SCOPED_TRACE(std::string(causal ? "causal " : "full ") + c10::toString(dtype));
+      const double tolerance = dtype == at::kDouble ? 1e-12 : 2e-5;
+      const auto actual = cpu_varlen_attention().forward(q.to(dtype), k.to(dtype), v.to(dtype), cq, ck, 300, 150,
+                                                          causal, 0.25);
+      // The oracle's rows that see no key are NaN (softmax of nothing): compare the others.
+      const at::Tensor seen = at::ones({cu_q.back()}, at::kBool);
+      if (causal) seen.narrow(0, 7, 150).fill_(false);  // segment 1: queries 0 .. 149 see no key
+      const auto expected = oracle.forward(q, k, v, cq, ck, 300, 150, causal, 0.25);
+      EXPECT_LT(moba_max_abs_diff(actual.out.index({seen}), expected.out.index({seen})), tolerance);
+      EXPECT_LT(moba_max_abs_diff(actual.lse.t().index({seen}), expected.lse.t().index({seen})), tolerance);
+      if (causal) {
+        EXPECT_EQ(actual.out.index({seen.logical_not()}).abs().max().item<double>(), 0.0);
+        EXPECT_TRUE(actual.lse.t().index({seen.logical_not()}).isneginf().all().item<bool>());
+      }
+      // Backward from the oracle's out and lse with the unseen rows' gradient zeroed.
+      const at::Tensor g = grad * seen.view({-1, 1, 1}).to(at::kDouble);
+      const at::Tensor out = expected.out.nan_to_num(0.0), lse = expected.lse.nan_to_num(0.0, 0.0, 0.0);
+      const auto [dq, dk, dv] = cpu_varlen_attention().backward(
+          g.to(dtype), q.to(dtype), k.to(dtype), v.to(dtype), out.to(dtype),
+          actual.lse, cq, ck, 300, 150, causal, 0.25, actual);
+      const auto [eq, ek, ev] = oracle.backward(g, q, k, v, out, lse, cq, ck, 300, 150, causal, 0.25, expected);
+      EXPECT_LT(moba_max_abs_diff(dq.index({seen}), eq.index({seen})), 10 * tolerance);
+      EXPECT_LT(moba_max_abs_diff(dk, ek.nan_to_num(0.0)), 10 * tolerance);
+      EXPECT_LT(moba_max_abs_diff(dv, ev.nan_to_num(0.0)), 10 * tolerance);
+    }
+  }
+}
 
 TEST(MobaVarlenPlan, IndicesGatherTheSelectedBlocksOfEachRow) {
   // One sequence of 3 blocks of 4, one head, k = 3: the last query block's row gathers

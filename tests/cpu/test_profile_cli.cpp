@@ -41,7 +41,11 @@ TEST(ProfileCli, PrintedCommandLineReproducesTheRequest) {
   ProfileRequest request;
   request.model = folder.string();
   request.config = profile_model_config(request.model);
-  request.attention = moba_attention_options(8, 2);
+  MobaOptions token;  // not the default gate: the command line must name it
+  token.block_size = 8;
+  token.top_k = 2;
+  token.gate = MobaGate::kToken;
+  request.attention = moba_attention_options(token);
   request.training.activation_checkpointing = true;
   request.training.lora = Qwen2LoraOptions{4, 8.0, 0.05, {"q_proj", "v_proj", "down_proj"}};
   request.seq_lens = {16, 32};
@@ -67,6 +71,8 @@ TEST(ProfileCli, PrintedCommandLineReproducesTheRequest) {
   EXPECT_EQ(profile.seq_lens, request.seq_lens);
   EXPECT_EQ(profile.budgets, request.budgets);
   EXPECT_EQ(profile.block_size(), 8);
+  EXPECT_EQ(profile.attention_fields.at("token_gate"), 1);
+  EXPECT_NE(line.find("--gate token"), std::string::npos) << line;
   // The profile's own command is the one that made it.
   EXPECT_EQ(profile.context["command"], line);
   fs::remove_all(dir);

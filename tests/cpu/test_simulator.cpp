@@ -232,7 +232,7 @@ TEST(CoverageFit, RecoversTheExponentThatMadeTheObservations) {
 
 TEST(CoverageFit, ReadsMeasuredRunsOfTheSameBlockSizeOnly) {
   const std::filesystem::path dir = test::fresh_temp_dir("coverage_fit");
-  const auto write_run = [&](const std::string& name, int64_t block, bool simulated) {
+  const auto write_run = [&](const std::string& name, int64_t block, bool simulated, const std::string& gate = "") {
     std::vector<IterationRecord> records;
     for (int64_t it = 0; it < 3; ++it) {
       IterationRecord r;
@@ -251,24 +251,29 @@ TEST(CoverageFit, ReadsMeasuredRunsOfTheSameBlockSizeOnly) {
       }
       records.push_back(r);
     }
-    test::write_measured_run_folder(
-        dir / name, simulated, records,
-        json{{"methods", json::array({{{"attention", {{"name", "moba"}, {"block_size", block}}}}})}});
+    json attention{{"name", "moba"}, {"block_size", block}};
+    if (!gate.empty()) attention["gate"] = gate;
+    test::write_measured_run_folder(dir / name, simulated, records,
+                                    json{{"methods", json::array({{{"attention", attention}}})}});
   };
-  write_run("measured", 32, false);
+  write_run("measured", 32, false);  // no "gate": resolved before the key existed, the block gate
   write_run("other_block", 64, false);
   write_run("simulated", 32, true);
-  const CoverageFit fit = fit_coverage_from_results(dir, 32, "m.json", "$.simulation.coverage.fit_from");
+  write_run("token_gate", 32, false, "token");
+  const CoverageFit fit =
+      fit_coverage_from_results(dir, 32, MobaGate::kBlock, "m.json", "$.simulation.coverage.fit_from");
   EXPECT_NEAR(fit.exponent, 1.3, 1e-3);
   EXPECT_EQ(fit.points, 2 * 2 * 2);  // 2 measured iterations x 2 micro-batches x 2 layers
   EXPECT_EQ(fit.runs, (std::vector<std::string>{(dir / "measured").string()}));
   try {
-    fit_coverage_from_results(dir, 16, "m.json", "$.simulation.coverage.fit_from");
+    fit_coverage_from_results(dir, 16, MobaGate::kBlock, "m.json", "$.simulation.coverage.fit_from");
     FAIL() << "no run has block size 16";
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.json_path(), "$.simulation.coverage.fit_from");
   }
-  EXPECT_THROW(fit_coverage_from_results(dir / "missing", 32, "m.json", "$"), ConfigError);
+  EXPECT_EQ(fit_coverage_from_results(dir, 32, MobaGate::kToken, "m.json", "$").runs,
+            (std::vector<std::string>{(dir / "token_gate").string()}));
+  EXPECT_THROW(fit_coverage_from_results(dir / "missing", 32, MobaGate::kBlock, "m.json", "$"), ConfigError);
   std::filesystem::remove_all(dir);
 }
 

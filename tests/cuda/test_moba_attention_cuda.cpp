@@ -2,7 +2,8 @@
 // CPU implementation and the float64 oracle: routing identical to the CPU routing,
 // output and q/k/v gradients within bfloat16 / float16 rounding of the oracle, over
 // packed sequences, partial blocks, GQA 7:1 and 8:1, budgets from 1 to dense, the DST
-// floor, and decoding through the backend. Exits 77 without a GPU (cuda_test_main.cpp).
+// floor, and decoding through the backend; MoBA's per-token gate likewise. Exits 77
+// without a GPU (cuda_test_main.cpp).
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -227,6 +228,46 @@ TEST(MobaCuda, ManyCopiesOfOnePartialBlockEqualTheCpuBitwise) {
   add_key_block_grads(dk_gpu, grad.cuda(), device_keys, moba_key_block_runs(device_keys));
   EXPECT_TRUE(at::equal(dk_gpu.cpu(), dk_cpu)) << test::moba_max_abs_diff(dk_gpu, dk_cpu);
 }
+
+// MoBA's own gate, per query token, on the device: the routing of the CPU (the same
+// float64 scores and ranking rule) and the oracle's numerics, through flash-attention
+// varlen over (head, key block) segments.
+class MobaCudaTokenGateTest : public ::testing::TestWithParam<std::tuple<CudaCase, at::ScalarType>> {};
+
+TEST_P(MobaCudaTokenGateTest, MatchesTheReferenceAndTheCpuRouting) {
+  const auto& [c, dtype] = GetParam();
+  const auto packed = PackedSequences::from_lengths(c.lengths);
+  int64_t tokens = 0;
+  for (int64_t n : c.lengths) tokens += n;
+  const MobaParams params = test::moba_test_params(c.block_size, c.top_k,
+                                                   1.0 / std::sqrt(static_cast<double>(c.head_dim)), MobaGate::kToken);
+  const test::MobaInputs in = test::moba_random_inputs(c.lengths, c.lengths, c.q_heads, c.kv_heads, c.head_dim, dtype, 13);
+  at::Tensor qc = in.q.cuda().requires_grad_(true), kc = in.k.cuda().requires_grad_(true);
+  at::Tensor vc = in.v.cuda().requires_grad_(true);
+  const MobaResult gpu = moba_attention(qc, kc, vc, packed, params);
+  (gpu.out * in.grad_out.cuda()).sum().backward();
+  ASSERT_TRUE(gpu.out.is_cuda());
+  const MobaResult cpu = moba_attention(in.q.to(at::kFloat), in.k.to(at::kFloat), in.v.to(at::kFloat), packed, params);
+  EXPECT_TRUE(at::equal(gpu.routing.selected.cpu(), cpu.routing.selected));
+  EXPECT_EQ(gpu.routing.top_k, cpu.routing.top_k);
+  for (size_t s = 0; s < cpu.routing.coverage.size(); ++s) {
+    EXPECT_NEAR(gpu.routing.coverage[s], cpu.routing.coverage[s], 1e-9);
+  }
+  const test::MobaGrads expected = test::moba_run_with_grads(in, packed, packed, params, true);
+  const double tolerance = dtype == at::kBFloat16 ? 3e-2 : 4e-3;
+  EXPECT_LT(test::moba_max_abs_diff(gpu.out, expected.out), tolerance) << "forward";
+  EXPECT_LT(test::moba_max_abs_diff(qc.grad(), expected.dq), 4 * tolerance) << "dq";
+  EXPECT_LT(test::moba_max_abs_diff(kc.grad(), expected.dk), 4 * tolerance) << "dk";
+  EXPECT_LT(test::moba_max_abs_diff(vc.grad(), expected.dv), 4 * tolerance) << "dv";
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, MobaCudaTokenGateTest,
+                         ::testing::Combine(::testing::ValuesIn(cuda_cases()),
+                                            ::testing::Values(at::kBFloat16, at::kHalf)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param).name + "_" +
+                                  std::string(c10::toString(std::get<1>(info.param)));
+                         });
 
 TEST(MobaCuda, DecodingThroughTheBackendMatchesTheReference) {
   auto backend = moba_attention_options(64, 3).make_backend();

@@ -141,8 +141,11 @@ std::vector<std::pair<std::string, std::string>> attention_profile_flags(const A
   const json defaults = plugin.to_json(plugin.make_default().pattern());
   std::vector<std::pair<std::string, std::string>> flags;
   for (const AttentionFlag& flag : plugin.profile_flags()) {
+    if (!values.contains(flag.key)) continue;  // a key the resolved object leaves out at its default
     const json& value = values.at(flag.key);
-    if (flag.always_written || value != defaults.at(flag.key)) flags.emplace_back(flag.flag, value.dump());
+    if (flag.always_written || !defaults.contains(flag.key) || value != defaults.at(flag.key)) {
+      flags.emplace_back(flag.flag, value.is_string() ? value.get<std::string>() : value.dump());
+    }
   }
   return flags;
 }
@@ -223,6 +226,11 @@ void check_profile_matches(const LatencyProfile& profile, const Manifest& manife
     const auto found = profile.attention_fields.find(field);
     const int64_t measured = found != profile.attention_fields.end() ? found->second : 0;
     if (measured == wanted) continue;
+    if (field == "token_gate") {
+      const auto gate = [](int64_t token) { return std::string(token != 0 ? "token" : "block"); };
+      refuse(" was measured with MoBA's " + gate(measured) + " gate, not its " + gate(wanted) +
+             " gate ($.methods[].attention.gate)");
+    }
     if (field == "block_size") {
       refuse(" was measured with " + pattern.title() + " blocks of " + std::to_string(measured) + " tokens, not " +
              std::to_string(wanted));

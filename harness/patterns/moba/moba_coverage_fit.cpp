@@ -41,12 +41,15 @@ double sum_squared_error(const std::vector<CoverageObservation>& observations, d
   return sse;
 }
 
-// The run's MoBA block size from its resolved manifest, or -1 (not MoBA, unreadable).
-int64_t run_block_size(const fs::path& run_dir) {
+// The run's MoBA block size from its resolved manifest, or -1 (not MoBA under `gate`,
+// unreadable). A resolved MoBA attention without "gate" is the block gate's.
+int64_t run_block_size(const fs::path& run_dir, MobaGate gate) {
   try {
     const json m = json::parse(read_file(run_dir / "manifest.resolved.json"));
     const json& attention = m.at("methods").at(0).at("attention");
-    return attention.value("name", "") == "moba" ? attention.value("block_size", int64_t{-1}) : -1;
+    if (attention.value("name", "") != "moba") return -1;
+    if (moba_gate_options().from_name(attention.value("gate", "block")) != gate) return -1;
+    return attention.value("block_size", int64_t{-1});
   } catch (const std::exception&) {
     return -1;
   }
@@ -90,18 +93,19 @@ CoverageFit fit_coverage_exponent(const std::vector<CoverageObservation>& observ
   return fit;
 }
 
-CoverageFit fit_coverage_from_results(const fs::path& results_dir, int64_t block_size, const std::string& manifest_file,
-                                      const std::string& json_path) {
+CoverageFit fit_coverage_from_results(const fs::path& results_dir, int64_t block_size, MobaGate gate,
+                                      const std::string& manifest_file, const std::string& json_path) {
   MeasuredObservations<CoverageObservation> observed = observe_measured_runs<CoverageObservation>(
       results_dir, manifest_file, json_path, [&](const fs::path& dir) {
-        return run_block_size(dir) == block_size ? coverage_observations(dir / "records.jsonl")
+        return run_block_size(dir, gate) == block_size ? coverage_observations(dir / "records.jsonl")
                                                  : std::vector<CoverageObservation>{};
       });
   if (observed.all.empty()) {
     throw ConfigError(manifest_file, json_path,
-                      "found no measured MoBA run with block size " + std::to_string(block_size) +
-                          " and recorded layer coverage under " + results_dir.string(),
-                      "point it at the results of a `sparsebalance run` with the same attention block size");
+                      "found no measured MoBA run with block size " + std::to_string(block_size) + ", the " +
+                          moba_gate_options().name_of(gate) + " gate and recorded layer coverage under " +
+                          results_dir.string(),
+                      "point it at the results of a `sparsebalance run` with the same attention block size and gate");
   }
   CoverageFit fit = fit_coverage_exponent(observed.all, block_size);
   fit.runs = std::move(observed.runs);

@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/attention/patterns/moba/moba_gate.h"
+
 namespace sb {
 
 struct CoverageObservation {
@@ -47,9 +49,9 @@ CoverageFit fit_coverage_exponent(const std::vector<CoverageObservation>& observ
 
 // Every measured run under `results_dir` (the folder itself, or its sub-folders, that
 // hold records.jsonl and a context.json not marked simulated) whose resolved manifest
-// uses MoBA with this block size. Throws ConfigError naming `json_path` in
+// uses MoBA with this block size and gate. Throws ConfigError naming `json_path` in
 // `manifest_file` when the folder is missing or yields no observation.
-CoverageFit fit_coverage_from_results(const std::filesystem::path& results_dir, int64_t block_size,
+CoverageFit fit_coverage_from_results(const std::filesystem::path& results_dir, int64_t block_size, MobaGate gate,
                                       const std::string& manifest_file, const std::string& json_path);
 
 }  // namespace sb

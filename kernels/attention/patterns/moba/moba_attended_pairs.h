@@ -14,7 +14,8 @@ namespace sb {
 
 // MoBA's pairs on q [T, Hq, D], k [T, Hkv, D] (q and k the same tokens, `packed`): the
 // routing `params` gives (run here), a listed diagonal block counting its causal
-// triangle, every other listed block whole.
+// triangle (per query under the token gate: the keys up to it), every other listed
+// block whole.
 double moba_attended_pairs(const at::Tensor& q, const at::Tensor& k, const PackedSequences& packed,
                            const MobaParams& params);
 

@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "kernels/attention/patterns/moba/moba_attention_cpu.h"
+#include "kernels/attention/patterns/moba/moba_token_attention.h"
 #ifdef SB_WITH_CUDA
 #include "kernels/attention/patterns/moba/cuda/moba_attention_cuda.h"
 #endif
@@ -60,6 +61,11 @@ MobaResult moba_attention_cpu_path(const at::Tensor& q, const at::Tensor& k, con
 
 }  // namespace
 
+const OptionNames<MobaGate>& moba_gate_options() {
+  static const OptionNames<MobaGate> names{"MoBA gate", {{"token", MobaGate::kToken}, {"block", MobaGate::kBlock}}};
+  return names;
+}
+
 const OptionNames<MobaCudaKernel>& moba_cuda_kernel_options() {
   static const OptionNames<MobaCudaKernel> names{"MoBA CUDA kernel",
                                                  {{"auto", MobaCudaKernel::kAuto},
@@ -77,6 +83,7 @@ MobaResult moba_attention_packed(const at::Tensor& q, const at::Tensor& k, const
   const BlockLayout layout =
       BlockLayout::build(key_sequences, query_sequences, params.block_size, params.causal);
   moba_budgets_per_sequence(params, layout.num_sequences());  // throws on bad budgets
+  if (params.gate == MobaGate::kToken) return moba_token_attention(q, k, v, layout, params);
   if (q.device().is_cpu()) return moba_attention_cpu_path(q, k, v, layout, params);
 #ifdef SB_WITH_CUDA
   if (q.is_cuda()) return moba_attention_cuda(q, k, v, layout, params);

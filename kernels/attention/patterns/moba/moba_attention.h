@@ -3,13 +3,15 @@
 // The rules (docs/sparsebalance.md 1.1, "MoBA rules", and 1.5):
 // - keys of each sequence are cut into blocks of block_size tokens (the last may be
 //   partial); packed sequences never see each other.
-// - gate score of key block j for the queries of block i, per query head h:
-//   s_j = mean(Q_i[h]) . mean(K_j[g(h)]) (no softmax scale), g(h) = h / (Hq / Hkv);
-//   computed in float64 in every implementation.
-// - the diagonal block i is always selected (causal inside); future blocks never
-//   (causal); then the top-(k-1) earlier blocks by s_j. Ties: the lower block index wins.
+// - gate score of key block j, per query head h, g(h) = h / (Hq / Hkv), no softmax scale,
+//   computed in float64 in every implementation. A routing row is what one choice holds
+//   for (MobaParams::gate): a query token t (kToken: s_j = q_t[h] . mean(K_j[g(h)])), or
+//   a query block i (kBlock: s_j = mean(Q_i[h]) . mean(K_j[g(h)])).
+// - the row's own (diagonal) block is always selected (causal inside); future blocks
+//   never (causal); then the top-(k-1) earlier blocks by s_j. Ties: the lower block
+//   index wins.
 // - coverage: pi_j = softmax over the eligible blocks of s_j; C = sum of pi_j over the
-//   selected blocks, averaged over (head, query block): per sequence and over the call.
+//   selected blocks, averaged over (head, row): per sequence and over the call.
 // - coverage floor (DST): k_floor = the smallest k whose call-wide C(k) (the same k for
 //   every sequence) is >= ratio * C(reference_k); sequence s then uses max(k_s, k_floor).
 // - coverage curve (evaluation): the call-wide C(k) for k = 1 .. K, from the same sorted
@@ -22,6 +24,7 @@
 #include <vector>
 
 #include "kernels/attention/patterns/moba/moba_cuda_kernel.h"
+#include "kernels/attention/patterns/moba/moba_gate.h"
 #include "kernels/attention/core/block_layout.h"
 #include "kernels/attention/core/packed_sequences.h"
 
@@ -30,6 +33,7 @@ namespace sb {
 
 struct MobaParams {
   int64_t block_size = 256;
+  MobaGate gate = MobaGate::kBlock;  // what a routing row is: a query block or a token
   // Budget k per sequence (diagonal included); one value applies to every sequence.
   // k at or above a query block's eligible block count means dense attention there.
   std::vector<int64_t> top_k{32};
@@ -52,8 +56,10 @@ struct MobaParams {
 // What the gate chose: the same on every device (CPU tensors for CPU inputs, device
 // tensors for CUDA inputs); statistics on the host.
 struct MobaRouting {
-  at::Tensor selected;        // [Hq, NB, kcap] int32: global block ids, ascending, -1 padding
-  at::Tensor selected_count;  // [Hq, NB] int32 (0 for blocks without queries)
+  MobaGate gate = MobaGate::kBlock;
+  // Rows R: the query blocks (kBlock, R = NB) or the query tokens (kToken, R = Tq).
+  at::Tensor selected;        // [Hq, R, kcap] int32: global block ids, ascending, -1 padding
+  at::Tensor selected_count;  // [Hq, R] int32 (0 for blocks without queries)
   std::vector<int64_t> top_k;    // effective budget per sequence: max(k_s, k_floor)
   std::vector<double> coverage;  // C per sequence (1 for a sequence without queries)
   double coverage_mean = 1.0;    // C over every (head, query block) of the call
@@ -77,7 +83,8 @@ MobaResult moba_attention(const at::Tensor& q, const at::Tensor& k, const at::Te
 // General form: q holds, for every sequence s, the queries at its LAST
 // query_sequences.length(s) positions; k, v hold all keys (key_sequences). Used for
 // decoding with a cache; the gate's query side is the mean of the queries present in
-// the call (docs/sparsebalance.md 1.1, "MoBA decoding rule").
+// the call under the block gate (docs/sparsebalance.md 1.1, "MoBA decoding rule"); the
+// token gate routes each query by itself, as in training.
 MobaResult moba_attention_packed(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                  const PackedSequences& query_sequences,
                                  const PackedSequences& key_sequences, const MobaParams& params);
@@ -103,8 +110,9 @@ int64_t moba_call_coverage_extent(const MobaParams& params, int64_t most_eligibl
 // with little work stays on the calling thread (waking the pool costs more).
 int64_t moba_parallel_grain(int64_t work_per_item);
 
-// The routing on the host: the CPU implementation of the gate, top-k and coverage.
-// q [Tq, Hq, D], k [Tk, Hkv, D] on the CPU.
+// The block gate's routing on the host: the CPU implementation of the gate, top-k and
+// coverage. q [Tq, Hq, D], k [Tk, Hkv, D] on the CPU. (The token gate's routing:
+// moba_token_routing.h.)
 MobaRouting moba_route_cpu(const at::Tensor& q, const at::Tensor& k, const BlockLayout& layout,
                            const MobaParams& params);
 

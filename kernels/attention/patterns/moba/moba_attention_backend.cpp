@@ -7,8 +7,8 @@
 
 namespace sb {
 
-MobaAttention::MobaAttention(int64_t block_size, int64_t default_top_k, MobaCudaKernel cuda_kernel)
-    : block_size_(block_size), default_top_k_(default_top_k), cuda_kernel_(cuda_kernel) {
+MobaAttention::MobaAttention(int64_t block_size, int64_t default_top_k, MobaCudaKernel cuda_kernel, MobaGate gate)
+    : block_size_(block_size), default_top_k_(default_top_k), cuda_kernel_(cuda_kernel), gate_(gate) {
   if (block_size < 1) {
     throw std::invalid_argument("moba attention: block_size must be >= 1, got " +
                                 std::to_string(block_size));
@@ -61,6 +61,7 @@ at::Tensor MobaAttention::forward(const at::Tensor& q, const at::Tensor& k, cons
                                               sequences.num_sequences(), layer);
   params.sum_over_head_shards = head_shard_sum_;
   params.cuda_kernel = cuda_kernel_;
+  params.gate = gate_;
   MobaResult result = moba_attention(q, k, v, sequences, params);
   stats_[layer] = moba_layer_stats(layer, std::move(result.routing));
   return result.out;
@@ -78,6 +79,7 @@ at::Tensor MobaAttention::forward_cached(const at::Tensor& q, const at::Tensor& 
   params.coverage_floor_ratio = request_.coverage_floor_ratio;
   params.coverage_reference_k = request_.coverage_reference_k;
   params.cuda_kernel = cuda_kernel_;
+  params.gate = gate_;
   return moba_attention_packed(q, k, v, PackedSequences::from_lengths({q.size(0)}),
                                PackedSequences::from_lengths({k.size(0)}), params)
       .out;

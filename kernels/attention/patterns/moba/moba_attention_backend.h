@@ -3,9 +3,10 @@
 // with the budget of the current request, and the backend records, per layer, the
 // budget each sequence got and the routing-score coverage.
 //
-// Decoding with a cache (forward_cached): the n new queries are the last n positions;
-// the gate's query side of a block is the mean of the new queries in that block, so a
-// prefill (n = L) is exactly the training forward and a one-token step gates with the
+// Decoding with a cache (forward_cached): the n new queries are the last n positions.
+// Under the token gate each routes by itself, as in training; under the block gate the
+// gate's query side of a block is the mean of the new queries in that block. Either way
+// a prefill (n = L) is exactly the training forward and a one-token step gates with the
 // token's own query (docs/sparsebalance.md 1.1, "MoBA decoding rule").
 
 #include <map>
@@ -27,7 +28,7 @@ AttentionLayerStats moba_layer_stats(int64_t layer, MobaRouting&& routing);
 class MobaAttention : public AttentionBackend {
  public:
   MobaAttention(int64_t block_size, int64_t default_top_k,
-                MobaCudaKernel cuda_kernel = MobaCudaKernel::kAuto);
+                MobaCudaKernel cuda_kernel = MobaCudaKernel::kAuto, MobaGate gate = MobaGate::kBlock);
 
   std::string name() const override { return "moba"; }
   at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
@@ -42,11 +43,13 @@ class MobaAttention : public AttentionBackend {
 
   int64_t block_size() const { return block_size_; }
   int64_t default_top_k() const { return default_top_k_; }
+  MobaGate gate() const { return gate_; }
 
  private:
   int64_t block_size_;
   int64_t default_top_k_;
   MobaCudaKernel cuda_kernel_;
+  MobaGate gate_;
   AttentionBudgetRequest request_;
   std::function<void(std::vector<double>&)> head_shard_sum_;  // MobaParams::sum_over_head_shards
   std::map<int64_t, AttentionLayerStats> stats_;  // by layer; a rerun replaces its entry

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "kernels/attention/patterns/moba/moba_attended_pairs.h"
 #include "kernels/attention/patterns/moba/moba_attention_backend.h"
@@ -15,6 +16,7 @@ namespace {
 MobaParams params_of(const MobaOptions& options, double scale) {
   MobaParams params;
   params.block_size = options.block_size;
+  params.gate = options.gate;
   params.top_k = {options.top_k};
   params.scale = scale;
   params.cuda_kernel = options.cuda_kernel;
@@ -30,7 +32,7 @@ bool MobaPattern::same(const AttentionPattern& other) const {
 
 bool MobaPattern::same_selection(const AttentionPattern& other) const {
   const auto* moba = dynamic_cast<const MobaPattern*>(&other);
-  return moba != nullptr && moba->options_.block_size == options_.block_size;
+  return moba != nullptr && moba->options_.block_size == options_.block_size && moba->options_.gate == options_.gate;
 }
 
 std::vector<int64_t> MobaPattern::profile_budgets(int64_t longest_sample, int64_t dst_k_max) const {
@@ -47,14 +49,25 @@ std::vector<int64_t> MobaPattern::profile_budgets(int64_t longest_sample, int64_
 }
 
 std::unique_ptr<AttentionBackend> MobaPattern::make_backend() const {
-  return std::make_unique<MobaAttention>(options_.block_size, options_.top_k, options_.cuda_kernel);
+  return std::make_unique<MobaAttention>(options_.block_size, options_.top_k, options_.cuda_kernel, options_.gate);
 }
 
 std::shared_ptr<RingPatternSelector> MobaPattern::make_ring_selector() const {
+  if (options_.gate == MobaGate::kToken) {
+    throw std::invalid_argument(
+        "MoBA's token gate does not run under context parallelism yet (its ring selector routes "
+        "per query block); set the method's attention.gate to \"block\" for cp > 1");
+  }
   return std::make_shared<MobaRingSelector>(options_.block_size, options_.top_k);
 }
 
 std::optional<AttentionTrainingProblem> MobaPattern::training_problem(const AttentionTrainingSetting& setting) const {
+  if (setting.cp > 1 && options_.gate == MobaGate::kToken) {
+    return AttentionTrainingProblem{"attention",
+                                    "uses MoBA's token gate, which does not run under context parallelism yet "
+                                    "(cp " + std::to_string(setting.cp) + "; the ring routes per query block)",
+                                    "set the attention's \"gate\" to \"block\", or train without context parallelism"};
+  }
   if (!setting.cuda || setting.bf16) return std::nullopt;
   return AttentionTrainingProblem{"precision",
                                   "is \"" + setting.precision + "\" but " + setting.method +
@@ -76,8 +89,12 @@ double MobaPattern::attended_pairs(int64_t length, int64_t budget) const {
 }
 
 double MobaPattern::selection_forward_flops(int64_t length, int64_t q_heads, int64_t head_dim) const {
-  const auto blocks = static_cast<double>((length + options_.block_size - 1) / options_.block_size);
-  return 2.0 * static_cast<double>(head_dim * q_heads) * blocks * (blocks + 1) / 2;
+  const int64_t block = options_.block_size;
+  const auto blocks = static_cast<double>((length + block - 1) / block);
+  if (options_.gate == MobaGate::kBlock) return 2.0 * static_cast<double>(head_dim * q_heads) * blocks * (blocks + 1) / 2;
+  double eligible = 0;  // summed over the queries: the query at position p scores blocks 0 .. p / block
+  for (int64_t p = 0; p < length; ++p) eligible += static_cast<double>(p / block + 1);
+  return 2.0 * static_cast<double>(head_dim * q_heads) * eligible;
 }
 
 std::vector<SelectionAllreduces> MobaPattern::ring_selection_allreduces(const std::vector<int64_t>& lengths,

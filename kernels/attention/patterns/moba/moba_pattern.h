@@ -8,16 +8,18 @@
 
 #include "kernels/attention/patterns/attention_pattern.h"
 #include "kernels/attention/patterns/moba/moba_cuda_kernel.h"
+#include "kernels/attention/patterns/moba/moba_gate.h"
 
 namespace sb {
 
 struct MobaOptions {
   int64_t block_size = 256;  // tokens per key/value block (paper: 256)
   int64_t top_k = 32;        // the default budget k0, the diagonal block included (paper: 32)
-  MobaCudaKernel cuda_kernel = MobaCudaKernel::kAuto;  // the CUDA attention path
+  MobaGate gate = MobaGate::kBlock;  // per query token (MoBA's) or per query block ([our rule])
+  MobaCudaKernel cuda_kernel = MobaCudaKernel::kAuto;  // the CUDA attention path (block gate)
 
   bool operator==(const MobaOptions& o) const {
-    return block_size == o.block_size && top_k == o.top_k && cuda_kernel == o.cuda_kernel;
+    return block_size == o.block_size && top_k == o.top_k && gate == o.gate && cuda_kernel == o.cuda_kernel;
   }
 };
 
@@ -29,7 +31,7 @@ class MobaPattern : public AttentionPattern {
   std::string name() const override { return "moba"; }
   std::string title() const override { return "MoBA"; }
   bool same(const AttentionPattern& other) const override;
-  // The same block size (k0 and the CUDA path change nothing a budget keeps).
+  // The same block size and gate (k0 and the CUDA path change nothing a budget keeps).
   bool same_selection(const AttentionPattern& other) const override;
   BudgetAxis budget_axis() const override { return BudgetAxis::kKeyBlocks; }
   int64_t default_budget() const override { return options_.top_k; }
@@ -37,17 +39,19 @@ class MobaPattern : public AttentionPattern {
   bool reports_coverage_curve() const override { return true; }
   // Powers of two up to the longest sample's blocks, those blocks, k0 and DST's cap.
   std::vector<int64_t> profile_budgets(int64_t longest_sample, int64_t dst_k_max) const override;
+  // "token_gate" 1 under the token gate (profiles without the field read as 0: the block gate).
   std::vector<std::pair<std::string, int64_t>> profile_fields() const override {
-    return {{"block_size", options_.block_size}};
+    return {{"block_size", options_.block_size}, {"token_gate", options_.gate == MobaGate::kToken ? 1 : 0}};
   }
   std::unique_ptr<AttentionBackend> make_backend() const override;
   std::shared_ptr<RingPatternSelector> make_ring_selector() const override;
-  // On CUDA its attention runs in bfloat16 only.
+  // On CUDA its attention runs in bfloat16 only; the token gate does not run under CP (yet).
   std::optional<AttentionTrainingProblem> training_problem(const AttentionTrainingSetting& setting) const override;
   // Query block j of a sequence reads its own block's causal triangle and min(k - 1, j)
   // earlier blocks whole.
   double attended_pairs(int64_t length, int64_t budget) const override;
-  // The gate's scores: 2 D per (query block, eligible block).
+  // The gate's scores: 2 D per (routing row, eligible block); a row is a query block or,
+  // under the token gate, a query.
   double selection_forward_flops(int64_t length, int64_t q_heads, int64_t head_dim) const override;
   // The gate's block means: one all-reduce of float64 sums of q and k per block.
   std::vector<SelectionAllreduces> ring_selection_allreduces(const std::vector<int64_t>& lengths, bool budgeted,

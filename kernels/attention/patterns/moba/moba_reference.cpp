@@ -11,14 +11,17 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// The gate of one sequence, all in float64.
+// The gate of one sequence, all in float64. Its rows are what one choice holds for: the
+// query blocks (block gate) or the queries (token gate).
 struct SequenceGate {
   int64_t first_block = 0, blocks = 0;
   int64_t key_offset = 0, keys = 0, query_offset = 0, queries = 0;
-  at::Tensor pi;         // [Hq, nb, nb] softmax of the gate scores over the eligible blocks
-  at::Tensor rank;       // [Hq, nb, nb] position of j among i's candidates, best first
-  at::Tensor candidate;  // [nb, nb] eligible and not the diagonal
-  at::Tensor has_query;  // [nb] bool
+  at::Tensor pi;            // [Hq, R, nb] softmax of the gate scores over the eligible blocks
+  at::Tensor rank;          // [Hq, R, nb] position of j among the row's candidates, best first
+  at::Tensor candidate;     // [R, nb] eligible and not the row's own block
+  at::Tensor own;           // [R, nb] the row's own block
+  at::Tensor has_query;     // [R] bool
+  at::Tensor row_of_query;  // [queries] int64
 };
 
 SequenceGate reference_gate(const at::Tensor& q, const at::Tensor& k, const at::Tensor& kv_of_head,
@@ -35,26 +38,40 @@ SequenceGate reference_gate(const at::Tensor& q, const at::Tensor& k, const at::
   if (nb == 0) return gate;
   const int64_t q_heads = q.size(1), dim = q.size(2);
   const int64_t first_query_pos = keys - queries;
+  const at::Tensor query_block = at::arange(first_query_pos, keys, at::kLong).div(block, "floor");  // [n]
 
   std::vector<at::Tensor> key_means;
-  at::Tensor query_means = at::zeros({nb, q_heads, dim}, at::kDouble);
-  gate.has_query = at::zeros({nb}, at::kBool);
   for (int64_t j = 0; j < nb; ++j) {
     const int64_t begin = j * block, end = std::min(keys, begin + block);
     key_means.push_back(k.narrow(0, key_offset + begin, end - begin).mean(0));  // [Hkv, D]
-    const int64_t query_begin = std::max(begin, first_query_pos);
-    if (query_begin < end) {
-      query_means[j] = q.narrow(0, query_offset + query_begin - first_query_pos, end - query_begin)
-                           .mean(0);  // [Hq, D]
-      gate.has_query[j] = true;
-    }
   }
   const at::Tensor kbar = at::stack(key_means).index_select(1, kv_of_head);  // [nb, Hq, D]
-  const at::Tensor scores = at::einsum("ihd,jhd->hij", {query_means, kbar});  // [Hq, nb, nb]
-  const at::Tensor eligible =
-      params.causal ? at::ones({nb, nb}, at::kBool).tril() : at::ones({nb, nb}, at::kBool);
+  at::Tensor row_queries, row_block;  // [R, Hq, D], [R]
+  if (params.gate == MobaGate::kToken) {
+    row_queries = q.narrow(0, query_offset, queries);
+    row_block = query_block;
+    gate.has_query = at::ones({queries}, at::kBool);
+    gate.row_of_query = at::arange(queries, at::kLong);
+  } else {
+    row_queries = at::zeros({nb, q_heads, dim}, at::kDouble);
+    gate.has_query = at::zeros({nb}, at::kBool);
+    for (int64_t j = 0; j < nb; ++j) {
+      const int64_t begin = j * block, end = std::min(keys, begin + block);
+      const int64_t query_begin = std::max(begin, first_query_pos);
+      if (query_begin < end) {
+        row_queries[j] = q.narrow(0, query_offset + query_begin - first_query_pos, end - query_begin).mean(0);
+        gate.has_query[j] = true;
+      }
+    }
+    row_block = at::arange(nb, at::kLong);
+    gate.row_of_query = query_block;
+  }
+  const at::Tensor scores = at::einsum("ihd,jhd->hij", {row_queries, kbar});  // [Hq, R, nb]
+  const at::Tensor block_ids = at::arange(nb, at::kLong).unsqueeze(0);
+  gate.own = block_ids.eq(row_block.unsqueeze(1));                                 // [R, nb]
+  const at::Tensor eligible = params.causal ? block_ids.le(row_block.unsqueeze(1)) : at::ones_like(gate.own);
   gate.pi = at::softmax(scores.masked_fill(eligible.logical_not(), -kInf), -1);
-  gate.candidate = eligible.logical_and(at::eye(nb, at::kBool).logical_not());
+  gate.candidate = eligible.logical_and(gate.own.logical_not());
   // A stable descending sort keeps equal scores in index order: the lower block wins.
   const at::Tensor order = std::get<1>(at::sort(
       scores.masked_fill(gate.candidate.logical_not(), -kInf), /*stable=*/true, -1, true));
@@ -63,17 +80,16 @@ SequenceGate reference_gate(const at::Tensor& q, const at::Tensor& k, const at::
   return gate;
 }
 
-// [Hq, nb, nb] bool: the blocks chosen with budget k.
+// [Hq, R, nb] bool: the blocks chosen with budget k.
 at::Tensor reference_selection(const SequenceGate& gate, int64_t k) {
-  return at::eye(gate.blocks, at::kBool)
-      .logical_or(gate.candidate.logical_and(gate.rank.lt(k - 1)));
+  return gate.own.logical_or(gate.candidate.logical_and(gate.rank.lt(k - 1)));
 }
 
-// Sum over heads and query blocks of the selected probability mass, and the row count.
+// Sum over heads and rows of the selected probability mass, and the row count.
 std::pair<double, int64_t> reference_coverage_sum(const SequenceGate& gate,
                                                   const at::Tensor& selection) {
   if (gate.blocks == 0 || gate.queries == 0) return {0.0, 0};
-  const at::Tensor per_row = (gate.pi * selection.to(at::kDouble)).sum(-1);  // [Hq, nb]
+  const at::Tensor per_row = (gate.pi * selection.to(at::kDouble)).sum(-1);  // [Hq, R]
   const at::Tensor rows = gate.has_query.to(at::kDouble).unsqueeze(0).expand_as(per_row);
   return {(per_row * rows).sum().item<double>(), rows.sum().item<int64_t>()};
 }
@@ -133,7 +149,12 @@ MobaReferenceResult moba_reference(const at::Tensor& q, const at::Tensor& k, con
     result.k_floor = 1;
   }
 
-  result.block_selected = at::zeros({q_heads, total_blocks, total_blocks}, at::kBool);
+  const bool by_token = params.gate == MobaGate::kToken;
+  if (by_token) {
+    result.token_selected = at::zeros({q_heads, q.size(0), total_blocks}, at::kBool);
+  } else {
+    result.block_selected = at::zeros({q_heads, total_blocks, total_blocks}, at::kBool);
+  }
   std::vector<at::Tensor> outs, lses;
   double call_sum = 0.0;
   int64_t call_rows = 0;
@@ -150,9 +171,15 @@ MobaReferenceResult moba_reference(const at::Tensor& q, const at::Tensor& k, con
     result.coverage.push_back(sum / static_cast<double>(rows));
     call_sum += sum;
     call_rows += rows;
-    result.block_selected.narrow(1, gate.first_block, gate.blocks)
-        .narrow(2, gate.first_block, gate.blocks)
-        .copy_(selection.logical_and(gate.has_query.view({1, -1, 1})));
+    if (by_token) {
+      result.token_selected.narrow(1, gate.query_offset, gate.queries)
+          .narrow(2, gate.first_block, gate.blocks)
+          .copy_(selection);
+    } else {
+      result.block_selected.narrow(1, gate.first_block, gate.blocks)
+          .narrow(2, gate.first_block, gate.blocks)
+          .copy_(selection.logical_and(gate.has_query.view({1, -1, 1})));
+    }
 
     // Attention for the requested query rows of this sequence.
     const int64_t i0 = std::max<int64_t>(row_begin - gate.query_offset, 0);
@@ -162,7 +189,7 @@ MobaReferenceResult moba_reference(const at::Tensor& q, const at::Tensor& k, con
     const at::Tensor query_pos = at::arange(first_query_pos + i0, first_query_pos + i1, at::kLong);
     const at::Tensor key_pos = at::arange(gate.keys, at::kLong);
     const at::Tensor allowed =
-        selection.index_select(1, query_pos.div(params.block_size, "floor"))
+        selection.index_select(1, gate.row_of_query.narrow(0, i0, i1 - i0))
             .index_select(2, key_pos.div(params.block_size, "floor"))
             .logical_and(params.causal ? key_pos.unsqueeze(0).le(query_pos.unsqueeze(1))
                                        : at::ones({i1 - i0, gate.keys}, at::kBool));  // [Hq, r, L]

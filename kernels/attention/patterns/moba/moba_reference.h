@@ -1,6 +1,6 @@
 #pragma once
-// The float64 oracle for MoBA: the rules of moba_attention.h implemented a second
-// time, densely and plainly with ATen ops (block means with mean(), ranks from a
+// The float64 oracle for MoBA, either gate: the rules of moba_attention.h implemented a
+// second time, densely and plainly with ATen ops (block means with mean(), ranks from a
 // stable descending sort, the coverage floor by evaluating every k, a [Hq, n, L] mask
 // on the full score matrix). For tests and for the error column of
 // `sparsebalance bench attention`; memory grows as Hq * rows * L.
@@ -20,7 +20,9 @@ struct MobaReferenceResult {
   at::Tensor lse;  // [rows, Hq] float64
   // [Hq, NB, NB] bool: key block j is selected for query block i (global block ids);
   // rows of blocks without queries are false.
-  at::Tensor block_selected;
+  at::Tensor block_selected;  // block gate only
+  // Token gate only: [Hq, Tq, NB] bool, key block j is selected for query t.
+  at::Tensor token_selected;
   std::vector<int64_t> top_k;
   std::vector<double> coverage;
   double coverage_mean = 1.0;

@@ -15,15 +15,6 @@
 namespace sb {
 namespace {
 
-at::Tensor int_tensor_on(const std::vector<int64_t>& values, at::ScalarType dtype,
-                         const at::Device& device) {
-  if (dtype == at::kInt) {
-    TORCH_CHECK(values.empty() || values.back() <= std::numeric_limits<int32_t>::max(),
-                "MoBA varlen: ", values.back(), " rows exceed the int32 offsets of the varlen op");
-  }
-  return at::tensor(values, at::kLong).to(dtype).to(device);
-}
-
 // Keys of the selected blocks other than the diagonal, per row: int64 [Hq * NB] (host).
 std::vector<int64_t> other_keys_per_row(const BlockLayout& layout, const MobaRouting& routing) {
   const int64_t blocks = layout.num_blocks();
@@ -80,14 +71,28 @@ class MobaVarlenFunction : public torch::autograd::Function<MobaVarlenFunction> 
     state->self_forward.out = at::Tensor();  // only the random state is needed later
     state->self_forward.lse = at::Tensor();
 
-    // Part 2: the other selected blocks, merged row by row by log-sum-exp. Rows of
-    // different chunks are disjoint, so each (query, head) is merged exactly once.
+    // Part 2: the other selected blocks. A block plan merges row by row by log-sum-exp
+    // (rows of different chunks are disjoint, so each (query, head) is merged exactly
+    // once); a token plan keeps each partial result in its slot and merges them all after.
+    const int64_t slots = plan->slots;
+    at::Tensor slot_out, slot_lse;  // [Tq * Hq * slots, D], [Tq * Hq * slots]
+    if (slots > 0) {
+      slot_out = at::zeros({tq * q_heads * slots, dim}, out.options());
+      slot_lse = at::full({tq * q_heads * slots}, -std::numeric_limits<double>::infinity(), lse.options());
+    }
     for (const MobaVarlenChunk& chunk : plan->chunks) {
       const at::Tensor q_g = gather_rows(q, chunk.q_index);   // [nq, 1, D]
       const at::Tensor k_g = gather_key_blocks(k, chunk.key_blocks);  // [nk, 1, D]
       const at::Tensor v_g = gather_key_blocks(v, chunk.key_blocks);  // [nk, 1, D]
       VarlenAttentionForward part = ops->forward(q_g, k_g, v_g, chunk.cu_q, chunk.cu_k, chunk.max_q,
                                                  chunk.max_k, /*causal=*/false, plan->scale);
+      if (slots > 0) {
+        slot_out.index_copy_(0, chunk.slot_index, part.out.to(acc).view({-1, dim}));
+        slot_lse.index_copy_(0, chunk.slot_index, part.lse.to(acc).view({-1}));
+        part.out = at::Tensor();
+        state->chunk_forwards.push_back(std::move(part));
+        continue;
+      }
       const at::Tensor lse_self = lse.index_select(0, chunk.q_index);  // [nq]
       const at::Tensor lse_part = part.lse.to(acc).view({-1});         // [nq]
       const at::Tensor lse_merged = at::logaddexp(lse_self, lse_part);
@@ -98,6 +103,14 @@ class MobaVarlenFunction : public torch::autograd::Function<MobaVarlenFunction> 
       lse.index_copy_(0, chunk.q_index, lse_merged);
       part.out = at::Tensor();  // only the random state is needed later
       state->chunk_forwards.push_back(std::move(part));
+    }
+    if (slots > 0) {
+      const at::Tensor parts = at::cat({lse.unsqueeze(1), slot_lse.view({-1, slots})}, 1);  // [Tq*Hq, 1 + slots]
+      const at::Tensor merged = at::logsumexp(parts, {1});  // the diagonal part is never empty
+      const at::Tensor weights = (parts - merged.unsqueeze(1)).exp();
+      out = out * weights.narrow(1, 0, 1) +
+            (slot_out.view({-1, slots, dim}) * weights.narrow(1, 1, slots).unsqueeze(2)).sum(1);
+      lse = merged;
     }
     const at::Tensor result = out.view({tq, q_heads, dim}).to(q.scalar_type());
     const at::Tensor result_lse = lse.view({tq, q_heads});
@@ -140,6 +153,8 @@ class MobaVarlenFunction : public torch::autograd::Function<MobaVarlenFunction> 
       dv = dv_self.to(acc).clone(at::MemoryFormat::Contiguous);
     }
     const at::Tensor lse_rows = lse.reshape({-1});
+    at::Tensor dq_slots;  // token plans: [Tq * Hq * slots, D], summed in slot order at the end
+    if (plan.slots > 0) dq_slots = at::zeros({dq.size(0) * plan.slots, dim}, dq.options());
     for (size_t c = 0; c < plan.chunks.size(); ++c) {
       const MobaVarlenChunk& chunk = plan.chunks[c];
       auto [dq_g, dk_g, dv_g] =
@@ -149,18 +164,32 @@ class MobaVarlenFunction : public torch::autograd::Function<MobaVarlenFunction> 
                        lse_rows.index_select(0, chunk.q_index).unsqueeze(0).contiguous(),
                        chunk.cu_q, chunk.cu_k, chunk.max_q, chunk.max_k, /*causal=*/false,
                        plan.scale, state->chunk_forwards[c]);
-      // Each (query, head) is in one row of one chunk: no two sources share a dq row.
-      dq.index_add_(0, chunk.q_index, dq_g.to(acc).view({-1, dim}));
+      if (plan.slots > 0) {
+        dq_slots.index_copy_(0, chunk.slot_index, dq_g.to(acc).view({-1, dim}));
+      } else {
+        // Each (query, head) is in one row of one chunk: no two sources share a dq row.
+        dq.index_add_(0, chunk.q_index, dq_g.to(acc).view({-1, dim}));
+      }
       const MobaKeyBlockRuns runs = moba_key_block_runs(chunk.key_blocks);
       add_key_block_grads(dk, dk_g, chunk.key_blocks, runs);
       add_key_block_grads(dv, dv_g, chunk.key_blocks, runs);
     }
+    if (plan.slots > 0) dq += dq_slots.view({-1, plan.slots, dim}).sum(1);
     return {dq.view(q.sizes()).to(q.scalar_type()), dk.to(k.scalar_type()),
             dv.to(v.scalar_type()), at::Tensor(), at::Tensor()};
   }
 };
 
 }  // namespace
+
+at::Tensor moba_index_tensor(const std::vector<int64_t>& values, at::ScalarType dtype,
+                             const at::Device& device) {
+  if (dtype == at::kInt) {
+    TORCH_CHECK(values.empty() || values.back() <= std::numeric_limits<int32_t>::max(),
+                "MoBA varlen: ", values.back(), " rows exceed the int32 offsets of the varlen op");
+  }
+  return at::tensor(values, at::kLong).to(dtype).to(device);
+}
 
 void moba_build_varlen_indices(const at::Tensor& selected, const at::Tensor& table,
                                const std::vector<int64_t>& rows, const std::vector<int64_t>& cu_q,
@@ -179,9 +208,9 @@ void moba_build_varlen_indices(const at::Tensor& selected, const at::Tensor& tab
   keys.source_heads = kv_heads;
 #ifdef SB_WITH_CUDA
   if (selected.is_cuda()) {
-    moba_build_varlen_indices_cuda(selected, table, int_tensor_on(rows, at::kLong, selected.device()),
-                                   int_tensor_on(cu_q, at::kLong, selected.device()),
-                                   int_tensor_on(cu_k, at::kLong, selected.device()), q_heads,
+    moba_build_varlen_indices_cuda(selected, table, moba_index_tensor(rows, at::kLong, selected.device()),
+                                   moba_index_tensor(cu_q, at::kLong, selected.device()),
+                                   moba_index_tensor(cu_k, at::kLong, selected.device()), q_heads,
                                    kv_heads, chunk.q_index, keys.entries);
     return;
   }
@@ -215,16 +244,9 @@ void moba_build_varlen_indices(const at::Tensor& selected, const at::Tensor& tab
   }
 }
 
-MobaVarlenPlan moba_varlen_plan(const BlockLayout& layout, const MobaRouting& routing,
-                                int64_t q_heads, int64_t kv_heads, int64_t head_dim,
-                                int64_t element_bytes, double scale,
-                                int64_t gathered_bytes_per_chunk) {
-  const at::Device device = routing.selected.device();
-  MobaVarlenPlan plan;
+void moba_varlen_plan_diagonal(const BlockLayout& layout, const at::Device& device, MobaVarlenPlan& plan) {
   plan.causal = layout.causal;
-  plan.scale = scale;
-
-  // Part 1: every query block against its own block.
+  // Every query block against its own block.
   std::vector<int64_t> cu_q{0}, cu_k{0}, self_keys_index;
   bool every_block_has_queries = true;
   for (const LayoutBlock& block : layout.blocks) {
@@ -238,9 +260,19 @@ MobaVarlenPlan moba_varlen_plan(const BlockLayout& layout, const MobaRouting& ro
     plan.self_max_k = std::max(plan.self_max_k, block.key_len);
     for (int64_t t = 0; t < block.key_len; ++t) self_keys_index.push_back(block.key_start + t);
   }
-  plan.self_cu_q = int_tensor_on(cu_q, at::kInt, device);
-  plan.self_cu_k = int_tensor_on(cu_k, at::kInt, device);
-  if (!every_block_has_queries) plan.self_kv_index = int_tensor_on(self_keys_index, at::kLong, device);
+  plan.self_cu_q = moba_index_tensor(cu_q, at::kInt, device);
+  plan.self_cu_k = moba_index_tensor(cu_k, at::kInt, device);
+  if (!every_block_has_queries) plan.self_kv_index = moba_index_tensor(self_keys_index, at::kLong, device);
+}
+
+MobaVarlenPlan moba_varlen_plan(const BlockLayout& layout, const MobaRouting& routing,
+                                int64_t q_heads, int64_t kv_heads, int64_t head_dim,
+                                int64_t element_bytes, double scale,
+                                int64_t gathered_bytes_per_chunk) {
+  const at::Device device = routing.selected.device();
+  MobaVarlenPlan plan;
+  plan.scale = scale;
+  moba_varlen_plan_diagonal(layout, device, plan);
 
   // Part 2: rows with other selected blocks, in chunks.
   const std::vector<int64_t> other = other_keys_per_row(layout, routing);
@@ -265,8 +297,8 @@ MobaVarlenPlan moba_varlen_plan(const BlockLayout& layout, const MobaRouting& ro
       chunk.max_k = std::max(chunk.max_k, other[row]);
     }
     if (rows.empty()) break;
-    chunk.cu_q = int_tensor_on(chunk_cu_q, at::kInt, device);
-    chunk.cu_k = int_tensor_on(chunk_cu_k, at::kInt, device);
+    chunk.cu_q = moba_index_tensor(chunk_cu_q, at::kInt, device);
+    chunk.cu_k = moba_index_tensor(chunk_cu_k, at::kInt, device);
     moba_build_varlen_indices(selected, table, rows, chunk_cu_q, chunk_cu_k, q_heads, kv_heads,
                               layout.total_keys, layout.block_size, chunk);
     plan.chunks.push_back(std::move(chunk));

@@ -8,6 +8,10 @@
 //      blocks (key/value head h / group), not causal; rows are processed in chunks so
 //      the gathered keys stay within a memory budget;
 //   3. the two partial results merged per (query, head) by log-sum-exp.
+// Under the token gate (moba_token_varlen_plan.h) part 2's segments are (query head h,
+// key block j) with the queries of head h that chose j; a (query, head) then has up to
+// kcap - 1 partial results, each kept in its own slot and merged in slot order (no
+// atomics: the sums repeat bit for bit).
 // The backward calls the varlen backward of both parts with the MERGED output and
 // log-sum-exp (flash-attention's convention: P = exp(S * scale - lse), delta =
 // rowsum(dO * O)), which gives exactly the gradient of the merged attention.
@@ -32,6 +36,9 @@ namespace sb {
 // One chunk of routing rows of part 2: the query rows and key blocks to gather.
 struct MobaVarlenChunk {
   at::Tensor q_index;    // [nq] int64: rows of q.view(Tq * Hq, D), segment by segment
+  // Token plans: [nq] int64, the slot of each gathered query's partial result:
+  // row * slots + its selection slot (row = query * Hq + head).
+  at::Tensor slot_index;
   MobaKeyBlocks key_blocks;  // the nk gathered keys, block by block: kcap entries per row
   at::Tensor cu_q, cu_k;  // [rows + 1] int32
   int64_t max_q = 0, max_k = 0;
@@ -44,6 +51,9 @@ struct MobaVarlenPlan {
   at::Tensor self_cu_q, self_cu_k, self_kv_index;
   int64_t self_max_q = 0, self_max_k = 0;
   std::vector<MobaVarlenChunk> chunks;
+  // 0: a block plan (each (query, head) in at most one segment of part 2); > 0: a token
+  // plan, partial results of part 2 kept in this many slots per (query, head).
+  int64_t slots = 0;
   bool causal = true;
   double scale = 1.0;
 };
@@ -54,6 +64,12 @@ MobaVarlenPlan moba_varlen_plan(const BlockLayout& layout, const MobaRouting& ro
                                 int64_t q_heads, int64_t kv_heads, int64_t head_dim,
                                 int64_t element_bytes, double scale,
                                 int64_t gathered_bytes_per_chunk = int64_t{1} << 30);
+
+// values on device as dtype (int32 offsets are checked not to overflow).
+at::Tensor moba_index_tensor(const std::vector<int64_t>& values, at::ScalarType dtype, const at::Device& device);
+
+// Part 1 of either plan (every query block against its own block) into plan, on device.
+void moba_varlen_plan_diagonal(const BlockLayout& layout, const at::Device& device, MobaVarlenPlan& plan);
 
 // Fills q_index and key_blocks of chunk rows (row = head * NB + block) from the routing:
 // selected [Hq, NB, kcap] and table = block_layout_table(layout), both on the device;
