@@ -21,7 +21,6 @@
 #include "kernels/attention/patterns/moba/moba_token_routing.h"
 #include "kernels/attention/patterns/moba/moba_token_varlen_plan.h"
 #include "kernels/attention/patterns/moba/moba_varlen_attention.h"
-#include "kernels/attention/core/varlen_attention_cpu.h"
 #include "tests/cpu/test_moba_support.h"
 
 namespace sb {
@@ -212,51 +211,6 @@ TEST(MobaTokenVarlenPlan, GathersEachSelectedPairOnceAgainstItsBlock) {
   }
   EXPECT_EQ(gathered, pairs);
   EXPECT_EQ(actual, expected);
-}
-
-// The CPU varlen op against the float64 one: causal segments with fewer, equal and more
-// queries than keys (queries that see no key: out 0, and no gradient), GQA 4:2.
-TEST(CpuVarlenAttention, MatchesTheFloat64OpForwardAndBackward) {
-  const std::vector<int64_t> q_lengths = {7, 300, 5, 1}, k_lengths = {7, 150, 9, 4};
-  std::vector<int64_t> cu_q{0}, cu_k{0};
-  for (size_t i = 0; i < q_lengths.size(); ++i) {
-    cu_q.push_back(cu_q.back() + q_lengths[i]);
-    cu_k.push_back(cu_k.back() + k_lengths[i]);
-  }
-  const at::Tensor cq = at::tensor(cu_q, at::kInt), ck = at::tensor(cu_k, at::kInt);
-  at::manual_seed(12);
-  const at::Tensor q = at::randn({cu_q.back(), 4, 16}, at::kDouble), k = at::randn({cu_k.back(), 2, 16}, at::kDouble);
-  const at::Tensor v = at::randn({cu_k.back(), 2, 16}, at::kDouble);
-  const at::Tensor grad = at::randn_like(q);
-  const Float64VarlenAttention oracle;
-  for (const bool causal : {true, false}) {
-    for (const at::ScalarType dtype : {at::kDouble, at::kFloat}) {
-      SCOPED_TRACE(std::string(causal ? "causal " : "full ") + c10::toString(dtype));
-      const double tolerance = dtype == at::kDouble ? 1e-12 : 2e-5;
-      const auto actual = cpu_varlen_attention().forward(q.to(dtype), k.to(dtype), v.to(dtype), cq, ck, 300, 150,
-                                                          causal, 0.25);
-      // The oracle's rows that see no key are NaN (softmax of nothing): compare the others.
-      const at::Tensor seen = at::ones({cu_q.back()}, at::kBool);
-      if (causal) seen.narrow(0, 7, 150).fill_(false);  // segment 1: queries 0 .. 149 see no key
-      const auto expected = oracle.forward(q, k, v, cq, ck, 300, 150, causal, 0.25);
-      EXPECT_LT(moba_max_abs_diff(actual.out.index({seen}), expected.out.index({seen})), tolerance);
-      EXPECT_LT(moba_max_abs_diff(actual.lse.t().index({seen}), expected.lse.t().index({seen})), tolerance);
-      if (causal) {
-        EXPECT_EQ(actual.out.index({seen.logical_not()}).abs().max().item<double>(), 0.0);
-        EXPECT_TRUE(actual.lse.t().index({seen.logical_not()}).isneginf().all().item<bool>());
-      }
-      // Backward from the oracle's out and lse with the unseen rows' gradient zeroed.
-      const at::Tensor g = grad * seen.view({-1, 1, 1}).to(at::kDouble);
-      const at::Tensor out = expected.out.nan_to_num(0.0), lse = expected.lse.nan_to_num(0.0, 0.0, 0.0);
-      const auto [dq, dk, dv] = cpu_varlen_attention().backward(
-          g.to(dtype), q.to(dtype), k.to(dtype), v.to(dtype), out.to(dtype),
-          actual.lse, cq, ck, 300, 150, causal, 0.25, actual);
-      const auto [eq, ek, ev] = oracle.backward(g, q, k, v, out, lse, cq, ck, 300, 150, causal, 0.25, expected);
-      EXPECT_LT(moba_max_abs_diff(dq.index({seen}), eq.index({seen})), 10 * tolerance);
-      EXPECT_LT(moba_max_abs_diff(dk, ek.nan_to_num(0.0)), 10 * tolerance);
-      EXPECT_LT(moba_max_abs_diff(dv, ev.nan_to_num(0.0)), 10 * tolerance);
-    }
-  }
 }
 
 TEST(MobaVarlenPlan, IndicesGatherTheSelectedBlocksOfEachRow) {

@@ -307,13 +307,16 @@ class MobaCpuFunction : public torch::autograd::Function<MobaCpuFunction> {
 
 }  // namespace
 
+void moba_check_cpu_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const char* kernel) {
+  TORCH_CHECK(q.scalar_type() == at::kFloat || q.scalar_type() == at::kDouble, kernel,
+              ": float32 or float64 expected, got ", q.scalar_type());
+  TORCH_CHECK(q.is_contiguous() && k.is_contiguous() && v.is_contiguous(), kernel, ": q, k, v must be contiguous");
+}
+
 std::pair<at::Tensor, at::Tensor> moba_attention_cpu(const at::Tensor& q, const at::Tensor& k,
                                                      const at::Tensor& v, const BlockLayout& layout,
                                                      const MobaRouting& routing, double scale) {
-  TORCH_CHECK(q.scalar_type() == at::kFloat || q.scalar_type() == at::kDouble,
-              "moba_attention_cpu: float32 or float64 expected, got ", q.scalar_type());
-  TORCH_CHECK(q.is_contiguous() && k.is_contiguous() && v.is_contiguous(),
-              "moba_attention_cpu: q, k, v must be contiguous");
+  moba_check_cpu_inputs(q, k, v, "moba_attention_cpu");
   auto outputs = MobaCpuFunction::apply(q, k, v, block_layout_table(layout), routing.selected,
                                         routing.selected_count, layout.causal, scale);
   return {outputs[0], outputs[1]};

@@ -21,4 +21,8 @@ std::pair<at::Tensor, at::Tensor> moba_attention_cpu(const at::Tensor& q, const 
                                                      const at::Tensor& v, const BlockLayout& layout,
                                                      const MobaRouting& routing, double scale);
 
+// What both CPU kernels (this one and moba_token_attention_cpu.h) take: contiguous float32
+// or float64 q, k, v; an error naming `kernel` otherwise.
+void moba_check_cpu_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const char* kernel);
+
 }  // namespace sb

@@ -5,7 +5,7 @@
 
 #include <tuple>
 
-#include "kernels/attention/core/varlen_attention_cpu.h"
+#include "kernels/attention/patterns/moba/moba_token_attention_cpu.h"
 #include "kernels/attention/patterns/moba/moba_token_routing.h"
 #include "kernels/attention/patterns/moba/moba_token_varlen_plan.h"
 #ifdef SB_WITH_CUDA
@@ -27,10 +27,8 @@ MobaResult moba_token_attention(const at::Tensor& q, const at::Tensor& k, const 
     // float16 / bfloat16 run in float32 on the CPU (casts are part of the autograd graph).
     const bool widen = q.scalar_type() != at::kFloat && q.scalar_type() != at::kDouble;
     const auto compute = [&](const at::Tensor& x) { return (widen ? x.to(at::kFloat) : x).contiguous(); };
-    const MobaVarlenPlan plan = moba_token_varlen_plan(layout, result.routing, q.size(1), k.size(1), q.size(2),
-                                                       widen ? 4 : static_cast<int64_t>(q.element_size()),
-                                                       params.scale);
-    auto [out, lse] = moba_varlen_attention(compute(q), compute(k), compute(v), plan, cpu_varlen_attention());
+    auto [out, lse] =
+        moba_token_attention_cpu(compute(q), compute(k), compute(v), layout, result.routing, params.scale);
     result.out = widen ? out.to(q.scalar_type()) : out;
     result.lse = lse;
     return result;

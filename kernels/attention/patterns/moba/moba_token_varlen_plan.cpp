@@ -40,8 +40,8 @@ MobaVarlenPlan moba_token_varlen_plan(const BlockLayout& layout, const MobaRouti
   const at::Tensor order = std::get<1>(at::sort(segment, /*stable=*/true, 0, /*descending=*/false));
   const at::Tensor q_index = row.index_select(0, order);
   const at::Tensor slot_index = (row * capacity + entry.remainder(capacity)).index_select(0, order);
-  const at::Tensor counts_device = at::bincount(segment, {}, q_heads * blocks).cpu();
-  const int64_t* counts = counts_device.const_data_ptr<int64_t>();
+  const at::Tensor counts_host = at::bincount(segment, {}, q_heads * blocks).cpu();
+  const int64_t* counts = counts_host.const_data_ptr<int64_t>();
 
   const int64_t key_bytes = 2 * head_dim * element_bytes;    // gathered k and v
   const int64_t query_bytes = 4 * head_dim * element_bytes;  // gathered q, its output, dO, dq

@@ -4,6 +4,7 @@ set(SB_PATTERN_SOURCES
   moba_token_routing.cpp
   moba_token_varlen_plan.cpp
   moba_token_attention.cpp
+  moba_token_attention_cpu.cpp
   moba_attention_cpu.cpp
   moba_attention.cpp
   moba_attention_backend.cpp
@@ -20,4 +21,4 @@ set(SB_PATTERN_CUDA_SOURCES
   cuda/moba_varlen_index_cuda.cu
   cuda/moba_key_blocks_cuda.cu
   cuda/moba_attention_cuda.cpp)
-set(SB_PATTERN_OPENMP_SOURCES moba_routing_cpu.cpp moba_attention_cpu.cpp moba_token_routing.cpp)
+set(SB_PATTERN_OPENMP_SOURCES moba_routing_cpu.cpp moba_attention_cpu.cpp moba_token_routing.cpp moba_token_attention_cpu.cpp)
