@@ -9,7 +9,8 @@
 #include <cmath>
 
 #include "kernels/attention/patterns/moba/moba_attention_cpu.h"
-#include "kernels/attention/patterns/moba/moba_token_attention.h"
+#include "kernels/attention/patterns/moba/moba_token_attention_cpu.h"
+#include "kernels/attention/patterns/moba/moba_token_routing.h"
 #ifdef SB_WITH_CUDA
 #include "kernels/attention/patterns/moba/cuda/moba_attention_cuda.h"
 #endif
@@ -45,15 +46,16 @@ MobaResult moba_attention_cpu_path(const at::Tensor& q, const at::Tensor& k, con
   MobaResult result;
   {
     const c10::NoGradGuard no_grad;  // the gate is discrete: no gradient flows through it
-    result.routing = moba_route_cpu(q.detach(), k.detach(), layout, params);
+    result.routing = params.gate == MobaGate::kToken ? moba_route_tokens(q.detach(), k.detach(), layout, params)
+                                                     : moba_route_cpu(q.detach(), k.detach(), layout, params);
   }
   // float16 / bfloat16 run in float32 on the CPU (casts are part of the autograd graph).
   const bool widen = q.scalar_type() != at::kFloat && q.scalar_type() != at::kDouble;
   const auto compute = [&](const at::Tensor& x) {
     return (widen ? x.to(at::kFloat) : x).contiguous();
   };
-  auto [out, lse] =
-      moba_attention_cpu(compute(q), compute(k), compute(v), layout, result.routing, params.scale);
+  const auto kernel = params.gate == MobaGate::kToken ? moba_token_attention_cpu : moba_attention_cpu;
+  auto [out, lse] = kernel(compute(q), compute(k), compute(v), layout, result.routing, params.scale);
   result.out = widen ? out.to(q.scalar_type()) : out;
   result.lse = lse;
   return result;
@@ -83,7 +85,6 @@ MobaResult moba_attention_packed(const at::Tensor& q, const at::Tensor& k, const
   const BlockLayout layout =
       BlockLayout::build(key_sequences, query_sequences, params.block_size, params.causal);
   moba_budgets_per_sequence(params, layout.num_sequences());  // throws on bad budgets
-  if (params.gate == MobaGate::kToken) return moba_token_attention(q, k, v, layout, params);
   if (q.device().is_cpu()) return moba_attention_cpu_path(q, k, v, layout, params);
 #ifdef SB_WITH_CUDA
   if (q.is_cuda()) return moba_attention_cuda(q, k, v, layout, params);

@@ -3,7 +3,6 @@ set(SB_PATTERN_SOURCES
   moba_routing_cpu.cpp
   moba_token_routing.cpp
   moba_token_varlen_plan.cpp
-  moba_token_attention.cpp
   moba_token_attention_cpu.cpp
   moba_attention_cpu.cpp
   moba_attention.cpp

@@ -1,7 +1,8 @@
 // MoBA on CUDA: routes on the device, then runs the attention over the chosen blocks with
 // the fused block-sparse kernels (docs/block_sparse_attention.md) or, for what they do
 // not take (or on request), the two-part flash-attention varlen path
-// (moba_varlen_attention.h).
+// (moba_varlen_attention.h); the token gate always the latter, over its (head, key
+// block) segments (moba_token_varlen_plan.h).
 
 #include "kernels/attention/patterns/moba/cuda/moba_attention_cuda.h"
 
@@ -16,6 +17,8 @@
 #include "kernels/attention/core/cuda/block_sparse_attention_kernels.h"
 #include "kernels/attention/core/cuda/flash_varlen_attention.h"
 #include "kernels/attention/patterns/moba/cuda/moba_routing_cuda.h"
+#include "kernels/attention/patterns/moba/moba_token_routing.h"
+#include "kernels/attention/patterns/moba/moba_token_varlen_plan.h"
 #include "kernels/attention/patterns/moba/moba_varlen_attention.h"
 
 namespace sb {
@@ -44,7 +47,15 @@ MobaResult moba_attention_cuda(const at::Tensor& q, const at::Tensor& k, const a
   MobaResult result;
   {
     const c10::NoGradGuard no_grad;  // the gate is discrete: no gradient flows through it
-    result.routing = moba_route_cuda(q.detach(), k.detach(), layout, params);
+    result.routing = params.gate == MobaGate::kToken ? moba_route_tokens(q.detach(), k.detach(), layout, params)
+                                                     : moba_route_cuda(q.detach(), k.detach(), layout, params);
+  }
+  if (params.gate == MobaGate::kToken) {  // MoBA's own organisation over flash-attention varlen
+    const MobaVarlenPlan plan = moba_token_varlen_plan(layout, result.routing, q.size(1), k.size(1), q.size(2),
+                                                       static_cast<int64_t>(q.element_size()), params.scale);
+    std::tie(result.out, result.lse) =
+        moba_varlen_attention(q.contiguous(), k.contiguous(), v.contiguous(), plan, flash_varlen_attention());
+    return result;
   }
   if (use_fused(q, params.cuda_kernel)) {
     const BlockSparseTables tables =
