@@ -1,7 +1,8 @@
 // sparsebalance bench attention: times attention patterns on one shape, side by side when
 // --impl lists several, and prints a table (or one JSON object per impl). An --impl entry
 // is a pattern's name, one of its bench variants ("moba-fused", "dense-flash"), or
-// "ring-<pattern>" (the context-parallel ring on one rank); each pattern says which
+// "ring-<pattern>[-<variant>]" (the context-parallel ring on one rank, with a variant that
+// changes the selection, as "ring-moba-token"); each pattern says which
 // manifest keys the bench's flags set (harness/patterns).
 
 #include <ATen/Parallel.h>
@@ -83,7 +84,11 @@ std::string known_impls() {
   for (const AttentionPatternPlugin* plugin : attention_plugins()) {
     add(plugin->name());
     for (const AttentionBenchVariant& variant : plugin->bench_variants()) add(plugin->name() + "-" + variant.suffix);
-    if (plugin->make_default().pattern().make_ring_selector()) add("ring-" + plugin->name());
+    if (!plugin->make_default().pattern().make_ring_selector()) continue;
+    add("ring-" + plugin->name());
+    for (const AttentionBenchVariant& variant : plugin->bench_variants()) {  // a variant of the selection rides the ring
+      if (!variant.cuda_only && !variant.sdpa_flash_only) add("ring-" + plugin->name() + "-" + variant.suffix);
+    }
   }
   return names;
 }
@@ -101,9 +106,10 @@ void resolve_impl(const BenchAttentionFlags& f, const std::string& impl, Attenti
     if (p->name() == name) plugin = p;
   }
   for (const AttentionPatternPlugin* p : attention_plugins()) {
-    if (plugin != nullptr || c.ring || name.rfind(p->name() + "-", 0) != 0) continue;
+    if (plugin != nullptr || name.rfind(p->name() + "-", 0) != 0) continue;
     for (const AttentionBenchVariant& v : p->bench_variants()) {
-      if (name != p->name() + "-" + v.suffix) continue;
+      // The ring takes the variants that change the selection, not a device path.
+      if (name != p->name() + "-" + v.suffix || (c.ring && (v.cuda_only || v.sdpa_flash_only))) continue;
       plugin = p;
       variant = v;
     }

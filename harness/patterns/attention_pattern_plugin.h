@@ -74,6 +74,10 @@ class AttentionPatternPlugin {
   // Type checks of this pattern's keys in a method_defaults attention object (values are
   // checked where a method takes them).
   virtual void check_default_keys(JsonObjectReader& /*r*/) const {}
+  // A resolved attention object a run stored before one of this pattern's keys was spelled
+  // out in resolved manifests: adds that key with the value the run ran with, so that kept
+  // results read as what they are after a default changes (harness/config/stored_manifest.h).
+  virtual void upgrade_stored(nlohmann::json& /*attention*/) const {}
   // The pattern with every key at its default.
   AttentionOptions make_default() const;
 

@@ -13,6 +13,7 @@
 #include "harness/records/iteration_record.h"
 #include "harness/records/record_checks.h"
 #include "harness/report/training_flops.h"
+#include "harness/config/stored_manifest.h"
 #include "models/qwen2/qwen2_hf_config.h"
 
 namespace sb {
@@ -69,7 +70,7 @@ void read_context(const fs::path& file, RunSummary& s) {
 }
 
 void read_manifest(const fs::path& file, RunSummary& s, int64_t& default_budget) {
-  const json manifest = read_json_file(file);
+  const json manifest = read_stored_manifest_json(file);
   try {
     const json& method = manifest.at("methods").at(0);
     s.method = method.at("name").get<std::string>();

@@ -10,6 +10,7 @@
 #include "harness/common/jsonl_file.h"
 #include "harness/trace/chrome_trace.h"
 #include "harness/train/checkpoint.h"
+#include "harness/config/stored_manifest.h"
 
 namespace sb {
 namespace {
@@ -102,7 +103,7 @@ RunDecision decide_run(const fs::path& run_dir, const json& resolved, bool force
       d.reason = "--force";
       return d;
     }
-    const json stored = json::parse(read_file(stored_file));
+    const json stored = read_stored_manifest_json(stored_file);
     if (comparable_manifest(stored) == comparable_manifest(resolved)) {
       d.disposition = Disposition::kSkip;
       return d;
@@ -118,7 +119,7 @@ RunDecision decide_run(const fs::path& run_dir, const json& resolved, bool force
     return d;
   }
   if (!fs::exists(stored_file) ||
-      comparable_manifest(json::parse(read_file(stored_file))) != comparable_manifest(resolved)) {
+      comparable_manifest(read_stored_manifest_json(stored_file)) != comparable_manifest(resolved)) {
     d.reason = "it was started with a different manifest";
     return d;
   }

@@ -2,7 +2,7 @@
 // rather than against another implementation of this project: hand-built gates where a
 // block's mean query and its tokens disagree, ties, decoding with a cache routing as
 // training does, and the call-wide coverage curve and floor against the oracle run at
-// each budget.
+// each budget; which context-parallel setting trains it.
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -12,6 +12,7 @@
 
 #include "kernels/attention/core/block_layout.h"
 #include "kernels/attention/patterns/moba/moba_attention.h"
+#include "kernels/attention/patterns/moba/moba_pattern.h"
 #include "kernels/attention/patterns/moba/moba_reference.h"
 #include "kernels/attention/patterns/moba/moba_token_routing.h"
 #include "tests/cpu/test_moba_support.h"
@@ -121,6 +122,26 @@ TEST(MobaTokenGate, CoverageCurveAndFloorAreTheOraclesAtEachBudget) {
   EXPECT_EQ(r.routing.top_k, reference.top_k);
   for (size_t s = 0; s < lengths.size(); ++s) EXPECT_NEAR(r.routing.coverage[s], reference.coverage[s], 1e-12);
   test::expect_selection_is_the_oracles(r.routing, reference, params);
+}
+
+// The CPU ring runs the token gate (per-query key blocks); the GPU ring does not yet.
+TEST(MobaTokenGate, ContextParallelTrainingRunsOnTheCpuRingOnly) {
+  const MobaPattern token(MobaOptions{64, 8, MobaGate::kToken});
+  EXPECT_FALSE(token.training_problem({false, false, 64, "fp32", "methods[0]", 2}).has_value());
+  EXPECT_FALSE(token.training_problem({true, true, 64, "bf16-mixed", "methods[0]", 1}).has_value());
+  const auto problem = token.training_problem({true, true, 64, "bf16-mixed", "methods[1]", 2});
+  ASSERT_TRUE(problem.has_value());
+  EXPECT_EQ(problem->key, "attention");
+  EXPECT_NE(problem->fix.find("\"block\""), std::string::npos) << problem->fix;
+  EXPECT_FALSE(MobaPattern(MobaOptions{64, 8, MobaGate::kBlock})
+                   .training_problem({true, true, 64, "bf16-mixed", "methods[0]", 2})
+                   .has_value());
+  // The ring selection's all-reduces: the key sums only (no query sums), the floor's
+  // curve with a floor, the coverage per sequence.
+  const auto with_floor = token.ring_selection_allreduces({128, 64}, true, true, 4, 2, 16);
+  ASSERT_EQ(with_floor.size(), 3u);
+  EXPECT_EQ(with_floor[0].bytes, 2.0 * 3 * 16 * 8);
+  EXPECT_EQ(token.ring_selection_allreduces({128, 64}, false, false, 4, 2, 16).size(), 2u);
 }
 
 }  // namespace

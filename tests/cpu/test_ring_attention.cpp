@@ -9,12 +9,15 @@
 
 #include <cstdio>
 #include <map>
+#include <tuple>
 
 #include "kernels/attention/patterns/moba/moba_attention.h"
+#include "kernels/attention/patterns/moba/moba_token_routing.h"
 #include "kernels/attention/ring/cp_sharding.h"
 #include "kernels/attention/ring/ring_attention.h"
 #include "kernels/attention/patterns/vertical_slash/vertical_slash_ring_pattern.h"
 #include "kernels/attention/ring/ring_column_step_cpu.h"
+#include "kernels/attention/ring/ring_query_block_step_cpu.h"
 #include "kernels/attention/ring/ring_step_cpu.h"
 #include "harness/trace/iteration_metrics.h"  // max_over_mean: the worker imbalance of the records
 #include "tests/support/ring_attention_cases.h"
@@ -94,8 +97,10 @@ struct Composed {
   std::vector<int64_t> kept_per_rank;
 };
 
+// query_blocks: per rank, the key blocks kept per query outside `pattern` (empty: none).
 Composed compose_ring(const test::RingInputs& in, const CpSharding& sharding, const RingBlockPattern& pattern,
-                      const BlockLayout& layout, const RingColumnLists* columns = nullptr) {
+                      const BlockLayout& layout, const RingColumnLists* columns = nullptr,
+                      const std::vector<RingQueryBlockLists>& query_blocks = {}) {
   const int64_t cp = sharding.cp();
   std::vector<RingShardTiles> shards;
   for (int64_t r = 0; r < cp; ++r) shards.push_back(RingShardTiles::build(sharding.tokens_of(r), layout));
@@ -123,6 +128,11 @@ Composed compose_ring(const test::RingInputs& in, const CpSharding& sharding, co
                                          lse_step);
         ring_merge_partial(out[r], lse[r], out_step, lse_step);
       }
+      if (!query_blocks.empty()) {
+        kept += ring_query_block_step_forward(q[r], k[s], v[s], shards[s], query_blocks[r], test::ring_scale(),
+                                              out_step, lse_step);
+        ring_merge_partial(out[r], lse[r], out_step, lse_step);
+      }
     }
     c.kept_per_rank.push_back(kept);
   }
@@ -135,6 +145,10 @@ Composed compose_ring(const test::RingInputs& in, const CpSharding& sharding, co
         ring_column_step_backward(g[r], q[r], k[s], v[s], lse[r], delta, shards[r], shards[s], *columns,
                                   test::ring_scale(), dq[r], dk[s], dv[s]);
       }
+      if (!query_blocks.empty()) {
+        ring_query_block_step_backward(g[r], q[r], k[s], v[s], lse[r], delta, shards[s], query_blocks[r],
+                                       test::ring_scale(), dq[r], dk[s], dv[s]);
+      }
     }
   }
   c.out = sharding.unshard(out);
@@ -143,6 +157,21 @@ Composed compose_ring(const test::RingInputs& in, const CpSharding& sharding, co
   c.dk = sharding.unshard(dk);
   c.dv = sharding.unshard(dv);
   return c;
+}
+
+// Rank r's rows of a one-rank token routing, without each query's own block.
+RingQueryBlockLists token_earlier_blocks(const MobaRouting& routing, const CpSharding& sharding, int64_t r,
+                                         const BlockLayout& layout) {
+  at::Tensor ids = sharding.shard(routing.selected.permute({1, 0, 2}), r).permute({1, 0, 2}).contiguous();
+  std::vector<int32_t> own;
+  for (int64_t token : sharding.tokens_of(r)) {
+    for (int64_t b = 0; b < layout.num_blocks(); ++b) {
+      const LayoutBlock& block = layout.blocks[b];
+      if (token >= block.query_start && token < block.query_start + block.query_len) own.push_back(static_cast<int32_t>(b));
+    }
+  }
+  ids.masked_fill_(ids.eq(at::tensor(own, at::kInt).view({1, -1, 1})), -1);
+  return RingQueryBlockLists(ids, layout.num_blocks());
 }
 
 TEST(RingAttentionSteps, ComposedStepsEqualTheOneRankOracle) {
@@ -160,14 +189,24 @@ TEST(RingAttentionSteps, ComposedStepsEqualTheOneRankOracle) {
         EXPECT_GT(vs.columns->total(), 0) << c.name;
         EXPECT_GT(vs.blocks.count.sum().item<int64_t>(), layout.num_blocks() * test::kRingQHeads) << c.name;
       }
+      const CpSharding sharding = CpSharding::build(sequences, cp, c.layout);
+      // MoBA's token gate: the one-rank routing's own blocks as the pattern, each rank's
+      // queries' earlier blocks as its lists.
+      std::vector<RingQueryBlockLists> query_blocks;
       const RingBlockPattern pattern = [&] {
         if (c.vertical_slash) return vs.blocks;
         if (!c.moba) return RingBlockPattern::causal(layout);
+        if (c.gate == MobaGate::kToken) {
+          const MobaRouting routing = moba_route_tokens(in.q, in.k, layout, test::ring_moba_params(c));
+          for (int64_t r = 0; r < cp; ++r) query_blocks.push_back(token_earlier_blocks(routing, sharding, r, layout));
+          const int64_t blocks = layout.num_blocks();
+          return RingBlockPattern{at::arange(blocks, at::kInt).view({1, blocks, 1}), at::ones({1, blocks}, at::kInt)};
+        }
         const MobaRouting routing = moba_route_cpu(in.q, in.k, layout, test::ring_moba_params());
         return RingBlockPattern{routing.selected, routing.selected_count};
       }();
-      const Composed got = compose_ring(in, CpSharding::build(sequences, cp, c.layout), pattern, layout,
-                                        c.vertical_slash ? vs.columns.get() : nullptr);
+      const Composed got = compose_ring(in, sharding, pattern, layout, c.vertical_slash ? vs.columns.get() : nullptr,
+                                        query_blocks);
       const double tol = test::ring_tolerance(c.dtype);
       const std::string what = c.name + " cp " + std::to_string(cp);
       EXPECT_LT(max_diff(got.out, oracle.out), tol) << what;
@@ -181,16 +220,31 @@ TEST(RingAttentionSteps, ComposedStepsEqualTheOneRankOracle) {
 
 TEST(RingAttention, OneRankThroughAutogradEqualsTheOracle) {
   const PackedSequences sequences = PackedSequences::from_lengths(test::ring_sequence_lengths());
-  for (const auto& [moba, vertical_slash] : std::vector<std::pair<bool, bool>>{{false, false}, {true, false}, {false, true}}) {
+  for (const auto& [moba, vertical_slash, gate] : std::vector<std::tuple<bool, bool, MobaGate>>{
+           {false, false, MobaGate::kBlock}, {true, false, MobaGate::kBlock}, {true, false, MobaGate::kToken},
+           {false, true, MobaGate::kBlock}}) {
     const test::RingInputs in = test::ring_inputs(at::kDouble, 3);
     auto context = std::make_shared<RingContext>(nullptr, 0, 1, 0, std::chrono::milliseconds(1000));
     at::Tensor q = in.q.clone().requires_grad_(true), k = in.k.clone().requires_grad_(true),
                v = in.v.clone().requires_grad_(true);
-    RingCase c{"one rank", {CpLayoutKind::kStriped, 8}, moba, at::kDouble, 0, test::ring_sequence_lengths(), vertical_slash};
+    // The token gate under DST's request: budgets per sequence and a floor.
+    const bool dst = gate == MobaGate::kToken;
+    RingCase c{"one rank", {CpLayoutKind::kStriped, 8}, moba, at::kDouble, 0, test::ring_sequence_lengths(),
+               vertical_slash, gate, dst};
     const test::RingOracle oracle = test::ring_oracle(in, c);
     const std::shared_ptr<RingPatternSelector> selector = test::ring_selector(c);
     const RingAttentionResult result = ring_attention(q, k, v, CpSharding::build(sequences, 1, c.layout), *selector,
-                                                      AttentionBudgetRequest{}, test::ring_scale(), context);
+                                                      test::ring_request(c), test::ring_scale(), context);
+    if (dst) {  // the statistics are the one-rank routing's
+      const MobaRouting one_rank = moba_route_tokens(in.q, in.k, BlockLayout::build(sequences, sequences,
+                                                                                    test::kRingBlock, true),
+                                                     test::ring_moba_params(c));
+      EXPECT_EQ(result.stats.top_k, one_rank.top_k);
+      EXPECT_EQ(result.stats.k_floor, one_rank.k_floor);
+      EXPECT_GT(result.stats.k_floor, 1);  // the floor raised some budget
+      EXPECT_EQ(result.stats.coverage, one_rank.coverage);
+      EXPECT_EQ(result.stats.coverage_curve, one_rank.coverage_curve);
+    }
     if (vertical_slash) {  // the ring's index is the one-rank rule's
       const auto expected = test::ring_vertical_slash_index_oracle(in);
       const auto& index = test::ring_last_index(*selector);

@@ -11,6 +11,8 @@
 
 #include "common/errors.h"
 #include "harness/common/atomic_file.h"
+#include "harness/config/stored_manifest.h"
+#include "harness/patterns/attention_patterns.h"
 #include "harness/runner/fault_injection.h"
 #include "harness/runner/local_launcher.h"
 #include "harness/runner/run_folder.h"
@@ -73,6 +75,37 @@ TEST(RunFolder, RerunDecisions) {
   const RunDecision restart = decide_run(root / "dense", kManifest, false, "m.json");
   EXPECT_EQ(restart.disposition, Disposition::kRestartIncomplete);
   EXPECT_NE(restart.reason.find("no checkpoint"), std::string::npos);
+  fs::remove_all(root);
+}
+
+// Resolved manifests name MoBA's gate; results stored before they did ran the block gate
+// and must still skip and resume as such, whatever the default becomes.
+TEST(RunFolder, ResultsStoredBeforeTheGateWasNamedReadAsTheBlockGate) {
+  const json today = attention_to_json(parse_attention(json{{"name", "moba"}, {"block_size", 64}}, "$.attention", "m.json"));
+  EXPECT_EQ(today.at("gate"), "block") << today.dump();
+  const auto manifest_with = [](const json& attention) {
+    return json{{"name", "m"}, {"methods", json::array({json{{"name", "moba"}, {"attention", attention}}})}};
+  };
+  const json before = manifest_with({{"name", "moba"}, {"block_size", 64}, {"top_k", 4}});
+  const json block = manifest_with({{"name", "moba"}, {"block_size", 64}, {"top_k", 4}, {"gate", "block"}});
+  const json token = manifest_with({{"name", "moba"}, {"block_size", 64}, {"top_k", 4}, {"gate", "token"}});
+  json upgraded = before;
+  upgrade_stored_manifest(upgraded);
+  EXPECT_EQ(upgraded, block);
+
+  const fs::path root = test::fresh_temp_dir("run_folder_gate");
+  make_run(root, true, before, false);
+  EXPECT_EQ(decide_run(root / "dense", block, false, "m.json").disposition, Disposition::kSkip);
+  try {
+    decide_run(root / "dense", token, false, "m.json");
+    FAIL() << "block-gate results must not stand for a token-gate run";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.json_path(), "/methods/0/attention/gate");
+  }
+  fs::remove_all(root / "dense");
+  make_run(root, false, before, true);
+  EXPECT_EQ(decide_run(root / "dense", block, false, "m.json").disposition, Disposition::kResume);
+  EXPECT_EQ(decide_run(root / "dense", token, false, "m.json").disposition, Disposition::kRestartIncomplete);
   fs::remove_all(root);
 }
 

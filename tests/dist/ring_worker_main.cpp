@@ -4,8 +4,8 @@
 //       sum(out * grad_out) through ring_attention over Gloo; writes this rank's out, lse,
 //       dq, dk, dv (and MoBA's selection) to OUT_DIR/<case>-rank<r>.safetensors
 //   sb_ring_worker model OUT_DIR   qwen2-test on this rank's tokens of a packed batch with
-//       RingAttentionBackend (dense, MoBA and vertical-slash, striped and zigzag, with and without
-//       activation checkpointing; vertical-slash also under a DST budget request): the loss and parameter gradients summed over the CP
+//       RingAttentionBackend (dense, MoBA's two gates and vertical-slash, striped and zigzag, with and
+//       without activation checkpointing; vertical-slash and MoBA's token gate also under a DST budget request): the loss and parameter gradients summed over the CP
 //       group -> OUT_DIR/model-<variant>.safetensors (rank 0)
 //   sb_ring_worker die OUT_DIR     the last rank exits before the ring starts; the others
 //       must fail within SB_DIST_TIMEOUT_MS with an error naming it
@@ -39,14 +39,22 @@ void run_case(const sb::test::RingCase& c, const c10::intrusive_ptr<c10d::Backen
   at::Tensor k = sharding.shard(in.k, env.rank).contiguous().requires_grad_(true);
   at::Tensor v = sharding.shard(in.v, env.rank).contiguous().requires_grad_(true);
   const std::shared_ptr<sb::RingPatternSelector> selector = sb::test::ring_selector(c);
-  const sb::RingAttentionResult result = sb::ring_attention(q, k, v, sharding, *selector, sb::AttentionBudgetRequest{},
+  const sb::RingAttentionResult result = sb::ring_attention(q, k, v, sharding, *selector, sb::test::ring_request(c),
                                                             sb::test::ring_scale(), context);
   (result.out * sharding.shard(in.grad_out, env.rank)).sum().backward();
   std::vector<std::pair<std::string, at::Tensor>> tensors{
       {"out", result.out.detach()}, {"lse", result.lse}, {"dq", q.grad()}, {"dk", k.grad()}, {"dv", v.grad()}};
-  if (c.moba) {
+  if (c.moba && c.gate == sb::MobaGate::kBlock) {
     tensors.emplace_back("selected", result.blocks.selected);
     tensors.emplace_back("selected_count", result.blocks.count);
+  }
+  if (c.moba && c.gate == sb::MobaGate::kToken) {  // the statistics, which every rank must have alike
+    const sb::AttentionLayerStats& stats = result.stats;
+    tensors.emplace_back("top_k", at::tensor(stats.top_k, at::kLong));
+    tensors.emplace_back("coverage", at::tensor(stats.coverage, at::kDouble));
+    tensors.emplace_back("coverage_mean", at::tensor({stats.coverage_mean}, at::kDouble));
+    tensors.emplace_back("k_floor", at::tensor({stats.k_floor}, at::kLong));
+    tensors.emplace_back("coverage_curve", at::tensor(stats.coverage_curve, at::kDouble));
   }
   if (c.vertical_slash) {  // the index this rank built
     auto [lists, coverage] = sb::test::ring_index_tensors(sb::test::ring_last_index(*selector));
@@ -66,7 +74,7 @@ void run_case(const sb::test::RingCase& c, const c10::intrusive_ptr<c10d::Backen
 // budget request (vertical-slash: kept keys per query and a floor; none when empty).
 struct ModelVariant {
   std::string name;
-  std::string pattern;  // "dense" | "moba" | "vertical_slash"
+  std::string pattern;  // "dense" | "moba" | "moba_token" | "vertical_slash"
   sb::CpLayout layout;
   bool checkpointing;
   sb::AttentionBudgetRequest request{};
@@ -78,6 +86,9 @@ void run_model(const ModelVariant& variant, const c10::intrusive_ptr<c10d::Backe
   // The pattern in the ring's blocks of kRingBlock (MoBA with k 2).
   std::shared_ptr<sb::RingPatternSelector> selector = std::make_shared<sb::DenseRingSelector>(sb::test::kRingBlock);
   if (variant.pattern == "moba") selector = std::make_shared<sb::MobaRingSelector>(sb::test::kRingBlock, 2);
+  if (variant.pattern == "moba_token") {
+    selector = std::make_shared<sb::MobaRingSelector>(sb::test::kRingBlock, 2, sb::MobaGate::kToken);
+  }
   if (variant.pattern == "vertical_slash") {
     selector = std::make_shared<sb::VerticalSlashRingSelector>(sb::test::ring_vertical_slash_params());
   }
@@ -116,7 +127,9 @@ std::vector<ModelVariant> model_variants() {
           {"moba_striped_checkpointed", "moba", {sb::CpLayoutKind::kStriped, 24}, true},
           {"vs_striped_checkpointed", "vertical_slash", {sb::CpLayoutKind::kStriped, 24}, true},
           {"vs_dst_zigzag", "vertical_slash", {sb::CpLayoutKind::kZigzag, 0}, false,
-           sb::test::ring_vertical_slash_dst_request()}};
+           sb::test::ring_vertical_slash_dst_request()},
+          {"moba_token_dst_striped_checkpointed", "moba_token", {sb::CpLayoutKind::kStriped, 24}, true,
+           sb::test::ring_moba_dst_request(sb::test::ring_sequence_lengths().size())}};
 }
 
 }  // namespace

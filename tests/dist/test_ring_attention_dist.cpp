@@ -14,6 +14,7 @@
 
 #include "kernels/attention/patterns/moba/moba_attention.h"
 #include "kernels/attention/patterns/moba/moba_attention_backend.h"
+#include "kernels/attention/patterns/moba/moba_token_routing.h"
 #include "kernels/attention/patterns/vertical_slash/vertical_slash_backend.h"
 #include "models/safetensors/safetensors_file.h"
 #include "tests/support/free_tcp_port.h"
@@ -86,6 +87,19 @@ TEST_P(RingAttentionDist, EveryCaseEqualsTheOneRankOracle) {
         EXPECT_TRUE(at::equal(file.tensor("vs_lists"), lists)) << c.name << " rank " << r;
         EXPECT_LT(max_diff(file.tensor("vs_coverage"), coverage), 1e-12) << c.name;
       }
+      if (c.moba && c.gate == MobaGate::kToken) {  // every rank has the one-rank routing's statistics
+        const MobaRouting one_rank = moba_route_tokens(in.q, in.k, layout, test::ring_moba_params(c));
+        EXPECT_TRUE(at::equal(file.tensor("top_k"), at::tensor(one_rank.top_k, at::kLong))) << c.name << " rank " << r;
+        EXPECT_EQ(file.tensor("k_floor").item<int64_t>(), one_rank.k_floor) << c.name << " rank " << r;
+        EXPECT_LT(max_diff(file.tensor("coverage"), at::tensor(one_rank.coverage, at::kDouble)), 1e-12) << c.name;
+        EXPECT_NEAR(file.tensor("coverage_mean").item<double>(), one_rank.coverage_mean, 1e-12) << c.name;
+        if (c.dst) {
+          EXPECT_GT(one_rank.k_floor, 1) << c.name;  // the floor raised a budget: the summed curve decided it
+          EXPECT_LT(max_diff(file.tensor("coverage_curve"), at::tensor(one_rank.coverage_curve, at::kDouble)), 1e-12)
+              << c.name;
+        }
+        continue;
+      }
       if (!c.moba) continue;
       const MobaRouting one_rank = moba_route_cpu(in.q, in.k, layout, test::ring_moba_params());
       EXPECT_TRUE(at::equal(file.tensor("selected"), one_rank.selected)) << c.name << " rank " << r;
@@ -121,9 +135,15 @@ TEST(RingAttentionDistModel, Cp4ModelLossAndGradientsEqualOneProcess) {
            {"moba_zigzag", "moba"},
            {"moba_striped_checkpointed", "moba"},
            {"vs_striped_checkpointed", "vertical_slash"},
-           {"vs_dst_zigzag", "vertical_slash"}}) {
+           {"vs_dst_zigzag", "vertical_slash"},
+           {"moba_token_dst_striped_checkpointed", "moba_token"}}) {
     Qwen2ForCausalLM model = test::make_test_model("qwen2-test", 5);
     if (pattern == "moba") model->set_attention_backend(std::make_shared<MobaAttention>(test::kRingBlock, 2));
+    if (pattern == "moba_token") {  // DST's budgets and floor: the ranks' summed curve equals this one
+      auto backend = std::make_shared<MobaAttention>(test::kRingBlock, 2, MobaCudaKernel::kAuto, MobaGate::kToken);
+      backend->set_budget_request(test::ring_moba_dst_request(test::ring_sequence_lengths().size()));
+      model->set_attention_backend(backend);
+    }
     if (pattern == "vertical_slash") {
       auto backend = std::make_shared<VerticalSlashAttention>(test::ring_vertical_slash_params());
       // DST's request under CP: the ranks' budget search equals this one-rank search.

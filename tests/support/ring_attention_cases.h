@@ -36,6 +36,8 @@ struct RingCase {
   int64_t inner = 0;  // 0: flat ring
   std::vector<int64_t> lengths = ring_sequence_lengths();
   bool vertical_slash = false;  // MTraining's pattern (ring_vertical_slash_params)
+  MobaGate gate = MobaGate::kBlock;  // MoBA's gate (moba cases)
+  bool dst = false;                  // MoBA under ring_moba_dst_request (budgets per sequence, a floor)
 };
 
 // Every layout (stripes inside one MoBA block, and across blocks), dense and MoBA,
@@ -61,12 +63,22 @@ inline std::vector<RingCase> ring_cases(int64_t cp) {
                        ring_sequence_lengths(), true});
     }
   }
+  // MoBA's token gate: float64 under DST's budgets and floor (the floor's curve and the
+  // coverage summed over the ranks), float32 at the default k.
+  for (const auto& [layout_name, layout] : layouts) {
+    cases.push_back({layout_name + "_moba_token_dst_f64", layout, true, at::kDouble, 0, ring_sequence_lengths(), false,
+                     MobaGate::kToken, true});
+    cases.push_back({layout_name + "_moba_token_f32", layout, true, at::kFloat, 0, ring_sequence_lengths(), false,
+                     MobaGate::kToken, false});
+  }
   if (cp == 4) {
     for (const auto& [layout_name, layout] : {layouts[1], layouts[2]}) {
       for (bool moba : {false, true}) {
         cases.push_back({layout_name + (moba ? "_moba" : "_dense") + "_f64_inner2", layout, moba, at::kDouble, 2});
       }
       cases.push_back({layout_name + "_vs_f64_inner2", layout, false, at::kDouble, 2, ring_sequence_lengths(), true});
+      cases.push_back({layout_name + "_moba_token_dst_f64_inner2", layout, true, at::kDouble, 2,
+                       ring_sequence_lengths(), false, MobaGate::kToken, true});
     }
   }
   // One 100-token sequence in stripes of 128: ranks 1.. hold no token at all and still
@@ -76,6 +88,8 @@ inline std::vector<RingCase> ring_cases(int64_t cp) {
                      {CpLayoutKind::kStriped, 128}, moba, at::kDouble, 0, {100}});
   }
   cases.push_back({"one_stripe_vs_f64", {CpLayoutKind::kStriped, 128}, false, at::kDouble, 0, {100}, true});
+  cases.push_back({"one_stripe_moba_token_dst_f64", {CpLayoutKind::kStriped, 128}, true, at::kDouble, 0, {100}, false,
+                   MobaGate::kToken, true});
   return cases;
 }
 
@@ -108,6 +122,36 @@ inline MobaParams ring_moba_params() {
   return params;
 }
 
+// DST's request for a MoBA case of `sequences` sequences: budgets 3, 2, 4, 1, ... and a
+// floor at 0.9 of C(4), the curve up to k 6.
+inline AttentionBudgetRequest ring_moba_dst_request(size_t sequences) {
+  AttentionBudgetRequest request;
+  for (size_t s = 0; s < sequences; ++s) request.top_k.push_back(std::vector<int64_t>{3, 2, 4, 1}[s % 4]);
+  request.coverage_floor_ratio = 0.9;
+  request.coverage_reference_k = 4;
+  request.coverage_curve_up_to = 6;
+  return request;
+}
+
+// The request a case's ring runs under (none but for DST cases).
+inline AttentionBudgetRequest ring_request(const RingCase& c) {
+  return c.dst ? ring_moba_dst_request(c.lengths.size()) : AttentionBudgetRequest{};
+}
+
+// The one-rank MoBA parameters of a case: its gate, and its request's budgets and floor.
+inline MobaParams ring_moba_params(const RingCase& c) {
+  MobaParams params = ring_moba_params();
+  params.gate = c.gate;
+  if (c.dst) {
+    const AttentionBudgetRequest request = ring_request(c);
+    params.top_k = request.top_k;
+    params.coverage_floor_ratio = request.coverage_floor_ratio;
+    params.coverage_reference_k = request.coverage_reference_k;
+    params.coverage_curve_up_to = request.coverage_curve_up_to;
+  }
+  return params;
+}
+
 // Vertical-slash in the ring's blocks: 4 columns besides 3 sinks and 3 offsets besides a
 // 4-offset window, from the last 8 queries: far slashes add key blocks, and most columns
 // fall outside them.
@@ -136,7 +180,7 @@ inline AttentionBudgetRequest ring_vertical_slash_dst_request() {
 // vertical-slash (ring_vertical_slash_params), in blocks of kRingBlock.
 inline std::shared_ptr<RingPatternSelector> ring_selector(const RingCase& c) {
   if (c.vertical_slash) return std::make_shared<VerticalSlashRingSelector>(ring_vertical_slash_params());
-  if (c.moba) return std::make_shared<MobaRingSelector>(kRingBlock, ring_moba_params().top_k.front());
+  if (c.moba) return std::make_shared<MobaRingSelector>(kRingBlock, ring_moba_params().top_k.front(), c.gate);
   return std::make_shared<DenseRingSelector>(kRingBlock);
 }
 
@@ -230,7 +274,7 @@ inline RingOracle ring_vertical_slash_oracle(const RingInputs& in,
 
 // The case's oracle: vertical-slash's float64 reference on the one-rank index, or the above.
 inline RingOracle ring_oracle(const RingInputs& in, const RingCase& c) {
-  if (!c.vertical_slash) return ring_oracle(in, c.moba);
+  if (!c.vertical_slash) return ring_oracle(in, c.moba, ring_moba_params(c), ring_scale());
   return ring_vertical_slash_oracle(in, ring_vertical_slash_index_oracle(in), ring_scale());
 }
 

@@ -225,18 +225,7 @@ void check_profile_matches(const LatencyProfile& profile, const Manifest& manife
   for (const auto& [field, wanted] : pattern.profile_fields()) {
     const auto found = profile.attention_fields.find(field);
     const int64_t measured = found != profile.attention_fields.end() ? found->second : 0;
-    if (measured == wanted) continue;
-    if (field == "token_gate") {
-      const auto gate = [](int64_t token) { return std::string(token != 0 ? "token" : "block"); };
-      refuse(" was measured with MoBA's " + gate(measured) + " gate, not its " + gate(wanted) +
-             " gate ($.methods[].attention.gate)");
-    }
-    if (field == "block_size") {
-      refuse(" was measured with " + pattern.title() + " blocks of " + std::to_string(measured) + " tokens, not " +
-             std::to_string(wanted));
-    }
-    refuse(" was measured with " + pattern.title() + " " + field + " " + std::to_string(measured) + ", not " +
-           std::to_string(wanted) + " ($.methods[].attention." + field + ")");
+    if (measured != wanted) refuse(" was measured with " + pattern.profile_field_mismatch(field, measured, wanted));
   }
   const std::string device = manifest.train.device_name();
   if (profile.device != device) refuse(" was measured on " + profile.device + ", but the run trains on " + device);

@@ -34,11 +34,18 @@ class MobaPlugin : public AttentionPatternPlugin {
 
   nlohmann::json to_json(const AttentionPattern& pattern) const override {
     const MobaOptions& o = options_of(pattern);
-    nlohmann::json j{{"name", name()}, {"block_size", o.block_size}, {"top_k", o.top_k}};
-    // Only when not the default, so that results resolved before the keys existed still match.
-    if (o.gate != MobaGate::kBlock) j["gate"] = moba_gate_options().name_of(o.gate);
+    nlohmann::json j{{"name", name()},
+                     {"block_size", o.block_size},
+                     {"top_k", o.top_k},
+                     {"gate", moba_gate_options().name_of(o.gate)}};
+    // Only when not the default, so that results resolved before the key existed still match.
     if (o.cuda_kernel != MobaCudaKernel::kAuto) j["cuda_kernel"] = moba_cuda_kernel_options().name_of(o.cuda_kernel);
     return j;
+  }
+
+  // Resolved manifests name the gate; those stored before they did ran the block gate.
+  void upgrade_stored(nlohmann::json& attention) const override {
+    if (attention.is_object() && !attention.contains("gate")) attention["gate"] = "block";
   }
 
   void check_default_keys(JsonObjectReader& r) const override {

@@ -12,6 +12,7 @@
 #include "harness/records/measured_runs.h"
 #include "harness/sim/run_simulator.h"
 #include "harness/trace/timeline.h"
+#include "harness/config/stored_manifest.h"
 #include "models/qwen2/qwen2_config.h"
 
 namespace sb {
@@ -45,7 +46,7 @@ std::map<int64_t, StageRing> rings_of(const TimelineIteration& iteration) {
 Manifest run_manifest(const std::filesystem::path& run_dir) {
   const std::filesystem::path manifest_file = run_dir / "manifest.resolved.json";
   try {
-    return load_manifest(manifest_file);
+    return load_stored_manifest(manifest_file);
   } catch (const ConfigError&) {
     throw;
   } catch (const std::exception& e) {

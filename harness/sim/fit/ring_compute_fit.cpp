@@ -12,6 +12,7 @@
 #include "harness/sim/cp_stage_compute.h"
 #include "harness/records/measured_runs.h"
 #include "harness/trace/timeline.h"
+#include "harness/config/stored_manifest.h"
 
 namespace sb {
 namespace {
@@ -35,7 +36,7 @@ std::map<ComputeKey, double> measured_compute(const TimelineIteration& iteration
 Manifest run_manifest(const std::filesystem::path& run_dir) {
   const std::filesystem::path file = run_dir / "manifest.resolved.json";
   try {
-    return load_manifest(file);
+    return load_stored_manifest(file);
   } catch (const ConfigError&) {
     throw;
   } catch (const std::exception& e) {

@@ -13,6 +13,14 @@ int64_t AttentionPattern::profile_block_size() const {
   return 0;
 }
 
+std::string AttentionPattern::profile_field_mismatch(const std::string& field, int64_t measured, int64_t wanted) const {
+  if (field == "block_size") {
+    return title() + " blocks of " + std::to_string(measured) + " tokens, not " + std::to_string(wanted);
+  }
+  return title() + " " + field + " " + std::to_string(measured) + ", not " + std::to_string(wanted) +
+         " ($.methods[].attention." + field + ")";
+}
+
 AttentionOptions::AttentionOptions(std::shared_ptr<const AttentionPattern> pattern) : pattern_(std::move(pattern)) {}
 
 const AttentionPattern& AttentionOptions::pattern() const {

@@ -91,6 +91,10 @@ class AttentionPattern {
   virtual std::vector<std::pair<std::string, int64_t>> profile_fields() const = 0;
   // The block size a profile records (0 where the pattern has none).
   int64_t profile_block_size() const;
+  // Why a profile whose `field` is `measured` does not serve a run that needs `wanted`, as
+  // the end of "<profile> was measured with ...": "MoBA blocks of 64 tokens, not 16", or
+  // the field's value and the manifest key that sets it.
+  virtual std::string profile_field_mismatch(const std::string& field, int64_t measured, int64_t wanted) const;
 
   // ---- running it
   // The one-rank backend (forward, backward, decoding, statistics). Throws

@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "kernels/attention/ring/ring_column_step_cpu.h"
+#include "kernels/attention/ring/ring_query_block_step_cpu.h"
 #include "kernels/attention/ring/ring_step_cpu.h"
 #include "kernels/attention/core/device_completion.h"
 
@@ -165,6 +166,7 @@ struct RingPlan : torch::CustomClassHolder {
   std::shared_ptr<const RingGeometry> geometry;
   RingBlockPattern pattern;
   std::shared_ptr<const RingColumnLists> columns;  // the columns kept outside the block pattern (null: none)
+  std::shared_ptr<const RingQueryBlockLists> query_blocks;  // key blocks kept per query (null: none; CPU only)
   double scale = 0.0;
   int64_t call = 0;
 
@@ -269,6 +271,11 @@ std::pair<at::Tensor, at::Tensor> ring_forward(const at::Tensor& q, const at::Te
                                                 lse_step);
         ring_merge_partial(out, lse, out_step, lse_step);
       }
+      if (plan.query_blocks) {
+        event.kept_pairs += ring_query_block_step_forward(q, current[0], current[1], plan.geometry->shards[source],
+                                                          *plan.query_blocks, plan.scale, out_step, lse_step);
+        ring_merge_partial(out, lse, out_step, lse_step);
+      }
       wait_for_device_work(out.device());
       const auto computed = Clock::now();
       channel.wait(next.pending);
@@ -354,6 +361,10 @@ std::vector<at::Tensor> ring_backward(const at::Tensor& grad_out, const at::Tens
         if (plan.columns) {
           event.kept_pairs += ring_column_step_backward(grad_out, q, current[0], current[1], lse, delta, mine,
                                                         visiting, *plan.columns, plan.scale, dq, dk, dv);
+        }
+        if (plan.query_blocks) {
+          event.kept_pairs += ring_query_block_step_backward(grad_out, q, current[0], current[1], lse, delta, visiting,
+                                                             *plan.query_blocks, plan.scale, dq, dk, dv);
         }
       }
       wait_for_device_work(dq.device());
@@ -507,9 +518,12 @@ RingAttentionResult ring_attention(const at::Tensor& q, const at::Tensor& k, con
       selector.select(RingSelectionInputs{q, k, *geometry, request, scale, layer, *context, plan->call, head_shard_sum});
   plan->pattern = std::move(selected.blocks);
   plan->columns = std::move(selected.columns);
+  plan->query_blocks = std::move(selected.query_blocks);
   TORCH_CHECK(!q.is_cuda() || plan->pattern.band_window.empty(), "ring attention: ", selector.name(),
               "'s band (keys cut inside a block) runs on the CPU ring only; the GPU ring's fused kernels mask whole "
               "blocks and the causal diagonal");
+  TORCH_CHECK(!q.is_cuda() || !plan->query_blocks, "ring attention: ", selector.name(),
+              "'s key blocks chosen per query (MoBA's token gate) run on the CPU ring only so far");
   at::Tensor q_in = q.contiguous(), k_in = k.contiguous(), v_in = v.contiguous();
 #ifdef SB_WITH_CUDA
   if (q.is_cuda()) {  // the kernels read rows with 16-byte loads

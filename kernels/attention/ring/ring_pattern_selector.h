@@ -9,7 +9,7 @@
 // micro-batch (MoBA's block means, an index of the attention) completes its statistics with
 // the CP group's all-reduces (RingContext::all_reduce), so every rank selects from the same
 // numbers, and records that work as one event of step kRingSelectionStep (its local part
-// as compute, the all-reduces as wait).
+// as compute, the all-reduces as wait: ring_selection_timer.h).
 
 #include <ATen/core/Tensor.h>
 
@@ -20,6 +20,7 @@
 
 #include "kernels/attention/core/attention_backend.h"
 #include "kernels/attention/ring/ring_column_step_cpu.h"
+#include "kernels/attention/ring/ring_query_block_step_cpu.h"
 #include "kernels/attention/ring/ring_step_cpu.h"
 
 namespace sb {
@@ -32,6 +33,9 @@ struct RingCallPattern {
   RingBlockPattern blocks;  // key blocks per (head, query block), the diagonal causal
   // Key columns kept outside `blocks` (null: none): run as a second partial per step.
   std::shared_ptr<const RingColumnLists> columns;
+  // Key blocks kept per query of this rank outside `blocks` (null: none): run as a
+  // further partial per step, on the CPU ring.
+  std::shared_ptr<const RingQueryBlockLists> query_blocks;
   // The layer's statistics, the same on every CP rank (layer < 0: the pattern keeps none).
   AttentionLayerStats stats;
 };

@@ -48,24 +48,25 @@ std::vector<int64_t> MobaPattern::profile_budgets(int64_t longest_sample, int64_
   return budgets;
 }
 
+std::string MobaPattern::profile_field_mismatch(const std::string& field, int64_t measured, int64_t wanted) const {
+  if (field != "token_gate") return AttentionPattern::profile_field_mismatch(field, measured, wanted);
+  const auto gate = [](int64_t token) { return std::string(token != 0 ? "token" : "block"); };
+  return "MoBA's " + gate(measured) + " gate, not its " + gate(wanted) + " gate ($.methods[].attention.gate)";
+}
+
 std::unique_ptr<AttentionBackend> MobaPattern::make_backend() const {
   return std::make_unique<MobaAttention>(options_.block_size, options_.top_k, options_.cuda_kernel, options_.gate);
 }
 
 std::shared_ptr<RingPatternSelector> MobaPattern::make_ring_selector() const {
-  if (options_.gate == MobaGate::kToken) {
-    throw std::invalid_argument(
-        "MoBA's token gate does not run under context parallelism yet (its ring selector routes "
-        "per query block); set the method's attention.gate to \"block\" for cp > 1");
-  }
-  return std::make_shared<MobaRingSelector>(options_.block_size, options_.top_k);
+  return std::make_shared<MobaRingSelector>(options_.block_size, options_.top_k, options_.gate);
 }
 
 std::optional<AttentionTrainingProblem> MobaPattern::training_problem(const AttentionTrainingSetting& setting) const {
-  if (setting.cp > 1 && options_.gate == MobaGate::kToken) {
+  if (setting.cp > 1 && setting.cuda && options_.gate == MobaGate::kToken) {
     return AttentionTrainingProblem{"attention",
-                                    "uses MoBA's token gate, which does not run under context parallelism yet "
-                                    "(cp " + std::to_string(setting.cp) + "; the ring routes per query block)",
+                                    "uses MoBA's token gate under context parallelism (cp " + std::to_string(setting.cp) +
+                                        ") on CUDA, where the GPU ring has no per-query key blocks yet (the CPU ring has)",
                                     "set the attention's \"gate\" to \"block\", or train without context parallelism"};
   }
   if (!setting.cuda || setting.bf16) return std::nullopt;
@@ -98,12 +99,25 @@ double MobaPattern::selection_forward_flops(int64_t length, int64_t q_heads, int
 }
 
 std::vector<SelectionAllreduces> MobaPattern::ring_selection_allreduces(const std::vector<int64_t>& lengths,
-                                                                        bool /*budgeted*/, bool /*floor*/,
+                                                                        bool /*budgeted*/, bool floor,
                                                                         int64_t query_heads, int64_t kv_heads,
                                                                         int64_t head_dim) const {
-  int64_t blocks = 0;
-  for (int64_t length : lengths) blocks += (length + options_.block_size - 1) / options_.block_size;
-  return {{static_cast<double>((query_heads + kv_heads) * blocks * head_dim) * 8.0, 1.0}};
+  int64_t blocks = 0, longest = 0;
+  for (int64_t length : lengths) {
+    const int64_t n = (length + options_.block_size - 1) / options_.block_size;
+    blocks += n;
+    longest = std::max(longest, n);
+  }
+  const auto sequences = static_cast<double>(lengths.size());
+  if (options_.gate == MobaGate::kBlock) {  // query and key block sums; every rank then routes alike
+    return {{static_cast<double>((query_heads + kv_heads) * blocks * head_dim) * 8.0, 1.0}};
+  }
+  // Key block sums; the floor's curve (at most the longest sequence's blocks, and the
+  // rows); the coverage sums and queries per sequence.
+  std::vector<SelectionAllreduces> allreduces{{static_cast<double>(kv_heads * blocks * head_dim) * 8.0, 1.0}};
+  if (floor) allreduces.push_back({static_cast<double>(longest + 1) * 8.0, 1.0});
+  allreduces.push_back({2.0 * sequences * 8.0, 1.0});
+  return allreduces;
 }
 
 double MobaPattern::kept_pairs(const at::Tensor& q, const at::Tensor& k, const PackedSequences& sequences,

@@ -43,6 +43,8 @@ class MobaPattern : public AttentionPattern {
   std::vector<std::pair<std::string, int64_t>> profile_fields() const override {
     return {{"block_size", options_.block_size}, {"token_gate", options_.gate == MobaGate::kToken ? 1 : 0}};
   }
+  // "token_gate" reads as the gate and its manifest key.
+  std::string profile_field_mismatch(const std::string& field, int64_t measured, int64_t wanted) const override;
   std::unique_ptr<AttentionBackend> make_backend() const override;
   std::shared_ptr<RingPatternSelector> make_ring_selector() const override;
   // On CUDA its attention runs in bfloat16 only; the token gate does not run under CP (yet).
@@ -53,7 +55,8 @@ class MobaPattern : public AttentionPattern {
   // The gate's scores: 2 D per (routing row, eligible block); a row is a query block or,
   // under the token gate, a query.
   double selection_forward_flops(int64_t length, int64_t q_heads, int64_t head_dim) const override;
-  // The gate's block means: one all-reduce of float64 sums of q and k per block.
+  // The block gate: one all-reduce of float64 sums of q and k per block. The token gate:
+  // the key blocks' sums, the floor's curve (with a floor), the coverage per sequence.
   std::vector<SelectionAllreduces> ring_selection_allreduces(const std::vector<int64_t>& lengths, bool budgeted,
                                                              bool floor, int64_t query_heads, int64_t kv_heads,
                                                              int64_t head_dim) const override;

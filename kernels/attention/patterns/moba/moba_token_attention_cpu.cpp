@@ -11,6 +11,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/attention/core/gathered_rows_attention_cpu.h"
 #include "kernels/attention/core/single_threaded_blas.h"
 #include "kernels/attention/patterns/moba/moba_attention_cpu.h"
 
@@ -73,17 +74,6 @@ std::pair<at::Tensor, at::Tensor> block_keys(const at::Tensor& k, const at::Tens
           v.narrow(0, block.key_start, block.key_len).select(1, g)};
 }
 
-// Rows `rows` of head h of x [T, H, D] (contiguous) gathered into [rows, D].
-template <typename scalar_t>
-at::Tensor gather_head_rows(const at::Tensor& x, int64_t h, const std::vector<int64_t>& rows) {
-  const int64_t heads = x.size(1), dim = x.size(2);
-  at::Tensor out = at::empty({static_cast<int64_t>(rows.size()), dim}, x.options());
-  const scalar_t* src = x.const_data_ptr<scalar_t>();
-  scalar_t* dst = out.mutable_data_ptr<scalar_t>();
-  for (size_t i = 0; i < rows.size(); ++i) std::memcpy(dst + i * dim, src + (rows[i] * heads + h) * dim, sizeof(scalar_t) * dim);
-  return out;
-}
-
 // Scaled scores [rows, keys] of the gathered queries against block j's keys, the first
 // `own` rows (block j's queries) masked causally: in-block position p sees keys 0 .. p.
 template <typename scalar_t>
@@ -127,39 +117,15 @@ void forward_typed(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
       const auto [first_query, count] = sequence_queries(p.layout, s);
       if (count == 0) continue;
       std::vector<scalar_t> running_max(count, -std::numeric_limits<scalar_t>::infinity()), running_sum(count, 0);
+      OnlineSoftmaxRows<scalar_t> softmax{acc, q_heads, dim, h, running_max.data(), running_sum.data(), first_query};
       for (int64_t j = p.layout.sequence_first_block[s]; j < p.layout.sequence_first_block[s + 1]; ++j) {
         const int64_t own = p.rows_of(h, j, rows);
         if (rows.empty()) continue;
         const auto [keys, values] = block_keys(k, v, p.layout.blocks[j], g);
-        at::Tensor probs = block_scores<scalar_t>(gather_head_rows<scalar_t>(q, h, rows), keys, p, j, own);
-        const int64_t len = probs.size(1);
-        scalar_t* pr = probs.mutable_data_ptr<scalar_t>();
-        std::vector<scalar_t> correction(rows.size()), sums(rows.size());
-        for (size_t i = 0; i < rows.size(); ++i) {  // online softmax: rescale to the new maximum
-          scalar_t* row = pr + i * len;
-          const int64_t local = rows[i] - first_query;
-          const scalar_t new_max = std::max(running_max[local], *std::max_element(row, row + len));
-          scalar_t sum = 0;
-          for (int64_t c = 0; c < len; ++c) sum += (row[c] = std::exp(row[c] - new_max));
-          correction[i] = std::exp(running_max[local] - new_max);
-          sums[i] = sum;
-          running_max[local] = new_max;
-        }
-        const at::Tensor weighted = at::mm(probs, values);  // [rows, D]
-        const scalar_t* w = weighted.const_data_ptr<scalar_t>();
-        for (size_t i = 0; i < rows.size(); ++i) {
-          const int64_t local = rows[i] - first_query;
-          scalar_t* a = acc + (rows[i] * q_heads + h) * dim;
-          for (int64_t d = 0; d < dim; ++d) a[d] = a[d] * correction[i] + w[i * dim + d];
-          running_sum[local] = running_sum[local] * correction[i] + sums[i];
-        }
+        at::Tensor scores = block_scores<scalar_t>(gather_head_rows<scalar_t>(q, h, rows), keys, p, j, own);
+        softmax.add(scores, values, rows);
       }
-      for (int64_t local = 0; local < count; ++local) {  // every query reads its own block
-        const int64_t t = first_query + local;
-        scalar_t* a = acc + (t * q_heads + h) * dim;
-        for (int64_t d = 0; d < dim; ++d) a[d] /= running_sum[local];
-        lse_out[t * q_heads + h] = running_max[local] + std::log(running_sum[local]);
-      }
+      for (int64_t t = first_query; t < first_query + count; ++t) softmax.finish(t, lse_out);  // all read their own block
     }
   });
 }
@@ -168,7 +134,7 @@ template <typename scalar_t>
 void backward_typed(const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                     const at::Tensor& out, const at::Tensor& lse, const TokenProblem& p, at::Tensor& dq,
                     at::Tensor& dk, at::Tensor& dv) {
-  const int64_t q_heads = q.size(1), kv_heads = k.size(1), group = q_heads / kv_heads, dim = q.size(2);
+  const int64_t q_heads = q.size(1), kv_heads = k.size(1), group = q_heads / kv_heads;
   const int64_t sequences = p.layout.num_sequences();
   const at::Tensor delta = (grad_out * out).sum(-1).contiguous();  // [Tq, Hq]: rowsum(dO * O)
   const scalar_t* lse_in = lse.const_data_ptr<scalar_t>();
@@ -189,30 +155,11 @@ void backward_typed(const at::Tensor& grad_out, const at::Tensor& q, const at::T
           const auto [keys, values] = block_keys(k, v, block, g);
           const at::Tensor queries = gather_head_rows<scalar_t>(q, h, rows);
           const at::Tensor grads = gather_head_rows<scalar_t>(grad_out, h, rows);
-          at::Tensor probs = block_scores<scalar_t>(queries, keys, p, j, own);  // then P = exp(S - lse)
-          const int64_t len = probs.size(1);
-          scalar_t* pr = probs.mutable_data_ptr<scalar_t>();
-          for (size_t i = 0; i < rows.size(); ++i) {
-            const scalar_t row_lse = lse_in[rows[i] * q_heads + h];
-            for (int64_t c = 0; c < len; ++c) pr[i * len + c] = std::exp(pr[i * len + c] - row_lse);
-          }
-          at::Tensor dv_rows = dv.narrow(0, block.key_start, block.key_len).select(1, g);
-          at::addmm_out(dv_rows, dv_rows, probs.t(), grads);  // dV += P^T dO
-          at::Tensor grad_scores = at::mm(grads, values.t());  // dP, then dS = P (dP - delta)
-          scalar_t* gs = grad_scores.mutable_data_ptr<scalar_t>();
-          for (size_t i = 0; i < rows.size(); ++i) {
-            const scalar_t row_delta = delta_in[rows[i] * q_heads + h];
-            for (int64_t c = 0; c < len; ++c) gs[i * len + c] = pr[i * len + c] * (gs[i * len + c] - row_delta);
-          }
-          const at::Tensor dq_rows = at::mm(grad_scores, keys);  // [rows, D], times scale below
-          const scalar_t* dqr = dq_rows.const_data_ptr<scalar_t>();
-          const auto scale = static_cast<scalar_t>(p.scale);
-          for (size_t i = 0; i < rows.size(); ++i) {
-            scalar_t* target = dq_out + (rows[i] * q_heads + h) * dim;
-            for (int64_t d = 0; d < dim; ++d) target[d] += scale * dqr[i * dim + d];
-          }
+          at::Tensor scores = block_scores<scalar_t>(queries, keys, p, j, own);
           at::Tensor dk_rows = dk.narrow(0, block.key_start, block.key_len).select(1, g);
-          at::addmm_out(dk_rows, dk_rows, grad_scores.t(), queries, /*beta=*/1, /*alpha=*/p.scale);
+          at::Tensor dv_rows = dv.narrow(0, block.key_start, block.key_len).select(1, g);
+          gathered_rows_backward<scalar_t>(scores, queries, grads, keys, values, rows, h, q_heads, lse_in, delta_in,
+                                           p.scale, dq_out, dk_rows, dv_rows);
         }
       }
     }

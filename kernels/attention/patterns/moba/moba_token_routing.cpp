@@ -4,6 +4,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <vector>
@@ -54,9 +55,8 @@ struct RankedChunk {
   int64_t most_candidates = 0;
 };
 
-// [nb, Hq, D] float64: the mean of each block's keys of the sequence, for every query head.
-at::Tensor block_key_means(const at::Tensor& k, const SequenceSpan& span, int64_t block_size,
-                           const at::Tensor& kv_of_head) {
+// [nb, Hkv, D] float64: the mean of each block's keys of the sequence.
+at::Tensor block_key_means(const at::Tensor& k, const SequenceSpan& span, int64_t block_size) {
   const int64_t padded = span.blocks * block_size;
   at::Tensor keys = k.narrow(0, span.key_offset, span.keys).to(at::kDouble);  // [L, Hkv, D]
   if (padded > span.keys) {
@@ -64,18 +64,18 @@ at::Tensor block_key_means(const at::Tensor& k, const SequenceSpan& span, int64_
   }
   at::Tensor lengths = at::full({span.blocks}, static_cast<double>(block_size), keys.options());
   lengths[span.blocks - 1] = static_cast<double>(span.keys - (span.blocks - 1) * block_size);
-  const at::Tensor means =
-      keys.view({span.blocks, block_size, k.size(1), k.size(2)}).sum(1) / lengths.view({-1, 1, 1});
-  return means.index_select(1, kv_of_head);
+  return keys.view({span.blocks, block_size, k.size(1), k.size(2)}).sum(1) / lengths.view({-1, 1, 1});
 }
 
+// key_means [nb, Hq, D]: the sequence's blocks, for every query head. The chunk: `count`
+// queries at rows query_start.. of q, at positions first_position.. of the sequence.
 RankedChunk rank_chunk(const at::Tensor& q, const at::Tensor& key_means, const SequenceSpan& span,
-                       int64_t first_query, int64_t count, int64_t columns, const BlockLayout& layout) {
+                       int64_t query_start, int64_t first_position, int64_t count, int64_t columns,
+                       const BlockLayout& layout) {
   const auto long_options = at::TensorOptions().dtype(at::kLong).device(q.device());
   RankedChunk chunk;  // `columns` (the most ranked candidates wanted) shrinks to what the chunk sees
-  chunk.query_start = span.query_offset + first_query;
+  chunk.query_start = query_start;
   chunk.count = count;
-  const int64_t first_position = span.keys - span.queries + first_query;
   chunk.diagonal = at::arange(first_position, first_position + count, long_options).div(layout.block_size, "floor");
   const int64_t last_position = first_position + count - 1;
   chunk.most_candidates = layout.causal ? last_position / layout.block_size : span.blocks - 1;
@@ -145,21 +145,27 @@ at::Tensor moba_best_blocks(const at::Tensor& scores, int64_t columns) {
   return order;
 }
 
-MobaRouting moba_route_tokens(const at::Tensor& q, const at::Tensor& k, const BlockLayout& layout,
-                              const MobaParams& params) {
-  TORCH_CHECK(q.dim() == 3 && k.dim() == 3 && q.size(2) == k.size(2) && q.size(1) % k.size(1) == 0,
-              "moba_route_tokens: q [Tq, Hq, D] and k [Tk, Hkv, D] with Hq a multiple of Hkv expected");
-  TORCH_CHECK(q.size(0) == layout.total_queries && k.size(0) == layout.total_keys,
-              "moba_route_tokens: q and k do not hold the layout's tokens");
-  const int64_t q_heads = q.size(1), tq = q.size(0);
-  const std::vector<int64_t> budgets = moba_budgets_per_sequence(params, layout.num_sequences());
+namespace {
+
+// The routing of the queries in `runs` against key_means [NB, Hkv, D] (float64, q's
+// device). sum_over_query_shards (null: the runs hold every query of the layout) adds the
+// call's sums over the ranks holding its other queries, so every rank's floor, curve and
+// coverage are the call's.
+MobaRouting route_runs(const at::Tensor& q, const at::Tensor& key_means, const std::vector<MobaQueryRun>& runs,
+                       const BlockLayout& layout, const MobaParams& params,
+                       const std::function<void(std::vector<double>&)>& sum_over_query_shards) {
+  const int64_t q_heads = q.size(1), tq = q.size(0), sequences = layout.num_sequences();
+  TORCH_CHECK(q_heads % key_means.size(1) == 0 && key_means.size(0) == layout.num_blocks(),
+              "moba token routing: key means [NB, Hkv, D] of the layout's blocks expected");
+  const std::vector<int64_t> budgets = moba_budgets_per_sequence(params, sequences);
   const std::vector<SequenceSpan> spans = sequence_spans(layout);
   const auto long_options = at::TensorOptions().dtype(at::kLong).device(q.device());
-  const at::Tensor kv_of_head = at::arange(q_heads, long_options).div(q_heads / k.size(1), "floor");
+  const at::Tensor kv_of_head = at::arange(q_heads, long_options).div(q_heads / key_means.size(1), "floor");
 
   int64_t most_eligible = 0, widest_budget = 1;
-  for (size_t s = 0; s < spans.size(); ++s) {
-    // Its last query (the last position) has every block of the sequence eligible.
+  for (int64_t s = 0; s < sequences; ++s) {
+    // Its last query (the last position) has every block of the sequence eligible. The
+    // whole layout's, so that every rank sums curves of one extent.
     if (spans[s].queries > 0) most_eligible = std::max(most_eligible, spans[s].blocks);
     widest_budget = std::max(widest_budget, budgets[s]);
   }
@@ -171,16 +177,23 @@ MobaRouting moba_route_tokens(const at::Tensor& q, const at::Tensor& k, const Bl
   // Pass 1: rank every query's candidates; sum the call's curve when the floor or the
   // curve needs it.
   std::vector<RankedChunk> chunks;
+  std::vector<double> local_queries(sequences, 0.0);
   at::Tensor curve_sums = at::zeros({std::max<int64_t>(extent, 1)}, q.options().dtype(at::kDouble));
-  for (size_t s = 0; s < spans.size(); ++s) {
-    const SequenceSpan& span = spans[s];
-    if (span.queries == 0) continue;
-    const at::Tensor key_means = block_key_means(k, span, layout.block_size, kv_of_head);
+  std::vector<at::Tensor> sequence_means(sequences);
+  for (const MobaQueryRun& run : runs) {
+    const SequenceSpan& span = spans[run.sequence];
+    if (run.count == 0) continue;
+    TORCH_CHECK(run.row >= 0 && run.row + run.count <= tq && run.position >= 0 && run.position + run.count <= span.keys,
+                "moba token routing: a run of queries outside q or its sequence");
+    at::Tensor& means = sequence_means[run.sequence];
+    if (!means.defined()) means = key_means.narrow(0, span.first_block, span.blocks).index_select(1, kv_of_head);
+    local_queries[run.sequence] += static_cast<double>(run.count);
     const int64_t columns = std::min(wanted_columns, span.blocks - 1);
     const int64_t per_chunk = std::max<int64_t>(1, kScoreElementsPerChunk / (q_heads * span.blocks));
-    for (int64_t first = 0; first < span.queries; first += per_chunk) {
-      chunks.push_back(rank_chunk(q, key_means, span, first, std::min(per_chunk, span.queries - first), columns, layout));
-      chunks.back().sequence = static_cast<int64_t>(s);
+    for (int64_t first = 0; first < run.count; first += per_chunk) {
+      chunks.push_back(rank_chunk(q, means, span, run.row + first, run.position + first,
+                                  std::min(per_chunk, run.count - first), columns, layout));
+      chunks.back().sequence = run.sequence;
       if (extent > 0) curve_sums += chunk_curve_sums(chunks.back(), extent);
     }
   }
@@ -189,14 +202,15 @@ MobaRouting moba_route_tokens(const at::Tensor& q, const at::Tensor& k, const Bl
   routing.gate = MobaGate::kToken;
   if (extent > 0) {
     const at::Tensor host = curve_sums.cpu();
+    // [C sums for k = 1 .. extent, rows], over the heads (TP) and the queries (CP) of the call.
     std::vector<double> call_coverage(host.const_data_ptr<double>(), host.const_data_ptr<double>() + extent);
-    double call_rows = static_cast<double>(q_heads * tq);
-    if (params.sum_over_head_shards) {
-      call_coverage.push_back(call_rows);
-      params.sum_over_head_shards(call_coverage);
-      call_rows = call_coverage.back();
-      call_coverage.pop_back();
-    }
+    double local_rows = 0.0;
+    for (const double n : local_queries) local_rows += n;
+    call_coverage.push_back(static_cast<double>(q_heads) * local_rows);
+    if (params.sum_over_head_shards) params.sum_over_head_shards(call_coverage);
+    if (sum_over_query_shards) sum_over_query_shards(call_coverage);
+    const double call_rows = call_coverage.back();
+    call_coverage.pop_back();
     for (double& c : call_coverage) c /= call_rows;
     if (params.coverage_floor_ratio > 0.0) {
       routing.k_floor =
@@ -219,7 +233,7 @@ MobaRouting moba_route_tokens(const at::Tensor& q, const at::Tensor& k, const Bl
   }
   routing.selected = at::full({q_heads, tq, capacity}, -1, long_options.dtype(at::kInt));
   routing.selected_count = at::zeros({q_heads, tq}, long_options.dtype(at::kInt));
-  std::vector<at::Tensor> sequence_sums(spans.size());
+  at::Tensor sequence_sums = at::zeros({std::max<int64_t>(sequences, 1)}, q.options().dtype(at::kDouble));
   for (const RankedChunk& chunk : chunks) {
     const SequenceSpan& span = spans[chunk.sequence];
     const int64_t columns = chunk.order.size(-1);
@@ -234,34 +248,57 @@ MobaRouting moba_route_tokens(const at::Tensor& q, const at::Tensor& k, const Bl
     routing.selected_count.narrow(1, chunk.query_start, chunk.count)
         .copy_((taken + 1).to(at::kInt).unsqueeze(0).expand({q_heads, chunk.count}));
     const at::Tensor rows = chunk.pi_diagonal + chunk.sorted_pi.masked_fill(kept.logical_not(), 0.0).sum(-1);
-    const at::Tensor sum = rows.sum();
-    sequence_sums[chunk.sequence] =
-        sequence_sums[chunk.sequence].defined() ? sequence_sums[chunk.sequence] + sum : sum;
+    sequence_sums[chunk.sequence] += rows.sum();
   }
 
-  routing.coverage.assign(spans.size(), 1.0);
-  std::vector<int64_t> with_queries;
-  std::vector<at::Tensor> sums;
-  for (size_t s = 0; s < spans.size(); ++s) {
-    if (sequence_sums[s].defined()) {
-      with_queries.push_back(static_cast<int64_t>(s));
-      sums.push_back(sequence_sums[s]);
-    }
+  // C per sequence and over the call: [sums per sequence, queries per sequence], over the
+  // ranks holding the call's queries (the heads stay this rank's, as under the block gate).
+  const at::Tensor host = sequence_sums.cpu();
+  std::vector<double> coverage(host.const_data_ptr<double>(), host.const_data_ptr<double>() + sequences);
+  coverage.insert(coverage.end(), local_queries.begin(), local_queries.end());
+  if (sum_over_query_shards) sum_over_query_shards(coverage);
+  routing.coverage.assign(sequences, 1.0);
+  double call_sum = 0.0, call_rows = 0.0;
+  for (int64_t s = 0; s < sequences; ++s) {
+    const double rows = static_cast<double>(q_heads) * coverage[sequences + s];
+    if (rows == 0.0) continue;  // a sequence without queries in the call
+    routing.coverage[s] = coverage[s] / rows;
+    call_sum += coverage[s];
+    call_rows += rows;
   }
-  double call_sum = 0.0;
-  int64_t call_rows = 0;
-  if (!sums.empty()) {
-    const at::Tensor host = at::stack(sums).cpu();
-    for (size_t i = 0; i < with_queries.size(); ++i) {
-      const int64_t rows = q_heads * spans[with_queries[i]].queries;
-      const double sum = host[static_cast<int64_t>(i)].item<double>();
-      routing.coverage[with_queries[i]] = sum / static_cast<double>(rows);
-      call_sum += sum;
-      call_rows += rows;
-    }
-  }
-  routing.coverage_mean = call_rows > 0 ? call_sum / static_cast<double>(call_rows) : 1.0;
+  routing.coverage_mean = call_rows > 0 ? call_sum / call_rows : 1.0;
   return routing;
+}
+
+}  // namespace
+
+MobaRouting moba_route_tokens(const at::Tensor& q, const at::Tensor& k, const BlockLayout& layout,
+                              const MobaParams& params) {
+  TORCH_CHECK(q.dim() == 3 && k.dim() == 3 && q.size(2) == k.size(2) && q.size(1) % k.size(1) == 0,
+              "moba_route_tokens: q [Tq, Hq, D] and k [Tk, Hkv, D] with Hq a multiple of Hkv expected");
+  TORCH_CHECK(q.size(0) == layout.total_queries && k.size(0) == layout.total_keys,
+              "moba_route_tokens: q and k do not hold the layout's tokens");
+  std::vector<at::Tensor> means;
+  std::vector<MobaQueryRun> runs;
+  for (const SequenceSpan& span : sequence_spans(layout)) {
+    means.push_back(span.blocks > 0 ? block_key_means(k, span, layout.block_size)
+                                    : at::zeros({0, k.size(1), k.size(2)}, k.options().dtype(at::kDouble)));
+    const int64_t sequence = static_cast<int64_t>(runs.size());
+    runs.push_back({sequence, span.query_offset, span.keys - span.queries, span.queries});
+  }
+  const at::Tensor key_means =
+      means.empty() ? at::zeros({0, k.size(1), k.size(2)}, k.options().dtype(at::kDouble)) : at::cat(means, 0);
+  return route_runs(q, key_means, runs, layout, params, {});
+}
+
+MobaRouting moba_route_token_runs(const at::Tensor& q, const at::Tensor& key_means,
+                                  const std::vector<MobaQueryRun>& runs, const BlockLayout& layout,
+                                  const MobaParams& params,
+                                  const std::function<void(std::vector<double>&)>& sum_over_query_shards) {
+  TORCH_CHECK(q.dim() == 3 && key_means.dim() == 3 && key_means.size(2) == q.size(2) &&
+                  key_means.scalar_type() == at::kDouble && key_means.device() == q.device(),
+              "moba_route_token_runs: q [Tq, Hq, D] and float64 key means [NB, Hkv, D] on q's device expected");
+  return route_runs(q, key_means, runs, layout, params, sum_over_query_shards);
 }
 
 }  // namespace sb

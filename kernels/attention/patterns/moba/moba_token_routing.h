@@ -14,6 +14,10 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
+#include <functional>
+#include <vector>
+
 #include "kernels/attention/core/block_layout.h"
 #include "kernels/attention/patterns/moba/moba_attention.h"
 
@@ -23,6 +27,25 @@ namespace sb {
 // selected_count [Hq, Tq] are on that device.
 MobaRouting moba_route_tokens(const at::Tensor& q, const at::Tensor& k, const BlockLayout& layout,
                               const MobaParams& params);
+
+// A run of queries at consecutive positions of one sequence, in consecutive rows of q.
+struct MobaQueryRun {
+  int64_t sequence = 0;
+  int64_t row = 0;       // first row in q
+  int64_t position = 0;  // its position in the sequence (keys' numbering)
+  int64_t count = 0;
+};
+
+// The same rule for a share of the layout's queries (a CP rank's, docs/context_parallel.md):
+// q [Tq, Hq, D] holds the runs' queries; key_means [NB, Hkv, D] float64 on q's device is
+// every key block's mean over the whole micro-batch. sum_over_query_shards adds a host
+// vector over the ranks holding the call's other queries, so that every rank's DST floor,
+// coverage curve and coverage are the call's (null: q holds them all). The selection rows
+// are q's rows.
+MobaRouting moba_route_token_runs(const at::Tensor& q, const at::Tensor& key_means,
+                                  const std::vector<MobaQueryRun>& runs, const BlockLayout& layout,
+                                  const MobaParams& params,
+                                  const std::function<void(std::vector<double>&)>& sum_over_query_shards);
 
 // [..., columns] int64: each row of scores [..., nb] (float64)'s `columns` best blocks,
 // higher score first, equal scores by the lower index. On the CPU a partial sort per row
