@@ -81,6 +81,7 @@ TEST(RingShardTiles, RunsCutAtBlocksAndGaps) {
   EXPECT_EQ(tiles.tiles[1].global_start, 8);
   EXPECT_EQ(tiles.tiles[1].block, 2);
   EXPECT_EQ(tiles.first_tile_of_block, ids({0, 1, 1, 2, 2, 3}));
+  EXPECT_EQ(tiles.block_of_rows(), ids({0, 0, 0, 0, 2, 2, 4}));
   const RingShardTiles split = RingShardTiles::build({2, 3, 4, 5, 9, 10}, layout);  // crosses 2 block ends
   ASSERT_EQ(split.tiles.size(), 4u);
   EXPECT_EQ(split.tiles[2].block, 2);
@@ -163,14 +164,8 @@ Composed compose_ring(const test::RingInputs& in, const CpSharding& sharding, co
 RingQueryBlockLists token_earlier_blocks(const MobaRouting& routing, const CpSharding& sharding, int64_t r,
                                          const BlockLayout& layout) {
   at::Tensor ids = sharding.shard(routing.selected.permute({1, 0, 2}), r).permute({1, 0, 2}).contiguous();
-  std::vector<int32_t> own;
-  for (int64_t token : sharding.tokens_of(r)) {
-    for (int64_t b = 0; b < layout.num_blocks(); ++b) {
-      const LayoutBlock& block = layout.blocks[b];
-      if (token >= block.query_start && token < block.query_start + block.query_len) own.push_back(static_cast<int32_t>(b));
-    }
-  }
-  ids.masked_fill_(ids.eq(at::tensor(own, at::kInt).view({1, -1, 1})), -1);
+  const std::vector<int64_t> own = RingShardTiles::build(sharding.tokens_of(r), layout).block_of_rows();
+  ids.masked_fill_(ids.eq(at::tensor(own, at::kLong).to(at::kInt).view({1, -1, 1})), -1);
   return RingQueryBlockLists(ids, layout.num_blocks());
 }
 

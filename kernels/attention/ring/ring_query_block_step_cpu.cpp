@@ -80,17 +80,14 @@ int64_t forward_typed(const at::Tensor& q, const at::Tensor& k, const at::Tensor
       OnlineSoftmaxRows<scalar_t> softmax{out_step.mutable_data_ptr<scalar_t>(), heads, dim, h, running_max.data(),
                                           running_sum.data()};
       const int64_t g = h / group;
-      std::vector<int64_t> touched(tq, 0);
       for_each_visit(lists, keys, h, [&](const std::vector<int64_t>& rows, const RingTile& tile) {
         const at::Tensor key_rows = k.narrow(0, tile.local_start, tile.length).select(1, g);
         at::Tensor scores = at::mm(gather_head_rows<scalar_t>(q, h, rows), key_rows.t()).mul_(scale);
         softmax.add(scores, v.narrow(0, tile.local_start, tile.length).select(1, g), rows);
         pairs[h] += static_cast<int64_t>(rows.size()) * tile.length;
-        for (const int64_t r : rows) touched[r] = 1;
       });
-      for (int64_t r = 0; r < tq; ++r) {
-        if (touched[r]) softmax.finish(r, lse_step.mutable_data_ptr<scalar_t>());
-      }
+      // A row that kept no key of the shard finishes as -inf with out 0.
+      for (int64_t r = 0; r < tq; ++r) softmax.finish(r, lse_step.mutable_data_ptr<scalar_t>());
     }
   });
   return std::accumulate(pairs.begin(), pairs.end(), int64_t{0});

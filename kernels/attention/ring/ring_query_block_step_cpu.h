@@ -31,9 +31,6 @@ struct RingQueryBlockLists {
   // `readers` for i = head x blocks + block.
   std::vector<int64_t> first;
   std::vector<int64_t> readers;
-
-  // (query, key block) entries over every head: the lists' share of the selection.
-  int64_t entries() const { return static_cast<int64_t>(readers.size()); }
 };
 
 // The lists' partial attention over the visiting shard (`keys`: its tiles): out_step

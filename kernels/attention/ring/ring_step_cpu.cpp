@@ -48,6 +48,14 @@ int64_t RingShardTiles::row_of(int64_t token) const {
   return token < it->global_start + it->length ? it->local_start + token - it->global_start : -1;
 }
 
+std::vector<int64_t> RingShardTiles::block_of_rows() const {
+  std::vector<int64_t> blocks(tokens);
+  for (const RingTile& tile : tiles) {
+    std::fill(blocks.begin() + tile.local_start, blocks.begin() + tile.local_start + tile.length, tile.block);
+  }
+  return blocks;
+}
+
 RingBlockPattern RingBlockPattern::causal(const BlockLayout& layout) {
   const int64_t blocks = layout.num_blocks();
   int64_t capacity = 1;

@@ -38,6 +38,8 @@ struct RingShardTiles {
 
   // The row of global token `token` in the shard, or -1 where the shard does not hold it.
   int64_t row_of(int64_t token) const;
+  // [tokens] the attention block of each row of the shard.
+  std::vector<int64_t> block_of_rows() const;
 };
 
 // Which key blocks the queries of a block attend to: the selection of every (head,

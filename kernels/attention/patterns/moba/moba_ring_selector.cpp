@@ -25,13 +25,8 @@ std::pair<at::Tensor, at::Tensor> moba_ring_block_means(const at::Tensor& q, con
                                                         const RingShardTiles& mine, const BlockLayout& layout,
                                                         RingSelectionTimer& timer, bool with_queries) {
   const c10::NoGradGuard no_grad;
-  std::vector<int64_t> block_of_token(mine.tokens);
-  for (const RingTile& tile : mine.tiles) {
-    std::fill(block_of_token.begin() + tile.local_start, block_of_token.begin() + tile.local_start + tile.length,
-              tile.block);
-  }
   // Summed and all-reduced on q's device (an NCCL group takes device tensors only).
-  const at::Tensor index = at::tensor(block_of_token, at::kLong).to(q.device());
+  const at::Tensor index = at::tensor(mine.block_of_rows(), at::kLong).to(q.device());
   const int64_t blocks = layout.num_blocks(), q_heads = with_queries ? q.size(1) : 0, dim = q.size(2);
   at::Tensor sums = at::zeros({blocks, q_heads + k.size(1), dim}, q.options().dtype(at::kDouble));
   // In chunks of rows, so that the float64 copies stay small beside bf16 activations.
@@ -79,15 +74,9 @@ RingBlockPattern diagonal_blocks(const BlockLayout& layout) {
 // query's own block.
 std::shared_ptr<const RingQueryBlockLists> earlier_blocks(const at::Tensor& selected, const RingShardTiles& mine,
                                                           int64_t num_blocks) {
-  std::vector<int32_t> own(mine.tokens);
-  for (const RingTile& tile : mine.tiles) {
-    std::fill(own.begin() + tile.local_start, own.begin() + tile.local_start + tile.length,
-              static_cast<int32_t>(tile.block));
-  }
-  at::Tensor ids = selected.to(at::kInt).cpu();  // [Hq, Tq, cap]
-  const at::Tensor own_block = at::tensor(own, at::kInt).view({1, -1, 1});
-  ids.masked_fill_(ids.eq(own_block), -1);
-  return std::make_shared<const RingQueryBlockLists>(ids, num_blocks);
+  const at::Tensor ids = selected.to(at::kInt).cpu();  // [Hq, Tq, cap]
+  const at::Tensor own = at::tensor(mine.block_of_rows(), at::kInt).view({1, -1, 1});
+  return std::make_shared<const RingQueryBlockLists>(ids.masked_fill(ids.eq(own), -1), num_blocks);
 }
 
 }  // namespace
